@@ -1,0 +1,502 @@
+"""The bridge's state and the MCP methods: sessions, the tool pipeline, approvals, snapshots.
+
+Everything here runs on the bridge thread's event loop. The HTTP layer (:mod:`server.http`)
+hands over messages that passed the header and shape checks; other threads reach the bridge
+only through :class:`server.runner.BridgeRunner`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import __version__
+from .approvals import ApprovalBroker, Decision, Ending, PendingCall, Verdict
+from .audit import AuditLog, utc_now
+from .config import Config, update_config
+from .paths import PathPolicy
+from .protocol import (
+    METHOD_NOT_FOUND,
+    REQUEST_CANCELLED,
+    SERVER_ERROR,
+    error_body,
+    initialize_result,
+    not_exposed_text,
+    result_body,
+)
+from .sessions import Session, SessionTable
+from .tokens import TokenStore
+from .tools.base import Tool, ToolContext, ToolError, ToolResult
+from .tools.registry import ToolRegistry
+
+log = logging.getLogger("a2a-bridge")
+
+PAUSED_TEXT = "bridge paused by the user"
+NO_APPROVER_TEXT = "approval required but no approver is available"
+SHUTDOWN_TEXT = "bridge shutting down"
+SESSION_ENDED_TEXT = "session ended before the call was approved"
+DISCONNECTED_TEXT = "client disconnected before the call was approved"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    sid: str
+    client: str
+    version: str
+    created: float
+    last_seen: float
+    calls: int
+    pending: int
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """An immutable picture of the bridge for UIs on other threads."""
+
+    seq: int
+    url: str
+    host: str
+    port: int
+    paused: bool
+    running: bool
+    sessions: tuple[SessionView, ...]
+    pending: tuple[PendingCall, ...]
+    approvers: tuple[str, ...]
+    token_source: str
+    warnings: tuple[str, ...]
+    calls_total: int
+
+
+@dataclass(slots=True)
+class Reply:
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] | None = None
+
+
+@dataclass(slots=True)
+class CallHandle:
+    """A tools/call in flight, so a cancel or a disconnect can find and end it."""
+
+    pending_id: str | None = None
+    task: asyncio.Task[ToolResult] | None = None
+    cancelled: bool = False
+    disconnected: bool = False
+
+
+@dataclass(slots=True)
+class _Outcome:
+    result: ToolResult | None  # None: cancelled, the reply is a -32800 error
+    outcome: str
+    decided_by: str
+    wait_ms: int = 0
+
+
+@dataclass
+class BridgeOptions:
+    config: Config
+    tokens: TokenStore
+    audit: AuditLog
+    tools: list[Tool] = field(default_factory=list)
+    discover_tools: bool = True
+    session_table: SessionTable | None = None
+
+
+class Bridge:
+    def __init__(self, opts: BridgeOptions) -> None:
+        cfg = opts.config
+        self.config = cfg
+        self.tokens = opts.tokens
+        self.audit = opts.audit
+        self.sessions = opts.session_table or SessionTable()
+        self.registry = ToolRegistry(cfg.deny, cfg.deny_mcp_tools)
+        for tool in opts.tools:
+            self.registry.add(tool)
+        if opts.discover_tools:
+            self.registry.discover()
+        self.policy = PathPolicy(
+            cfg.roots, cfg.sensitive_paths, own_files=(cfg.path, opts.audit.path)
+        )
+        self.tiers = dict(cfg.tiers)
+        self.broker = ApprovalBroker(on_change=self._pending_changed)
+        self.paused = False
+        self.closing = False
+        self.unauthorized = 0
+        self.calls_total = 0
+        self.url = ""
+        self.host = cfg.host
+        self.port = cfg.port
+        self.warnings: list[str] = []
+        self._inflight: dict[tuple[str, Any], CallHandle] = {}
+        self._listing: list[dict[str, Any]] | None = None
+        self._subscribers: list[Callable[[Snapshot], None]] = []
+        self._seq = 0
+        self._publish_scheduled = False
+        self._snapshot: Snapshot | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    # -- auth ---------------------------------------------------------------------------------
+
+    def note_unauthorized(self) -> None:
+        self.unauthorized += 1
+        n = self.unauthorized
+        if n == 1 or n % 50 == 0:
+            log.warning("%d unauthorized attempt(s) - check the token in the client's config", n)
+
+    # -- tiers and the catalogue ---------------------------------------------------------------
+
+    def tier(self, tool: Tool) -> str:
+        return self.tiers.get(tool.name) or tool.default_tier or self.config.default_tier
+
+    def exposed(self, name: str) -> Tool | None:
+        tool = self.registry.get(name)
+        if tool is None or self.tier(tool) == "deny":
+            return None
+        return tool
+
+    def listing(self) -> list[dict[str, Any]]:
+        if self._listing is None:
+            self._listing = [
+                t.describe() for t in self.registry.all() if self.exposed(t.name) is not None
+            ]
+        return self._listing
+
+    # -- dispatch (steps 6-9 of the order of checks) ------------------------------------------
+
+    async def dispatch(
+        self,
+        msg: dict[str, Any],
+        sid: str | None,
+        version_header_reject: Any,
+        handle: CallHandle | None = None,
+    ) -> Reply:
+        method: str = msg["method"]
+        req_id = msg.get("id")
+        session: Session | None = None
+        if method != "initialize":
+            if sid is None:
+                return Reply(400, error_body(req_id, SERVER_ERROR, "missing mcp-session-id"))
+            session = self.sessions.touch(sid)
+            if session is None:
+                return Reply(404, error_body(req_id, SERVER_ERROR, "unknown session"))
+            self._changed()
+        if version_header_reject is not None:
+            return Reply(version_header_reject.status, version_header_reject.body())
+        if method.startswith("notifications/"):
+            if method == "notifications/cancelled" and session is not None:
+                self._cancel(session.sid, msg.get("params"))
+            return Reply(202)
+        if method == "initialize":
+            return self._initialize(msg)
+        assert session is not None
+        if method == "ping":
+            return Reply(200, result_body(req_id, {}))
+        if method == "tools/list":
+            return Reply(200, result_body(req_id, {"tools": self.listing()}))
+        if method == "tools/call":
+            return await self._tools_call(session, req_id, msg.get("params"), handle)
+        return Reply(200, error_body(req_id, METHOD_NOT_FOUND, "method not found"))
+
+    def _initialize(self, msg: dict[str, Any]) -> Reply:
+        params = msg.get("params")
+        info = params.get("clientInfo") if isinstance(params, dict) else None
+        session, evicted = self.sessions.create(info)
+        if evicted is not None:
+            self.broker.end_where(Ending.SESSION_ENDED, evicted.sid)
+        self._changed()
+        return Reply(
+            200,
+            result_body(msg.get("id"), initialize_result(__version__)),
+            {"mcp-session-id": session.sid},
+        )
+
+    def end_session(self, sid: str) -> bool:
+        """DELETE, the tray's "End session", or eviction: pending calls of it end at once."""
+        session = self.sessions.remove(sid)
+        if session is None:
+            return False
+        self.broker.end_where(Ending.SESSION_ENDED, sid)
+        self._changed()
+        return True
+
+    # -- cancellation and disconnects ------------------------------------------------------------
+
+    def _cancel(self, sid: str, params: Any) -> None:
+        if not isinstance(params, dict) or "requestId" not in params:
+            return
+        try:
+            handle = self._inflight.get((sid, params["requestId"]))
+        except TypeError:  # an unhashable requestId names nothing
+            return
+        if handle is None or handle.cancelled:
+            return
+        handle.cancelled = True
+        if handle.pending_id is not None:
+            self.broker.end(handle.pending_id, Ending.CANCELLED)
+        elif handle.task is not None:
+            handle.task.cancel()
+
+    def connection_closed(self, handle: CallHandle) -> None:
+        """The client hung up while its call was held: withdraw a pending approval.
+
+        A tool that is already running is left to finish (disconnection is not cancellation in
+        MCP); its result and audit record still land.
+        """
+        handle.disconnected = True
+        if handle.pending_id is not None:
+            self.broker.end(handle.pending_id, Ending.DISCONNECTED)
+
+    # -- tools/call ------------------------------------------------------------------------------
+
+    async def _tools_call(
+        self, session: Session, req_id: Any, params: Any, handle: CallHandle | None
+    ) -> Reply:
+        if not isinstance(params, dict):
+            params = {}
+        name = params.get("name")
+        name = name if isinstance(name, str) else ""
+        args = params.get("arguments")
+        if args is None:
+            args = {}
+        call_id = str(uuid.uuid4())
+        started = time.monotonic()
+        self.calls_total += 1
+        session.calls += 1
+        self.audit.record(
+            {
+                "ts": utc_now(),
+                "id": call_id,
+                "sid": session.sid,
+                "client": session.client,
+                "tool": name,
+                "phase": "start",
+                "args": args,
+            }
+        )
+        handle = handle or CallHandle()
+        key = (session.sid, req_id)
+        registered = False
+        try:
+            if req_id is not None and key not in self._inflight:
+                self._inflight[key] = handle
+                registered = True
+            out = await self._call(session, call_id, name, args, handle)
+        except Exception:
+            log.exception("internal error: tools/call %r", name)
+            out = _Outcome(
+                ToolResult.text(f"tool '{name}' failed: internal error"), "error", "policy"
+            )
+        finally:
+            if registered:
+                self._inflight.pop(key, None)
+        result = out.result
+        self.audit.record(
+            {
+                "ts": utc_now(),
+                "id": call_id,
+                "sid": session.sid,
+                "client": session.client,
+                "tool": name,
+                "phase": "done",
+                "args": args,
+                "isError": True if result is None else result.is_error,
+                "outcome": out.outcome,
+                "decided_by": out.decided_by,
+                "wait_ms": out.wait_ms,
+                "duration_ms": int((time.monotonic() - started) * 1000),
+            }
+        )
+        if result is None:
+            return Reply(200, error_body(req_id, REQUEST_CANCELLED, "request cancelled"))
+        return Reply(200, result_body(req_id, result.to_json()))
+
+    async def _call(
+        self, session: Session, call_id: str, name: str, args: Any, handle: CallHandle
+    ) -> _Outcome:
+        if self.closing:
+            return _Outcome(ToolResult.text(SHUTDOWN_TEXT, True), "denied", "policy")
+        if self.paused:
+            return _Outcome(ToolResult.text(PAUSED_TEXT, True), "paused", "policy")
+        tool = self.exposed(name)
+        if tool is None:
+            return _Outcome(ToolResult.text(not_exposed_text(name), True), "not_exposed", "policy")
+        if not isinstance(args, dict):
+            text = f"invalid arguments for '{name}': arguments must be an object"
+            return _Outcome(ToolResult.text(text, True), "error", "policy")
+        problem = self.registry.validate(name, args)
+        if problem is not None:
+            return _Outcome(ToolResult.text(problem, True), "error", "policy")
+
+        tier = self.tier(tool)
+        escalation = tool.escalation(args, self.policy)
+        decided_by = "policy"
+        wait_ms = 0
+        if tier == "allow" and escalation is None:
+            pass
+        elif escalation is None and name in session.allowed_tools:
+            decided_by = "session_rule"
+        else:
+            waited = time.monotonic()
+            session.pending += 1
+            try:
+                verdict = await self.broker.wait(
+                    sid=session.sid,
+                    client=session.client,
+                    tool=name,
+                    arguments=args,
+                    timeout_s=self.config.approval_timeout_s,
+                    escalation=escalation,
+                    on_created=lambda p: setattr(handle, "pending_id", p.id),
+                )
+            finally:
+                session.pending -= 1
+                handle.pending_id = None
+            wait_ms = int((time.monotonic() - waited) * 1000)
+            refusal = self._refusal(verdict)
+            if refusal is not None:
+                refusal.wait_ms = wait_ms
+                return refusal
+            decided_by = "user"
+            if verdict.decision is Decision.ALLOW_SESSION:
+                session.allowed_tools.add(name)
+            elif verdict.decision is Decision.ALLOW_ALWAYS:
+                self._allow_always(name)
+
+        ctx = ToolContext(call_id, session.sid, session.client, self.policy, self.config.limits)
+        task = asyncio.ensure_future(tool.run(args, ctx))
+        handle.task = task
+        await asyncio.wait({task})
+        if task.cancelled():
+            return _Outcome(None, "cancelled", decided_by, wait_ms)
+        exc = task.exception()
+        if isinstance(exc, ToolError):
+            result = ToolResult.text(str(exc), True)
+        elif exc is not None:
+            log.error("tool %r failed", name, exc_info=exc)
+            result = ToolResult.text(f"tool '{name}' failed: {type(exc).__name__}", True)
+        else:
+            result = task.result()
+        return _Outcome(result, "error" if result.is_error else "ok", decided_by, wait_ms)
+
+    def _refusal(self, v: Verdict) -> _Outcome | None:
+        e = v.ending
+        if e is Ending.APPROVED:
+            return None
+        if e is Ending.DENIED:
+            text = f"denied by the user: {v.reason}" if v.reason else "denied by the user"
+            return _Outcome(ToolResult.text(text, True), "denied", "user")
+        if e is Ending.TIMEOUT:
+            text = f"approval timed out after {self.config.approval_timeout_s:g} s"
+            return _Outcome(ToolResult.text(text, True), "timeout", "policy")
+        if e is Ending.CANCELLED:
+            return _Outcome(None, "cancelled", "policy")
+        texts = {
+            Ending.NO_APPROVER: (NO_APPROVER_TEXT, "denied"),
+            Ending.PAUSED: (PAUSED_TEXT, "paused"),
+            Ending.SHUTDOWN: (SHUTDOWN_TEXT, "denied"),
+            Ending.SESSION_ENDED: (SESSION_ENDED_TEXT, "cancelled"),
+            Ending.DISCONNECTED: (DISCONNECTED_TEXT, "cancelled"),
+        }
+        text, outcome = texts[e]
+        return _Outcome(ToolResult.text(text, True), outcome, "policy")
+
+    def _allow_always(self, name: str) -> None:
+        self.tiers[name] = "allow"
+        self._listing = None
+        path = self.config.path
+
+        def persist() -> None:
+            try:
+                update_config(path, {f"approval.tiers.{name}": "allow"})
+            except Exception as e:
+                log.warning("could not save 'always allow' for %s to %s: %s", name, path, e)
+
+        assert self.loop is not None
+        self.loop.run_in_executor(None, persist)
+
+    # -- control (called on the bridge thread by the runner) ------------------------------------
+
+    def decide(self, call_id: str, decision: Decision, reason: str | None = None) -> bool:
+        return self.broker.decide(call_id, decision, reason)
+
+    def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+        if paused:
+            self.broker.end_where(Ending.PAUSED)
+        self._changed(now=True)
+
+    def begin_shutdown(self) -> None:
+        self.closing = True
+        self.broker.end_where(Ending.SHUTDOWN)
+        for handle in list(self._inflight.values()):
+            if handle.task is not None:
+                handle.task.cancel()
+        self._changed(now=True)
+
+    # -- snapshots ----------------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[Snapshot], None]) -> Callable[[], None]:
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def snapshot(self) -> Snapshot:
+        self._seq += 1
+        state = self.tokens.state
+        return Snapshot(
+            seq=self._seq,
+            url=self.url,
+            host=self.host,
+            port=self.port,
+            paused=self.paused,
+            running=not self.closing,
+            sessions=tuple(
+                SessionView(
+                    s.sid,
+                    s.client_name,
+                    s.client_version,
+                    s.created,
+                    s.last_seen_wall,
+                    s.calls,
+                    s.pending,
+                )
+                for s in self.sessions.all()
+            ),
+            pending=tuple(self.broker.pending()),
+            approvers=tuple(self.broker.approvers),
+            token_source=state.source if state else "",
+            warnings=tuple(self.warnings),
+            calls_total=self.calls_total,
+        )
+
+    def _pending_changed(self) -> None:
+        self._changed(now=True)
+
+    def _changed(self, now: bool = False) -> None:
+        """Tell subscribers; pending changes go out at once, the rest coalesce per loop turn."""
+        if not self._subscribers:
+            return
+        if now:
+            self._publish()
+        elif not self._publish_scheduled and self.loop is not None:
+            self._publish_scheduled = True
+            self.loop.call_soon(self._publish)
+
+    def _publish(self) -> None:
+        self._publish_scheduled = False
+        snap = self.snapshot()
+        self._snapshot = snap
+        for cb in list(self._subscribers):
+            try:
+                cb(snap)
+            except Exception:
+                log.exception("snapshot subscriber failed")

@@ -1,0 +1,254 @@
+"""The bridge's JSON config: where it lives, what it may hold, and how it is saved.
+
+Validation fails closed: a malformed file or field stops the start with
+``invalid config at <file>: field '<name>' must be <what>`` and the file is never "healed".
+Saving rewrites the whole document atomically (0600) from the raw dict that was loaded, so keys
+this version does not know survive.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import platformdirs
+
+from . import APP_NAME
+from .fsutil import write_private_atomic
+
+TIERS = ("allow", "prompt", "deny")
+TOKEN_MIN_LENGTH = 32
+
+
+class ConfigError(Exception):
+    """The config cannot be used; the message is shown to the user as is."""
+
+
+def config_path() -> str:
+    return os.environ.get("A2A_BRIDGE_CONFIG") or os.path.join(
+        platformdirs.user_config_dir(APP_NAME, appauthor=False), "config.json"
+    )
+
+
+def audit_path() -> str:
+    return os.environ.get("A2A_BRIDGE_AUDIT") or os.path.join(
+        platformdirs.user_log_dir(APP_NAME, appauthor=False), "audit.jsonl"
+    )
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-tool limits; all in bytes, lines or seconds."""
+
+    read_max_bytes: int = 256 * 1024
+    read_max_lines: int = 2000
+    read_line_max_chars: int = 2000
+    image_max_bytes: int = 5 * 1024 * 1024
+    write_max_bytes: int = 10 * 1024 * 1024
+    list_max_entries: int = 1000
+    find_max_results: int = 1000
+    grep_max_matches: int = 500
+    grep_max_file_bytes: int = 4 * 1024 * 1024
+    output_max_bytes: int = 64 * 1024
+    bash_timeout_s: float = 120.0
+    bash_max_timeout_s: float = 3600.0
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    token_store: str = "keyring"
+    token: str | None = None
+    deny: frozenset[str] = frozenset()
+    deny_mcp_tools: bool = False
+    allowed_origins: frozenset[str] = frozenset()
+    roots: tuple[str, ...] = ()
+    sensitive_paths: tuple[str, ...] = ()
+    tiers: dict[str, str] = field(default_factory=dict)
+    default_tier: str = "prompt"
+    approval_timeout_s: float = 55.0
+    audit_max_bytes: int = 10 * 1024 * 1024
+    audit_keep: int = 5
+    limits: Limits = Limits()
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+def _fail(path: str, name: str, what: str) -> ConfigError:
+    return ConfigError(f"invalid config at {path}: field '{name}' must be {what}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return (isinstance(v, int | float) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+def valid_token(token: Any) -> bool:
+    return (
+        isinstance(token, str)
+        and len(token) >= TOKEN_MIN_LENGTH
+        and not any(c.isspace() for c in token)
+    )
+
+
+def _string_list(path: str, raw: dict, name: str) -> list[str]:
+    v = raw.get(name, [])
+    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+        raise _fail(path, name, "an array of non-empty strings")
+    return v
+
+
+def _limits(path: str, raw: Any) -> Limits:
+    if raw is None:
+        return Limits()
+    if not isinstance(raw, dict):
+        raise _fail(path, "limits", "an object")
+    defaults = Limits()
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if not hasattr(defaults, key):
+            continue  # unknown keys are preserved on save, ignored here
+        default = getattr(defaults, key)
+        if isinstance(default, float):
+            if not _is_number(value) or value <= 0:
+                raise _fail(path, f"limits.{key}", "a positive number")
+            values[key] = float(value)
+        else:
+            if not _is_int(value) or value <= 0:
+                raise _fail(path, f"limits.{key}", "a positive integer")
+            values[key] = value
+    return Limits(**values)
+
+
+def parse_config(path: str, raw: Any) -> Config:
+    """Validate a loaded document; raise :class:`ConfigError` naming the first bad field."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"invalid config at {path}: expected a JSON object")
+    host = raw.get("host", "127.0.0.1")
+    if not isinstance(host, str) or not host.strip():
+        raise _fail(path, "host", "a non-empty string")
+    port = raw.get("port", 0)
+    if not _is_int(port) or not 0 <= port <= 65535:
+        raise _fail(path, "port", "an integer in [0, 65535]")
+    token_store = raw.get("token_store", "keyring")
+    if token_store not in ("keyring", "file"):
+        raise _fail(path, "token_store", "one of 'keyring', 'file'")
+    token = raw.get("token")
+    if token is not None and not valid_token(token):
+        raise _fail(path, "token", f"at least {TOKEN_MIN_LENGTH} characters, no whitespace")
+    deny = _string_list(path, raw, "deny")
+    deny_mcp = raw.get("deny_mcp_tools", False)
+    if not isinstance(deny_mcp, bool):
+        raise _fail(path, "deny_mcp_tools", "a boolean")
+    origins = _string_list(path, raw, "allowed_origins")
+    roots = _string_list(path, raw, "roots")
+    sensitive = _string_list(path, raw, "sensitive_paths")
+
+    approval = raw.get("approval", {})
+    if not isinstance(approval, dict):
+        raise _fail(path, "approval", "an object")
+    tiers = approval.get("tiers", {})
+    if not isinstance(tiers, dict) or not all(
+        isinstance(k, str) and v in TIERS for k, v in tiers.items()
+    ):
+        raise _fail(path, "approval.tiers", "an object mapping tool names to allow|prompt|deny")
+    default_tier = approval.get("default_tier", "prompt")
+    if default_tier not in TIERS:
+        raise _fail(path, "approval.default_tier", "one of 'allow', 'prompt', 'deny'")
+    timeout_s = approval.get("timeout_s", 55)
+    if not _is_number(timeout_s) or timeout_s < 0:
+        raise _fail(path, "approval.timeout_s", "a number >= 0 (0 = wait forever)")
+
+    audit = raw.get("audit", {})
+    if not isinstance(audit, dict):
+        raise _fail(path, "audit", "an object")
+    max_bytes = audit.get("max_bytes", 10 * 1024 * 1024)
+    if not _is_int(max_bytes) or max_bytes < 4096:
+        raise _fail(path, "audit.max_bytes", "an integer >= 4096")
+    keep = audit.get("keep", 5)
+    if not _is_int(keep) or not 1 <= keep <= 100:
+        raise _fail(path, "audit.keep", "an integer in [1, 100]")
+
+    return Config(
+        path=path,
+        host=host.strip(),
+        port=port,
+        token_store=token_store,
+        token=token,
+        deny=frozenset(deny),
+        deny_mcp_tools=deny_mcp,
+        allowed_origins=frozenset(o.strip().rstrip("/").lower() for o in origins),
+        roots=tuple(roots) or (os.path.expanduser("~"),),
+        sensitive_paths=tuple(sensitive),
+        tiers=dict(tiers),
+        default_tier=default_tier,
+        approval_timeout_s=float(timeout_s),
+        audit_max_bytes=max_bytes,
+        audit_keep=keep,
+        limits=_limits(path, raw.get("limits")),
+        raw=raw,
+    )
+
+
+def load_config(path: str | None = None) -> Config:
+    """Read and validate the config; an absent file means all defaults."""
+    path = path or config_path()
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return parse_config(path, {})
+    except OSError as e:
+        raise ConfigError(f"invalid config at {path}: cannot read it ({e.strerror})") from None
+    try:
+        raw = json.loads(data)
+    except ValueError as e:
+        raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
+    return parse_config(path, raw)
+
+
+def save_raw(path: str, raw: dict[str, Any]) -> None:
+    write_private_atomic(path, (json.dumps(raw, indent=2, ensure_ascii=False) + "\n").encode())
+
+
+def update_config(path: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """Re-read the file, apply ``changes`` (dotted keys reach into objects), save it.
+
+    Re-reading first means an edit the user made by hand since the start is not overwritten by
+    a key the bridge changes (e.g. "Always allow" persisting a tier). A value of ``None`` removes
+    the key.
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = json.loads(f.read())
+        if not isinstance(raw, dict):
+            raise ConfigError(f"invalid config at {path}: expected a JSON object")
+    except FileNotFoundError:
+        raw = {}
+    except ValueError as e:
+        raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
+    raw = copy.deepcopy(raw)
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split(".")
+        node = raw
+        for p in parents:
+            child = node.get(p)
+            if not isinstance(child, dict):
+                child = {}
+                node[p] = child
+            node = child
+        if value is None:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = value
+    parse_config(path, raw)  # never write a file the next start would refuse
+    save_raw(path, raw)
+    return raw

@@ -1,0 +1,202 @@
+"""The MCP endpoint on Tornado's HTTP/1.1 server, below ``tornado.web`` on purpose.
+
+A message delegate sees the headers before the body, so the order of checks (§2 of the
+protocol) runs without a routing layer, an oversized body is refused before it is read, and
+the hot path stays a handful of function calls. Early rejects are answered only after the
+(bounded) body has been read, so a keep-alive connection stays in sync for the next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from tornado import httputil
+from tornado.httpserver import HTTPServer
+from tornado.iostream import StreamClosedError
+
+from .bridge import Bridge, CallHandle, Reply
+from .protocol import (
+    BODY_TOO_LARGE,
+    INTERNAL,
+    MAX_BODY_BYTES,
+    METHOD_NOT_ALLOWED,
+    UNAUTHORIZED,
+    bearer_token,
+    check_host_origin,
+    check_protocol_version,
+    parse_message,
+    token_matches,
+)
+
+log = logging.getLogger("a2a-bridge")
+
+# Tornado itself cuts chunked bodies above this (with a bare 400 and a close); below it, our
+# own count answers 413 with a JSON-RPC body. Content-Length bodies are refused before reading.
+TORNADO_BODY_CAP = 4 * MAX_BODY_BYTES
+IDLE_CONNECTION_TIMEOUT_S = 120.0
+BODY_TIMEOUT_S = 30.0
+
+_REASONS = httputil.responses
+
+
+class McpServer(httputil.HTTPServerConnectionDelegate):
+    def __init__(self, bridge: Bridge, loopback_bound: bool) -> None:
+        self.bridge = bridge
+        self.loopback_bound = loopback_bound
+        self.active: set[asyncio.Task[None]] = set()
+
+    def start_request(
+        self, server_conn: object, request_conn: httputil.HTTPConnection
+    ) -> httputil.HTTPMessageDelegate:
+        return McpExchange(self, request_conn)
+
+    def http_server(self) -> HTTPServer:
+        return HTTPServer(
+            self,
+            max_body_size=TORNADO_BODY_CAP,
+            idle_connection_timeout=IDLE_CONNECTION_TIMEOUT_S,
+            body_timeout=BODY_TIMEOUT_S,
+            xheaders=False,
+        )
+
+
+class McpExchange(httputil.HTTPMessageDelegate):
+    """One request/response on a connection."""
+
+    __slots__ = ("chunks", "conn", "handle", "headers", "method", "server", "size")
+
+    def __init__(self, server: McpServer, conn: httputil.HTTPConnection) -> None:
+        self.server = server
+        self.conn = conn
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.method = ""
+        self.headers: httputil.HTTPHeaders | None = None
+        self.handle: CallHandle | None = None
+
+    # -- tornado callbacks ----------------------------------------------------------------------
+
+    def headers_received(
+        self,
+        start_line: httputil.RequestStartLine | httputil.ResponseStartLine,
+        headers: httputil.HTTPHeaders,
+    ) -> None:
+        assert isinstance(start_line, httputil.RequestStartLine)
+        self.method = start_line.method
+        self.headers = headers
+        length = headers.get("Content-Length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            self._refuse_oversized()
+
+    def data_received(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size <= MAX_BODY_BYTES:
+            self.chunks.append(chunk)
+
+    def finish(self) -> None:
+        try:
+            early = self._early_checks()
+        except Exception:
+            log.exception("internal error: request checks")
+            early = Reply(INTERNAL.status, INTERNAL.body())
+        if early is not None:
+            self._respond(early)
+            return
+        task = asyncio.ensure_future(self._process())
+        self.server.active.add(task)
+        task.add_done_callback(self.server.active.discard)
+
+    def on_connection_close(self) -> None:
+        if self.handle is not None:
+            self.server.bridge.connection_closed(self.handle)
+
+    # -- the order of checks ----------------------------------------------------------------------
+
+    def _early_checks(self) -> Reply | None:
+        """Steps 1-3 (+ the body cap and DELETE): everything that needs no parsing."""
+        headers = self.headers
+        assert headers is not None
+        bridge = self.server.bridge
+        method = self.method
+        if method != "POST" and method != "DELETE":
+            extra = {"Allow": "POST, DELETE"} if method == "GET" else None
+            return Reply(METHOD_NOT_ALLOWED.status, b"", extra)
+        if self.size > MAX_BODY_BYTES:
+            # A chunked body that grew too large: it has been read, but the protocol says the
+            # connection closes after a 413, and Tornado adds the header when it does.
+            self.conn._disconnect_on_finish = True  # type: ignore[attr-defined]
+            return Reply(BODY_TOO_LARGE.status, BODY_TOO_LARGE.body())
+        reject = check_host_origin(
+            headers.get("Host"),
+            headers.get("Origin"),
+            loopback_bound=self.server.loopback_bound,
+            allowed=bridge.config.allowed_origins,
+        )
+        if reject is not None:
+            return Reply(reject.status, reject.body())
+        if not token_matches(bearer_token(headers.get("Authorization")), bridge.tokens.token):
+            bridge.note_unauthorized()
+            return Reply(UNAUTHORIZED.status, UNAUTHORIZED.body())
+        if method == "DELETE":
+            sid = headers.get("mcp-session-id")
+            if sid:
+                bridge.end_session(sid)
+            return Reply(204)
+        return None
+
+    async def _process(self) -> None:
+        try:
+            reply = await self._dispatch()
+        except Exception:
+            log.exception("internal error")
+            reply = Reply(INTERNAL.status, INTERNAL.body())
+        self._respond(reply)
+
+    async def _dispatch(self) -> Reply:
+        body = b"".join(self.chunks) if len(self.chunks) != 1 else self.chunks[0]
+        self.chunks = []
+        msg, reject = parse_message(body)
+        if reject is not None:
+            return Reply(reject.status, reject.body())
+        assert msg is not None and self.headers is not None
+        headers = self.headers
+        version_reject = check_protocol_version(headers.get("MCP-Protocol-Version"), msg.get("id"))
+        if msg["method"] == "tools/call":
+            self.handle = CallHandle()
+        return await self.server.bridge.dispatch(
+            msg, headers.get("mcp-session-id"), version_reject, self.handle
+        )
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def _respond(self, reply: Reply) -> None:
+        headers = httputil.HTTPHeaders()
+        if reply.body:
+            headers["Content-Type"] = "application/json"
+        if reply.status != 204:
+            headers["Content-Length"] = str(len(reply.body))
+        if reply.headers:
+            headers.update(reply.headers)
+        start = httputil.ResponseStartLine("HTTP/1.1", reply.status, _REASONS.get(reply.status, ""))
+        try:
+            self.conn.write_headers(start, headers, reply.body or None)
+            self.conn.finish()
+        except StreamClosedError:
+            pass  # the client left; its call was already audited
+
+    def _refuse_oversized(self) -> None:
+        """Answer 413 without reading the body, then close: the only way to skip the bytes."""
+        conn: Any = self.conn
+        stream = conn.detach()
+        body = BODY_TOO_LARGE.body()
+        head = (
+            f"HTTP/1.1 413 {_REASONS[413]}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        ).encode()
+        try:
+            fut = stream.write(head + body)
+            fut.add_done_callback(lambda _f: stream.close())
+        except StreamClosedError:
+            pass

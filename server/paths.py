@@ -1,0 +1,95 @@
+"""Which paths a call may touch without a human looking: inside a root and not sensitive.
+
+The real path (``~`` expanded, relative to the first root, symlinks resolved) decides, so ``..``
+and a symlink that points out of a root are judged by where they land.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+# Credentials, keyrings and browser profiles: never auto-allowed, whatever the roots say.
+SENSITIVE_DEFAULTS: tuple[str, ...] = (
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.kube",
+    "~/.docker/config.json",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.pypirc",
+    "~/.npmrc",
+    "~/.password-store",
+    "~/.local/share/keyrings",
+    "~/.local/share/python_keyring",
+    "~/.config/python_keyring",
+    "~/Library/Keychains",
+    "~/.mozilla",
+    "~/.config/google-chrome",
+    "~/.config/chromium",
+    "~/.config/BraveSoftware",
+    "~/.config/microsoft-edge",
+    "~/snap/firefox",
+    "~/Library/Application Support/Google/Chrome",
+    "~/Library/Application Support/Firefox",
+    "~/AppData/Roaming/Mozilla",
+    "~/AppData/Local/Google/Chrome",
+    "~/AppData/Roaming/Microsoft/Credentials",
+)
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(os.path.expanduser(path))
+
+
+def is_within(path: str, parent: str) -> bool:
+    if path == parent:
+        return True
+    try:
+        return os.path.commonpath([path, parent]) == parent
+    except ValueError:  # different drives on Windows
+        return False
+
+
+class PathPolicy:
+    def __init__(
+        self,
+        roots: Iterable[str],
+        sensitive: Iterable[str] = (),
+        own_files: Iterable[str] = (),
+    ) -> None:
+        self.roots = tuple(_real(r) for r in roots) or (_real("~"),)
+        self.sensitive = tuple(_real(p) for p in (*SENSITIVE_DEFAULTS, *sensitive))
+        # The bridge's config (holds the token on fallback) and audit log with its rotations.
+        self.own_files = tuple(_real(p) for p in own_files)
+
+    def resolve(self, path: str | None) -> str:
+        """Absolute real path for a tool argument; an empty or absent path is the first root."""
+        if not path:
+            return self.roots[0]
+        p = os.path.expanduser(path)
+        if not os.path.isabs(p):
+            p = os.path.join(self.roots[0], p)
+        return os.path.realpath(p)
+
+    def display(self, real: str) -> str:
+        """A path as the model should see it: relative to the first root when inside it."""
+        root = self.roots[0]
+        if is_within(real, root) and real != root:
+            return os.path.relpath(real, root)
+        return real
+
+    def escalation(self, path: str | None) -> str | None:
+        real = self.resolve(path)
+        for own in self.own_files:
+            if real == own or real.startswith(own + "."):
+                return f"{real} is one of the bridge's own files"
+        for s in self.sensitive:
+            if is_within(real, s):
+                return f"{real} is inside a sensitive location ({s})"
+        if not any(is_within(real, r) for r in self.roots):
+            return f"{real} is outside the configured roots"
+        return None

@@ -1,0 +1,171 @@
+"""The wire rules of ``shared/spec/protocol.md`` as small pure functions.
+
+Nothing here does I/O, so every rule of the error table is unit-testable on its own; the HTTP
+layer (:mod:`server.http`) only strings these together in the order of checks (§2).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+PROTOCOL_VERSION = "2025-11-25"
+ACCEPTED_PROTOCOL_VERSIONS = frozenset({"2025-11-25", "2025-06-18", "2025-03-26"})
+MAX_BODY_BYTES = 1024 * 1024
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INTERNAL_ERROR = -32603
+SERVER_ERROR = -32000
+REQUEST_CANCELLED = -32800
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+TOOL_NAME_RE = re.compile(r"^[a-z0-9_]{1,64}$")
+
+_BEARER_RE = re.compile(r"^bearer[ \t]+", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """A request refused before dispatch: HTTP status plus a JSON-RPC error (or no body)."""
+
+    status: int
+    code: int | None = None
+    message: str = ""
+    id: Any = None
+
+    def body(self) -> bytes:
+        if self.code is None:
+            return b""
+        return error_body(self.id, self.code, self.message)
+
+
+UNAUTHORIZED = Reject(401, SERVER_ERROR, "unauthorized")
+FORBIDDEN_ORIGIN = Reject(403, SERVER_ERROR, "forbidden origin")
+FORBIDDEN_HOST = Reject(403, SERVER_ERROR, "forbidden host")
+BODY_TOO_LARGE = Reject(413, INVALID_REQUEST, "request body too large")
+METHOD_NOT_ALLOWED = Reject(405)
+INTERNAL = Reject(500, INTERNAL_ERROR, "internal error")
+
+
+def error_body(request_id: Any, code: int, message: str) -> bytes:
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}},
+        separators=(",", ":"),
+    ).encode()
+
+
+def result_body(request_id: Any, result: Any) -> bytes:
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "result": result},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    ).encode()
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The credential of an ``Authorization: Bearer <token>`` header, verbatim, or None.
+
+    The scheme word is case-insensitive and one or more spaces follow it; everything after is
+    the token, trailing spaces included (so a padded token simply fails the compare).
+    """
+    if not authorization:
+        return None
+    m = _BEARER_RE.match(authorization)
+    if m is None:
+        return None
+    token = authorization[m.end() :]
+    return token or None
+
+
+def token_matches(presented: str | None, expected: str) -> bool:
+    """Constant-time compare; different lengths simply fail."""
+    if presented is None:
+        return False
+    return hmac.compare_digest(presented.encode(), expected.encode())
+
+
+def host_name(host_header: str) -> str:
+    """The name part of a ``Host`` header: ``[::1]:80`` -> ``::1``, ``a:9`` -> ``a``."""
+    h = host_header.strip().lower()
+    if h.startswith("["):
+        end = h.find("]")
+        return h[1:end] if end > 0 else h
+    if h.count(":") == 1:
+        return h.split(":", 1)[0]
+    return h
+
+
+def is_loopback_name(name: str) -> bool:
+    return name in LOOPBACK_NAMES or (name.startswith("127.") and _is_ipv4(name))
+
+
+def _is_ipv4(name: str) -> bool:
+    parts = name.split(".")
+    return len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts)
+
+
+def normalize_origin(origin: str) -> str:
+    return origin.strip().rstrip("/").lower()
+
+
+def origin_allowed(origin: str, allowed: frozenset[str]) -> bool:
+    """A loopback origin (any port, http or https) or one listed in ``allowed_origins``."""
+    norm = normalize_origin(origin)
+    if norm in allowed:
+        return True
+    try:
+        parts = urlsplit(norm)
+        hostname = parts.hostname
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and hostname is not None and is_loopback_name(hostname)
+
+
+def check_host_origin(
+    host: str | None, origin: str | None, *, loopback_bound: bool, allowed: frozenset[str]
+) -> Reject | None:
+    """Step 2 of the order of checks: the DNS-rebinding guard."""
+    if origin is not None and not origin_allowed(origin, allowed):
+        return FORBIDDEN_ORIGIN
+    if loopback_bound and host is not None and not is_loopback_name(host_name(host)):
+        return FORBIDDEN_HOST
+    return None
+
+
+def parse_message(body: bytes) -> tuple[dict[str, Any] | None, Reject | None]:
+    """Steps 4 and 5: parse the body and check the JSON-RPC shape."""
+    try:
+        msg = json.loads(body)
+    except (ValueError, RecursionError):
+        return None, Reject(400, PARSE_ERROR, "parse error")
+    if not isinstance(msg, dict):
+        return None, Reject(400, INVALID_REQUEST, "invalid request")
+    request_id = msg.get("id")
+    if msg.get("jsonrpc") != "2.0" or not isinstance(msg.get("method"), str):
+        return None, Reject(400, INVALID_REQUEST, "invalid request", request_id)
+    return msg, None
+
+
+def check_protocol_version(value: str | None, request_id: Any) -> Reject | None:
+    """Step 7: an absent header is fine; a known version is fine; anything else is refused."""
+    if value is None or value in ACCEPTED_PROTOCOL_VERSIONS:
+        return None
+    return Reject(400, INVALID_REQUEST, "unsupported protocol version", request_id)
+
+
+def not_exposed_text(name: str) -> str:
+    return f"tool '{name}' is not exposed by this bridge"
+
+
+def initialize_result(version: str) -> dict[str, Any]:
+    return {
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {"tools": {}},
+        "serverInfo": {"name": "omp-a2a-bridge", "version": version},
+    }

@@ -1,0 +1,93 @@
+"""What a tool is: a name, a schema the model reads, honest annotations, a tier, and ``run``.
+
+Tools never raise tracebacks at the caller: :class:`ToolError` carries a short text that becomes
+an ``isError`` result; anything else is logged and reported as a generic failure by the bridge.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    from ..config import Limits
+    from ..paths import PathPolicy
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def image_block(data_b64: str, mime_type: str) -> dict[str, Any]:
+    return {"type": "image", "data": data_b64, "mimeType": mime_type}
+
+
+@dataclass(slots=True)
+class ToolResult:
+    content: list[dict[str, Any]]
+    is_error: bool = False
+
+    @classmethod
+    def text(cls, text: str, is_error: bool = False) -> ToolResult:
+        return cls([text_block(text)], is_error)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"content": self.content, "isError": self.is_error}
+
+
+class ToolError(Exception):
+    """A refusal or failure the model should read: its message is the whole result text."""
+
+
+@dataclass(slots=True)
+class ToolContext:
+    call_id: str
+    sid: str
+    client: str
+    policy: PathPolicy
+    limits: Limits
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def resolve(self, path: str | None) -> str:
+        return self.policy.resolve(path)
+
+
+class Tool(abc.ABC):
+    """Subclass, set the class attributes, implement :meth:`run`.
+
+    ``path_args`` names the arguments that are file-system paths: the bridge checks each against
+    the roots and the sensitive list and escalates an allow-tier call to prompt when one falls
+    outside (see :class:`server.paths.PathPolicy`).
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    input_schema: ClassVar[dict[str, Any]]
+    annotations: ClassVar[dict[str, Any]] = {}
+    default_tier: ClassVar[str | None] = None  # None: the config's approval.default_tier
+    path_args: ClassVar[tuple[str, ...]] = ()
+    default_paths: ClassVar[dict[str, str]] = {}  # argument -> value used when it is absent
+
+    def escalation(self, args: dict[str, Any], policy: PathPolicy) -> str | None:
+        """Why this call must not run unattended, or None."""
+        for key in self.path_args:
+            value = args.get(key, self.default_paths.get(key))
+            if isinstance(value, str):
+                reason = policy.escalation(value)
+                if reason:
+                    return reason
+        return None
+
+    @abc.abstractmethod
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+    def describe(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema,
+        }
+        if self.annotations:
+            d["annotations"] = dict(self.annotations)
+        return d

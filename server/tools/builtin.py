@@ -1,0 +1,12 @@
+"""The built-in tool set, in the order ``tools/list`` shows it."""
+
+from __future__ import annotations
+
+from .base import Tool
+from .files import EditTool, LsTool, ReadTool, WriteTool
+from .search import FindTool, GrepTool
+from .shell import BashTool
+
+
+def builtin_tools() -> list[Tool]:
+    return [ReadTool(), LsTool(), FindTool(), GrepTool(), WriteTool(), EditTool(), BashTool()]

@@ -1,0 +1,299 @@
+"""``read``, ``write``, ``edit`` and ``ls``: the file tools a remote coding agent expects.
+
+Blocking file work runs in a worker thread so the bridge loop keeps answering ``ping``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import stat
+from typing import Any
+
+from .base import Tool, ToolContext, ToolError, ToolResult, image_block, text_block
+from .fileio import SNIFF_BYTES, atomic_write, image_type, io_error, is_binary
+
+READ_ONLY = {
+    "readOnlyHint": True,
+    "destructiveHint": False,
+    "idempotentHint": True,
+    "openWorldHint": False,
+}
+
+PATH_FIELD = {
+    "type": "string",
+    "minLength": 1,
+    "description": "File path: absolute, ~-relative, or relative to the bridge's first root.",
+}
+
+
+class ReadTool(Tool):
+    name = "read"
+    description = (
+        "Read a text file from the bridge machine. Returns numbered lines "
+        "('   12\\tcontent'); use offset/limit to page through long files (the result says "
+        "which offset to continue from). Images (PNG, JPEG, GIF, WebP) come back as an image. "
+        "Binary files are refused."
+    )
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "path": PATH_FIELD,
+            "offset": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "1-based number of the first line to return (default 1).",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Maximum number of lines to return (default 2000).",
+            },
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+    annotations = {"title": "Read file", **READ_ONLY}
+    default_tier = "allow"
+    path_args = ("path",)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await asyncio.to_thread(self._read, args, ctx)
+
+    def _read(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = ctx.resolve(args["path"])
+        shown = args["path"]
+        limits = ctx.limits
+        offset = args.get("offset", 1)
+        limit = args.get("limit", limits.read_max_lines)
+        try:
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                if stat.S_ISDIR(st.st_mode):
+                    raise ToolError(f"{shown}: is a directory (use ls)")
+                head = f.read(SNIFF_BYTES)
+                mime = image_type(head)
+                if mime is not None:
+                    if st.st_size > limits.image_max_bytes:
+                        raise ToolError(
+                            f"{shown}: image of {st.st_size} bytes is over the "
+                            f"{limits.image_max_bytes}-byte limit"
+                        )
+                    data = head + f.read()
+                    return ToolResult([image_block(base64.b64encode(data).decode(), mime)])
+                if is_binary(head):
+                    raise ToolError(
+                        f"{shown}: binary file ({st.st_size} bytes); read returns only text "
+                        "and images"
+                    )
+                f.seek(0)
+                return ToolResult([text_block(self._lines(f, shown, offset, limit, limits))])
+        except IsADirectoryError:
+            raise ToolError(f"{shown}: is a directory (use ls)") from None
+        except OSError as e:
+            raise io_error(e, shown) from None
+
+    @staticmethod
+    def _lines(f: Any, shown: str, offset: int, limit: int, limits: Any) -> str:
+        out: list[str] = []
+        size = 0
+        number = 0
+        more = False
+        max_chars = limits.read_line_max_chars
+        for raw in f:
+            number += 1
+            if number < offset:
+                continue
+            if len(out) >= limit or size >= limits.read_max_bytes:
+                more = True
+                break
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if len(line) > max_chars:
+                line = f"{line[:max_chars]}… [line cut: {len(line)} characters]"
+            text = f"{number:5d}\t{line}"
+            out.append(text)
+            size += len(text) + 1
+        if not out:
+            if number == 0:
+                return f"{shown}: (empty file)"
+            return f"{shown}: has {number} lines; offset {offset} is past the end"
+        body = "\n".join(out)
+        if more:
+            nxt = offset + len(out)
+            body += f"\n… more lines follow; continue with offset={nxt}"
+        return body
+
+
+class WriteTool(Tool):
+    name = "write"
+    description = (
+        "Create or overwrite a file with the given text. The write is atomic (a reader sees "
+        "the old or the new file, never half), parent directories are created, and an "
+        "existing file keeps its permissions."
+    )
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "path": PATH_FIELD,
+            "content": {"type": "string", "description": "The complete new file content."},
+        },
+        "required": ["path", "content"],
+        "additionalProperties": False,
+    }
+    annotations = {
+        "title": "Write file",
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    }
+    default_tier = "prompt"
+    path_args = ("path",)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await asyncio.to_thread(self._write, args, ctx)
+
+    def _write(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        shown = args["path"]
+        data = args["content"].encode("utf-8", "surrogatepass")
+        if len(data) > ctx.limits.write_max_bytes:
+            raise ToolError(
+                f"{shown}: content of {len(data)} bytes is over the "
+                f"{ctx.limits.write_max_bytes}-byte limit"
+            )
+        path = ctx.resolve(shown)
+        try:
+            existed = atomic_write(path, data)
+        except OSError as e:
+            raise io_error(e, shown) from None
+        what = "replaced" if existed else "created"
+        return ToolResult.text(f"wrote {len(data)} bytes to {shown} ({what})")
+
+
+class EditTool(Tool):
+    name = "edit"
+    description = (
+        "Replace an exact string in a text file. old_string must match exactly (whitespace "
+        "included) and be unique in the file unless replace_all is true; include enough "
+        "surrounding lines to make it unique. The file is rewritten atomically."
+    )
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "path": PATH_FIELD,
+            "old_string": {
+                "type": "string",
+                "minLength": 1,
+                "description": "The exact text to replace.",
+            },
+            "new_string": {"type": "string", "description": "The replacement text."},
+            "replace_all": {
+                "type": "boolean",
+                "description": "Replace every occurrence instead of requiring exactly one.",
+            },
+        },
+        "required": ["path", "old_string", "new_string"],
+        "additionalProperties": False,
+    }
+    annotations = {
+        "title": "Edit file",
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": False,
+        "openWorldHint": False,
+    }
+    default_tier = "prompt"
+    path_args = ("path",)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await asyncio.to_thread(self._edit, args, ctx)
+
+    def _edit(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        shown = args["path"]
+        old, new = args["old_string"], args["new_string"]
+        if old == new:
+            raise ToolError("old_string and new_string are the same; nothing to change")
+        path = ctx.resolve(shown)
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except IsADirectoryError:
+            raise ToolError(f"{shown}: is a directory") from None
+        except OSError as e:
+            raise io_error(e, shown) from None
+        if is_binary(raw[:SNIFF_BYTES]):
+            raise ToolError(f"{shown}: binary file; edit works on text files only")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ToolError(f"{shown}: not valid UTF-8; edit works on UTF-8 text only") from None
+        count = text.count(old)
+        if count == 0:
+            raise ToolError(f"old_string not found in {shown}")
+        if count > 1 and not args.get("replace_all", False):
+            raise ToolError(
+                f"old_string occurs {count} times in {shown}; add surrounding context to make "
+                "it unique, or set replace_all to replace every occurrence"
+            )
+        updated = text.replace(old, new)
+        try:
+            atomic_write(path, updated.encode("utf-8"))
+        except OSError as e:
+            raise io_error(e, shown) from None
+        return ToolResult.text(f"replaced {count} occurrence{'s' if count > 1 else ''} in {shown}")
+
+
+class LsTool(Tool):
+    name = "ls"
+    description = (
+        "List a directory: one entry per line with its kind (dir, file, link), size in "
+        "bytes and name; directories end with '/', links show their target. Sorted by name."
+    )
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "path": {
+                **PATH_FIELD,
+                "description": "Directory to list (default: the bridge's first root).",
+            }
+        },
+        "additionalProperties": False,
+    }
+    annotations = {"title": "List directory", **READ_ONLY}
+    default_tier = "allow"
+    path_args = ("path",)
+    default_paths = {"path": ""}
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await asyncio.to_thread(self._ls, args, ctx)
+
+    def _ls(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        shown = args.get("path") or ctx.policy.roots[0]
+        path = ctx.resolve(args.get("path"))
+        cap = ctx.limits.list_max_entries
+        try:
+            with os.scandir(path) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except NotADirectoryError:
+            raise ToolError(f"{shown}: not a directory (use read)") from None
+        except OSError as e:
+            raise io_error(e, shown) from None
+        lines = []
+        for entry in entries[:cap]:
+            try:
+                if entry.is_symlink():
+                    target = os.readlink(entry.path)
+                    lines.append(f"link  {'-':>10}  {entry.name} -> {target}")
+                elif entry.is_dir():
+                    lines.append(f"dir   {'-':>10}  {entry.name}/")
+                else:
+                    size = entry.stat(follow_symlinks=False).st_size
+                    lines.append(f"file  {size:>10}  {entry.name}")
+            except OSError:
+                lines.append(f"?     {'-':>10}  {entry.name}")
+        if not entries:
+            return ToolResult.text(f"{shown}: (empty directory)")
+        if len(entries) > cap:
+            lines.append(f"… {len(entries) - cap} more entries not shown")
+        return ToolResult.text("\n".join(lines))
