@@ -113,7 +113,7 @@ class Bridge:
         self.config = cfg
         self.tokens = opts.tokens
         self.audit = opts.audit
-        self.sessions = opts.session_table or SessionTable()
+        self.sessions = SessionTable() if opts.session_table is None else opts.session_table
         self.registry = ToolRegistry(cfg.deny, cfg.deny_mcp_tools)
         for tool in opts.tools:
             self.registry.add(tool)

@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .audit import pair_calls, read_records
 from .config import ConfigError, audit_path, load_config
@@ -28,7 +28,7 @@ def client_config(url: str, token: str, name: str = "omp-host") -> dict:
     }
 
 
-def _fail(message: str, code: int = 1) -> int:
+def fail(message: str, code: int = 1) -> int:
     print(f"a2a-bridge: {message}", file=sys.stderr)
     return code
 
@@ -41,39 +41,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         runner.start()
     except StartupError as e:
-        return _fail(f"failed to start: {e}")
+        return fail(f"failed to start: {e}")
     print(f"a2a-bridge listening on {runner.url}", flush=True)
     while not stop.wait(0.5):
         pass
     runner.stop()
     return 0
-
-
-def cmd_default(args: argparse.Namespace) -> int:
-    from tray import tray_available
-
-    ok, why = tray_available()
-    if ok:
-        print("a2a-bridge: starting the tray", file=sys.stderr)
-        from tray.app import run_tray
-
-        return run_tray()
-    print(
-        f"a2a-bridge: no tray ({why}); running headless - see 'a2a-bridge serve'", file=sys.stderr
-    )
-    args.host = args.port = None
-    return cmd_serve(args)
-
-
-def cmd_tray(args: argparse.Namespace) -> int:
-    from tray import tray_available
-
-    ok, why = tray_available()
-    if not ok:
-        return _fail(f"cannot show a tray: {why}")
-    from tray.app import run_tray
-
-    return run_tray()
 
 
 def _configured_url() -> str:
@@ -165,7 +138,9 @@ def _follow(path: str) -> None:
                 print(_describe({"start": start, "done": rec}), flush=True)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(
+    extend: Callable[[argparse._SubParsersAction], None] | None = None,
+) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="a2a-bridge",
         description="Expose this machine's tools to remote agents over MCP, with approvals.",
@@ -175,9 +150,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", help="listen address for this run (default: config, 127.0.0.1)")
     s.add_argument("--port", type=int, help="port for this run (default: config)")
     s.set_defaults(func=cmd_serve)
-    sub.add_parser("tray", help="run the bridge with the system-tray icon").set_defaults(
-        func=cmd_tray
-    )
     t = sub.add_parser("token", help="show or rotate the bearer token")
     t.add_argument("action", choices=["show", "rotate"])
     t.set_defaults(func=cmd_token)
@@ -189,21 +161,33 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--follow", "-f", action="store_true", help="keep printing new calls")
     a.add_argument("--limit", "-n", type=int, default=50, help="how many calls (0 = all)")
     a.set_defaults(func=cmd_audit)
+    if extend is not None:
+        extend(sub)
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    extend: Callable[[argparse._SubParsersAction], None] | None = None,
+    default: Callable[[argparse.Namespace], int] | None = None,
+) -> int:
+    """Run the CLI; the tray package adds its commands through ``extend`` and ``default``.
+
+    ``server`` never imports ``tray``: the installed ``a2a-bridge`` script is
+    :func:`tray.cli.main`, which calls this with the tray commands added.
+    """
     setup_logging()
-    parser = build_parser()
+    parser = build_parser(extend)
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:
         args.host = args.port = None
-        func = cmd_default
+        func = default or cmd_serve
     try:
         return func(args)
     except ConfigError as e:
-        return _fail(str(e))
+        return fail(str(e))
 
 
 if __name__ == "__main__":

@@ -12,9 +12,9 @@ import asyncio
 import logging
 from typing import Any
 
-from tornado import httputil
+from tornado import gen, httputil
 from tornado.httpserver import HTTPServer
-from tornado.iostream import StreamClosedError
+from tornado.iostream import IOStream, StreamClosedError
 
 from .bridge import Bridge, CallHandle, Reply
 from .protocol import (
@@ -37,6 +37,8 @@ log = logging.getLogger("a2a-bridge")
 TORNADO_BODY_CAP = 4 * MAX_BODY_BYTES
 IDLE_CONNECTION_TIMEOUT_S = 120.0
 BODY_TIMEOUT_S = 30.0
+LINGER_S = 2.0  # how long an oversized body is drained after the 413
+LINGER_MAX_BYTES = 64 * 1024 * 1024
 
 _REASONS = httputil.responses
 
@@ -88,7 +90,7 @@ class McpExchange(httputil.HTTPMessageDelegate):
         self.headers = headers
         length = headers.get("Content-Length")
         if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            self._refuse_oversized()
+            self._refuse_oversized(int(length))
 
     def data_received(self, chunk: bytes) -> None:
         self.size += len(chunk)
@@ -104,6 +106,8 @@ class McpExchange(httputil.HTTPMessageDelegate):
         if early is not None:
             self._respond(early)
             return
+        # Tornado reports a hang-up during the async part only through this callback.
+        self.conn.set_close_callback(self.on_connection_close)
         task = asyncio.ensure_future(self._process())
         self.server.active.add(task)
         task.add_done_callback(self.server.active.discard)
@@ -186,8 +190,13 @@ class McpExchange(httputil.HTTPMessageDelegate):
         except StreamClosedError:
             pass  # the client left; its call was already audited
 
-    def _refuse_oversized(self) -> None:
-        """Answer 413 without reading the body, then close: the only way to skip the bytes."""
+    def _refuse_oversized(self, declared: int) -> None:
+        """Answer 413 without buffering the body, then close the connection.
+
+        The body is read and thrown away for a bounded time first ("lingering close"): a
+        client that sends everything before reading would otherwise get a reset instead of
+        the 413.
+        """
         conn: Any = self.conn
         stream = conn.detach()
         body = BODY_TOO_LARGE.body()
@@ -195,8 +204,23 @@ class McpExchange(httputil.HTTPMessageDelegate):
             f"HTTP/1.1 413 {_REASONS[413]}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
         ).encode()
-        try:
-            fut = stream.write(head + body)
-            fut.add_done_callback(lambda _f: stream.close())
-        except StreamClosedError:
-            pass
+        task = asyncio.ensure_future(_linger(stream, head + body, declared))
+        self.server.active.add(task)
+        task.add_done_callback(self.server.active.discard)
+
+
+async def _linger(stream: IOStream, response: bytes, declared: int) -> None:
+    remaining = min(declared, LINGER_MAX_BYTES)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + LINGER_S
+    try:
+        await stream.write(response)
+        while remaining > 0:
+            chunk = await gen.with_timeout(
+                deadline, stream.read_bytes(min(remaining, 65536), partial=True)
+            )
+            remaining -= len(chunk)
+    except (StreamClosedError, TimeoutError, gen.TimeoutError):
+        pass
+    finally:
+        stream.close()

@@ -15,8 +15,8 @@ import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import TypeVar
 
 from tornado.netutil import bind_sockets
 
@@ -26,6 +26,7 @@ from .bridge import Bridge, BridgeOptions, Snapshot
 from .config import Config, ConfigError, audit_path, load_config, update_config
 from .http import McpServer
 from .protocol import is_loopback_name
+from .sessions import SessionTable
 from .tokens import KeyringStore, TokenStore
 from .tools.base import Tool
 
@@ -50,7 +51,7 @@ class RunnerOptions:
     discover_tools: bool = True
     keyring_store: KeyringStore | None = None
     audit_path: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    session_table: SessionTable | None = None  # tests inject one with a fake clock
 
 
 def url_for(host: str, port: int) -> str:
@@ -142,7 +143,14 @@ class BridgeRunner:
         else:
             tools = self.opts.tools
         bridge = Bridge(
-            BridgeOptions(config, tokens, audit, tools, discover_tools=self.opts.discover_tools)
+            BridgeOptions(
+                config,
+                tokens,
+                audit,
+                tools,
+                discover_tools=self.opts.discover_tools,
+                session_table=self.opts.session_table,
+            )
         )
         bridge.host, bridge.port = host, bound
         bridge.url = self.url = url_for(host, bound)

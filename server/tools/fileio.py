@@ -63,7 +63,10 @@ def atomic_write(path: str, data: bytes) -> bool:
     Returns True when the file existed before.
     """
     directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except FileExistsError:  # a file where a parent directory should be
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory", directory) from None
     try:
         st = os.stat(path)
         if stat.S_ISDIR(st.st_mode):

@@ -68,10 +68,13 @@ class ReadTool(Tool):
         offset = args.get("offset", 1)
         limit = args.get("limit", limits.read_max_lines)
         try:
+            st = os.stat(path)
+            if stat.S_ISDIR(st.st_mode):
+                raise ToolError(f"{shown}: is a directory (use ls)")
+            if not stat.S_ISREG(st.st_mode):
+                # A FIFO or device would block the read forever.
+                raise ToolError(f"{shown}: not a regular file")
             with open(path, "rb") as f:
-                st = os.fstat(f.fileno())
-                if stat.S_ISDIR(st.st_mode):
-                    raise ToolError(f"{shown}: is a directory (use ls)")
                 head = f.read(SNIFF_BYTES)
                 mime = image_type(head)
                 if mime is not None:
@@ -117,7 +120,7 @@ class ReadTool(Tool):
         if not out:
             if number == 0:
                 return f"{shown}: (empty file)"
-            return f"{shown}: has {number} lines; offset {offset} is past the end"
+            raise ToolError(f"{shown}: has {number} lines; offset {offset} is past the end")
         body = "\n".join(out)
         if more:
             nxt = offset + len(out)
@@ -216,10 +219,10 @@ class EditTool(Tool):
             raise ToolError("old_string and new_string are the same; nothing to change")
         path = ctx.resolve(shown)
         try:
+            if os.path.exists(path) and not os.path.isfile(path):
+                raise ToolError(f"{shown}: not a regular file")
             with open(path, "rb") as f:
                 raw = f.read()
-        except IsADirectoryError:
-            raise ToolError(f"{shown}: is a directory") from None
         except OSError as e:
             raise io_error(e, shown) from None
         if is_binary(raw[:SNIFF_BYTES]):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import stat
 from typing import Any
 
 from .base import Tool, ToolContext, ToolError, ToolResult
@@ -143,7 +144,10 @@ class GrepTool(Tool):
             if is_dir or (file_glob is not None and not file_glob.match(rel)):
                 continue
             try:
-                if os.path.getsize(path) > limits.grep_max_file_bytes:
+                st = os.stat(path)
+                if not stat.S_ISREG(st.st_mode):
+                    continue  # FIFOs and devices would block
+                if st.st_size > limits.grep_max_file_bytes:
                     skipped += 1
                     continue
                 with open(path, "rb") as f:

@@ -1,0 +1,135 @@
+"""Fixtures: a real bridge on port 0 in a background thread, isolated config, audit and roots."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import keyring
+import pytest
+from keyring.backend import KeyringBackend
+from keyring.errors import PasswordDeleteError
+
+from server.audit import read_records
+from server.logsetup import setup_logging
+from server.runner import BridgeRunner, RunnerOptions
+
+from .helpers import TOKEN, Mcp, wait_for
+
+
+class MemoryKeyring(KeyringBackend):
+    """An in-memory OS keyring stand-in (the one true OS edge we fake)."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.store.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.store[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        if (service, username) not in self.store:
+            raise PasswordDeleteError("missing")
+        del self.store[(service, username)]
+
+
+@pytest.fixture
+def memory_keyring() -> Iterator[MemoryKeyring]:
+    previous = keyring.get_keyring()
+    kr = MemoryKeyring()
+    keyring.set_keyring(kr)
+    yield kr
+    keyring.set_keyring(previous)
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch) -> dict[str, str]:
+    """Private config/audit paths and a root directory; the token comes from the env."""
+    root = tmp_path / "root"
+    root.mkdir()
+    paths = {
+        "config": str(tmp_path / "cfg" / "config.json"),
+        "audit": str(tmp_path / "log" / "audit.jsonl"),
+        "root": str(root),
+        "runtime": str(tmp_path / "run"),
+    }
+    monkeypatch.setenv("A2A_BRIDGE_CONFIG", paths["config"])
+    monkeypatch.setenv("A2A_BRIDGE_AUDIT", paths["audit"])
+    monkeypatch.setenv("A2A_BRIDGE_TOKEN", TOKEN)
+    monkeypatch.setenv("A2A_BRIDGE_RUNTIME_DIR", paths["runtime"])
+    return paths
+
+
+def write_config(path: str, data: dict[str, Any]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(data, f)
+
+
+@dataclass
+class Running:
+    runner: BridgeRunner
+    port: int
+    env: dict[str, str]
+
+    def client(self, name: str = "pytest", init: bool = True) -> Mcp:
+        c = Mcp(self.port, client=name)
+        if init:
+            c.initialize()
+        return c
+
+    def pending(self, n: int = 1, timeout: float = 10.0) -> list:
+        return wait_for(
+            lambda: (p := self.runner.snapshot().pending) and len(p) >= n and list(p), timeout
+        )
+
+    def audit(self) -> list[dict[str, Any]]:
+        assert self.runner.bridge is not None
+        self.runner.bridge.audit.flush()
+        return read_records(self.env["audit"])
+
+
+@pytest.fixture
+def start_bridge(env, request):
+    """Factory: start a bridge with extra config; stopped at teardown."""
+    setup_logging()
+    runners: list[BridgeRunner] = []
+
+    def start(config: dict[str, Any] | None = None, **opts: Any) -> Running:
+        cfg = {"roots": [env["root"]]}
+        cfg.update(config or {})
+        write_config(env["config"], cfg)
+        runner = BridgeRunner(RunnerOptions(port=0, discover_tools=False, **opts))
+        runner.start()
+        runners.append(runner)
+        assert runner.bridge is not None
+        return Running(runner, runner.bridge.port, env)
+
+    yield start
+    for r in runners:
+        r.stop()
+
+
+@pytest.fixture
+def bridge(start_bridge) -> Running:
+    """A bridge where every built-in tool is allow-tier (tool tests need no approver)."""
+    tiers = {t: "allow" for t in ("read", "ls", "find", "grep", "write", "edit", "bash")}
+    return start_bridge({"approval": {"tiers": tiers}})
+
+
+@pytest.fixture
+def log_records(caplog) -> Any:
+    """The bridge's own log lines (the logger does not propagate; attach caplog directly)."""
+    logger = logging.getLogger("a2a-bridge")
+    logger.addHandler(caplog.handler)
+    yield caplog
+    logger.removeHandler(caplog.handler)

@@ -1,0 +1,145 @@
+"""A tiny real HTTP/MCP client for the tests: http.client over loopback, keep-alive included."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from typing import Any
+
+TOKEN = "test-token-0123456789-abcdefghijklmnopqrstuvwxyz"
+
+
+class Response:
+    def __init__(self, status: int, headers: http.client.HTTPMessage, raw: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.raw = raw
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.raw)
+
+    @property
+    def error(self) -> dict[str, Any]:
+        return self.json["error"]
+
+    @property
+    def result(self) -> dict[str, Any]:
+        return self.json["result"]
+
+    @property
+    def text(self) -> str:
+        """The first text block of a tools/call result."""
+        return self.result["content"][0]["text"]
+
+    def __repr__(self) -> str:
+        return f"<Response {self.status} {self.raw[:300]!r}>"
+
+
+class Http:
+    def __init__(self, port: int, token: str | None = TOKEN, timeout: float = 15.0) -> None:
+        self.port = port
+        self.token = token
+        self.timeout = timeout
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
+    def request(
+        self,
+        method: str = "POST",
+        body: bytes | str | dict | list | None = None,
+        headers: dict[str, str] | None = None,
+        path: str = "/",
+        auth: bool = True,
+    ) -> Response:
+        h = {"Content-Type": "application/json"}
+        if auth and self.token is not None:
+            h["Authorization"] = f"Bearer {self.token}"
+        h.update(headers or {})
+        if isinstance(body, dict | list):
+            body = json.dumps(body)
+        self.conn.request(method, path, body=body, headers=h)
+        r = self.conn.getresponse()
+        return Response(r.status, r.headers, r.read())
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class Mcp(Http):
+    """An MCP session over one keep-alive connection."""
+
+    def __init__(self, port: int, token: str | None = TOKEN, client: str = "pytest") -> None:
+        super().__init__(port, token)
+        self.sid: str | None = None
+        self.client = client
+        self._ids = 0
+
+    def next_id(self) -> int:
+        self._ids += 1
+        return self._ids
+
+    def initialize(self) -> Response:
+        r = self.request(
+            body={
+                "jsonrpc": "2.0",
+                "id": self.next_id(),
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "clientInfo": {"name": self.client, "version": "1.0"},
+                },
+            }
+        )
+        assert r.status == 200, r
+        self.sid = r.headers["mcp-session-id"]
+        return r
+
+    def rpc(self, method: str, params: Any = None, req_id: Any = "auto", **kw: Any) -> Response:
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if req_id == "auto":
+            req_id = self.next_id()
+        if req_id is not None:
+            msg["id"] = req_id
+        if params is not None:
+            msg["params"] = params
+        headers = {"mcp-session-id": self.sid} if self.sid else {}
+        headers.update(kw.pop("headers", {}))
+        return self.request(body=msg, headers=headers, **kw)
+
+    def call(self, name: str, arguments: Any = None, req_id: Any = "auto") -> Response:
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = arguments
+        return self.rpc("tools/call", params, req_id=req_id)
+
+
+def in_thread(fn, *args: Any) -> tuple[threading.Thread, list[Any]]:
+    """Run ``fn(*args)`` in a thread; the result (or exception) lands in the returned list."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(fn(*args))
+        except BaseException as e:
+            out.append(e)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.01) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met in time")
+
+
+def read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()

@@ -1,0 +1,153 @@
+"""The ``a2a-bridge`` command as a user runs it: real processes, real signals, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .conftest import write_config
+from .helpers import Mcp, read_text
+
+EXE = [sys.executable, "-m", "server"]
+
+
+@pytest.fixture
+def cli_env(env, monkeypatch):
+    """Subprocess environment: private paths, a keyring that refuses (headless CI)."""
+    e = dict(os.environ)
+    e.pop("A2A_BRIDGE_TOKEN", None)
+    e["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+    write_config(env["config"], {"roots": [env["root"]]})
+    return e
+
+
+def run(args, env, **kw):
+    return subprocess.run(EXE + args, env=env, capture_output=True, text=True, timeout=30, **kw)
+
+
+def start_serve(env, *extra):
+    p = subprocess.Popen(
+        [*EXE, "serve", *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = p.stdout.readline()
+    return p, line
+
+
+def test_serve_prints_one_line_and_exits_cleanly_on_sigterm(cli_env, env):
+    p, line = start_serve(cli_env, "--port", "0")
+    try:
+        assert line.startswith("a2a-bridge listening on http://127.0.0.1:")
+        assert line.endswith("/\n")
+        port = int(line.rsplit(":", 1)[1].strip("/\n"))
+        token = json.loads(read_text(env["config"]))["token"]
+        c = Mcp(port, token=token)
+        c.initialize()
+        assert c.rpc("ping").status == 200
+        Mcp(port, token="w" * 40).rpc("ping")  # a wrong token, to have a warning logged
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=10)
+        assert time.monotonic() - t0 < 2.5
+        assert p.returncode == 0
+        assert out == ""  # exactly one line on stdout in total
+        assert "unauthorized attempt" in err
+        assert token not in err and "w" * 40 not in err
+        assert "Traceback" not in err
+    finally:
+        if p.poll() is None:
+            p.kill()
+
+
+def test_serve_sigint(cli_env):
+    p, line = start_serve(cli_env, "--port", "0")
+    assert "listening" in line
+    p.send_signal(signal.SIGINT)
+    assert p.wait(10) == 0
+
+
+def test_serve_refuses_malformed_config_exactly(cli_env, env):
+    write_config(env["config"], {"approval": {"timeout_s": "soon"}})
+    before = read_text(env["config"])
+    r = run(["serve"], cli_env)
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert (
+        f"invalid config at {env['config']}: field 'approval.timeout_s' must be a number >= 0"
+        in r.stderr
+    )
+    assert read_text(env["config"]) == before
+
+
+def test_token_url_and_client_config(cli_env, env):
+    p, line = start_serve(cli_env)  # port 0 in config: picked and saved
+    p.send_signal(signal.SIGTERM)
+    p.wait(10)
+    url = line.split()[-1]
+    r = run(["url"], cli_env)
+    assert r.returncode == 0 and r.stdout.strip() == url
+    token = run(["token", "show"], cli_env).stdout.strip()
+    assert len(token) == 43
+    cfg = json.loads(run(["client-config"], cli_env).stdout)
+    assert cfg == {
+        "mcpServers": {
+            "omp-host": {
+                "type": "http",
+                "url": url,
+                "headers": {"Authorization": f"Bearer {token}"},
+            }
+        }
+    }
+    r = run(["token", "rotate"], cli_env)
+    assert r.returncode == 0 and token not in r.stdout + r.stderr
+    assert run(["token", "show"], cli_env).stdout.strip() not in ("", token)
+
+
+def test_url_before_first_start_says_so(cli_env):
+    r = run(["url"], cli_env)
+    assert r.returncode == 1 and "no port chosen yet" in r.stderr
+
+
+def test_audit_command_pairs_calls(cli_env, env):
+    write_config(env["config"], {"roots": [env["root"]], "approval": {"tiers": {"ls": "allow"}}})
+    p, line = start_serve(cli_env, "--port", "0")
+    port = int(line.rsplit(":", 1)[1].strip("/\n"))
+    token = json.loads(read_text(env["config"]))["token"]
+    c = Mcp(port, token=token, client="cli-test")
+    c.initialize()
+    c.call("ls", {})
+    c.call("nope", {})
+    p.send_signal(signal.SIGTERM)
+    p.wait(10)
+    r = run(["audit"], cli_env)
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 2
+    assert " ok " in lines[0] and " ls " in lines[0] and "(cli-test)" in lines[0]
+    assert "not_exposed" in lines[1] and " nope " in lines[1]
+
+
+def test_plain_command_without_tray_serves_and_says_so(cli_env):
+    p = subprocess.Popen(
+        [sys.executable, "-m", "tray"],
+        env=cli_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert p.stdout.readline().startswith("a2a-bridge listening on ")
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=10)
+        assert "running headless" in err
+    finally:
+        if p.poll() is None:
+            p.kill()

@@ -1,0 +1,42 @@
+"""The installed ``a2a-bridge`` command: the server's CLI plus the tray commands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from server import cli as server_cli
+
+from . import tray_available
+
+
+def cmd_tray(args: argparse.Namespace) -> int:
+    ok, why = tray_available()
+    if not ok:
+        return server_cli.fail(f"cannot show a tray: {why}")
+    from .app import run_tray
+
+    return run_tray()
+
+
+def cmd_default(args: argparse.Namespace) -> int:
+    """Plain ``a2a-bridge``: the tray where one can be shown, else headless, saying which."""
+    ok, why = tray_available()
+    if ok:
+        print("a2a-bridge: starting the tray", file=sys.stderr)
+        from .app import run_tray
+
+        return run_tray()
+    print(f"a2a-bridge: no tray ({why}); running headless", file=sys.stderr)
+    return server_cli.cmd_serve(args)
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    sub.add_parser("tray", help="run the bridge with the system-tray icon").set_defaults(
+        func=cmd_tray
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return server_cli.main(argv, extend=add_commands, default=cmd_default)
