@@ -108,7 +108,8 @@ def start_bridge(env, request):
         cfg = {"roots": [env["root"]]}
         cfg.update(config or {})
         write_config(env["config"], cfg)
-        runner = BridgeRunner(RunnerOptions(port=0, discover_tools=False, **opts))
+        opts.setdefault("discover_tools", False)
+        runner = BridgeRunner(RunnerOptions(port=0, **opts))
         runner.start()
         runners.append(runner)
         assert runner.bridge is not None

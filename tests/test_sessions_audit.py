@@ -141,19 +141,26 @@ def test_not_audited_initialize_ping_list_and_unauthorized(start_bridge):
 
 def test_pairing_under_100_concurrent_calls_across_rotation(start_bridge):
     running = start_bridge(
-        {"approval": {"tiers": {"ls": "allow"}}, "audit": {"max_bytes": 8192, "keep": 100}}
+        {"approval": {"tiers": {"ls": "allow"}}, "audit": {"max_bytes": 4096, "keep": 100}}
     )
     errors = []
 
-    def worker(n: int) -> None:
-        c = running.client(f"w{n}")
-        for _ in range(10):
-            r = c.call("ls", {"path": "."})
-            if r.status != 200 or r.result["isError"]:
-                errors.append(r)
-        c.close()
+    # 50 sessions (under the cap), two connections each: 100 calls in flight at once.
+    clients = [running.client(f"w{n}") for n in range(50)]
+    for n in range(50):
+        twin = running.client(init=False)
+        twin.sid = clients[n].sid
+        clients.append(twin)
+    go = threading.Barrier(100)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(10)]
+    def worker(n: int) -> None:
+        c = clients[n]
+        go.wait()
+        r = c.call("ls", {"path": "."})
+        if r.status != 200 or r.result["isError"]:
+            errors.append(r)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(100)]
     for t in threads:
         t.start()
     for t in threads:
