@@ -60,6 +60,7 @@ class Snapshot:
 
     seq: int
     url: str
+    control_url: str
     host: str
     port: int
     paused: bool
@@ -129,6 +130,7 @@ class Bridge:
         self.unauthorized = 0
         self.calls_total = 0
         self.url = ""
+        self.control_url = ""
         self.host = cfg.host
         self.port = cfg.port
         self.warnings: list[str] = []
@@ -455,6 +457,7 @@ class Bridge:
         return Snapshot(
             seq=self._seq,
             url=self.url,
+            control_url=self.control_url,
             host=self.host,
             port=self.port,
             paused=self.paused,

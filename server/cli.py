@@ -14,9 +14,12 @@ from collections.abc import Callable, Sequence
 
 from .audit import pair_calls, read_records
 from .config import ConfigError, audit_path, load_config
+from .control_client import ControlClient, ControlError, NotRunning
+from .controlfile import AlreadyRunning
 from .logsetup import setup_logging
 from .runner import BridgeRunner, RunnerOptions, StartupError, url_for
 from .tokens import TokenStore
+from .watch import describe
 
 
 def client_config(url: str, token: str, name: str = "omp-host") -> dict:
@@ -34,12 +37,15 @@ def fail(message: str, code: int = 1) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    runner = BridgeRunner(RunnerOptions(host=args.host, port=args.port))
+    runner = BridgeRunner(RunnerOptions(host=args.host, port=args.port, control=True))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
         runner.start()
+    except AlreadyRunning as e:
+        print(f"a2a-bridge: {e}", file=sys.stderr)
+        return 0
     except StartupError as e:
         return fail(f"failed to start: {e}")
     print(f"a2a-bridge listening on {runner.url}", flush=True)
@@ -47,6 +53,107 @@ def cmd_serve(args: argparse.Namespace) -> int:
         pass
     runner.stop()
     return 0
+
+
+# -- commands that talk to the running bridge ---------------------------------------------------
+
+
+def _print_json(data: object) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _ago(ts: float) -> str:
+    s = max(time.time() - ts, 0)
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.0f} h"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    s = ControlClient.connect().request("GET", "/api/status")
+    if args.json:
+        _print_json(s)
+        return 0
+    state = "paused" if s["paused"] else "running"
+    print(f"a2a-bridge {state} on {s['mcp_url']}")
+    print(
+        f"  {s['counts']['sessions']} session(s), {s['counts']['pending']} waiting for "
+        f"approval, {s['calls_total']} call(s) since start"
+    )
+    print(f"  approvers: {', '.join(s['approvers']) or 'none (prompt-tier calls are refused)'}")
+    print(f"  token stored in: {s['token_source']}")
+    for w in s["warnings"]:
+        print(f"  warning: {w}")
+    return 0
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    data = ControlClient.connect().request("GET", "/api/sessions")
+    if args.json:
+        _print_json(data)
+        return 0
+    if not data["sessions"]:
+        print("no live sessions")
+    for x in data["sessions"]:
+        print(
+            f"{x['sid']}  {x['client']} {x['version']}  {x['calls']} call(s)  "
+            f"{x['pending']} waiting  last seen {_ago(x['last_seen'])} ago"
+        )
+    return 0
+
+
+def cmd_pending(args: argparse.Namespace) -> int:
+    data = ControlClient.connect().request("GET", "/api/pending")
+    if args.json:
+        _print_json(data)
+        return 0
+    if not data["pending"]:
+        print("nothing is waiting for approval")
+    for p in data["pending"]:
+        print(describe(p))
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    decision = "allow_always" if args.always else "allow_session" if args.session else "approve"
+    ControlClient.connect().request("POST", f"/api/pending/{args.id}", {"decision": decision})
+    print(f"{args.id}: {decision.replace('_', ' ')}")
+    return 0
+
+
+def cmd_deny(args: argparse.Namespace) -> int:
+    body: dict[str, object] = {"decision": "deny"}
+    if args.reason:
+        body["reason"] = args.reason
+    ControlClient.connect().request("POST", f"/api/pending/{args.id}", body)
+    print(f"{args.id}: denied")
+    return 0
+
+
+def cmd_end_session(args: argparse.Namespace) -> int:
+    ControlClient.connect().request("DELETE", f"/api/sessions/{args.sid}")
+    print(f"session {args.sid} ended")
+    return 0
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    paused = args.command == "pause"
+    ControlClient.connect().request("POST", "/api/pause", {"paused": paused})
+    print("bridge paused" if paused else "bridge resumed")
+    return 0
+
+
+def cmd_open(args: argparse.Namespace) -> int:
+    import webbrowser
+
+    client = ControlClient.connect()
+    if not webbrowser.open(client.login_url()):
+        print(f"open this address in a browser on this machine: {client.login_url()}")
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from .watch import run_watch
+
+    return run_watch(ControlClient.connect())
 
 
 def _configured_url() -> str:
@@ -161,6 +268,31 @@ def build_parser(
     a.add_argument("--follow", "-f", action="store_true", help="keep printing new calls")
     a.add_argument("--limit", "-n", type=int, default=50, help="how many calls (0 = all)")
     a.set_defaults(func=cmd_audit)
+    for name, func, text in (
+        ("status", cmd_status, "state of the running bridge"),
+        ("sessions", cmd_sessions, "live MCP sessions"),
+        ("pending", cmd_pending, "calls waiting for approval, in full"),
+    ):
+        c = sub.add_parser(name, help=text)
+        c.add_argument("--json", action="store_true", help="print the API's JSON")
+        c.set_defaults(func=func)
+    ap = sub.add_parser("approve", help="approve a pending call")
+    ap.add_argument("id")
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--session", action="store_true", help="and allow the tool for that session")
+    g.add_argument("--always", action="store_true", help="and always allow the tool (saved)")
+    ap.set_defaults(func=cmd_approve)
+    dn = sub.add_parser("deny", help="deny a pending call")
+    dn.add_argument("id")
+    dn.add_argument("--reason", help="told to the agent")
+    dn.set_defaults(func=cmd_deny)
+    es = sub.add_parser("end-session", help="end a live session (like the client's DELETE)")
+    es.add_argument("sid")
+    es.set_defaults(func=cmd_end_session)
+    sub.add_parser("pause", help="refuse every new call until resumed").set_defaults(func=cmd_pause)
+    sub.add_parser("resume", help="accept calls again").set_defaults(func=cmd_pause)
+    sub.add_parser("open", help="open the approval page in the browser").set_defaults(func=cmd_open)
+    sub.add_parser("watch", help="approve calls from this terminal").set_defaults(func=cmd_watch)
     if extend is not None:
         extend(sub)
     return p
@@ -186,8 +318,10 @@ def main(
         func = default or cmd_serve
     try:
         return func(args)
-    except ConfigError as e:
+    except (ConfigError, NotRunning) as e:
         return fail(str(e))
+    except ControlError as e:
+        return fail(f"{e} (HTTP {e.status})")
 
 
 if __name__ == "__main__":

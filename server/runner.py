@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import os
+import secrets
 import socket
 import threading
 from collections.abc import Callable
@@ -18,12 +20,15 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TypeVar
 
+from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 
 from .approvals import Decision
 from .audit import AuditLog
 from .bridge import Bridge, BridgeOptions, Snapshot
 from .config import Config, ConfigError, audit_path, load_config, update_config
+from .control import ControlState, control_app
+from .controlfile import AlreadyRunning, ControlInfo, claim, read_control, release
 from .http import McpServer
 from .protocol import is_loopback_name
 from .sessions import SessionTable
@@ -52,6 +57,7 @@ class RunnerOptions:
     keyring_store: KeyringStore | None = None
     audit_path: str | None = None
     session_table: SessionTable | None = None  # tests inject one with a fake clock
+    control: bool = False  # the local control API + control file (serve and tray turn it on)
 
 
 def url_for(host: str, port: int) -> str:
@@ -83,16 +89,26 @@ class BridgeRunner:
         self._stopped = threading.Event()
         self._stop_event: asyncio.Event | None = None
         self._sockets: list[socket.socket] = []
+        self._control_sockets: list[socket.socket] = []
         self._startup_error: BaseException | None = None
+        self.control: ControlInfo | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self, timeout: float = 15.0) -> Snapshot:
-        """Load config and token, bind, start the loop thread; raise StartupError on failure."""
+        """Load config and token, bind, start the loop thread; raise StartupError on failure.
+
+        With ``control`` on, a live instance found through the control file raises
+        :class:`AlreadyRunning` before anything is bound.
+        """
         try:
             config = load_config(self.opts.config_path)
         except ConfigError as e:
             raise StartupError(str(e)) from None
+        if self.opts.control:
+            live = read_control()
+            if live is not None and live.pid != os.getpid():
+                raise AlreadyRunning(live)
         tokens = TokenStore(config, self.opts.keyring_store)
         try:
             tokens.resolve()
@@ -156,6 +172,20 @@ class BridgeRunner:
         bridge.url = self.url = url_for(host, bound)
         bridge.warnings = warnings
         self.bridge = bridge
+        if self.opts.control:
+            self._control_sockets = bind_sockets(0, "127.0.0.1")
+            port = self._control_sockets[0].getsockname()[1]
+            info = ControlInfo(
+                os.getpid(), url_for("127.0.0.1", port), secrets.token_urlsafe(32), self.url
+            )
+            try:
+                claim(info)
+            except (AlreadyRunning, OSError):
+                for s in self._sockets + self._control_sockets:
+                    s.close()
+                raise
+            self.control = info
+            bridge.control_url = info.url
         self._thread = threading.Thread(
             target=self._thread_main, args=(loopback,), name="a2a-bridge", daemon=True
         )
@@ -174,6 +204,8 @@ class BridgeRunner:
             log.exception("bridge thread failed")
             self._ready.set()
         finally:
+            if self.control is not None:
+                release(self.control)
             self._stopped.set()
 
     async def _main(self, loopback: bool) -> None:
@@ -184,6 +216,14 @@ class BridgeRunner:
         mcp = McpServer(bridge, loopback)
         server = mcp.http_server()
         server.add_sockets(self._sockets)
+        control_server = None
+        if self.control is not None:
+            state = ControlState(bridge, self.control.secret, self.rotate_token)
+            state.port = self._control_sockets[0].getsockname()[1]
+            control_server = HTTPServer(
+                control_app(state), max_body_size=64 * 1024, idle_connection_timeout=120
+            )
+            control_server.add_sockets(self._control_sockets)
         self._ready.set()
         await self._stop_event.wait()
 
@@ -200,6 +240,9 @@ class BridgeRunner:
         if mcp.active:
             await asyncio.wait(set(mcp.active), timeout=0.5)
         await server.close_all_connections()
+        if control_server is not None:
+            control_server.stop()
+            await control_server.close_all_connections()
         await self.loop.run_in_executor(None, bridge.audit.flush, 2.0)
         bridge.audit.close(1.0)
 

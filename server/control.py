@@ -1,0 +1,336 @@
+"""The local control API and approval page: a second listener on the bridge's loop.
+
+It binds ``127.0.0.1`` on a free port with a fresh secret per run. A request is allowed with
+``Authorization: Bearer <secret>`` (the CLI, the tray) or with the page's cookie, set by
+``/login?k=<secret>``; cookie requests that change state must carry the page's CSRF token.
+``Host`` must be a loopback name and a foreign ``Origin`` is refused, so a web page elsewhere
+can neither read nor drive it. An open ``/api/events`` WebSocket counts as an approver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+import os
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from tornado import web, websocket
+
+from assets import ASSETS_DIR
+
+from .approvals import Decision
+from .audit import pair_calls, read_records
+from .bridge import Bridge, Snapshot
+from .protocol import bearer_token, host_name, is_loopback_name
+from .views import audit_call_json, pending_json, session_json, snapshot_json
+
+log = logging.getLogger("a2a-bridge")
+
+COOKIE = "a2a_page"
+DECISIONS = {d.value for d in Decision}
+
+
+class ControlState:
+    """What every control handler shares: the bridge, the secret, the page sessions."""
+
+    def __init__(self, bridge: Bridge, secret: str, rotate_token: Callable[[], str]) -> None:
+        self.bridge = bridge
+        self.secret = secret
+        self.rotate_token = rotate_token
+        self.port = 0
+        self.page_sessions: dict[str, str] = {}  # cookie value -> CSRF token
+
+    def own_origins(self) -> set[str]:
+        return {f"http://{h}:{self.port}" for h in ("127.0.0.1", "localhost", "[::1]")}
+
+
+class Refused(web.HTTPError):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(status, reason=None)
+        self.message = message
+
+
+class ControlHandler(web.RequestHandler):
+    """Security checks for every request, JSON errors."""
+
+    state: ControlState
+    via_cookie = False
+    csrf = ""
+    page = False  # HTML endpoints answer refusals with a short page, not JSON
+
+    def initialize(self, state: ControlState) -> None:
+        self.state = state
+
+    def set_default_headers(self) -> None:
+        self.set_header("Cache-Control", "no-store")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("X-Frame-Options", "DENY")
+        self.set_header("Referrer-Policy", "no-referrer")
+
+    def check_request(self, *, auth: bool = True) -> None:
+        host = self.request.headers.get("Host")
+        if host is None or not is_loopback_name(host_name(host)):
+            raise Refused(403, "forbidden host")
+        origin = self.request.headers.get("Origin")
+        if origin is not None and origin.rstrip("/").lower() not in self.state.own_origins():
+            raise Refused(403, "forbidden origin")
+        if not auth:
+            return
+        presented = bearer_token(self.request.headers.get("Authorization"))
+        if presented is not None:
+            if hmac.compare_digest(presented.encode(), self.state.secret.encode()):
+                return
+            raise Refused(401, "unauthorized")
+        cookie = self.get_cookie(COOKIE)
+        csrf = self.state.page_sessions.get(cookie) if cookie else None
+        if csrf is None:
+            raise Refused(401, "unauthorized")
+        self.via_cookie = True
+        self.csrf = csrf
+        if self.request.method not in ("GET", "HEAD"):
+            sent = self.request.headers.get("X-CSRF-Token", "")
+            if not hmac.compare_digest(sent.encode(), csrf.encode()):
+                raise Refused(403, "missing or wrong CSRF token")
+
+    def prepare(self) -> None:
+        self.check_request()
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, Refused):
+            message = exc.message
+        elif isinstance(exc, web.HTTPError) and exc.log_message:
+            message = exc.log_message
+        else:
+            message = self._reason.lower()
+        if self.page:
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            self.finish(
+                f"<!doctype html><title>omp A2A bridge</title><p>{message}. Open this page "
+                "with <code>a2a-bridge open</code> (or the tray's Open approval page).</p>"
+            )
+            return
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"error": message}))
+
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        if not isinstance(value, web.HTTPError):
+            log.error("internal error: control API", exc_info=(typ, value, tb))
+
+    def body_json(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.request.body or b"{}")
+        except ValueError:
+            raise Refused(400, "body must be JSON") from None
+        if not isinstance(data, dict):
+            raise Refused(400, "body must be a JSON object")
+        return data
+
+    def send_json(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(data))
+
+
+class LoginHandler(ControlHandler):
+    page = True
+
+    def prepare(self) -> None:
+        self.check_request(auth=False)
+
+    def get(self) -> None:
+        key = self.get_query_argument("k", "")
+        if not hmac.compare_digest(key.encode(), self.state.secret.encode()):
+            raise Refused(401, "this login link is not valid (the bridge restarts with a new one)")
+        value = secrets.token_urlsafe(32)
+        self.state.page_sessions[value] = secrets.token_urlsafe(24)
+        self.set_cookie(COOKIE, value, httponly=True, samesite="Strict", path="/")
+        self.redirect("/", status=303)  # drops the secret from the address bar and history
+
+
+class PageHandler(ControlHandler):
+    page = True
+
+    def get(self) -> None:
+        with open(os.path.join(ASSETS_DIR, "page.html"), encoding="utf-8") as f:
+            html = f.read()
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.set_header(
+            "Content-Security-Policy",
+            "default-src 'self'; connect-src 'self' ws://127.0.0.1:* ws://localhost:* "
+            "ws://[::1]:*; img-src 'self' data:; frame-ancestors 'none'",
+        )
+        self.finish(html.replace("{{csrf}}", self.csrf))
+
+
+class AssetHandler(ControlHandler):
+    TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+
+    def prepare(self) -> None:
+        self.check_request(auth=False)  # static, public code: no secrets in it
+
+    def get(self, name: str) -> None:
+        ext = os.path.splitext(name)[1]
+        if name not in ("page.js", "page.css"):
+            raise Refused(404, "not found")
+        with open(os.path.join(ASSETS_DIR, name), encoding="utf-8") as f:
+            self.set_header("Content-Type", self.TYPES[ext])
+            self.finish(f.read())
+
+
+class StatusHandler(ControlHandler):
+    def get(self) -> None:
+        self.send_json(snapshot_json(self.state.bridge.snapshot()))
+
+
+class PendingListHandler(ControlHandler):
+    def get(self) -> None:
+        self.send_json({"pending": [pending_json(p) for p in self.state.bridge.broker.pending()]})
+
+
+class PendingHandler(ControlHandler):
+    def get(self, call_id: str) -> None:
+        p = self.state.bridge.broker.get(call_id)
+        if p is None:
+            raise Refused(404, f"call {call_id} is not pending")
+        self.send_json(pending_json(p))
+
+    def post(self, call_id: str) -> None:
+        body = self.body_json()
+        decision = body.get("decision")
+        if decision not in DECISIONS:
+            raise Refused(400, f"decision must be one of {', '.join(sorted(DECISIONS))}")
+        reason = body.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise Refused(400, "reason must be a string")
+        if not self.state.bridge.decide(call_id, Decision(decision), reason):
+            raise Refused(404, f"call {call_id} is no longer pending")
+        self.send_json({"ok": True, "id": call_id, "decision": decision})
+
+
+class SessionsHandler(ControlHandler):
+    def get(self) -> None:
+        sessions = self.state.bridge.snapshot().sessions
+        self.send_json({"sessions": [session_json(s) for s in sessions]})
+
+
+class SessionHandler(ControlHandler):
+    def delete(self, sid: str) -> None:
+        if not self.state.bridge.end_session(sid):
+            raise Refused(404, "no such session")
+        self.set_status(204)
+        self.finish()
+
+
+class PauseHandler(ControlHandler):
+    def post(self) -> None:
+        paused = self.body_json().get("paused")
+        if not isinstance(paused, bool):
+            raise Refused(400, "paused must be true or false")
+        self.state.bridge.set_paused(paused)
+        self.send_json({"paused": paused})
+
+
+class RotateHandler(ControlHandler):
+    async def post(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(None, self.state.rotate_token)
+        except Exception as e:
+            raise Refused(500, f"token not rotated: {e}") from None
+        self.send_json({"ok": True, "token_source": self.state.bridge.tokens.state.source})
+
+
+class ClientConfigHandler(ControlHandler):
+    def get(self) -> None:
+        from .cli import client_config
+
+        bridge = self.state.bridge
+        self.send_json(client_config(bridge.url, bridge.tokens.token))
+
+
+class AuditHandler(ControlHandler):
+    async def get(self) -> None:
+        try:
+            limit = int(self.get_query_argument("limit", "50"))
+        except ValueError:
+            raise Refused(400, "limit must be an integer") from None
+        limit = max(1, min(limit, 1000))
+        bridge = self.state.bridge
+        await asyncio.get_running_loop().run_in_executor(None, bridge.audit.flush, 2.0)
+        records = await asyncio.get_running_loop().run_in_executor(
+            None, read_records, bridge.audit.path, bridge.config.audit_keep
+        )
+        calls = [audit_call_json(c) for c in pair_calls(records)[-limit:]]
+        self.send_json({"calls": calls})
+
+
+class EventsHandler(websocket.WebSocketHandler, ControlHandler):
+    """Pushes the snapshot on connect and on every change; an open socket is an approver."""
+
+    approver: int | None = None
+    unsubscribe: Callable[[], None] | None = None
+
+    def check_origin(self, origin: str) -> bool:
+        return origin.rstrip("/").lower() in self.state.own_origins()
+
+    def open(self) -> None:
+        name = self.get_query_argument("as", "approval page")[:40]
+        bridge = self.state.bridge
+        self.approver = bridge.broker.attach(name)
+        self.unsubscribe = bridge.subscribe(self._push)
+        bridge._changed(now=True)
+
+    def _push(self, snap: Snapshot) -> None:
+        with contextlib.suppress(websocket.WebSocketClosedError):
+            self.write_message(json.dumps(snapshot_json(snap)))
+
+    def on_message(self, message: str | bytes) -> None:
+        pass  # decisions go through the REST endpoints
+
+    def on_close(self) -> None:
+        bridge = self.state.bridge
+        if self.approver is not None:
+            bridge.broker.detach(self.approver)
+            self.approver = None
+        if self.unsubscribe is not None:
+            self.unsubscribe()
+            self.unsubscribe = None
+        bridge._changed(now=True)
+
+
+def control_app(state: ControlState) -> web.Application:
+    kw = {"state": state}
+    return web.Application(
+        [
+            (r"/login", LoginHandler, kw),
+            (r"/", PageHandler, kw),
+            (r"/assets/([a-z.]+)", AssetHandler, kw),
+            (r"/api/status", StatusHandler, kw),
+            (r"/api/pending", PendingListHandler, kw),
+            (r"/api/pending/([A-Za-z0-9_-]+)", PendingHandler, kw),
+            (r"/api/sessions", SessionsHandler, kw),
+            (r"/api/sessions/([A-Za-z0-9_-]+)", SessionHandler, kw),
+            (r"/api/pause", PauseHandler, kw),
+            (r"/api/token/rotate", RotateHandler, kw),
+            (r"/api/client-config", ClientConfigHandler, kw),
+            (r"/api/audit", AuditHandler, kw),
+            (r"/api/events", EventsHandler, kw),
+        ],
+        default_handler_class=NotFoundHandler,
+        default_handler_args=kw,
+        websocket_ping_interval=20,
+        websocket_ping_timeout=30,
+        xsrf_cookies=False,  # our own CSRF token, tied to the page session
+    )
+
+
+class NotFoundHandler(ControlHandler):
+    def prepare(self) -> None:
+        self.check_request()
+        raise Refused(404, "not found")

@@ -1,0 +1,432 @@
+"""The local control API, the control file and the terminal approver, against a live bridge."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+import pytest
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import websocket_connect
+
+from server.controlfile import AlreadyRunning, ControlInfo, control_path, read_control
+from server.runner import BridgeRunner, RunnerOptions
+
+from .conftest import write_config
+from .helpers import Http, in_thread, read_text, wait_for
+
+
+class Api(Http):
+    """Control-API client: bearer secret by default, or a page cookie."""
+
+    def __init__(self, info: ControlInfo, secret: str | bool | None = True) -> None:
+        port = int(info.url.rsplit(":", 1)[1].strip("/"))
+        super().__init__(port, token=info.secret if secret is True else secret or None)
+
+    def call(self, method: str, path: str, body=None, **kw):
+        return self.request(method, body=body, path=path, **kw)
+
+
+class WsApprover:
+    """An events WebSocket on its own thread and loop: while open, it is an approver."""
+
+    def __init__(self, info: ControlInfo, headers: dict[str, str] | None = None) -> None:
+        self.info = info
+        self.snapshots: list[dict] = []
+        self.headers = {"Authorization": f"Bearer {info.secret}"} if headers is None else headers
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self._run(), self.loop)
+        assert self.ready.wait(10), self.error
+        if self.error:
+            raise self.error
+
+    async def _run(self) -> None:
+        try:
+            self.ws = await websocket_connect(
+                HTTPRequest(self.info.ws_url + "?as=pytest%20page", headers=self.headers)
+            )
+        except BaseException as e:
+            self.error = e
+            self.ready.set()
+            return
+        self.ready.set()
+        while (msg := await self.ws.read_message()) is not None:
+            self.snapshots.append(json.loads(msg))
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.ws.close)
+        time.sleep(0.1)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+@pytest.fixture
+def ctl(start_bridge):
+    running = start_bridge({"approval": {"timeout_s": 20}}, control=True)
+    running.info = running.runner.control
+    running.api = Api(running.info)
+    return running
+
+
+def test_control_file_is_private_and_removed_on_exit(ctl, env):
+    path = control_path()
+    assert path == os.path.join(env["runtime"], "control.json")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    data = json.loads(read_text(path))
+    assert data == {
+        "pid": os.getpid(),
+        "url": ctl.info.url,
+        "secret": ctl.info.secret,
+        "mcp_url": ctl.runner.url,
+    }
+    assert ctl.info.url.startswith("http://127.0.0.1:") and ctl.info.url != ctl.runner.url
+    ctl.runner.stop()
+    assert not os.path.exists(path)
+
+
+def test_stale_control_file_is_replaced(env):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    os.makedirs(env["runtime"], exist_ok=True)
+    stale = {"pid": dead.pid, "url": "http://127.0.0.1:1/", "secret": "s", "mcp_url": "x"}
+    with open(control_path(), "w") as f:
+        json.dump(stale, f)
+    assert read_control() is None
+    write_config(env["config"], {"roots": [env["root"]]})
+    r = BridgeRunner(RunnerOptions(port=0, control=True, discover_tools=False))
+    r.start()
+    try:
+        assert read_control() == r.control
+    finally:
+        r.stop()
+
+
+def test_second_instance_refused(env):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        os.makedirs(env["runtime"], exist_ok=True)
+        live = {"pid": sleeper.pid, "url": "http://127.0.0.1:9/", "secret": "s", "mcp_url": "m"}
+        with open(control_path(), "w") as f:
+            json.dump(live, f)
+        write_config(env["config"], {"roots": [env["root"]]})
+        with pytest.raises(AlreadyRunning, match=f"already running \\(pid {sleeper.pid}"):
+            BridgeRunner(RunnerOptions(port=0, control=True, discover_tools=False)).start()
+        assert json.loads(read_text(control_path()))["pid"] == sleeper.pid  # untouched
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_second_serve_process_says_already_running(env):
+    e = dict(os.environ, PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")
+    write_config(env["config"], {"roots": [env["root"]]})
+    first = subprocess.Popen(
+        [sys.executable, "-m", "server", "serve"], env=e, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert "listening" in first.stdout.readline()
+        second = subprocess.run(
+            [sys.executable, "-m", "server", "serve"],
+            env=e,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        assert second.returncode == 0
+        assert second.stdout == ""
+        assert f"already running (pid {first.pid}" in second.stderr
+    finally:
+        first.terminate()
+        first.wait(10)
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/api/status"),
+        ("GET", "/api/pending"),
+        ("POST", "/api/pending/a1"),
+        ("GET", "/api/sessions"),
+        ("DELETE", "/api/sessions/abc"),
+        ("POST", "/api/pause"),
+        ("POST", "/api/token/rotate"),
+        ("GET", "/api/audit"),
+        ("GET", "/api/client-config"),
+        ("GET", "/api/events"),
+        ("GET", "/"),
+    ],
+)
+def test_every_endpoint_needs_the_secret(ctl, method, path):
+    for secret in (None, "wrong-" + "x" * 30):
+        r = Api(ctl.info, secret=secret).call(method, path, body=b"{}")
+        assert r.status == 401, (path, r)
+        if path.startswith("/api"):
+            assert r.json == {"error": "unauthorized"}
+
+
+def test_foreign_host_and_origin_refused(ctl):
+    r = ctl.api.call("GET", "/api/status", headers={"Host": "evil.example:80"})
+    assert (r.status, r.json) == (403, {"error": "forbidden host"})
+    r = ctl.api.call("GET", "/api/status", headers={"Origin": "http://evil.example"})
+    assert (r.status, r.json) == (403, {"error": "forbidden origin"})
+    mcp_origin = ctl.runner.url.rstrip("/")  # another local port is foreign too
+    r = ctl.api.call("GET", "/api/status", headers={"Origin": mcp_origin})
+    assert r.status == 403
+    own = ctl.info.url.rstrip("/")
+    assert ctl.api.call("GET", "/api/status", headers={"Origin": own}).status == 200
+
+
+def _login(ctl) -> tuple[Api, str, str]:
+    page = Api(ctl.info, secret=None)
+    r = page.call("GET", "/login?k=" + urllib.parse.quote(ctl.info.secret))
+    assert r.status == 303
+    assert r.headers["Location"] == "/"
+    cookie_header = r.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie_header and "SameSite=Strict" in cookie_header
+    cookie = cookie_header.split(";", 1)[0]
+    html = page.call("GET", "/", headers={"Cookie": cookie})
+    assert html.status == 200 and html.headers["Content-Type"].startswith("text/html")
+    text = html.raw.decode()
+    csrf = text.split('name="csrf-token" content="', 1)[1].split('"', 1)[0]
+    assert len(csrf) > 20 and ctl.info.secret not in text
+    return page, cookie, csrf
+
+
+def test_login_cookie_and_csrf(ctl):
+    assert Api(ctl.info, None).call("GET", "/login?k=nope").status == 401
+    page, cookie, csrf = _login(ctl)
+    r = page.call("GET", "/api/status", headers={"Cookie": cookie})
+    assert r.status == 200 and r.json["mcp_url"] == ctl.runner.url
+    r = page.call("POST", "/api/pause", {"paused": True}, headers={"Cookie": cookie})
+    assert (r.status, r.json) == (403, {"error": "missing or wrong CSRF token"})
+    r = page.call(
+        "POST", "/api/pause", {"paused": True}, headers={"Cookie": cookie, "X-CSRF-Token": "x"}
+    )
+    assert r.status == 403
+    assert ctl.runner.snapshot().paused is False
+    r = page.call(
+        "POST", "/api/pause", {"paused": True}, headers={"Cookie": cookie, "X-CSRF-Token": csrf}
+    )
+    assert r.status == 200 and ctl.runner.snapshot().paused is True
+    # The bearer secret needs no CSRF token (CLI and tray).
+    assert ctl.api.call("POST", "/api/pause", {"paused": False}).status == 200
+    # Static assets are public code, served with the right types.
+    js = page.call("GET", "/assets/page.js")
+    assert js.status == 200 and js.headers["Content-Type"].startswith("text/javascript")
+    assert page.call("GET", "/assets/secret.txt").status == 404
+
+
+def test_status_sessions_pause_and_client_config(ctl):
+    c = ctl.client("claude-code")
+    s = ctl.api.call("GET", "/api/status").json
+    assert s["mcp_url"] == ctl.runner.url and s["paused"] is False
+    assert s["counts"] == {"sessions": 1, "pending": 0}
+    assert s["sessions"][0]["client"] == "claude-code"
+    sessions = ctl.api.call("GET", "/api/sessions").json["sessions"]
+    assert [x["sid"] for x in sessions] == [c.sid]
+    assert ctl.api.call("POST", "/api/pause", {"paused": "yes"}).status == 400
+    assert ctl.api.call("POST", "/api/pause", b"not json").status == 400
+    assert ctl.api.call("POST", "/api/pause", {"paused": True}).json == {"paused": True}
+    assert c.call("ls", {}).text == "bridge paused by the user"
+    ctl.api.call("POST", "/api/pause", {"paused": False})
+    cfg = ctl.api.call("GET", "/api/client-config").json
+    assert cfg["mcpServers"]["omp-host"]["url"] == ctl.runner.url
+    assert cfg["mcpServers"]["omp-host"]["headers"]["Authorization"] == f"Bearer {ctl.runner.token}"
+    r = ctl.api.call("DELETE", f"/api/sessions/{c.sid}")
+    assert r.status == 204
+    assert c.rpc("ping").status == 404
+    assert ctl.api.call("DELETE", f"/api/sessions/{c.sid}").status == 404
+    assert ctl.api.call("GET", "/api/nothing").status == 404
+
+
+def test_token_rotate_via_api(ctl, monkeypatch, memory_keyring):
+    # The fixture's token came from the env; rotation needs a stored one.
+    ctl.runner.bridge.tokens.state.source = "keyring"
+    old = ctl.runner.token
+    c = ctl.client()
+    r = ctl.api.call("POST", "/api/token/rotate")
+    assert r.status == 200 and r.json["ok"] is True
+    assert ctl.runner.token != old
+    assert memory_keyring.store[("omp-a2a-bridge", "token")] == ctl.runner.token
+    c.token = old
+    assert c.rpc("ping").status == 401
+    assert old not in r.raw.decode()
+
+
+def test_events_socket_is_an_approver_and_all_four_decisions(ctl):
+    assert ctl.runner.snapshot().approvers == ()
+    ws = WsApprover(ctl.info)
+    try:
+        wait_for(lambda: ws.snapshots)
+        assert ctl.runner.snapshot().approvers == ("pytest page",)
+        c = ctl.client("agent")
+        root = ctl.env["root"]
+        # "always" last: after it, write no longer prompts.
+        for n, decision in enumerate(["approve", "allow_session", "deny", "allow_always"]):
+            other = ctl.client(f"agent{n}")  # a fresh session each: allow_session must not leak
+            args = {"path": f"{root}/f{n}.txt", "content": "x" * n}
+            t, out = in_thread(other.call, "write", args)
+            snap = wait_for(
+                lambda: ws.snapshots and ws.snapshots[-1]["pending"] and ws.snapshots[-1]
+            )
+            [p] = snap["pending"]
+            assert p["arguments"] == args and p["tool"] == "write" and p["client"] == f"agent{n}"
+            listed = ctl.api.call("GET", "/api/pending").json["pending"]
+            assert [x["id"] for x in listed] == [p["id"]]
+            assert (
+                ctl.api.call("GET", f"/api/pending/{p['id']}").json["summary"].startswith("write:")
+            )
+            body = {"decision": decision}
+            if decision == "deny":
+                body["reason"] = "use the staging dir"
+            r = ctl.api.call("POST", f"/api/pending/{p['id']}", body)
+            assert r.status == 200, r
+            t.join(10)
+            if decision == "deny":
+                assert out[0].text == "denied by the user: use the staging dir"
+            else:
+                assert out[0].result["isError"] is False
+            # Once decided, it is gone: 404.
+            assert ctl.api.call("POST", f"/api/pending/{p['id']}", body).status == 404
+        assert ctl.api.call("POST", "/api/pending/zz", {"decision": "maybe"}).status == 400
+        audit = ctl.api.call("GET", "/api/audit?limit=10").json["calls"]
+        assert [(a["tool"], a["outcome"], a["decided_by"]) for a in audit] == [
+            ("write", "ok", "user"),
+            ("write", "ok", "user"),
+            ("write", "denied", "user"),
+            ("write", "ok", "user"),
+        ]
+        assert (
+            ctl.client()
+            .call("write", {"path": f"{root}/free.txt", "content": ""})
+            .result["isError"]
+            is False
+        )  # always allowed now, no prompt
+        assert ctl.api.call("GET", "/api/audit?limit=x").status == 400
+        del c
+    finally:
+        ws.close()
+    wait_for(lambda: ctl.runner.snapshot().approvers == ())
+    r = ctl.client().call("bash", {"command": "true"})
+    assert r.text == "approval required but no approver is available"
+
+
+def test_timeout_with_page_attached(start_bridge):
+    running = start_bridge({"approval": {"timeout_s": 0.4}}, control=True)
+    ws = WsApprover(running.runner.control)
+    try:
+        r = running.client().call("write", {"path": "t.txt", "content": ""})
+        assert r.text == "approval timed out after 0.4 s"
+        audit = Api(running.runner.control).call("GET", "/api/audit").json["calls"]
+        assert audit[-1]["outcome"] == "timeout"
+    finally:
+        ws.close()
+
+
+def test_websocket_refuses_foreign_origin_and_no_secret(ctl):
+    with pytest.raises(Exception, match=r"401|403"):
+        WsApprover(ctl.info, headers={})
+    with pytest.raises(Exception, match="403"):
+        WsApprover(
+            ctl.info,
+            headers={"Authorization": f"Bearer {ctl.info.secret}", "Origin": "http://evil.example"},
+        )
+
+
+# -- the CLI through the control file ----------------------------------------------------------
+
+
+def _cli(*args, stdin: str | None = None, timeout: float = 20):
+    return subprocess.run(
+        [sys.executable, "-m", "server", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+    )
+
+
+def test_cli_commands_without_a_running_bridge(env):
+    r = _cli("status")
+    assert r.returncode == 1 and "a2a-bridge is not running" in r.stderr
+
+
+def test_cli_status_pending_approve_deny_sessions(ctl):
+    c = ctl.client("cli-agent")
+    ws = WsApprover(ctl.info)  # keeps calls waiting while the CLI decides
+    try:
+        r = _cli("status")
+        assert r.returncode == 0 and f"running on {ctl.runner.url}" in r.stdout
+        assert json.loads(_cli("status", "--json").stdout)["counts"]["sessions"] == 1
+        assert c.sid in _cli("sessions").stdout
+        t, out = in_thread(c.call, "bash", {"command": "echo from-cli"})
+        [p] = ctl.pending()
+        listing = _cli("pending").stdout
+        assert p.id in listing and "echo from-cli" in listing
+        assert json.loads(_cli("pending", "--json").stdout)["pending"][0]["id"] == p.id
+        r = _cli("approve", p.id)
+        assert r.returncode == 0, r.stderr
+        t.join(10)
+        assert out[0].text == "from-cli"
+        t, out = in_thread(c.call, "bash", {"command": "rm -rf /"})
+        [p] = ctl.pending()
+        assert _cli("deny", p.id, "--reason", "no way").returncode == 0
+        t.join(10)
+        assert out[0].text == "denied by the user: no way"
+        r = _cli("approve", "a999")
+        assert r.returncode == 1 and "no longer pending" in r.stderr
+        assert _cli("pause").stdout.strip() == "bridge paused"
+        assert ctl.runner.snapshot().paused is True
+        assert _cli("resume").stdout.strip() == "bridge resumed"
+        assert _cli("end-session", c.sid).returncode == 0
+        assert c.rpc("ping").status == 404
+    finally:
+        ws.close()
+
+
+def test_watch_approves_and_denies_from_piped_input(ctl):
+    c = ctl.client("watched")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server", "watch"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        wait_for(lambda: "terminal (watch)" in ctl.runner.snapshot().approvers)
+        t, out = in_thread(c.call, "bash", {"command": "echo watched-ok"})
+        ctl.pending()
+        proc.stdin.write("?\na\n")  # an unknown answer asks again
+        proc.stdin.flush()
+        t.join(10)
+        assert out[0].text == "watched-ok"
+        t, out = in_thread(c.call, "write", {"path": "w.txt", "content": "line one\nline two"})
+        ctl.pending()
+        proc.stdin.write("d\nnot in my home\n")
+        proc.stdin.flush()
+        t.join(10)
+        assert out[0].text == "denied by the user: not in my home"
+        proc.stdin.close()  # end of input while idle: watch exits
+        proc.wait(10)
+        stdout = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    assert "echo watched-ok" in stdout and "line two" in stdout
+    assert stdout.count("[a]pprove / allow for [s]ession / [A]lways / [d]eny?") == 3
+    assert "→ approve" in stdout and "→ deny" in stdout
