@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -134,3 +135,19 @@ def log_records(caplog) -> Any:
     logger.addHandler(caplog.handler)
     yield caplog
     logger.removeHandler(caplog.handler)
+
+
+def require_system(*binaries: str, packages: str) -> dict[str, str]:
+    """Paths of system programs a test needs (Debian packages that .ci/run installs).
+
+    Under CI a missing program fails the test; on a developer machine without them the test is
+    skipped with the exact install command, so the README's test command still runs anywhere.
+    """
+    found = {b: shutil.which(b) for b in binaries}
+    missing = [b for b, p in found.items() if p is None]
+    if missing:
+        message = f"needs {', '.join(missing)}: apt-get install {packages}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return {b: p for b, p in found.items() if p is not None}
