@@ -5,4 +5,10 @@ from __future__ import annotations
 
 def tray_available() -> tuple[bool, str]:
     """Whether a tray icon can be shown here, and if not, why."""
-    return False, "the tray UI is not part of this build yet"
+    from .backend import TrayUnavailable, load_pystray
+
+    try:
+        load_pystray()
+    except TrayUnavailable as e:
+        return False, str(e)
+    return True, ""

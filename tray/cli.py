@@ -32,10 +32,26 @@ def cmd_default(args: argparse.Namespace) -> int:
     return server_cli.cmd_serve(args)
 
 
+def cmd_autostart(args: argparse.Namespace) -> int:
+    from .autostart import Autostart
+
+    auto = Autostart()
+    if args.action == "on":
+        auto.enable()
+    elif args.action == "off":
+        auto.disable()
+    enabled, how = auto.status()
+    print(f"start at login: {'on' if enabled else 'off'} ({how})")
+    return 0
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     sub.add_parser("tray", help="run the bridge with the system-tray icon").set_defaults(
         func=cmd_tray
     )
+    a = sub.add_parser("autostart", help="start the tray at login: on, off or status")
+    a.add_argument("action", choices=["on", "off", "status"])
+    a.set_defaults(func=cmd_autostart)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
