@@ -22,6 +22,8 @@ def cli_env(env, monkeypatch):
     """Subprocess environment: private paths, a keyring that refuses (headless CI)."""
     e = dict(os.environ)
     e.pop("A2A_BRIDGE_TOKEN", None)
+    for var in ("DISPLAY", "WAYLAND_DISPLAY", "PYSTRAY_BACKEND"):  # never a real tray here
+        e.pop(var, None)
     e["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
     write_config(env["config"], {"roots": [env["root"]]})
     return e
