@@ -189,10 +189,13 @@ def test_allow_for_session_then_no_prompt(tray):
 
 def test_always_allow_is_persisted(tray, env):
     c = tray.client()
+    with open(os.path.join(env["root"], "e.txt"), "w") as f:
+        f.write("a")
     th, out = in_thread(c.call, "edit", {"path": "e.txt", "old_string": "a", "new_string": "b"})
     item = tray.wait_item("Approve: edit")
     tray.click(tray.find("Always allow", item.submenu))
     th.join(10)
+    assert out[0].text == "replaced 1 occurrence in e.txt"
     wait_for(lambda: json.loads(read_text(env["config"])).get("approval", {}).get("tiers"))
     assert json.loads(read_text(env["config"]))["approval"]["tiers"] == {"edit": "allow"}
 
