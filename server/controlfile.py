@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,9 +23,12 @@ FILE_NAME = "control.json"
 
 
 def runtime_dir() -> str:
-    return os.environ.get("A2A_BRIDGE_RUNTIME_DIR") or platformdirs.user_runtime_dir(
-        APP_NAME, appauthor=False
-    )
+    explicit = os.environ.get("A2A_BRIDGE_RUNTIME_DIR")
+    if explicit:
+        return explicit
+    with warnings.catch_warnings():  # no XDG_RUNTIME_DIR: its /tmp fallback is fine for us
+        warnings.simplefilter("ignore")
+        return platformdirs.user_runtime_dir(APP_NAME, appauthor=False)
 
 
 def control_path() -> str:

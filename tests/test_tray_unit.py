@@ -126,8 +126,10 @@ def test_long_summaries_are_shortened_and_titles_never_hold_secrets():
     label = pending_label("bash", "bash: " + "x" * 300, "c", 5)
     assert len(label) < 90 and "…" in label
     assert title(snap(pending=[pending()])) == (
-        "omp A2A bridge — 127.0.0.1:53917 · 0 session(s) · 1 waiting for approval"
+        "omp A2A bridge - 127.0.0.1:53917 · 0 session(s) · 1 waiting for approval"
     )
+    title(snap(pending=[pending()] * 3, paused=True)).encode("latin-1")  # X11 STRING-safe
+    assert len(title(snap(sessions=[session()] * 64, pending=[pending()] * 64))) <= 127
 
 
 def test_notification_texts():

@@ -119,12 +119,16 @@ class TrayApp:
             return 1
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: threading.Thread(target=self.quit, daemon=True).start())
-        icon = self.make_icon()
-        print(f"a2a-bridge tray ({self.backend}) on {self.runner.url}", file=sys.stderr)
         try:
+            icon = self.make_icon()
+            print(f"a2a-bridge tray ({self.backend}) on {self.runner.url}", file=sys.stderr)
             icon.run(setup=self._setup)
+        except Exception as e:
+            log.exception("the tray failed")
+            print(f"a2a-bridge: the tray failed ({type(e).__name__}: {e})", file=sys.stderr)
+            return 1
         finally:
-            self.shutdown()
+            self.shutdown()  # the bridge stops and the control file goes, whatever happened
         return 0
 
     def _setup(self, icon: Any) -> None:

@@ -54,15 +54,23 @@ def pending_label(tool: str, summary: str, client: str, waited: float) -> str:
     return f"{head} ({client}, {ago(waited)})"
 
 
+TITLE_MAX = 127  # Windows' tooltip buffer is WCHAR[128]
+
+
 def title(snap: Snapshot) -> str:
-    """Tooltip/title: where it listens and what is going on (never the token)."""
+    """Tooltip/title: where it listens and what is going on (never the token).
+
+    Latin-1 only (the xorg backend stores it as an X ``STRING`` property) and short enough
+    for the Windows tooltip.
+    """
     where = snap.url.removeprefix("http://").rstrip("/")
-    parts = [f"omp A2A bridge — {where}", f"{len(snap.sessions)} session(s)"]
+    parts = [f"omp A2A bridge - {where}", f"{len(snap.sessions)} session(s)"]
     if snap.pending:
         parts.append(f"{len(snap.pending)} waiting for approval")
     if snap.paused:
         parts.append("paused")
-    return " · ".join(parts)
+    text = " · ".join(parts)
+    return text.encode("latin-1", "replace").decode("latin-1")[:TITLE_MAX]
 
 
 def menu_model(
