@@ -71,6 +71,8 @@ class AuditLog:
         self.secret = secret
         self.failures = 0
         self.written = 0
+        # Called on the writer thread at the first failure and every 100th (e.g. to tell a UI).
+        self.on_failure: Callable[[], None] = lambda: None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._fd: int | None = None
         self._size = 0
@@ -167,6 +169,10 @@ class AuditLog:
                 reason,
                 self.failures,
             )
+            try:
+                self.on_failure()
+            except Exception:
+                log.exception("audit failure hook failed")
 
 
 def read_records(path: str, keep: int = 100) -> list[dict[str, Any]]:

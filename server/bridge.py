@@ -141,6 +141,12 @@ class Bridge:
         self._publish_scheduled = False
         self._snapshot: Snapshot | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.audit.on_failure = self._audit_failed
+
+    def _audit_failed(self) -> None:
+        """From the audit thread: republish so UIs show the warning."""
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._changed, True)
 
     # -- auth ---------------------------------------------------------------------------------
 
@@ -477,9 +483,14 @@ class Bridge:
             pending=tuple(self.broker.pending()),
             approvers=tuple(self.broker.approvers),
             token_source=state.source if state else "",
-            warnings=tuple(self.warnings),
+            warnings=tuple(self.warnings) + self._audit_warning(),
             calls_total=self.calls_total,
         )
+
+    def _audit_warning(self) -> tuple[str, ...]:
+        if self.audit.failures:
+            return (f"the audit log {self.audit.path} cannot be written; calls are not recorded",)
+        return ()
 
     def _pending_changed(self) -> None:
         self._changed(now=True)

@@ -319,3 +319,37 @@ def test_no_menu_backend_uses_the_approval_page(pystray, env):
         assert t.opened and "login?k=" in t.opened[-1]
     finally:
         t.app.quit()
+
+
+def test_failed_action_shows_the_error_state(tray, monkeypatch):
+    def broken(*a, **k):
+        raise TimeoutError("the bridge did not answer")
+
+    monkeypatch.setattr(tray.runner, "pause", broken)
+    tray.click(tray.find("Pause bridge"))
+    assert tray.app.error == "pause failed: the bridge did not answer"
+    assert tray.find("Error: pause failed")
+    assert ("omp A2A bridge: error", "pause failed: the bridge did not answer") in tray.icon.notes
+    monkeypatch.undo()
+    tray.click(tray.find("Pause bridge"))  # a working action clears it
+    assert tray.app.error is None and tray.find("Error:") is None
+    tray.click(tray.find("Pause bridge"))
+
+
+def test_audit_failure_becomes_a_warning_notification(pystray, env, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    os.environ["A2A_BRIDGE_AUDIT"] = str(blocker / "audit.jsonl")
+    try:
+        write_config(
+            env["config"], {"roots": [env["root"]], "approval": {"tiers": {"ls": "allow"}}}
+        )
+        t = Tray(pystray, env)
+        try:
+            c = t.client()
+            assert c.call("ls", {}).result["isError"] is False  # the call still works
+            wait_for(lambda: any("cannot be written" in n for n in t.app.notifications))
+        finally:
+            t.app.quit()
+    finally:
+        os.environ["A2A_BRIDGE_AUDIT"] = env["audit"]

@@ -80,6 +80,7 @@ class TrayApp:
         self.notifications: list[str] = []  # what was shown (or logged), newest last
         self._autostart_on: bool | None = None
         self._seen_pending: set[str] = set()
+        self._seen_warnings: set[str] = set()
         self._last_notify = 0.0
         self._approver: int | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -135,6 +136,7 @@ class TrayApp:
         icon.visible = True
         assert self.snap is not None
         for w in self.snap.warnings:
+            self._seen_warnings.add(w)
             self.notify(w, "omp A2A bridge")
         if not self.caps["menu"]:
             self.notify(
@@ -187,6 +189,10 @@ class TrayApp:
             self.icon.icon = self._image(snap)
             self.icon.title = title(snap)
             self.icon.update_menu()
+        for warning in snap.warnings:
+            if warning not in self._seen_warnings:
+                self._seen_warnings.add(warning)
+                self.notify(warning, "omp A2A bridge")
         new = [p for p in snap.pending if p.id not in self._seen_pending]
         self._seen_pending = {p.id for p in snap.pending}
         text = notification_for([(p.tool, p.summary, p.client) for p in new], len(snap.pending))
@@ -211,6 +217,25 @@ class TrayApp:
     # -- menu actions ----------------------------------------------------------------------------
 
     def perform(self, action: Action) -> None:
+        """Run a menu action; a failure shows as the error state, never as a dead menu."""
+        try:
+            self._perform(action)
+        except Exception as e:
+            log.exception("tray action %s failed", action[0])
+            self.set_error(f"{action[0].replace('_', ' ')} failed: {e or type(e).__name__}")
+        else:
+            if self.error is not None and action[0] != "quit":
+                self.set_error(None)
+
+    def set_error(self, message: str | None) -> None:
+        self.error = message
+        if message:
+            self.notify(message, "omp A2A bridge: error")
+        if self.icon is not None and self.snap is not None:
+            self.icon.icon = self._image(self.snap)
+            self.icon.update_menu()
+
+    def _perform(self, action: Action) -> None:
         kind, *rest = action
         runner = self.runner
         snap = self.snap
