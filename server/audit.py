@@ -1,9 +1,11 @@
 """Two-phase JSON Lines audit log, written by one thread so records never interleave or vanish.
 
-Callers only enqueue (no I/O on the IOLoop). The writer thread serialises, redacts, rotates
-(``keep`` generations of ``max_bytes``) and appends each record with a single ``os.write`` on an
-``O_APPEND`` descriptor, so a crash leaves at most the last line partial. A failed write never
-fails a call: it is counted and warned about on the first and every 100th failure.
+Callers only append to a buffer (no I/O on the IOLoop). The writer thread wakes when the buffer
+stops being empty, lingers a few milliseconds so a burst becomes one batch (one wake-up per
+batch instead of two per call), then serialises, redacts, rotates (``keep`` generations of
+``max_bytes``) and appends whole lines with ``os.write`` on an ``O_APPEND`` descriptor, so a
+crash leaves at most the last line partial. A failed write never fails a call: it is counted and
+warned about on the first and every 100th failed record.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import hashlib
 import json
 import logging
 import os
-import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -64,16 +66,21 @@ class AuditLog:
         max_bytes: int = 10 * 1024 * 1024,
         keep: int = 5,
         secret: Callable[[], str | None] = lambda: None,
+        linger_s: float = 0.005,
     ) -> None:
         self.path = path
         self.max_bytes = max_bytes
         self.keep = keep
         self.secret = secret
+        self.linger_s = linger_s
         self.failures = 0
         self.written = 0
         # Called on the writer thread at the first failure and every 100th (e.g. to tell a UI).
         self.on_failure: Callable[[], None] = lambda: None
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._cond = threading.Condition()
+        self._buffer: list[dict[str, Any]] = []
+        self._flush_waiters: list[threading.Event] = []
+        self._closing = False
         self._fd: int | None = None
         self._size = 0
         self._thread = threading.Thread(target=self._run, name="a2a-audit", daemon=True)
@@ -82,37 +89,75 @@ class AuditLog:
     # -- producer side (any thread) ---------------------------------------------------------
 
     def record(self, rec: dict[str, Any]) -> None:
-        """Enqueue a record; ``args`` (if any) is redacted by the writer thread."""
-        self._queue.put(rec)
+        """Buffer a record; ``args`` (if any) is redacted by the writer thread."""
+        with self._cond:
+            self._buffer.append(rec)
+            if len(self._buffer) == 1:
+                self._cond.notify()
 
     def flush(self, timeout: float = 5.0) -> bool:
-        """Wait until everything enqueued so far is written (or has failed)."""
+        """Wait until everything recorded so far is written (or has failed)."""
         done = threading.Event()
-        self._queue.put(done)
+        with self._cond:
+            self._flush_waiters.append(done)
+            self._cond.notify()
         return done.wait(timeout)
 
     def close(self, timeout: float = 5.0) -> None:
-        self._queue.put(None)
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
         self._thread.join(timeout)
 
     # -- writer thread --------------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is None:
+            with self._cond:
+                while not (self._buffer or self._flush_waiters or self._closing):
+                    self._cond.wait()
+                urgent = bool(self._flush_waiters) or self._closing
+            if not urgent and self.linger_s > 0:
+                time.sleep(self.linger_s)  # let a burst gather into one batch
+            with self._cond:
+                batch, self._buffer = self._buffer, []
+                waiters, self._flush_waiters = self._flush_waiters, []
+                done = self._closing and not batch
+            if batch:
+                self._write_batch(batch)
+            for w in waiters:
+                w.set()
+            if done:
                 break
-            if isinstance(item, threading.Event):
-                item.set()
-                continue
-            try:
-                self._write(self._line(item))
-            except Exception as e:
-                self._failed(e)
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
+
+    def _write_batch(self, batch: list[dict[str, Any]]) -> None:
+        lines: list[bytes] = []
+        for rec in batch:
+            try:
+                lines.append(self._line(rec))
+            except Exception as e:  # an unserialisable record must not take the batch down
+                self._failed(e, 1)
+        written = 0
+        chunk: list[bytes] = []
+        pending = 0  # bytes in chunk
+        try:
+            if self._fd is None:
+                self._open()
+            for data in lines:
+                if self._size + pending > 0 and self._size + pending + len(data) > self.max_bytes:
+                    written += self._write_chunk(chunk)
+                    chunk, pending = [], 0
+                    self._rotate()
+                chunk.append(data)
+                pending += len(data)
+            written += self._write_chunk(chunk)
+        except Exception as e:
+            self._failed(e, len(lines) - written)
+        self.written += written
 
     def _line(self, rec: dict[str, Any]) -> bytes:
         if "args" in rec:
@@ -143,25 +188,26 @@ class AuditLog:
             os.replace(self.path, f"{self.path}.1")
         self._open()
 
-    def _write(self, data: bytes) -> None:
-        if self._fd is None:
-            self._open()
-        if self._size > 0 and self._size + len(data) > self.max_bytes:
-            self._rotate()
+    def _write_chunk(self, chunk: list[bytes]) -> int:
+        """Append whole lines with one write; returns how many lines landed."""
+        if not chunk:
+            return 0
         assert self._fd is not None
+        data = b"".join(chunk)
         n = os.write(self._fd, data)
         self._size += n
         if n != len(data):
             raise OSError(f"short write ({n} of {len(data)} bytes)")
-        self.written += 1
+        return len(chunk)
 
-    def _failed(self, e: Exception) -> None:
-        self.failures += 1
+    def _failed(self, e: Exception, count: int) -> None:
+        before = self.failures
+        self.failures += count
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
-            self._fd = None  # reopen on the next record: the disk may have recovered
-        if self.failures == 1 or self.failures % 100 == 0:
+            self._fd = None  # reopen on the next batch: the disk may have recovered
+        if before == 0 or before // 100 != self.failures // 100:
             reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
             log.warning(
                 "audit record not written to %s (%s); %d failure(s) so far",

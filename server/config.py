@@ -45,6 +45,9 @@ class Limits:
     """Per-tool limits; all in bytes, lines or seconds."""
 
     read_max_bytes: int = 256 * 1024
+    # Regular files up to this size are read on the bridge loop (like Tornado's own
+    # StaticFileHandler); a worker-thread hop costs more than the read. 0 = always a thread.
+    inline_read_max_bytes: int = 64 * 1024
     read_max_lines: int = 2000
     read_line_max_chars: int = 2000
     image_max_bytes: int = 5 * 1024 * 1024
@@ -122,7 +125,7 @@ def _limits(path: str, raw: Any) -> Limits:
                 raise _fail(path, f"limits.{key}", "a positive number")
             values[key] = float(value)
         else:
-            if not _is_int(value) or value <= 0:
+            if not _is_int(value) or value < (0 if key == "inline_read_max_bytes" else 1):
                 raise _fail(path, f"limits.{key}", "a positive integer")
             values[key] = value
     return Limits(**values)

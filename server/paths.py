@@ -45,13 +45,18 @@ def _real(path: str) -> str:
     return os.path.realpath(os.path.expanduser(path))
 
 
+def _norm(path: str) -> str:
+    return os.path.normcase(path)  # case-insensitive file systems on Windows
+
+
+def _prefix(path: str) -> str:
+    return path if path.endswith(os.sep) else path + os.sep
+
+
 def is_within(path: str, parent: str) -> bool:
-    if path == parent:
-        return True
-    try:
-        return os.path.commonpath([path, parent]) == parent
-    except ValueError:  # different drives on Windows
-        return False
+    """``path`` is ``parent`` or below it; both are normalised real paths, so a prefix test is
+    exact (``/a/bc`` is not inside ``/a/b``) and much cheaper than ``commonpath``."""
+    return path == parent or path.startswith(_prefix(parent))
 
 
 class PathPolicy:
@@ -65,6 +70,12 @@ class PathPolicy:
         self.sensitive = tuple(_real(p) for p in (*SENSITIVE_DEFAULTS, *sensitive))
         # The bridge's config (holds the token on fallback) and audit log with its rotations.
         self.own_files = tuple(_real(p) for p in own_files)
+        # Precomputed for the hot path: one str.startswith over a tuple per check.
+        self._sensitive_exact = frozenset(_norm(p) for p in self.sensitive)
+        self._sensitive_below = tuple(_prefix(_norm(p)) for p in self.sensitive)
+        self._roots_exact = frozenset(_norm(r) for r in self.roots)
+        self._roots_below = tuple(_prefix(_norm(r)) for r in self.roots)
+        self._own = tuple(_norm(p) for p in self.own_files)
 
     def resolve(self, path: str | None) -> str:
         """Absolute real path for a tool argument; an empty or absent path is the first root."""
@@ -84,12 +95,15 @@ class PathPolicy:
 
     def escalation(self, path: str | None) -> str | None:
         real = self.resolve(path)
-        for own in self.own_files:
-            if real == own or real.startswith(own + "."):
+        key = _norm(real)
+        for own in self._own:
+            if key == own or key.startswith(own + "."):
                 return f"{real} is one of the bridge's own files"
-        for s in self.sensitive:
-            if is_within(real, s):
-                return f"{real} is inside a sensitive location ({s})"
-        if not any(is_within(real, r) for r in self.roots):
+        if key in self._sensitive_exact or key.startswith(self._sensitive_below):
+            where = next(
+                s for s in self.sensitive if key == _norm(s) or key.startswith(_prefix(_norm(s)))
+            )
+            return f"{real} is inside a sensitive location ({where})"
+        if not (key in self._roots_exact or key.startswith(self._roots_below)):
             return f"{real} is outside the configured roots"
         return None

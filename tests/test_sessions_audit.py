@@ -186,7 +186,7 @@ def test_audit_write_failure_never_fails_a_call(tmp_path, log_records):
     log = AuditLog(str(blocker / "audit.jsonl"))  # parent is a file: every write fails
     for i in range(101):
         log.record({"id": str(i), "phase": "start"})
-    log.flush()
+        log.flush()  # one batch per record: 101 failed writes
     assert log.failures == 101
     warnings = [m for m in log_records.messages if "audit record not written" in m]
     assert len(warnings) == 2  # the first and the 100th

@@ -59,16 +59,23 @@ class ReadTool(Tool):
     path_args = ("path",)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await asyncio.to_thread(self._read, args, ctx)
-
-    def _read(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = ctx.resolve(args["path"])
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise io_error(e, args["path"]) from None
+        if stat.S_ISREG(st.st_mode) and st.st_size <= ctx.limits.inline_read_max_bytes:
+            return self._read(args, ctx, path, st)
+        return await asyncio.to_thread(self._read, args, ctx, path, st)
+
+    def _read(
+        self, args: dict[str, Any], ctx: ToolContext, path: str, st: os.stat_result
+    ) -> ToolResult:
         shown = args["path"]
         limits = ctx.limits
         offset = args.get("offset", 1)
         limit = args.get("limit", limits.read_max_lines)
         try:
-            st = os.stat(path)
             if stat.S_ISDIR(st.st_mode):
                 raise ToolError(f"{shown}: is a directory (use ls)")
             if not stat.S_ISREG(st.st_mode):

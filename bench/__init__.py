@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks: ``python -m bench`` (see docs/performance.md)."""

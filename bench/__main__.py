@@ -1,0 +1,369 @@
+"""Benchmark the bridge against the official MCP SDK server and a bare Tornado handler.
+
+    .venv/bin/pip install -e '.[bench]'  &&  sudo apt-get install wrk
+    .venv/bin/python -m bench [--duration 5] [--calls 200] [--markdown out.md]
+
+One run starts the three servers on loopback, drives each with wrk (a Lua script carrying the
+session header) at concurrency 1 and 8 doing ``tools/call read`` of a small file, plus ``ping``
+and ``tools/list`` on the bridge, and prints req/s, p50, p99 and the ratios. It also measures
+start-up time, idle RSS, RSS with 64 sessions, how fast an approver hears of a prompt-tier call
+and how fast an approval releases the held response. Loopback only; every loop is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+TOKEN = "bench-token-" + "x" * 40
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+LUA = """
+wrk.method = "POST"
+wrk.body = [[%(body)s]]
+%(headers)s
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("RESULT %%d %%f %%f %%f %%d\\n", summary.requests,
+    summary.duration / 1e6, latency:percentile(50) / 1000, latency:percentile(99) / 1000,
+    e.connect + e.read + e.write + e.status + e.timeout))
+end
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Server:
+    name: str
+    proc: subprocess.Popen
+    port: int
+    startup_s: float
+
+    @classmethod
+    def start(cls, name: str, argv: list[str], env: dict[str, str], port: int) -> Server:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
+        )
+        line = proc.stdout.readline() if proc.stdout else ""
+        startup = time.perf_counter() - t0
+        if "listening on" not in line:
+            proc.kill()
+            raise RuntimeError(f"{name} did not start: {line!r}")
+        return cls(name, proc, port, startup)
+
+    def rss_mb(self) -> float:
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def post(port: int, body: dict, headers: dict[str, str]) -> tuple[int, dict, dict]:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    h.update(headers)
+    c.request("POST", "/", json.dumps(body), h)
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, dict(r.getheaders()), json.loads(data) if data else {}
+
+
+def open_session(port: int, auth: dict[str, str]) -> dict[str, str]:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
+    }
+    status, headers, _ = post(port, init, auth)
+    assert status == 200, status
+    sid = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
+    h = dict(auth, **{"mcp-session-id": sid, "MCP-Protocol-Version": "2025-11-25"})
+    post(port, {"jsonrpc": "2.0", "method": "notifications/initialized"}, h)
+    return h
+
+
+def wrk(port: int, body: dict, headers: dict[str, str], conc: int, duration: float) -> dict:
+    h = dict(headers)
+    h["Content-Type"] = "application/json"
+    h["Accept"] = "application/json, text/event-stream"
+    lines = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in h.items())
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(LUA % {"body": json.dumps(body), "headers": lines})
+        script = f.name
+    try:
+        seconds = max(1, round(duration))
+        url = f"http://127.0.0.1:{port}/"
+        proc = subprocess.run(
+            ["wrk", "-t1", f"-c{conc}", f"-d{seconds}s", "-s", script, url],
+            capture_output=True,
+            text=True,
+            timeout=seconds + 30,
+        )
+    finally:
+        os.unlink(script)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT")), None)
+    if line is None:
+        raise RuntimeError(f"wrk failed: {proc.stdout}{proc.stderr}")
+    _, n, secs, p50, p99, errors = line.split()
+    return {
+        "rps": int(n) / float(secs),
+        "p50": float(p50),
+        "p99": float(p99),
+        "errors": int(errors),
+    }
+
+
+async def approval_latency(control: dict, mcp_port: int, auth: dict[str, str], calls: int) -> dict:
+    """Time from a prompt-tier call leaving the client to an approver (the events socket) hearing
+    of it, and from an approval to the held HTTP response arriving."""
+    from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    ws_url = "ws" + control["url"][4:] + "api/events?as=bench"
+    ws = await websocket_connect(
+        HTTPRequest(ws_url, headers={"Authorization": f"Bearer {control['secret']}"})
+    )
+
+    async def next_snapshot() -> dict:
+        msg = await asyncio.wait_for(ws.read_message(), 10)
+        if msg is None:
+            raise RuntimeError("the events socket closed")
+        return json.loads(msg)
+
+    await next_snapshot()  # the snapshot on connect
+    client = AsyncHTTPClient(max_clients=4)
+    headers = dict(auth, **{"Content-Type": "application/json"})
+    notify: list[float] = []
+    release: list[float] = []
+    for i in range(calls):
+        body = {
+            "jsonrpc": "2.0",
+            "id": i + 1,
+            "method": "tools/call",
+            "params": {"name": "write", "arguments": {"path": f"w{i % 4}.txt", "content": "x"}},
+        }
+        t0 = time.perf_counter()
+        held = client.fetch(
+            HTTPRequest(f"http://127.0.0.1:{mcp_port}/", "POST", headers, json.dumps(body))
+        )
+        while True:
+            snap = await next_snapshot()
+            if snap["pending"]:
+                break
+        notify.append(time.perf_counter() - t0)
+        call_id = snap["pending"][0]["id"]
+        t2 = time.perf_counter()
+        await client.fetch(
+            HTTPRequest(
+                f"{control['url']}api/pending/{call_id}",
+                "POST",
+                {"Authorization": f"Bearer {control['secret']}"},
+                json.dumps({"decision": "approve"}),
+            )
+        )
+        response = await asyncio.wait_for(held, 10)
+        release.append(time.perf_counter() - t2)
+        assert json.loads(response.body)["result"]["isError"] is False
+        while True:  # drain to the snapshot where nothing is pending
+            snap = await next_snapshot()
+            if not snap["pending"]:
+                break
+    ws.close()
+
+    def pct(xs: list[float], q: float) -> float:
+        return statistics.quantiles(xs, n=100, method="inclusive")[int(q) - 1] * 1000
+
+    return {
+        "notify_p50": pct(notify, 50),
+        "notify_p99": pct(notify, 99),
+        "release_p50": pct(release, 50),
+        "release_p99": pct(release, 99),
+    }
+
+
+def fmt_row(cells: list[str], widths: list[int]) -> str:
+    return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([fmt_row(header, widths), sep, *(fmt_row(r, widths) for r in rows)])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench")
+    ap.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
+    ap.add_argument("--calls", type=int, default=200, help="prompt-tier calls to time")
+    ap.add_argument("--markdown", help="also write the tables to this file")
+    args = ap.parse_args()
+    if shutil.which("wrk") is None:
+        print("bench needs wrk: sudo apt-get install wrk", file=sys.stderr)
+        return 2
+
+    work = tempfile.mkdtemp(prefix="a2a-bench-")
+    root = os.path.join(work, "root")
+    os.makedirs(root)
+    small = os.path.join(root, "small.txt")
+    with open(small, "w") as f:
+        f.write(
+            "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(20))
+        )
+    cfg = os.path.join(work, "config.json")
+    with open(cfg, "w") as f:
+        json.dump({"roots": [root], "approval": {"tiers": {"read": "allow"}}}, f)
+    env = dict(
+        os.environ,
+        A2A_BRIDGE_CONFIG=cfg,
+        A2A_BRIDGE_AUDIT=os.path.join(work, "audit.jsonl"),
+        A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
+        A2A_BRIDGE_TOKEN=TOKEN,
+    )
+    py = sys.executable
+    ours_port, sdk_port, floor_port = free_port(), free_port(), free_port()
+    ours = Server.start(
+        "bridge", [py, "-m", "server", "serve", "--port", str(ours_port)], env, ours_port
+    )
+    time.sleep(1.0)
+    idle_rss = ours.rss_mb()
+    sdk = Server.start("sdk", [py, "-m", "bench.sdk_server", str(sdk_port)], env, sdk_port)
+    floor = Server.start(
+        "floor", [py, "-m", "bench.floor_server", str(floor_port)], env, floor_port
+    )
+    results: dict[tuple[str, str, int], dict] = {}
+    extra: dict[str, float] = {}
+    try:
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        ours_h = open_session(ours_port, auth)
+        sdk_h = open_session(sdk_port, {})
+        call = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "read", "arguments": {"path": small}},
+        }
+        for port, h in ((ours_port, ours_h), (sdk_port, sdk_h), (floor_port, {})):
+            status, _, data = post(port, call, h)
+            assert status == 200 and not data["result"].get("isError"), (port, data)
+            assert "line 0: the quick brown fox" in data["result"]["content"][0]["text"]
+        for conc in (1, 8):
+            for name, port, h in (
+                ("bridge", ours_port, ours_h),
+                ("sdk", sdk_port, sdk_h),
+                ("floor", floor_port, {}),
+            ):
+                results[(name, "tools/call read", conc)] = wrk(port, call, h, conc, args.duration)
+            for method in ("ping", "tools/list"):
+                body = {"jsonrpc": "2.0", "id": 1, "method": method}
+                results[("bridge", method, conc)] = wrk(
+                    ours_port, body, ours_h, conc, args.duration
+                )
+
+        with open(os.path.join(work, "run", "control.json")) as f:
+            control = json.load(f)
+        extra.update(asyncio.run(approval_latency(control, ours_port, ours_h, args.calls)))
+        for _ in range(64):  # last: the 64th evicts the session used above
+            open_session(ours_port, auth)
+        time.sleep(0.5)
+        extra["rss_64_sessions_mb"] = ours.rss_mb()
+    finally:
+        for s in (ours, sdk, floor):
+            s.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    rows = []
+    for (name, what, conc), r in results.items():
+        rows.append(
+            [
+                name,
+                what,
+                str(conc),
+                f"{r['rps']:.0f}",
+                f"{r['p50']:.2f}",
+                f"{r['p99']:.2f}",
+                str(r["errors"]),
+            ]
+        )
+    out = [
+        "## Throughput (wrk, 1 thread, loopback)",
+        "",
+        table(["server", "request", "conc", "req/s", "p50 ms", "p99 ms", "errors"], rows),
+        "",
+    ]
+    ratio_rows = []
+    for conc in (1, 8):
+        b = results[("bridge", "tools/call read", conc)]["rps"]
+        s = results[("sdk", "tools/call read", conc)]["rps"]
+        fl = results[("floor", "tools/call read", conc)]["rps"]
+        ratio_rows.append([str(conc), f"{b / s:.2f}x", f"{b / fl * 100:.0f}%"])
+    out += [
+        "## Ratios (tools/call read)",
+        "",
+        table(
+            ["conc", "bridge / SDK (target >= 3x)", "bridge / floor (target >= 75%)"], ratio_rows
+        ),
+        "",
+        "## Bridge process",
+        "",
+        table(
+            ["measure", "value", "target"],
+            [
+                ["start to listening line", f"{ours.startup_s * 1000:.0f} ms", ""],
+                ["idle RSS", f"{idle_rss:.1f} MB", "< 60 MB"],
+                ["RSS with 64 sessions", f"{extra['rss_64_sessions_mb']:.1f} MB", ""],
+                [
+                    f"approver notified, p50 ({args.calls} calls)",
+                    f"{extra['notify_p50']:.2f} ms",
+                    "",
+                ],
+                ["approver notified, p99", f"{extra['notify_p99']:.2f} ms", "<= 5 ms"],
+                ["approve -> HTTP response, p50", f"{extra['release_p50']:.2f} ms", ""],
+                ["approve -> HTTP response, p99", f"{extra['release_p99']:.2f} ms", ""],
+            ],
+        ),
+        "",
+        f"SDK server start: {sdk.startup_s * 1000:.0f} ms; "
+        f"floor start: {floor.startup_s * 1000:.0f} ms.",
+    ]
+    text = "\n".join(out)
+    print(text)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
