@@ -19,7 +19,7 @@ from . import __version__
 from .approvals import ApprovalBroker, Decision, Ending, PendingCall, Verdict
 from .audit import AuditLog, utc_now
 from .config import Config, update_config
-from .paths import PathPolicy
+from .paths import CallPaths, PathPolicy
 from .protocol import (
     METHOD_NOT_FOUND,
     REQUEST_CANCELLED,
@@ -85,7 +85,7 @@ class CallHandle:
     """A tools/call in flight, so a cancel or a disconnect can find and end it."""
 
     pending_id: str | None = None
-    task: asyncio.Task[ToolResult] | None = None
+    task: asyncio.Task[Any] | None = None  # set while the tool runs
     cancelled: bool = False
     disconnected: bool = False
 
@@ -341,7 +341,8 @@ class Bridge:
             return _Outcome(ToolResult.text(problem, True), "error", "policy")
 
         tier = self.tier(tool)
-        escalation = tool.escalation(args, self.policy)
+        paths = CallPaths(self.policy)
+        escalation = tool.escalation(args, paths)
         decided_by = "policy"
         wait_ms = 0
         if tier == "allow" and escalation is None:
@@ -375,20 +376,25 @@ class Bridge:
             elif verdict.decision is Decision.ALLOW_ALWAYS:
                 self._allow_always(name)
 
-        ctx = ToolContext(call_id, session.sid, session.client, self.policy, self.config.limits)
-        task = asyncio.ensure_future(tool.run(args, ctx))
-        handle.task = task
-        await asyncio.wait({task})
-        if task.cancelled():
+        ctx = ToolContext(call_id, session.sid, session.client, paths, self.config.limits)
+        # The tool runs inside this request's task (no extra Task per call); a cancel from the
+        # client or the shutdown cancels this task while handle.task points at it.
+        me = asyncio.current_task()
+        handle.task = me
+        try:
+            result = await tool.run(args, ctx)
+        except asyncio.CancelledError:
+            if me is None or not (handle.cancelled or self.closing):
+                raise
+            me.uncancel()
             return _Outcome(None, "cancelled", decided_by, wait_ms)
-        exc = task.exception()
-        if isinstance(exc, ToolError):
-            result = ToolResult.text(str(exc), True)
-        elif exc is not None:
-            log.error("tool %r failed", name, exc_info=exc)
-            result = ToolResult.text(f"tool '{name}' failed: {type(exc).__name__}", True)
-        else:
-            result = task.result()
+        except ToolError as e:
+            result = ToolResult.text(str(e), True)
+        except Exception as e:
+            log.error("tool %r failed", name, exc_info=e)
+            result = ToolResult.text(f"tool '{name}' failed: {type(e).__name__}", True)
+        finally:
+            handle.task = None
         return _Outcome(result, "error" if result.is_error else "ok", decided_by, wait_ms)
 
     def _refusal(self, v: Verdict) -> _Outcome | None:

@@ -94,7 +94,10 @@ class PathPolicy:
         return real
 
     def escalation(self, path: str | None) -> str | None:
-        real = self.resolve(path)
+        return self.judge(self.resolve(path))
+
+    def judge(self, real: str) -> str | None:
+        """Why the already-resolved ``real`` path needs a human, or None."""
         key = _norm(real)
         for own in self._own:
             if key == own or key.startswith(own + "."):
@@ -107,3 +110,29 @@ class PathPolicy:
         if not (key in self._roots_exact or key.startswith(self._roots_below)):
             return f"{real} is outside the configured roots"
         return None
+
+
+class CallPaths:
+    """The path policy as one call sees it: each path is resolved once.
+
+    The escalation check and the tool then act on the very same real path (no second
+    ``realpath``, and no window in which a swapped symlink could make them disagree).
+    """
+
+    def __init__(self, policy: PathPolicy) -> None:
+        self.policy = policy
+        self.roots = policy.roots
+        self._memo: dict[str, str] = {}
+
+    def resolve(self, path: str | None) -> str:
+        key = path or ""
+        real = self._memo.get(key)
+        if real is None:
+            real = self._memo[key] = self.policy.resolve(path)
+        return real
+
+    def escalation(self, path: str | None) -> str | None:
+        return self.policy.judge(self.resolve(path))
+
+    def display(self, real: str) -> str:
+        return self.policy.display(real)

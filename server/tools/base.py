@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from ..config import Limits
-    from ..paths import PathPolicy
+    from ..paths import CallPaths, PathPolicy
 
 
 def text_block(text: str) -> dict[str, Any]:
@@ -45,7 +45,7 @@ class ToolContext:
     call_id: str
     sid: str
     client: str
-    policy: PathPolicy
+    policy: PathPolicy | CallPaths
     limits: Limits
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -69,7 +69,7 @@ class Tool(abc.ABC):
     path_args: ClassVar[tuple[str, ...]] = ()
     default_paths: ClassVar[dict[str, str]] = {}  # argument -> value used when it is absent
 
-    def escalation(self, args: dict[str, Any], policy: PathPolicy) -> str | None:
+    def escalation(self, args: dict[str, Any], policy: PathPolicy | CallPaths) -> str | None:
         """Why this call must not run unattended, or None."""
         for key in self.path_args:
             value = args.get(key, self.default_paths.get(key))

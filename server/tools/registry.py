@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
@@ -17,6 +18,7 @@ from jsonschema.exceptions import SchemaError, best_match
 
 from ..protocol import TOOL_NAME_RE
 from .base import Tool
+from .fastcheck import compile_check
 
 log = logging.getLogger("a2a-bridge")
 
@@ -30,6 +32,7 @@ class ToolRegistry:
         self.deny_mcp_tools = deny_mcp_tools
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, Draft202012Validator] = {}
+        self._fast: dict[str, Callable[[dict[str, Any]], bool] | None] = {}
 
     def add(self, tool: Tool) -> None:
         name = tool.name
@@ -46,6 +49,7 @@ class ToolRegistry:
             raise ValueError(f"tool {name!r}: invalid inputSchema: {e.message}") from None
         self._tools[name] = tool
         self._validators[name] = Draft202012Validator(schema)
+        self._fast[name] = compile_check(schema)
 
     def discover(self) -> list[str]:
         """Load tools from the ``omp_a2a_bridge.tools`` entry points; a broken one is skipped."""
@@ -76,8 +80,10 @@ class ToolRegistry:
 
     def validate(self, name: str, args: dict[str, Any]) -> str | None:
         """None when ``args`` fit the schema, else a text naming the bad field."""
-        validator = self._validators[name]
-        error = best_match(validator.iter_errors(args))
+        fast = self._fast[name]
+        if fast is not None and fast(args):
+            return None
+        error = best_match(self._validators[name].iter_errors(args))
         if error is None:
             return None
         where = ".".join(str(p) for p in error.absolute_path)
