@@ -8,6 +8,7 @@ only through :class:`server.runner.BridgeRunner`.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -136,6 +137,7 @@ class Bridge:
         self.warnings: list[str] = []
         self._inflight: dict[tuple[str, Any], CallHandle] = {}
         self._listing: list[dict[str, Any]] | None = None
+        self._listing_json: tuple[list[dict[str, Any]], bytes] | None = None
         self._subscribers: list[Callable[[Snapshot], None]] = []
         self._seq = 0
         self._publish_scheduled = False
@@ -166,6 +168,22 @@ class Bridge:
         if tool is None or self.tier(tool) == "deny":
             return None
         return tool
+
+    def _listing_body(self, req_id: Any) -> bytes:
+        """The tools/list response, serialised once per catalogue change."""
+        listing = self.listing()
+        if self._listing_json is None or self._listing_json[0] is not listing:
+            result = json.dumps({"tools": listing}, separators=(",", ":"), ensure_ascii=False)
+            self._listing_json = (listing, result.encode())
+        return b"".join(
+            (
+                b'{"jsonrpc":"2.0","id":',
+                json.dumps(req_id).encode(),
+                b',"result":',
+                self._listing_json[1],
+                b"}",
+            )
+        )
 
     def listing(self) -> list[dict[str, Any]]:
         if self._listing is None:
@@ -205,7 +223,7 @@ class Bridge:
         if method == "ping":
             return Reply(200, result_body(req_id, {}))
         if method == "tools/list":
-            return Reply(200, result_body(req_id, {"tools": self.listing()}))
+            return Reply(200, self._listing_body(req_id))
         if method == "tools/call":
             return await self._tools_call(session, req_id, msg.get("params"), handle)
         return Reply(200, error_body(req_id, METHOD_NOT_FOUND, "method not found"))

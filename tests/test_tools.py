@@ -457,3 +457,14 @@ def test_io_errors_are_short_texts_and_fifos_never_block(c, root):
 def test_signal_module_constants_present():
     # The kill path relies on these on POSIX.
     assert signal.SIGTERM and signal.SIGKILL
+
+
+def test_read_large_file_streams_in_a_worker(c, root):
+    """Over inline_read_max_bytes (64 KiB) the read runs in a thread and streams lines."""
+    put(root, "big.log", "".join(f"entry {i:06d}\r\n" for i in range(20000)))  # ~300 KiB, CRLF
+    text = ok(c.call("read", {"path": "big.log", "offset": 15000, "limit": 2}))
+    assert text == (
+        "15000\tentry 014999\n15001\tentry 015000\n… more lines follow; continue with offset=15002"
+    )
+    tail = ok(c.call("read", {"path": "big.log", "offset": 20000}))
+    assert tail == "20000\tentry 019999"

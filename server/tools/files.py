@@ -82,7 +82,9 @@ class ReadTool(Tool):
                 # A FIFO or device would block the read forever.
                 raise ToolError(f"{shown}: not a regular file")
             with open(path, "rb") as f:
-                head = f.read(SNIFF_BYTES)
+                small = st.st_size <= limits.inline_read_max_bytes
+                data = f.read() if small else b""  # small files: one read, one decode
+                head = data[:SNIFF_BYTES] if small else f.read(SNIFF_BYTES)
                 mime = image_type(head)
                 if mime is not None:
                     if st.st_size > limits.image_max_bytes:
@@ -90,35 +92,42 @@ class ReadTool(Tool):
                             f"{shown}: image of {st.st_size} bytes is over the "
                             f"{limits.image_max_bytes}-byte limit"
                         )
-                    data = head + f.read()
+                    data = data if small else head + f.read()
                     return ToolResult([image_block(base64.b64encode(data).decode(), mime)])
                 if is_binary(head):
                     raise ToolError(
                         f"{shown}: binary file ({st.st_size} bytes); read returns only text "
                         "and images"
                     )
-                f.seek(0)
-                return ToolResult([text_block(self._lines(f, shown, offset, limit, limits))])
+                if small:
+                    lines: Any = data.decode("utf-8", "replace").split("\n")
+                    if lines[-1] == "":
+                        lines.pop()  # the newline that ends the last line
+                else:
+                    f.seek(0)
+                    lines = (raw.decode("utf-8", "replace") for raw in f)
+                text = self._lines(lines, shown, offset, limit, limits)
+                return ToolResult([text_block(text)])
         except IsADirectoryError:
             raise ToolError(f"{shown}: is a directory (use ls)") from None
         except OSError as e:
             raise io_error(e, shown) from None
 
     @staticmethod
-    def _lines(f: Any, shown: str, offset: int, limit: int, limits: Any) -> str:
+    def _lines(lines: Any, shown: str, offset: int, limit: int, limits: Any) -> str:
         out: list[str] = []
         size = 0
         number = 0
         more = False
         max_chars = limits.read_line_max_chars
-        for raw in f:
+        for raw in lines:
             number += 1
             if number < offset:
                 continue
             if len(out) >= limit or size >= limits.read_max_bytes:
                 more = True
                 break
-            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            line = raw.rstrip("\r\n")
             if len(line) > max_chars:
                 line = f"{line[:max_chars]}… [line cut: {len(line)} characters]"
             text = f"{number:5d}\t{line}"
