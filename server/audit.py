@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -94,6 +95,7 @@ class AuditLog:
         self._closing = False
         self._fd: int | None = None
         self._size = 0
+        self._regular = True
         self._thread = threading.Thread(target=self._run, name="a2a-audit", daemon=True)
         self._thread.start()
 
@@ -159,7 +161,11 @@ class AuditLog:
             if self._fd is None:
                 self._open()
             for data in lines:
-                if self._size + pending > 0 and self._size + pending + len(data) > self.max_bytes:
+                if (
+                    self._regular
+                    and self._size + pending > 0
+                    and self._size + pending + len(data) > self.max_bytes
+                ):
                     written += self._write_chunk(chunk)
                     chunk, pending = [], 0
                     self._rotate()
@@ -183,7 +189,9 @@ class AuditLog:
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), mode=0o700, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         st = os.fstat(self._fd)
-        if st.st_mode & 0o077 and hasattr(os, "fchmod"):
+        self._regular = stat.S_ISREG(st.st_mode)  # only a regular file is ever rotated
+        # Tighten a loose existing log, but never touch a device (e.g. /dev/full in a test).
+        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o077 and hasattr(os, "fchmod"):
             os.fchmod(self._fd, 0o600)
         self._size = st.st_size
 

@@ -463,12 +463,18 @@ class Bridge:
         self._changed(now=True)
 
     def begin_shutdown(self) -> None:
+        """New calls are refused and pending approvals denied; running tools may finish.
+
+        The runner cancels whatever still runs after its grace period (``cancel_running``).
+        """
         self.closing = True
         self.broker.end_where(Ending.SHUTDOWN)
+        self._changed(now=True)
+
+    def cancel_running(self) -> None:
         for handle in list(self._inflight.values()):
             if handle.task is not None:
                 handle.task.cancel()
-        self._changed(now=True)
 
     # -- snapshots ----------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from tornado import gen, httputil
 from tornado.httpserver import HTTPServer
+from tornado.ioloop import IOLoop
 from tornado.iostream import IOStream, StreamClosedError
 
 from .bridge import Bridge, CallHandle, Reply
@@ -44,9 +45,17 @@ _REASONS = httputil.responses
 
 
 class McpServer(httputil.HTTPServerConnectionDelegate):
-    def __init__(self, bridge: Bridge, loopback_bound: bool) -> None:
+    def __init__(
+        self,
+        bridge: Bridge,
+        loopback_bound: bool,
+        idle_timeout_s: float = IDLE_CONNECTION_TIMEOUT_S,
+        body_timeout_s: float = BODY_TIMEOUT_S,
+    ) -> None:
         self.bridge = bridge
         self.loopback_bound = loopback_bound
+        self.idle_timeout_s = idle_timeout_s
+        self.body_timeout_s = body_timeout_s
         self.active: set[asyncio.Task[None]] = set()
 
     def start_request(
@@ -58,8 +67,8 @@ class McpServer(httputil.HTTPServerConnectionDelegate):
         return HTTPServer(
             self,
             max_body_size=TORNADO_BODY_CAP,
-            idle_connection_timeout=IDLE_CONNECTION_TIMEOUT_S,
-            body_timeout=BODY_TIMEOUT_S,
+            idle_connection_timeout=self.idle_timeout_s,
+            body_timeout=self.body_timeout_s,
             xheaders=False,
         )
 
@@ -211,13 +220,15 @@ class McpExchange(httputil.HTTPMessageDelegate):
 
 async def _linger(stream: IOStream, response: bytes, declared: int) -> None:
     remaining = min(declared, LINGER_MAX_BYTES)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + LINGER_S
+    # gen.with_timeout takes an absolute time on Tornado's clock (time.time), not asyncio's.
+    deadline = IOLoop.current().time() + LINGER_S
     try:
         await stream.write(response)
         while remaining > 0:
             chunk = await gen.with_timeout(
-                deadline, stream.read_bytes(min(remaining, 65536), partial=True)
+                deadline,
+                stream.read_bytes(min(remaining, 65536), partial=True),
+                quiet_exceptions=(StreamClosedError,),
             )
             remaining -= len(chunk)
     except (StreamClosedError, TimeoutError, gen.TimeoutError):

@@ -29,7 +29,7 @@ from .bridge import Bridge, BridgeOptions, Snapshot
 from .config import Config, ConfigError, audit_path, load_config, update_config
 from .control import ControlState, control_app
 from .controlfile import AlreadyRunning, ControlInfo, claim, read_control, release
-from .http import McpServer
+from .http import BODY_TIMEOUT_S, IDLE_CONNECTION_TIMEOUT_S, McpServer
 from .protocol import is_loopback_name
 from .sessions import SessionTable
 from .tokens import KeyringStore, TokenStore
@@ -40,6 +40,9 @@ log = logging.getLogger("a2a-bridge")
 T = TypeVar("T")
 
 SHUTDOWN_GRACE_S = 1.0
+LISTEN_BACKLOG = (
+    1024  # a burst of clients connecting at once waits in the kernel, not on SYN retries
+)
 CALL_TIMEOUT_S = 10.0
 
 
@@ -58,6 +61,8 @@ class RunnerOptions:
     audit_path: str | None = None
     session_table: SessionTable | None = None  # tests inject one with a fake clock
     control: bool = False  # the local control API + control file (serve and tray turn it on)
+    idle_timeout_s: float = IDLE_CONNECTION_TIMEOUT_S  # close idle keep-alive connections
+    body_timeout_s: float = BODY_TIMEOUT_S  # close connections whose body trickles in
 
 
 def url_for(host: str, port: int) -> str:
@@ -68,12 +73,12 @@ def url_for(host: str, port: int) -> str:
 def bind(host: str, port: int) -> tuple[list[socket.socket], int, bool]:
     """Bind ``host:port``; a busy explicit port falls back to a free one (other errors raise)."""
     try:
-        socks = bind_sockets(port, host)
+        socks = bind_sockets(port, host, backlog=LISTEN_BACKLOG)
         fell_back = False
     except OSError as e:
         if e.errno != errno.EADDRINUSE or port == 0:
             raise
-        socks = bind_sockets(0, host)
+        socks = bind_sockets(0, host, backlog=LISTEN_BACKLOG)
         fell_back = True
     return socks, socks[0].getsockname()[1], fell_back
 
@@ -213,7 +218,7 @@ class BridgeRunner:
         assert bridge is not None
         self.loop = bridge.loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
-        mcp = McpServer(bridge, loopback)
+        mcp = McpServer(bridge, loopback, self.opts.idle_timeout_s, self.opts.body_timeout_s)
         server = mcp.http_server()
         server.add_sockets(self._sockets)
         control_server = None
@@ -234,9 +239,7 @@ class BridgeRunner:
         deadline = self.loop.time() + SHUTDOWN_GRACE_S
         while mcp.active and self.loop.time() < deadline:
             await asyncio.sleep(0.02)
-        for handle in list(bridge._inflight.values()):
-            if handle.task is not None:
-                handle.task.cancel()
+        bridge.cancel_running()
         if mcp.active:
             await asyncio.wait(set(mcp.active), timeout=0.5)
         await server.close_all_connections()

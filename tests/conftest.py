@@ -19,7 +19,7 @@ from server.audit import read_records
 from server.logsetup import setup_logging
 from server.runner import BridgeRunner, RunnerOptions
 
-from .helpers import TOKEN, Mcp, wait_for
+from .helpers import RESPONSES, TOKEN, Mcp, wait_for
 
 
 class MemoryKeyring(KeyringBackend):
@@ -151,3 +151,43 @@ def require_system(*binaries: str, packages: str) -> dict[str, str]:
             pytest.fail(message)
         pytest.skip(message)
     return {b: p for b, p in found.items() if p is not None}
+
+
+class _AllRecords(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.texts: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            text += " " + repr(record.exc_info[1])
+        self.texts.append(text)
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", "reveals_token: the test's responses carry the token on purpose"
+    )
+
+
+@pytest.fixture(autouse=True)
+def no_token_leaks(request, tmp_path):
+    """Security checklist: the token never shows up in a response, a log line (exception text
+    included) or an audit record - across the whole suite, not only in a dedicated test."""
+    RESPONSES.clear()
+    records = _AllRecords()
+    logger = logging.getLogger("a2a-bridge")
+    logger.addHandler(records)
+    yield
+    logger.removeHandler(records)
+    leaks = [t for t in records.texts if TOKEN in t]
+    assert leaks == [], f"token in the log: {leaks[:3]}"
+    if request.node.get_closest_marker("reveals_token") is None:
+        bad = [r[:200] for r in RESPONSES if TOKEN.encode() in r]
+        assert bad == [], f"token in a response: {bad[:3]}"
+    for dirpath, _, files in os.walk(tmp_path):
+        for f in files:
+            if "audit" in f:
+                with open(os.path.join(dirpath, f), "rb") as fh:
+                    assert TOKEN.encode() not in fh.read(), f"token in {f}"

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 TOKEN = "test-token-0123456789-abcdefghijklmnopqrstuvwxyz"
+RESPONSES: list[bytes] = []  # every response the test clients saw (scanned for the token)
 
 
 class Response:
@@ -61,7 +62,9 @@ class Http:
             body = json.dumps(body)
         self.conn.request(method, path, body=body, headers=h)
         r = self.conn.getresponse()
-        return Response(r.status, r.headers, r.read())
+        raw = r.read()
+        RESPONSES.append(str(r.headers).encode() + raw)
+        return Response(r.status, r.headers, raw)
 
     def close(self) -> None:
         self.conn.close()

@@ -385,3 +385,13 @@ def test_oversized_body_refused_before_it_is_read(running):
     assert data.startswith(b"HTTP/1.1 413")
     assert data.endswith(b'"request body too large"}}')
     s.close()
+
+
+def test_client_that_sends_the_whole_oversized_body_still_reads_the_413(running):
+    """Lingering close: the server drains the body it refused, so a client that writes
+    everything before reading gets the 413 instead of a reset (regression: the drain deadline
+    was once computed on the wrong clock and expired at once)."""
+    big = b'{"x":"' + b"a" * (1024 * 1024 + 10) + b'"}'
+    for _ in range(30):
+        r = Http(running.port).request(body=big)
+        assert r.status == 413

@@ -7,6 +7,8 @@ import os
 import stat
 import threading
 
+import pytest
+
 from server.audit import AuditLog, args_text, pair_calls, read_records, redact
 from server.sessions import SessionTable
 
@@ -120,6 +122,7 @@ def test_audit_records_every_call_including_refused(start_bridge):
     assert mode == 0o600
 
 
+@pytest.mark.reveals_token  # the client itself sends the token as an argument
 def test_audit_never_holds_the_token(start_bridge):
     running = start_bridge({"approval": {"tiers": {"grep": "allow"}}})
     c = running.client()

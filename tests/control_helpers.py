@@ -1,0 +1,63 @@
+"""Clients for the control API in tests: REST with the secret or a cookie, and the events socket."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import websocket_connect
+
+from server.controlfile import ControlInfo
+
+from .helpers import Http
+
+
+class Api(Http):
+    """Control-API client: bearer secret by default, or a page cookie."""
+
+    def __init__(self, info: ControlInfo, secret: str | bool | None = True) -> None:
+        port = int(info.url.rsplit(":", 1)[1].strip("/"))
+        super().__init__(port, token=info.secret if secret is True else secret or None)
+
+    def call(self, method: str, path: str, body=None, **kw):
+        return self.request(method, body=body, path=path, **kw)
+
+
+class WsApprover:
+    """An events WebSocket on its own thread and loop: while open, it is an approver."""
+
+    def __init__(self, info: ControlInfo, headers: dict[str, str] | None = None) -> None:
+        self.info = info
+        self.snapshots: list[dict] = []
+        self.headers = {"Authorization": f"Bearer {info.secret}"} if headers is None else headers
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self._run(), self.loop)
+        assert self.ready.wait(10), self.error
+        if self.error:
+            raise self.error
+
+    async def _run(self) -> None:
+        try:
+            self.ws = await websocket_connect(
+                HTTPRequest(self.info.ws_url + "?as=pytest%20page", headers=self.headers)
+            )
+        except BaseException as e:
+            self.error = e
+            self.ready.set()
+            return
+        self.ready.set()
+        while (msg := await self.ws.read_message()) is not None:
+            self.snapshots.append(json.loads(msg))
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.ws.close)
+        time.sleep(0.1)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
