@@ -227,8 +227,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
     ap.add_argument("--calls", type=int, default=200, help="prompt-tier calls to time")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="interleaved rounds per measurement; the median is reported (machine noise)",
+    )
     ap.add_argument("--markdown", help="also write the tables to this file")
     args = ap.parse_args()
+    # `timeout` or Ctrl-C: still stop the three servers (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if shutil.which("wrk") is None:
         print("bench needs wrk: sudo apt-get install wrk", file=sys.stderr)
         return 2
@@ -278,18 +286,24 @@ def main() -> int:
             status, _, data = post(port, call, h)
             assert status == 200 and not data["result"].get("isError"), (port, data)
             assert "line 0: the quick brown fox" in data["result"]["content"][0]["text"]
-        for conc in (1, 8):
-            for name, port, h in (
-                ("bridge", ours_port, ours_h),
-                ("sdk", sdk_port, sdk_h),
-                ("floor", floor_port, {}),
-            ):
-                results[(name, "tools/call read", conc)] = wrk(port, call, h, conc, args.duration)
-            for method in ("ping", "tools/list"):
-                body = {"jsonrpc": "2.0", "id": 1, "method": method}
-                results[("bridge", method, conc)] = wrk(
-                    ours_port, body, ours_h, conc, args.duration
-                )
+        runs: dict[tuple[str, str, int], list[dict]] = {}
+        for _ in range(args.rounds):  # interleaved, so drift hits every server alike
+            for conc in (1, 8):
+                for name, port, h in (
+                    ("bridge", ours_port, ours_h),
+                    ("sdk", sdk_port, sdk_h),
+                    ("floor", floor_port, {}),
+                ):
+                    key = (name, "tools/call read", conc)
+                    runs.setdefault(key, []).append(wrk(port, call, h, conc, args.duration))
+                for method in ("ping", "tools/list"):
+                    body = {"jsonrpc": "2.0", "id": 1, "method": method}
+                    key = ("bridge", method, conc)
+                    runs.setdefault(key, []).append(
+                        wrk(ours_port, body, ours_h, conc, args.duration)
+                    )
+        for key, rs in runs.items():
+            results[key] = sorted(rs, key=lambda r: r["rps"])[len(rs) // 2]  # the median run
 
         with open(os.path.join(work, "run", "control.json")) as f:
             control = json.load(f)
@@ -317,7 +331,8 @@ def main() -> int:
             ]
         )
     out = [
-        "## Throughput (wrk, 1 thread, loopback)",
+        f"## Throughput (wrk, 1 thread, loopback; median of {args.rounds} interleaved rounds "
+        f"of {max(1, round(args.duration))} s)",
         "",
         table(["server", "request", "conc", "req/s", "p50 ms", "p99 ms", "errors"], rows),
         "",

@@ -12,7 +12,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +97,37 @@ class _Outcome:
     outcome: str
     decided_by: str
     wait_ms: int = 0
+
+
+@dataclass(slots=True)
+class _Call:
+    session: Session
+    req_id: Any
+    id: str  # the bridge's own UUID, pairs the audit records
+    name: str
+    args: Any
+    started: float
+
+
+@dataclass(slots=True)
+class _Plan:
+    """A call that passed every check: which tool, its context, and who decides."""
+
+    tool: Tool
+    ctx: ToolContext
+    decided_by: str  # "policy" | "session_rule" | "user" (after approval)
+    needs_human: bool
+    escalation: str | None
+
+
+def _ok(result: ToolResult) -> str:
+    return "error" if result.is_error else "ok"
+
+
+def _internal(name: str) -> _Outcome:
+    return _Outcome(
+        ToolResult.text(f"tool '{name}' failed: internal error", True), "error", "policy"
+    )
 
 
 @dataclass
@@ -194,13 +225,13 @@ class Bridge:
 
     # -- dispatch (steps 6-9 of the order of checks) ------------------------------------------
 
-    async def dispatch(
+    def dispatch(
         self,
         msg: dict[str, Any],
         sid: str | None,
         version_header_reject: Any,
         handle: CallHandle | None = None,
-    ) -> Reply:
+    ) -> Reply | Coroutine[Any, Any, Reply]:
         method: str = msg["method"]
         req_id = msg.get("id")
         session: Session | None = None
@@ -225,7 +256,7 @@ class Bridge:
         if method == "tools/list":
             return Reply(200, self._listing_body(req_id))
         if method == "tools/call":
-            return await self._tools_call(session, req_id, msg.get("params"), handle)
+            return self._tools_call(session, req_id, msg.get("params"), handle)
         return Reply(200, error_body(req_id, METHOD_NOT_FOUND, "method not found"))
 
     def _initialize(self, msg: dict[str, Any]) -> Reply:
@@ -279,9 +310,15 @@ class Bridge:
 
     # -- tools/call ------------------------------------------------------------------------------
 
-    async def _tools_call(
+    def _tools_call(
         self, session: Session, req_id: Any, params: Any, handle: CallHandle | None
-    ) -> Reply:
+    ) -> Reply | Coroutine[Any, Any, Reply]:
+        """A finished Reply when the call completes at once, else a coroutine that finishes it.
+
+        Most allow-tier calls never leave this function (no Task, no extra loop turn); a call
+        that needs a human, or a tool that must run off the loop, continues in
+        :meth:`_tools_call_async`.
+        """
         if not isinstance(params, dict):
             params = {}
         name = params.get("name")
@@ -289,61 +326,66 @@ class Bridge:
         args = params.get("arguments")
         if args is None:
             args = {}
-        call_id = str(uuid.uuid4())
-        started = time.monotonic()
+        call = _Call(session, req_id, str(uuid.uuid4()), name, args, time.monotonic())
         self.calls_total += 1
         session.calls += 1
-        self.audit.record(
-            {
-                "ts": utc_now(),
-                "id": call_id,
-                "sid": session.sid,
-                "client": session.client,
-                "tool": name,
-                "phase": "start",
-                "args": args,
-            }
-        )
-        handle = handle or CallHandle()
-        key = (session.sid, req_id)
-        registered = False
+        self._audit(call, "start")
         try:
-            if req_id is not None and key not in self._inflight:
-                self._inflight[key] = handle
-                registered = True
-            out = await self._call(session, call_id, name, args, handle)
+            step = self._prepare(call)
+            if isinstance(step, _Outcome):
+                return self._finish(call, step)
+            if not step.needs_human:
+                result = self._run_now(step, args)
+                if result is not None:
+                    return self._finish(call, _Outcome(result, _ok(result), step.decided_by))
         except Exception:
             log.exception("internal error: tools/call %r", name)
-            out = _Outcome(
-                ToolResult.text(f"tool '{name}' failed: internal error"), "error", "policy"
-            )
+            return self._finish(call, _internal(name))
+        return self._tools_call_async(call, step, handle or CallHandle())
+
+    async def _tools_call_async(self, call: _Call, step: _Plan, handle: CallHandle) -> Reply:
+        key = (call.session.sid, call.req_id)
+        registered = False
+        try:
+            if call.req_id is not None and key not in self._inflight:
+                self._inflight[key] = handle
+                registered = True
+            out = await self._run_plan(call, step, handle)
+        except Exception:
+            log.exception("internal error: tools/call %r", call.name)
+            out = _internal(call.name)
         finally:
             if registered:
                 self._inflight.pop(key, None)
-        result = out.result
-        self.audit.record(
-            {
-                "ts": utc_now(),
-                "id": call_id,
-                "sid": session.sid,
-                "client": session.client,
-                "tool": name,
-                "phase": "done",
-                "args": args,
-                "isError": True if result is None else result.is_error,
-                "outcome": out.outcome,
-                "decided_by": out.decided_by,
-                "wait_ms": out.wait_ms,
-                "duration_ms": int((time.monotonic() - started) * 1000),
-            }
-        )
-        if result is None:
-            return Reply(200, error_body(req_id, REQUEST_CANCELLED, "request cancelled"))
-        return Reply(200, result_body(req_id, result.to_json()))
+        return self._finish(call, out)
 
-    async def _call(
-        self, session: Session, call_id: str, name: str, args: Any, handle: CallHandle
-    ) -> _Outcome:
+    def _audit(self, call: _Call, phase: str, out: _Outcome | None = None) -> None:
+        rec: dict[str, Any] = {
+            "ts": utc_now(),
+            "id": call.id,
+            "sid": call.session.sid,
+            "client": call.session.client,
+            "tool": call.name,
+            "phase": phase,
+            "args": call.args,
+        }
+        if out is not None:
+            rec["isError"] = True if out.result is None else out.result.is_error
+            rec["outcome"] = out.outcome
+            rec["decided_by"] = out.decided_by
+            rec["wait_ms"] = out.wait_ms
+            rec["duration_ms"] = int((time.monotonic() - call.started) * 1000)
+        self.audit.record(rec)
+
+    def _finish(self, call: _Call, out: _Outcome) -> Reply:
+        self._audit(call, "done", out)
+        if out.result is None:
+            return Reply(200, error_body(call.req_id, REQUEST_CANCELLED, "request cancelled"))
+        return Reply(200, result_body(call.req_id, out.result.to_json()))
+
+    def _prepare(self, call: _Call) -> _Outcome | _Plan:
+        """Every check that needs no waiting: a refusal, or the plan to run the tool."""
+        name, args, session = call.name, call.args, call.session
         if self.closing:
             return _Outcome(ToolResult.text(SHUTDOWN_TEXT, True), "denied", "policy")
         if self.paused:
@@ -357,17 +399,26 @@ class Bridge:
         problem = self.registry.validate(name, args)
         if problem is not None:
             return _Outcome(ToolResult.text(problem, True), "error", "policy")
-
-        tier = self.tier(tool)
         paths = CallPaths(self.policy)
         escalation = tool.escalation(args, paths)
-        decided_by = "policy"
+        ctx = ToolContext(call.id, session.sid, session.client, paths, self.config.limits)
+        if self.tier(tool) == "allow" and escalation is None:
+            return _Plan(tool, ctx, "policy", False, escalation)
+        if escalation is None and name in session.allowed_tools:
+            return _Plan(tool, ctx, "session_rule", False, escalation)
+        return _Plan(tool, ctx, "user", True, escalation)
+
+    def _run_now(self, step: _Plan, args: dict[str, Any]) -> ToolResult | None:
+        """The tool's result if it can answer without waiting (see ``Tool.run_now``)."""
+        try:
+            return step.tool.run_now(args, step.ctx)
+        except ToolError as e:
+            return ToolResult.text(str(e), True)
+
+    async def _run_plan(self, call: _Call, step: _Plan, handle: CallHandle) -> _Outcome:
+        session, name = call.session, call.name
         wait_ms = 0
-        if tier == "allow" and escalation is None:
-            pass
-        elif escalation is None and name in session.allowed_tools:
-            decided_by = "session_rule"
-        else:
+        if step.needs_human:
             waited = time.monotonic()
             session.pending += 1
             try:
@@ -375,9 +426,9 @@ class Bridge:
                     sid=session.sid,
                     client=session.client,
                     tool=name,
-                    arguments=args,
+                    arguments=call.args,
                     timeout_s=self.config.approval_timeout_s,
-                    escalation=escalation,
+                    escalation=step.escalation,
                     on_created=lambda p: setattr(handle, "pending_id", p.id),
                 )
             finally:
@@ -388,24 +439,24 @@ class Bridge:
             if refusal is not None:
                 refusal.wait_ms = wait_ms
                 return refusal
-            decided_by = "user"
             if verdict.decision is Decision.ALLOW_SESSION:
                 session.allowed_tools.add(name)
             elif verdict.decision is Decision.ALLOW_ALWAYS:
                 self._allow_always(name)
-
-        ctx = ToolContext(call_id, session.sid, session.client, paths, self.config.limits)
+            result = self._run_now(step, call.args)  # approved: may still finish at once
+            if result is not None:
+                return _Outcome(result, _ok(result), step.decided_by, wait_ms)
         # The tool runs inside this request's task (no extra Task per call); a cancel from the
         # client or the shutdown cancels this task while handle.task points at it.
         me = asyncio.current_task()
         handle.task = me
         try:
-            result = await tool.run(args, ctx)
+            result = await step.tool.run(call.args, step.ctx)
         except asyncio.CancelledError:
             if me is None or not (handle.cancelled or self.closing):
                 raise
             me.uncancel()
-            return _Outcome(None, "cancelled", decided_by, wait_ms)
+            return _Outcome(None, "cancelled", step.decided_by, wait_ms)
         except ToolError as e:
             result = ToolResult.text(str(e), True)
         except Exception as e:
@@ -413,7 +464,7 @@ class Bridge:
             result = ToolResult.text(f"tool '{name}' failed: {type(e).__name__}", True)
         finally:
             handle.task = None
-        return _Outcome(result, "error" if result.is_error else "ok", decided_by, wait_ms)
+        return _Outcome(result, _ok(result), step.decided_by, wait_ms)
 
     def _refusal(self, v: Verdict) -> _Outcome | None:
         e = v.ending

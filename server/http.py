@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 from tornado import gen, httputil
@@ -115,9 +116,17 @@ class McpExchange(httputil.HTTPMessageDelegate):
         if early is not None:
             self._respond(early)
             return
+        try:
+            reply = self._dispatch()
+        except Exception:
+            log.exception("internal error")
+            reply = Reply(INTERNAL.status, INTERNAL.body())
+        if isinstance(reply, Reply):
+            self._respond(reply)  # answered without a Task or another loop turn
+            return
         # Tornado reports a hang-up during the async part only through this callback.
         self.conn.set_close_callback(self.on_connection_close)
-        task = asyncio.ensure_future(self._process())
+        task = asyncio.ensure_future(self._process(reply))
         self.server.active.add(task)
         task.add_done_callback(self.server.active.discard)
 
@@ -159,15 +168,15 @@ class McpExchange(httputil.HTTPMessageDelegate):
             return Reply(204)
         return None
 
-    async def _process(self) -> None:
+    async def _process(self, pending: Coroutine[Any, Any, Reply]) -> None:
         try:
-            reply = await self._dispatch()
+            reply = await pending
         except Exception:
             log.exception("internal error")
             reply = Reply(INTERNAL.status, INTERNAL.body())
         self._respond(reply)
 
-    async def _dispatch(self) -> Reply:
+    def _dispatch(self) -> Reply | Coroutine[Any, Any, Reply]:
         body = b"".join(self.chunks) if len(self.chunks) != 1 else self.chunks[0]
         self.chunks = []
         msg, reject = parse_message(body)
@@ -178,7 +187,7 @@ class McpExchange(httputil.HTTPMessageDelegate):
         version_reject = check_protocol_version(headers.get("MCP-Protocol-Version"), msg.get("id"))
         if msg["method"] == "tools/call":
             self.handle = CallHandle()
-        return await self.server.bridge.dispatch(
+        return self.server.bridge.dispatch(
             msg, headers.get("mcp-session-id"), version_reject, self.handle
         )
 

@@ -82,6 +82,14 @@ class Tool(abc.ABC):
     @abc.abstractmethod
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
 
+    def run_now(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+        """Answer at once, on the bridge loop, when that is cheap and cannot block; else None.
+
+        The bridge tries this before :meth:`run`; a call it answers needs no Task and no thread.
+        Only override it for work that is bounded and local (``read`` of a small regular file).
+        """
+        return None
+
     def describe(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "name": self.name,

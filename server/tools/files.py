@@ -58,7 +58,7 @@ class ReadTool(Tool):
     default_tier = "allow"
     path_args = ("path",)
 
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    def run_now(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
         path = ctx.resolve(args["path"])
         try:
             st = os.stat(path)
@@ -66,6 +66,14 @@ class ReadTool(Tool):
             raise io_error(e, args["path"]) from None
         if stat.S_ISREG(st.st_mode) and st.st_size <= ctx.limits.inline_read_max_bytes:
             return self._read(args, ctx, path, st)
+        return None
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = ctx.resolve(args["path"])
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise io_error(e, args["path"]) from None
         return await asyncio.to_thread(self._read, args, ctx, path, st)
 
     def _read(
