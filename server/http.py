@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Coroutine
 from typing import Any
 
 from tornado import gen, httputil
 from tornado.httpserver import HTTPServer
-from tornado.ioloop import IOLoop
+from tornado.ioloop import IOLoop, PeriodicCallback
 from tornado.iostream import IOStream, StreamClosedError
 
 from .bridge import Bridge, CallHandle, Reply
@@ -57,6 +58,11 @@ class McpServer(httputil.HTTPServerConnectionDelegate):
         self.loopback_bound = loopback_bound
         self.idle_timeout_s = idle_timeout_s
         self.body_timeout_s = body_timeout_s
+        # Requests whose body is still arriving, with when their headers came in. One sweep a
+        # second closes the overdue ones: the same slow-body protection as Tornado's
+        # ``body_timeout``, without arming a timer around every request (~10% of throughput).
+        self.reading: dict[McpExchange, float] = {}
+        self._sweeper = PeriodicCallback(self._sweep, min(1.0, body_timeout_s / 4) * 1000)
         self.active: set[asyncio.Task[None]] = set()
 
     def start_request(
@@ -65,13 +71,26 @@ class McpServer(httputil.HTTPServerConnectionDelegate):
         return McpExchange(self, request_conn)
 
     def http_server(self) -> HTTPServer:
+        """The Tornado server for this delegate; call on the bridge loop (starts the sweeper)."""
+        self._sweeper.start()
         return HTTPServer(
             self,
             max_body_size=TORNADO_BODY_CAP,
             idle_connection_timeout=self.idle_timeout_s,
-            body_timeout=self.body_timeout_s,
             xheaders=False,
         )
+
+    def stop(self) -> None:
+        self._sweeper.stop()
+
+    def _sweep(self) -> None:
+        if not self.reading:
+            return
+        limit = time.monotonic() - self.body_timeout_s
+        for exchange, since in list(self.reading.items()):
+            if since < limit:
+                self.reading.pop(exchange, None)
+                exchange.abort()
 
 
 class McpExchange(httputil.HTTPMessageDelegate):
@@ -101,6 +120,8 @@ class McpExchange(httputil.HTTPMessageDelegate):
         length = headers.get("Content-Length")
         if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
             self._refuse_oversized(int(length))
+            return
+        self.server.reading[self] = time.monotonic()
 
     def data_received(self, chunk: bytes) -> None:
         self.size += len(chunk)
@@ -108,6 +129,7 @@ class McpExchange(httputil.HTTPMessageDelegate):
             self.chunks.append(chunk)
 
     def finish(self) -> None:
+        self.server.reading.pop(self, None)
         try:
             early = self._early_checks()
         except Exception:
@@ -131,8 +153,15 @@ class McpExchange(httputil.HTTPMessageDelegate):
         task.add_done_callback(self.server.active.discard)
 
     def on_connection_close(self) -> None:
+        self.server.reading.pop(self, None)
         if self.handle is not None:
             self.server.bridge.connection_closed(self.handle)
+
+    def abort(self) -> None:
+        """Close a connection whose body did not arrive in time."""
+        close = getattr(self.conn, "close", None)
+        if close is not None:
+            close()
 
     # -- the order of checks ----------------------------------------------------------------------
 

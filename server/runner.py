@@ -235,6 +235,7 @@ class BridgeRunner:
         # Graceful stop: no new connections, pending approvals denied, running calls get a
         # moment to finish (their results and audit records still land), then the rest close.
         server.stop()
+        mcp.stop()
         bridge.begin_shutdown()
         deadline = self.loop.time() + SHUTDOWN_GRACE_S
         while mcp.active and self.loop.time() < deadline:
