@@ -172,7 +172,7 @@ async def approval_latency(control: dict, mcp_port: int, auth: dict[str, str], c
             "jsonrpc": "2.0",
             "id": i + 1,
             "method": "tools/call",
-            "params": {"name": "write", "arguments": {"path": f"w{i % 4}.txt", "content": "x"}},
+            "params": {"name": "ls", "arguments": {}},
         }
         t0 = time.perf_counter()
         held = client.fetch(
@@ -251,7 +251,9 @@ def main() -> int:
         )
     cfg = os.path.join(work, "config.json")
     with open(cfg, "w") as f:
-        json.dump({"roots": [root], "approval": {"tiers": {"read": "allow"}}}, f)
+        # read: allow (throughput); ls: prompt, so approvals are timed without a tool's own
+        # cost (write would fsync).
+        json.dump({"roots": [root], "approval": {"tiers": {"read": "allow", "ls": "prompt"}}}, f)
     env = dict(
         os.environ,
         A2A_BRIDGE_CONFIG=cfg,

@@ -85,31 +85,32 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_sessions(args: argparse.Namespace) -> int:
-    data = ControlClient.connect().request("GET", "/api/sessions")
+def _listing(args: argparse.Namespace, key: str, empty: str, line: Callable[[dict], str]) -> int:
+    """GET /api/<key>: the API's JSON with --json, else one entry per line (or ``empty``)."""
+    data = ControlClient.connect().request("GET", f"/api/{key}")
     if args.json:
         _print_json(data)
-        return 0
-    if not data["sessions"]:
-        print("no live sessions")
-    for x in data["sessions"]:
-        print(
+    elif not data[key]:
+        print(empty)
+    for entry in [] if args.json else data[key]:
+        print(line(entry))
+    return 0
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    return _listing(
+        args,
+        "sessions",
+        "no live sessions",
+        lambda x: (
             f"{x['sid']}  {x['client']} {x['version']}  {x['calls']} call(s)  "
             f"{x['pending']} waiting  last seen {_ago(x['last_seen'])} ago"
-        )
-    return 0
+        ),
+    )
 
 
 def cmd_pending(args: argparse.Namespace) -> int:
-    data = ControlClient.connect().request("GET", "/api/pending")
-    if args.json:
-        _print_json(data)
-        return 0
-    if not data["pending"]:
-        print("nothing is waiting for approval")
-    for p in data["pending"]:
-        print(describe(p))
-    return 0
+    return _listing(args, "pending", "nothing is waiting for approval", describe)
 
 
 def cmd_approve(args: argparse.Namespace) -> int:

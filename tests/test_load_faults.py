@@ -223,33 +223,5 @@ def test_sigterm_with_calls_in_flight(env):
     assert outcomes == ["denied", "ok"]
 
 
-def test_client_disconnect_while_waiting_is_withdrawn_and_audited(start_bridge):
-    n = 3
-    running = start_bridge()
-    running.runner.attach_approver("pytest")
-    c = running.client()
-    socks = []
-    for i in range(n):
-        body = json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": i,
-                "method": "tools/call",
-                "params": {"name": "write", "arguments": {"path": f"{i}.txt", "content": ""}},
-            }
-        ).encode()
-        s = socket.create_connection(("127.0.0.1", running.port))
-        s.sendall(
-            (
-                f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
-                f"mcp-session-id: {c.sid}\r\nContent-Length: {len(body)}\r\n\r\n"
-            ).encode()
-            + body
-        )
-        socks.append(s)
-    running.pending(n)
-    for s in socks:
-        s.close()
-    wait_for(lambda: running.runner.snapshot().pending == ())
-    wait_for(lambda: len([r for r in running.audit() if r["phase"] == "done"]) == n)
-    assert {r["outcome"] for r in running.audit() if r["phase"] == "done"} == {"cancelled"}
+# A client that disconnects while its call waits for approval: test_approvals.py
+# (test_client_disconnect_withdraws_the_approval) - pending withdrawn, audited cancelled.
