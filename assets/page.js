@@ -131,6 +131,11 @@ function render() {
     else list.querySelector(`[data-id="${CSS.escape(p.id)}"] .meta`).textContent = `${p.client} · session ${p.sid.slice(0, 8)} · waiting ${ago(p.waiting_s)}`;
   }
 
+  if (s.calls_total !== render.calls || s.pending.length !== render.pending) {
+    render.calls = s.calls_total;  // the audit trail only changes when calls do
+    render.pending = s.pending.length;
+    loadAudit();
+  }
   $("session-count").textContent = s.sessions.length;
   const tbody = $("sessions").tBodies[0];
   tbody.replaceChildren(...s.sessions.map((x) => el("tr", {},
@@ -140,7 +145,6 @@ function render() {
     el("td", {}, `${ago(Date.now() / 1000 - x.last_seen)} ago`),
     el("td", {}, el("button", { type: "button", onclick: () => endSession(x) }, "End session")),
   )));
-  loadAudit();
 }
 
 async function endSession(x) {

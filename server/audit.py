@@ -257,6 +257,43 @@ def read_records(path: str, keep: int = 100) -> list[dict[str, Any]]:
     return out
 
 
+def _tail_lines(path: str, want: int, block: int = 64 * 1024) -> list[bytes]:
+    """Up to ``want`` complete last lines of a file, reading backwards in blocks."""
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below; a missing file is just empty
+    except FileNotFoundError:
+        return []
+    with f:
+        end = f.seek(0, os.SEEK_END)
+        data = b""
+        pos = end
+        while pos > 0 and data.count(b"\n") <= want:
+            step = min(block, pos)
+            pos -= step
+            f.seek(pos)
+            data = f.read(step) + data
+    lines = data.split(b"\n")
+    if pos > 0:
+        lines = lines[1:]  # the first piece may be the tail of an older line
+    return [ln for ln in lines if ln][-want:]
+
+
+def recent_records(path: str, keep: int, want: int) -> list[dict[str, Any]]:
+    """The newest ~``want`` records, oldest first, reading only as far back as needed."""
+    out: list[dict[str, Any]] = []
+    for f in [path] + [f"{path}.{n}" for n in range(1, keep + 1)]:
+        chunk = []
+        for line in _tail_lines(f, want - len(out)):
+            with contextlib.suppress(ValueError):
+                rec = json.loads(line)
+                if isinstance(rec, dict):
+                    chunk.append(rec)
+        out = chunk + out
+        if len(out) >= want or not os.path.exists(f):
+            break
+    return out
+
+
 def pair_calls(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Join start/done records by id: one entry per call, oldest first; hung calls have no done."""
     calls: dict[str, dict[str, Any]] = {}

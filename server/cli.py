@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from .audit import pair_calls, read_records
 from .config import ConfigError, audit_path, load_config
 from .control_client import ControlClient, ControlError, NotRunning
-from .controlfile import AlreadyRunning
+from .controlfile import AlreadyRunning, read_control
 from .logsetup import setup_logging
 from .runner import BridgeRunner, RunnerOptions, StartupError, url_for
 from .tokens import TokenStore
@@ -178,6 +178,11 @@ def cmd_client_config(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
+    if args.action == "rotate" and read_control() is not None:
+        # A bridge is running: rotate it live, so the old token stops working at once.
+        ControlClient.connect().request("POST", "/api/token/rotate")
+        print("token rotated in the running bridge; update remote client configs", file=sys.stderr)
+        return 0
     store = TokenStore(load_config())
     state = store.resolve()
     if args.action == "show":
@@ -185,8 +190,7 @@ def cmd_token(args: argparse.Namespace) -> int:
         return 0
     store.rotate()
     print(
-        f"token rotated (stored in the {state.source}); update remote "
-        "client configs. A bridge that is already running keeps the old token until restarted.",
+        f"token rotated (stored in the {state.source}); update remote client configs",
         file=sys.stderr,
     )
     return 0

@@ -24,7 +24,7 @@ from tornado import web, websocket
 from assets import ASSETS_DIR
 
 from .approvals import Decision
-from .audit import pair_calls, read_records
+from .audit import pair_calls, recent_records
 from .bridge import Bridge, Snapshot
 from .protocol import bearer_token, host_name, is_loopback_name
 from .views import audit_call_json, pending_json, session_json, snapshot_json
@@ -263,8 +263,9 @@ class AuditHandler(ControlHandler):
         limit = max(1, min(limit, 1000))
         bridge = self.state.bridge
         await asyncio.get_running_loop().run_in_executor(None, bridge.audit.flush, 2.0)
+        # start and done of a call are two records; a little slack for interleaving
         records = await asyncio.get_running_loop().run_in_executor(
-            None, read_records, bridge.audit.path, bridge.config.audit_keep
+            None, recent_records, bridge.audit.path, bridge.config.audit_keep, 2 * limit + 64
         )
         calls = [audit_call_json(c) for c in pair_calls(records)[-limit:]]
         self.send_json({"calls": calls})

@@ -379,3 +379,12 @@ def test_watch_approves_and_denies_from_piped_input(ctl):
     assert "echo watched-ok" in stdout and "line two" in stdout
     assert stdout.count("[a]pprove / allow for [s]ession / [A]lways / [d]eny?") == 3
     assert "→ approve" in stdout and "→ deny" in stdout
+
+
+def test_cli_token_rotate_rotates_the_running_bridge(ctl, memory_keyring):
+    ctl.runner.bridge.tokens.state.source = "keyring"  # the fixture's token came from the env
+    old = ctl.runner.token
+    r = _cli("token", "rotate")
+    assert r.returncode == 0 and "running bridge" in r.stderr
+    assert ctl.runner.token != old
+    assert old not in r.stdout + r.stderr and ctl.runner.token not in r.stdout + r.stderr

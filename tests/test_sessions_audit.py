@@ -209,3 +209,18 @@ def test_audit_rotation_keeps_n_generations(tmp_path):
     ids = [int(r["id"]) for r in recs]
     assert ids == sorted(ids) and ids[-1] == 399  # oldest generation first, nothing reordered
     assert all(os.path.getsize(tmp_path / n) <= 4096 for n in names)
+
+
+def test_recent_records_reads_only_the_tail_across_generations(tmp_path):
+    from server.audit import recent_records
+
+    path = str(tmp_path / "a.jsonl")
+    log = AuditLog(path, max_bytes=4096, keep=5)
+    for i in range(300):
+        log.record({"id": str(i), "phase": "start", "pad": "p" * 40})
+    log.flush()
+    log.close()
+    assert [r["id"] for r in recent_records(path, 5, 10)] == [str(i) for i in range(290, 300)]
+    many = recent_records(path, 5, 120)  # crosses into older generations
+    assert [r["id"] for r in many] == [str(i) for i in range(180, 300)]
+    assert recent_records(str(tmp_path / "none.jsonl"), 5, 10) == []
