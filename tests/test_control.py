@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 import urllib.parse
 
 import pytest
@@ -388,3 +389,37 @@ def test_cli_token_rotate_rotates_the_running_bridge(ctl, memory_keyring):
     assert r.returncode == 0 and "running bridge" in r.stderr
     assert ctl.runner.token != old
     assert old not in r.stdout + r.stderr and ctl.runner.token not in r.stdout + r.stderr
+
+
+def test_cli_open_hands_the_login_link_to_the_browser(ctl):
+    env = dict(os.environ, BROWSER="echo")  # webbrowser runs $BROWSER with the URL
+    r = subprocess.run(
+        [sys.executable, "-m", "server", "open"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert r.returncode == 0
+    assert f"{ctl.info.url}login?k={ctl.info.secret}" in r.stdout
+
+
+def test_cli_audit_follow_prints_new_calls(ctl):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server", "audit", "--follow", "-n", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        time.sleep(0.8)  # let it open the file and seek to the end
+        c = ctl.client("follower")
+        c.call("nope", {})
+        ctl.runner.bridge.audit.flush()
+        lines = [proc.stdout.readline(), proc.stdout.readline()]
+    finally:
+        proc.kill()
+        proc.wait(5)
+    assert "PENDING" in lines[0] and " nope " in lines[0]  # the start record
+    assert "not_exposed" in lines[1] and "(follower)" in lines[1]  # its done record
