@@ -395,3 +395,14 @@ def test_client_that_sends_the_whole_oversized_body_still_reads_the_413(running)
     for _ in range(30):
         r = Http(running.port).request(body=big)
         assert r.status == 413
+
+
+def test_non_loopback_bind_warns_and_skips_only_the_host_check(start_bridge, log_records):
+    running = start_bridge({"host": "0.0.0.0"})  # we only ever connect to 127.0.0.1 here
+    assert any("not a loopback address" in w for w in running.runner.snapshot().warnings)
+    assert any("not a loopback address" in m for m in log_records.messages)
+    h = Http(running.port)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize"}
+    assert h.request(body=body, headers={"Host": "desktop.lan:8080"}).status == 200
+    r = h.request(body=body, headers={"Origin": "http://evil.example"})
+    assert (r.status, r.error["message"]) == (403, "forbidden origin")
