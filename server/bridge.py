@@ -245,8 +245,9 @@ class Bridge:
         if version_header_reject is not None:
             return Reply(version_header_reject.status, version_header_reject.body())
         if method.startswith("notifications/"):
-            if method == "notifications/cancelled" and session is not None:
-                self._cancel(session.sid, msg.get("params"))
+            cancelled = method == "notifications/cancelled" and session is not None
+            if cancelled and self._cancel(session.sid, msg.get("params")):
+                return self._after_cancel()
             return Reply(202)
         if method == "initialize":
             return self._initialize(msg)
@@ -283,20 +284,32 @@ class Bridge:
 
     # -- cancellation and disconnects ------------------------------------------------------------
 
-    def _cancel(self, sid: str, params: Any) -> None:
+    def _cancel(self, sid: str, params: Any) -> bool:
+        """End the named call of this session; True when there was one to end."""
         if not isinstance(params, dict) or "requestId" not in params:
-            return
+            return False
         try:
             handle = self._inflight.get((sid, params["requestId"]))
         except TypeError:  # an unhashable requestId names nothing
-            return
+            return False
         if handle is None or handle.cancelled:
-            return
+            return False
         handle.cancelled = True
         if handle.pending_id is not None:
             self.broker.end(handle.pending_id, Ending.CANCELLED)
         elif handle.task is not None:
             handle.task.cancel()
+        return True
+
+    async def _after_cancel(self) -> Reply:
+        """Answer the notification only after the cancelled call has had its turn to answer.
+
+        Its ``-32800`` then reaches the client before the ``202``; a client that tears down
+        right after its timeout (the official SDK does) is less likely to find a late reply.
+        """
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return Reply(202)
 
     def connection_closed(self, handle: CallHandle) -> None:
         """The client hung up while its call was held: withdraw a pending approval.
