@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import itertools
-import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from .preview import build_preview, summary_of
 
 
 class Decision(enum.StrEnum):
@@ -45,6 +46,7 @@ class Verdict:
     ending: Ending
     decision: Decision | None = None
     reason: str | None = None
+    approver: str | None = None  # which UI decided ("approval page", "tray", ...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,23 +60,18 @@ class PendingCall:
     arguments: dict[str, Any]
     summary: str
     arrived: float  # wall clock
-    escalation: str | None = None  # why an allow-tier call needs a human
+    escalation: Any = None  # why it needs a human: ``paths.Escalation`` (or a reason string)
+    deadline: float | None = None  # wall clock of the auto-deny; None: waits until decided
+    preview: dict[str, Any] = field(default_factory=dict)  # bounded safe context (preview.py)
+    hidden: bool = False  # the agent's text carried bidi/invisible/control characters
 
 
-def summarize(tool: str, args: dict[str, Any], limit: int = 80) -> str:
-    """One line a human can judge at a glance, e.g. ``bash: git push origin main``."""
-    main = None
-    for key in ("command", "path", "pattern"):
-        v = args.get(key)
-        if isinstance(v, str) and v.strip():
-            main = v
-            break
-    if main is None:
-        main = json.dumps(args, ensure_ascii=False, separators=(",", ":")) if args else ""
-    line = " ".join(main.split())
-    if len(line) > limit:
-        line = line[: limit - 1] + "…"
-    return f"{tool}: {line}" if line else tool
+def summarize(tool: str, args: dict[str, Any]) -> str:
+    """One safe line a human can judge at a glance, e.g. ``bash: git push origin main``.
+
+    Rendered by :mod:`server.textsafe`: head, ``…``, tail and length when long.
+    """
+    return summary_of(tool, args).text
 
 
 class ApprovalBroker:
@@ -125,21 +122,27 @@ class ApprovalBroker:
         tool: str,
         arguments: dict[str, Any],
         timeout_s: float,
-        escalation: str | None = None,
+        escalation: Any = None,
         on_created: Callable[[PendingCall], None] = lambda p: None,
     ) -> Verdict:
         """Hold the call until a verdict; ``timeout_s`` 0 waits forever."""
         if not self.has_approver:
             return Verdict(Ending.NO_APPROVER)
+        now = time.time()
+        summary = summary_of(tool, arguments)
+        preview = build_preview(tool, arguments)
         call = PendingCall(
             id=f"a{next(self._ids)}",
             sid=sid,
             client=client,
             tool=tool,
             arguments=arguments,
-            summary=summarize(tool, arguments),
-            arrived=time.time(),
+            summary=summary.text,
+            arrived=now,
             escalation=escalation,
+            deadline=now + timeout_s if timeout_s > 0 else None,
+            preview=preview,
+            hidden=summary.hidden or bool(preview.get("hidden")),
         )
         fut: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
         self._pending[call.id] = (call, fut)
@@ -155,14 +158,20 @@ class ApprovalBroker:
             if self._pending.pop(call.id, None) is not None:
                 self._on_change()
 
-    def decide(self, call_id: str, decision: Decision, reason: str | None = None) -> bool:
+    def decide(
+        self,
+        call_id: str,
+        decision: Decision,
+        reason: str | None = None,
+        approver: str | None = None,
+    ) -> bool:
         """Apply a human decision; False when the call is no longer pending."""
         entry = self._pending.get(call_id)
         if entry is None or entry[1].done():
             return False
         ending = Ending.DENIED if decision is Decision.DENY else Ending.APPROVED
         reason = reason.strip() if isinstance(reason, str) and reason.strip() else None
-        entry[1].set_result(Verdict(ending, decision, reason))
+        entry[1].set_result(Verdict(ending, decision, reason, approver))
         return True
 
     def end(self, call_id: str, ending: Ending) -> bool:

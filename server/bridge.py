@@ -38,7 +38,10 @@ from .tools.registry import ToolRegistry
 log = logging.getLogger("a2a-bridge")
 
 PAUSED_TEXT = "bridge paused by the user"
-NO_APPROVER_TEXT = "approval required but no approver is available"
+NO_APPROVER_TEXT = (
+    "approval required but no approver is available: the user must open the tray, "
+    "the approval page or `a2a-bridge watch`"
+)
 SHUTDOWN_TEXT = "bridge shutting down"
 SESSION_ENDED_TEXT = "session ended before the call was approved"
 DISCONNECTED_TEXT = "client disconnected before the call was approved"
@@ -97,6 +100,8 @@ class _Outcome:
     outcome: str
     decided_by: str
     wait_ms: int = 0
+    reason: str | None = None  # the user's words on a deny, or why the bridge refused
+    approver: str | None = None  # which UI decided
 
 
 @dataclass(slots=True)
@@ -117,7 +122,7 @@ class _Plan:
     ctx: ToolContext
     decided_by: str  # "policy" | "session_rule" | "user" (after approval)
     needs_human: bool
-    escalation: str | None
+    escalation: Any  # paths.Escalation (or a reason string before that lands) or None
 
 
 def _ok(result: ToolResult) -> str:
@@ -387,6 +392,10 @@ class Bridge:
             rec["outcome"] = out.outcome
             rec["decided_by"] = out.decided_by
             rec["wait_ms"] = out.wait_ms
+            if out.reason:
+                rec["reason"] = out.reason[:500]
+            if out.approver:
+                rec["approver"] = out.approver[:40]
             rec["duration_ms"] = int((time.monotonic() - call.started) * 1000)
         self.audit.record(rec)
 
@@ -448,7 +457,7 @@ class Bridge:
                 session.pending -= 1
                 handle.pending_id = None
             wait_ms = int((time.monotonic() - waited) * 1000)
-            refusal = self._refusal(verdict)
+            refusal = self._refusal(verdict, step.escalation)
             if refusal is not None:
                 refusal.wait_ms = wait_ms
                 return refusal
@@ -479,20 +488,29 @@ class Bridge:
             handle.task = None
         return _Outcome(result, _ok(result), step.decided_by, wait_ms)
 
-    def _refusal(self, v: Verdict) -> _Outcome | None:
+    def _refusal(self, v: Verdict, escalation: Any = None) -> _Outcome | None:
+        """The agent's text and the audit outcome for a wait that did not end in approval.
+
+        Each text says what the agent can do next; the audit tells "denied by the user"
+        (with the reason and which UI), "no_approver", "timeout", "cancelled" and "paused" apart.
+        """
         e = v.ending
         if e is Ending.APPROVED:
             return None
         if e is Ending.DENIED:
             text = f"denied by the user: {v.reason}" if v.reason else "denied by the user"
-            return _Outcome(ToolResult.text(text, True), "denied", "user")
+            return _Outcome(
+                ToolResult.text(text, True), "denied", "user", reason=v.reason, approver=v.approver
+            )
         if e is Ending.TIMEOUT:
             text = f"approval timed out after {self.config.approval_timeout_s:g} s"
             return _Outcome(ToolResult.text(text, True), "timeout", "policy")
         if e is Ending.CANCELLED:
             return _Outcome(None, "cancelled", "policy")
+        if e is Ending.NO_APPROVER:
+            text = self._no_approver_text(escalation)
+            return _Outcome(ToolResult.text(text, True), "no_approver", "policy", reason=text)
         texts = {
-            Ending.NO_APPROVER: (NO_APPROVER_TEXT, "denied"),
             Ending.PAUSED: (PAUSED_TEXT, "paused"),
             Ending.SHUTDOWN: (SHUTDOWN_TEXT, "denied"),
             Ending.SESSION_ENDED: (SESSION_ENDED_TEXT, "cancelled"),
@@ -500,6 +518,21 @@ class Bridge:
         }
         text, outcome = texts[e]
         return _Outcome(ToolResult.text(text, True), outcome, "policy")
+
+    def _no_approver_text(self, escalation: Any) -> str:
+        """Why a human was needed and what the agent can do, when no human can answer."""
+        if escalation is None:
+            return NO_APPROVER_TEXT
+        text = getattr(escalation, "text", None) or str(escalation)
+        kind = str(getattr(escalation, "kind", ""))
+        head = f"approval required but no approver is available: {text}"
+        if kind == "outside_roots" or "outside the configured roots" in text:
+            roots = ", ".join(self.policy.roots[:3])
+            return (
+                f"{head}; outside the allowed roots: ask the user to add the folder to roots, "
+                f"or use a path under {roots}"
+            )
+        return f"{head}; the user must open the tray, the approval page or `a2a-bridge watch`"
 
     def _allow_always(self, name: str) -> None:
         self.tiers[name] = "allow"
@@ -517,8 +550,14 @@ class Bridge:
 
     # -- control (called on the bridge thread by the runner) ------------------------------------
 
-    def decide(self, call_id: str, decision: Decision, reason: str | None = None) -> bool:
-        return self.broker.decide(call_id, decision, reason)
+    def decide(
+        self,
+        call_id: str,
+        decision: Decision,
+        reason: str | None = None,
+        approver: str | None = None,
+    ) -> bool:
+        return self.broker.decide(call_id, decision, reason, approver)
 
     def set_paused(self, paused: bool) -> None:
         self.paused = paused

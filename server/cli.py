@@ -18,6 +18,7 @@ from .control_client import ControlClient, ControlError, NotRunning
 from .controlfile import AlreadyRunning, read_control
 from .logsetup import setup_logging
 from .runner import BridgeRunner, RunnerOptions, StartupError, url_for
+from .textsafe import safe, shorten
 from .tokens import TokenStore
 from .watch import describe
 
@@ -59,7 +60,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _print_json(data: object) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False))
+    # ASCII only: C1 controls (U+009B is an 8-bit CSI) and bidi marks come out as \uXXXX.
+    print(json.dumps(data, indent=2, ensure_ascii=True))
 
 
 def _ago(ts: float) -> str:
@@ -78,10 +80,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"  {s['counts']['sessions']} session(s), {s['counts']['pending']} waiting for "
         f"approval, {s['calls_total']} call(s) since start"
     )
-    print(f"  approvers: {', '.join(s['approvers']) or 'none (prompt-tier calls are refused)'}")
+    approvers = ", ".join(safe(a) for a in s["approvers"])
+    print(f"  approvers: {approvers or 'none (prompt-tier calls are refused)'}")
     print(f"  token stored in: {s['token_source']}")
     for w in s["warnings"]:
-        print(f"  warning: {w}")
+        print(f"  warning: {safe(w)}")
     return 0
 
 
@@ -103,14 +106,28 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         "sessions",
         "no live sessions",
         lambda x: (
-            f"{x['sid']}  {x['client']} {x['version']}  {x['calls']} call(s)  "
+            f"{safe(x['sid'])}  {safe(x['client'])} {safe(x['version'])}  {x['calls']} call(s)  "
             f"{x['pending']} waiting  last seen {_ago(x['last_seen'])} ago"
+            + ("  ⚠ contains hidden characters" if x.get("hidden") else "")
         ),
     )
 
 
 def cmd_pending(args: argparse.Namespace) -> int:
     return _listing(args, "pending", "nothing is waiting for approval", describe)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """One pending call in full, every argument rendered safe."""
+    from .watch import describe_full
+
+    call = ControlClient.connect().request("GET", f"/api/pending/{args.id}")
+    if args.json:
+        _print_json(call)
+        return 0
+    print(describe(call))
+    print(describe_full(call))
+    return 0
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
@@ -154,7 +171,7 @@ def cmd_open(args: argparse.Namespace) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     from .watch import run_watch
 
-    return run_watch(ControlClient.connect())
+    return run_watch(ControlClient.connect)
 
 
 def _configured_url() -> str:
@@ -196,14 +213,50 @@ def cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
+OUTCOME_WORDS = {
+    "denied": "denied",
+    "no_approver": "no approver attached",
+    "timeout": "timed out",
+    "cancelled": "cancelled",
+    "paused": "paused",
+}
+
+
 def _describe(call: dict) -> str:
+    """One audit line; every field from the log is agent-influenced, so all of it is safe-rendered.
+
+    Says who decided and why: ``denied by the user via approval page (wrong folder)``,
+    ``no approver attached``, ``timed out``, ``cancelled``, ``paused``.
+    """
     start, done = call["start"] or {}, call["done"] or {}
     rec = start or done
-    ts = rec.get("ts", "?")
-    status = done.get("outcome", "?") if done else "PENDING"
-    took = f"{done['duration_ms']}ms" if "duration_ms" in done else "-"
-    who = rec.get("client") or "?"
-    return f"{ts}  {status:<11} {took:>8}  {rec.get('tool', '?')}  ({who})  {rec.get('args', '')}"
+    ts = safe(rec.get("ts", "?"))
+    status = safe(done.get("outcome", "?")) if done else "PENDING"
+    took = f"{safe(done['duration_ms'])}ms" if "duration_ms" in done else "-"
+    who = shorten(rec.get("client") or "?", 40).text
+    tool = shorten(rec.get("tool", "?"), 60).text
+    args = shorten(rec.get("args", ""), 300).text
+    line = f"{ts}  {status:<11} {took:>8}  {tool}  ({who})  {args}"
+    if done:
+        line += "  — " + _decided(done)
+    return line
+
+
+def _decided(done: dict) -> str:
+    """Who decided and why, in words."""
+    outcome, by = done.get("outcome"), done.get("decided_by") or "policy"
+    approver = f" via {shorten(done['approver'], 40).text}" if done.get("approver") else ""
+    reason = f" ({shorten(done['reason'], 200).text})" if done.get("reason") else ""
+    if by == "user" and outcome == "denied":
+        return f"denied by the user{approver}{reason}"
+    if by == "user":
+        then = f", then {OUTCOME_WORDS[outcome]}" if outcome in OUTCOME_WORDS else ""
+        return f"approved by the user{approver}{then}"
+    if outcome == "no_approver":
+        return "no approver attached"
+    if outcome in OUTCOME_WORDS:
+        return f"{OUTCOME_WORDS[outcome]} ({safe(by)}){reason}"
+    return f"allowed by {safe(by)}"
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -276,11 +329,15 @@ def build_parser(
     for name, func, text in (
         ("status", cmd_status, "state of the running bridge"),
         ("sessions", cmd_sessions, "live MCP sessions"),
-        ("pending", cmd_pending, "calls waiting for approval, in full"),
+        ("pending", cmd_pending, "calls waiting for approval (bounded previews)"),
     ):
         c = sub.add_parser(name, help=text)
         c.add_argument("--json", action="store_true", help="print the API's JSON")
         c.set_defaults(func=func)
+    sh = sub.add_parser("show", help="one pending call in full (every argument, safe-rendered)")
+    sh.add_argument("id")
+    sh.add_argument("--json", action="store_true", help="print the API's JSON")
+    sh.set_defaults(func=cmd_show)
     ap = sub.add_parser("approve", help="approve a pending call")
     ap.add_argument("id")
     g = ap.add_mutually_exclusive_group()
@@ -326,7 +383,14 @@ def main(
     except (ConfigError, NotRunning) as e:
         return fail(str(e))
     except ControlError as e:
-        return fail(f"{e} (HTTP {e.status})")
+        return fail(f"{safe(e)} (HTTP {e.status})")
+    except BrokenPipeError:
+        # `a2a-bridge pending | head`: the reader left; stop quietly (no traceback, no
+        # second error when Python flushes stdout at exit).
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -27,7 +27,13 @@ from .approvals import Decision
 from .audit import pair_calls, recent_records
 from .bridge import Bridge, Snapshot
 from .protocol import bearer_token, host_name, is_loopback_name
-from .views import audit_call_json, pending_json, session_json, snapshot_json
+from .views import (
+    audit_call_json,
+    pending_full_json,
+    pending_json,
+    session_json,
+    snapshot_json,
+)
 
 log = logging.getLogger("a2a-bridge")
 
@@ -198,7 +204,7 @@ class PendingHandler(ControlHandler):
         p = self.state.bridge.broker.get(call_id)
         if p is None:
             raise Refused(404, f"call {call_id} is not pending")
-        self.send_json(pending_json(p))
+        self.send_json(pending_full_json(p))
 
     def post(self, call_id: str) -> None:
         body = self.body_json()
@@ -208,7 +214,14 @@ class PendingHandler(ControlHandler):
         reason = body.get("reason")
         if reason is not None and not isinstance(reason, str):
             raise Refused(400, "reason must be a string")
-        if not self.state.bridge.decide(call_id, Decision(decision), reason):
+        by = body.get("by")
+        if self.via_cookie:
+            approver = "approval page"
+        elif isinstance(by, str) and by.strip():
+            approver = by.strip()[:40]
+        else:
+            approver = "control API"
+        if not self.state.bridge.decide(call_id, Decision(decision), reason, approver):
             raise Refused(404, f"call {call_id} is no longer pending")
         self.send_json({"ok": True, "id": call_id, "decision": decision})
 

@@ -296,11 +296,17 @@ class BridgeRunner:
         unsubscribe = self.call(lambda: bridge.subscribe(callback))
         return lambda: self.call(unsubscribe) if self.running else None
 
-    def decide(self, call_id: str, decision: Decision | str, reason: str | None = None) -> bool:
+    def decide(
+        self,
+        call_id: str,
+        decision: Decision | str,
+        reason: str | None = None,
+        approver: str | None = "tray",
+    ) -> bool:
         assert self.bridge is not None
         bridge = self.bridge
         d = Decision(decision)
-        return self.call(lambda: bridge.decide(call_id, d, reason))
+        return self.call(lambda: bridge.decide(call_id, d, reason, approver))
 
     def pause(self, paused: bool) -> None:
         assert self.bridge is not None

@@ -7,28 +7,58 @@ from typing import Any
 
 from .approvals import PendingCall
 from .bridge import SessionView, Snapshot
+from .preview import escalation_json, full_display, short_session
+from .textsafe import shorten
 
 
 def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
+    """A bounded, safe summary of one pending call (snapshots, lists): never its arguments.
+
+    Every string is rendered by :mod:`server.textsafe`; ``hidden`` is the "contains hidden
+    characters" warning; ``deadline`` (wall clock, null when calls wait forever) lets each UI
+    count down to the auto-deny. The full call is ``GET /api/pending/<id>``
+    (:func:`pending_full_json`).
+    """
     now = time.time() if now is None else now
+    client = shorten(p.client, 80)
+    tool = shorten(p.tool, 80)
+    escalation = escalation_json(p.escalation)
+    hidden = p.hidden or client.hidden or tool.hidden or bool(escalation and escalation["hidden"])
     return {
         "id": p.id,
         "sid": p.sid,
-        "client": p.client,
-        "tool": p.tool,
-        "arguments": p.arguments,
+        "session": short_session(p.sid),
+        "client": client.text,
+        "tool": tool.text,
         "summary": p.summary,
-        "escalation": p.escalation,
+        "hidden": hidden,
+        "escalation": escalation,
+        "preview": p.preview,
         "arrived": p.arrived,
+        "deadline": p.deadline,
         "waiting_s": round(max(now - p.arrived, 0.0), 1),
+        "remaining_s": None if p.deadline is None else round(max(p.deadline - now, 0.0), 1),
     }
 
 
+def pending_full_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
+    """One call in full: the summary plus the raw ``arguments`` (for API clients) and
+    ``display``, every argument rendered safe in full (what the page and ``watch`` show)."""
+    out = pending_json(p, now)
+    out["arguments"] = p.arguments
+    out["display"] = full_display(p.tool, p.arguments)
+    return out
+
+
 def session_json(s: SessionView) -> dict[str, Any]:
+    """Client name and version are agent text: rendered safe and capped."""
+    client, version = shorten(s.client, 80), shorten(s.version, 40)
     return {
         "sid": s.sid,
-        "client": s.client,
-        "version": s.version,
+        "session": short_session(s.sid),
+        "client": client.text,
+        "version": version.text,
+        "hidden": client.hidden or version.hidden,
         "created": s.created,
         "last_seen": s.last_seen,
         "calls": s.calls,
@@ -52,21 +82,33 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
 
 
 def audit_call_json(call: dict[str, Any]) -> dict[str, Any]:
-    """One paired call from the audit log (start and done joined by id)."""
+    """One paired call from the audit log (start and done joined by id), agent text made safe."""
     start = call.get("start") or {}
     done = call.get("done") or {}
     rec = start or done
+    texts = {
+        key: shorten(value, limit) if value is not None else None
+        for key, value, limit in (
+            ("client", rec.get("client"), 80),
+            ("tool", rec.get("tool"), 80),
+            ("args", rec.get("args"), 600),
+            ("reason", done.get("reason"), 300),
+        )
+    }
     return {
         "id": call["id"],
         "ts": rec.get("ts"),
         "sid": rec.get("sid"),
-        "client": rec.get("client"),
-        "tool": rec.get("tool"),
-        "args": rec.get("args"),
+        "client": texts["client"] and texts["client"].text,
+        "tool": texts["tool"] and texts["tool"].text,
+        "args": texts["args"] and texts["args"].text,
+        "hidden": any(t.hidden for t in texts.values() if t is not None),
         "pending": not done,
         "outcome": done.get("outcome"),
         "isError": done.get("isError"),
         "decided_by": done.get("decided_by"),
+        "approver": done.get("approver"),
+        "reason": texts["reason"] and texts["reason"].text,
         "wait_ms": done.get("wait_ms"),
         "duration_ms": done.get("duration_ms"),
     }

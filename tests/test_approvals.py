@@ -9,6 +9,7 @@ import time
 import pytest
 
 from server.approvals import Decision
+from server.bridge import NO_APPROVER_TEXT
 
 from .helpers import TOKEN, in_thread, wait_for
 
@@ -40,14 +41,15 @@ def test_no_approver_refuses_at_once(running):
     r = c.call("write", _write_args(running))
     assert time.monotonic() - t0 < 1
     assert r.result == {
-        "content": [{"type": "text", "text": "approval required but no approver is available"}],
+        "content": [{"type": "text", "text": NO_APPROVER_TEXT}],
         "isError": True,
     }
+    assert "open the tray, the approval page or `a2a-bridge watch`" in NO_APPROVER_TEXT
     assert not (running.env["root"] + "/out.txt").endswith("x") and not __import__(
         "os"
     ).path.exists(running.env["root"] + "/out.txt")
     done = _done(running)
-    assert done[0]["outcome"] == "denied" and done[0]["decided_by"] == "policy"
+    assert done[0]["outcome"] == "no_approver" and done[0]["decided_by"] == "policy"
 
 
 def test_approve_runs_the_tool(running, approver):
@@ -299,6 +301,4 @@ def test_forever_wait_when_timeout_is_zero(start_bridge):
 def test_detached_approver_means_no_approver(running):
     h = running.runner.attach_approver("x")
     running.runner.detach_approver(h)
-    assert running.client().call("write", _write_args(running)).text == (
-        "approval required but no approver is available"
-    )
+    assert running.client().call("write", _write_args(running)).text == NO_APPROVER_TEXT

@@ -231,12 +231,12 @@ def test_events_socket_is_an_approver_and_all_four_decisions(ctl):
                 lambda: ws.snapshots and ws.snapshots[-1]["pending"] and ws.snapshots[-1]
             )
             [p] = snap["pending"]
-            assert p["arguments"] == args and p["tool"] == "write" and p["client"] == f"agent{n}"
+            assert p["tool"] == "write" and p["client"] == f"agent{n}"
+            assert "arguments" not in p  # snapshots carry summaries; the full call is fetched
             listed = ctl.api.call("GET", "/api/pending").json["pending"]
             assert [x["id"] for x in listed] == [p["id"]]
-            assert (
-                ctl.api.call("GET", f"/api/pending/{p['id']}").json["summary"].startswith("write:")
-            )
+            full = ctl.api.call("GET", f"/api/pending/{p['id']}").json
+            assert full["summary"].startswith("write:") and full["arguments"] == args
             body = {"decision": decision}
             if decision == "deny":
                 body["reason"] = "use the staging dir"
@@ -269,7 +269,7 @@ def test_events_socket_is_an_approver_and_all_four_decisions(ctl):
         ws.close()
     wait_for(lambda: ctl.runner.snapshot().approvers == ())
     r = ctl.client().call("bash", {"command": "true"})
-    assert r.text == "approval required but no approver is available"
+    assert r.text.startswith("approval required but no approver is available")
 
 
 def test_timeout_with_page_attached(start_bridge):

@@ -102,7 +102,7 @@ def test_menu_pending_first_with_decisions_and_deny_all():
     assert t[5] == "Deny all (3)"
     assert items[5].action == ("deny_all",)
     sub = items[2].submenu
-    assert [(i.text, i.action) for i in sub] == [
+    assert [(i.text, i.action) for i in sub if i.action and i.action[0] == "decide"] == [
         ("Approve", ("decide", "a1", "approve")),
         ("Allow for this session", ("decide", "a1", "allow_session")),
         ("Always allow", ("decide", "a1", "allow_always")),
@@ -123,8 +123,8 @@ def test_menu_paused_and_error():
 
 
 def test_long_summaries_are_shortened_and_titles_never_hold_secrets():
-    label = pending_label("bash", "bash: " + "x" * 300, "c", 5)
-    assert len(label) < 90 and "…" in label
+    label = pending_label(pending(summary="bash: " + "x" * 300), NOW)
+    assert len(label) < 120 and "…" in label
     assert title(snap(pending=[pending()])) == (
         "omp A2A bridge - 127.0.0.1:53917 · 0 session(s) · 1 waiting for approval"
     )
@@ -134,10 +134,10 @@ def test_long_summaries_are_shortened_and_titles_never_hold_secrets():
 
 def test_notification_texts():
     assert notification_for([], 0) is None
-    assert notification_for([("bash", "bash: git push", "claude-code")], 1) == (
-        "bash — git push (claude-code) is waiting for approval"
+    assert notification_for([pending(summary="bash: git push")], 1, NOW) == (
+        "bash — git push (claude-code) is waiting"
     )
-    assert notification_for([("a", "a", "c")] * 2, 3) == "3 tool calls waiting for approval"
+    assert notification_for([pending()] * 2, 3, NOW) == "3 tool calls waiting for approval"
 
 
 # -- icons --------------------------------------------------------------------------------------

@@ -195,7 +195,7 @@ class TrayApp:
                 self.notify(warning, "omp A2A bridge")
         new = [p for p in snap.pending if p.id not in self._seen_pending]
         self._seen_pending = {p.id for p in snap.pending}
-        text = notification_for([(p.tool, p.summary, p.client) for p in new], len(snap.pending))
+        text = notification_for(new, len(snap.pending))
         if text:
             now = time.monotonic()
             if now - self._last_notify >= NOTIFY_GAP_S or len(snap.pending) == 1:
@@ -265,10 +265,12 @@ class TrayApp:
             self._open(audit_path())
         elif kind == "open_config":
             self._open(os.path.dirname(runner.config.path))
-        elif kind == "open_page":
+        elif kind in ("open_page", "open_call"):
             control = runner.control
             if control is not None:
-                self.browser(f"{control.url}login?k={control.secret}")
+                # The fragment survives the login redirect: the page scrolls to that call.
+                anchor = f"#call-{rest[0]}" if kind == "open_call" else ""
+                self.browser(f"{control.url}login?k={control.secret}{anchor}")
         elif kind == "quit":
             threading.Thread(target=self.quit, daemon=True).start()
 

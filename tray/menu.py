@@ -10,10 +10,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from server.approvals import PendingCall
 from server.bridge import Snapshot
+from server.preview import escalation_json, short_session
+from server.textsafe import HIDDEN_WARNING, safe, shorten
 
 Action = tuple[str, ...]
-DETAIL_MAX = 60
+DETAIL_MAX = 70  # head + "…" + tail, then the total length: the end is never cut off
 
 
 @dataclass(frozen=True)
@@ -43,15 +46,66 @@ def ago(seconds: float) -> str:
 
 
 def _shorten(text: str, limit: int = DETAIL_MAX) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """Agent or error text for a menu item: safe (no controls, bidi, invisible), head…tail."""
+    return shorten(text, limit).text
 
 
-def pending_label(tool: str, summary: str, client: str, waited: float) -> str:
-    """``bash — git push origin main (claude-code, 12 s)``."""
-    detail = summary.split(": ", 1)[1] if summary.startswith(f"{tool}: ") else ""
-    head = f"{tool} — {_shorten(detail)}" if detail else tool
-    return f"{head} ({client}, {ago(waited)})"
+def _detail(p: PendingCall, limit: int = DETAIL_MAX) -> str:
+    """What the call does, from the raw arguments: head…tail and length, safe."""
+    args = p.arguments if isinstance(p.arguments, dict) else {}
+    for key in ("command", "path", "pattern"):
+        v = args.get(key)
+        if isinstance(v, str) and v.strip():
+            return _shorten(v, limit)
+    prefix = f"{p.tool}: "
+    return _shorten(p.summary[len(prefix) :], limit) if p.summary.startswith(prefix) else ""
+
+
+def countdown(p: PendingCall, now: float) -> str:
+    """``auto-deny in 41 s`` (or nothing when calls wait until decided)."""
+    if p.deadline is None:
+        return ""
+    return f"auto-deny in {ago(max(p.deadline - now, 0))}"
+
+
+def pending_label(p: PendingCall, now: float) -> str:
+    """``bash — git push origin main (claude-code, 12 s, auto-deny in 43 s)``.
+
+    The detail shows its head, ``…``, its tail and its length when long, and the label carries
+    the hidden-character warning: a blank-looking padding cannot make a dangerous tail vanish.
+    """
+    tool = _shorten(p.tool, 40)
+    detail = _detail(p)
+    head = f"{tool} — {detail}" if detail else tool
+    when = ", ".join(x for x in (ago(now - p.arrived), countdown(p, now)) if x)
+    label = f"{head} ({_shorten(p.client, 30)}, {when})"
+    return f"⚠ {label} [{HIDDEN_WARNING}]" if p.hidden else label
+
+
+def call_context(p: PendingCall) -> tuple[str, ...]:
+    """Disabled info lines in a call's submenu: why it needs a human, where, how big, who."""
+    lines: list[str] = []
+    if p.hidden:
+        lines.append(f"⚠ {HIDDEN_WARNING} (shown escaped)")
+    esc = escalation_json(p.escalation)
+    if esc is not None:
+        what = f"{esc['category']}: {esc['path']}" if esc.get("category") else esc["text"]
+        lines.append(f"Why: {_shorten(what or '', 90)}")
+    pv = p.preview or {}
+    if p.tool == "bash":
+        lines.append(f"In: {pv.get('cwd') or '(first root)'}")
+    size = pv.get("size")
+    if isinstance(size, dict) and "chars" in size:
+        lines.append(f"Writes {size['chars']} characters, {size['lines']} lines")
+    elif isinstance(size, dict) and "old" in size:
+        lines.append(
+            f"Replaces {size['old']['chars']} characters with {size['new']['chars']}"
+            + (" (every occurrence)" if pv.get("replace_all") else "")
+        )
+        lines.append(f"Old: {_shorten(pv.get('old', ''), 60)}")
+        lines.append(f"New: {_shorten(pv.get('new', ''), 60)}")
+    lines.append(f"From: {_shorten(p.client, 40)} · session {short_session(p.sid)}")
+    return tuple(lines)
 
 
 TITLE_MAX = 127  # Windows' tooltip buffer is WCHAR[128]
@@ -93,13 +147,18 @@ def menu_model(
     items.append(SEPARATOR)
 
     for p in snap.pending:
+        info = tuple(Item(line, enabled=False) for line in call_context(p))
+        show = (Item("Show full call…", ("open_call", p.id)),) if snap.control_url else ()
         decisions = (
+            *info,
+            *show,
+            SEPARATOR,
             Item("Approve", ("decide", p.id, "approve")),
             Item("Allow for this session", ("decide", p.id, "allow_session")),
             Item("Always allow", ("decide", p.id, "allow_always")),
             Item("Deny", ("decide", p.id, "deny")),
         )
-        label = pending_label(p.tool, p.summary, p.client, now - p.arrived)
+        label = pending_label(p, now)
         items.append(Item(f"Approve: {label}", submenu=decisions))
     if len(snap.pending) > 1:
         items.append(Item(f"Deny all ({len(snap.pending)})", ("deny_all",)))
@@ -108,7 +167,7 @@ def menu_model(
 
     sessions = tuple(
         Item(
-            f"{s.client} {s.version}".strip()
+            f"{safe(s.client)} {safe(s.version)}".strip()
             + f" · {s.calls} call{'s' if s.calls != 1 else ''} · {ago(now - s.last_seen)} ago",
             submenu=(Item("End session", ("end_session", s.sid)),),
         )
@@ -139,13 +198,26 @@ def menu_model(
     return tuple(items)
 
 
-def notification_for(new: list[tuple[str, str, str]], total: int) -> str | None:
-    """The text for newly pending calls ``[(tool, summary, client)]``; coalesced when several."""
+def notification_for(new: list[PendingCall], total: int, now: float | None = None) -> str | None:
+    """The text for newly pending calls; coalesced when several.
+
+    Safe and head…tail like the menu, with the reason (escalation) and the countdown.
+    """
     if not new:
         return None
+    now = time.time() if now is None else now
     if len(new) == 1 and total == 1:
-        tool, summary, client = new[0]
-        detail = summary.split(": ", 1)[1] if summary.startswith(f"{tool}: ") else ""
-        what = f"{tool} — {_shorten(detail, 80)}" if detail else tool
-        return f"{what} ({client}) is waiting for approval"
+        p = new[0]
+        detail = _detail(p, 56)
+        tool = _shorten(p.tool, 20)
+        what = f"{tool} — {detail}" if detail else tool
+        parts = [f"{what} ({_shorten(p.client, 20)}) is waiting"]
+        esc = escalation_json(p.escalation)
+        if esc is not None:
+            why = f"{esc['category']}: {esc['path']}" if esc.get("category") else esc["text"]
+            parts.append(f"why: {_shorten(why or '', 56)}")
+        if p.deadline is not None:
+            parts.append(countdown(p, now))
+        text = " · ".join(parts)
+        return f"⚠ {HIDDEN_WARNING}: {text}" if p.hidden else text
     return f"{total} tool calls waiting for approval"

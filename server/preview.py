@@ -1,0 +1,137 @@
+"""Bounded, safe previews of pending calls: what snapshots and lists carry instead of arguments.
+
+A pending ``write`` of 900 KB used to travel in full in every snapshot (the events socket, the
+tray, ``/api/status``); now each entry carries a preview of a few KB at most, built once when
+the call starts waiting, and ``GET /api/pending/<id>`` returns the full call. Every string here
+went through :mod:`server.textsafe`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from .textsafe import Safe, lines_preview, render, shorten
+
+SUMMARY_MAX = 160
+FIELD_MAX = 120
+PATH_MAX = 200
+
+
+def short_session(sid: str) -> str:
+    """A short, stable handle for a session in UIs (not the session id itself)."""
+    return hashlib.sha256(sid.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+
+
+def escalation_json(escalation: Any) -> dict[str, Any] | None:
+    """``Escalation.to_json()`` made safe; a plain reason string (older callers) also works."""
+    if escalation is None:
+        return None
+    if hasattr(escalation, "to_json"):
+        raw = dict(escalation.to_json())
+    else:
+        raw = {"kind": None, "category": None, "path": None, "text": str(escalation)}
+    out: dict[str, Any] = {"kind": raw.get("kind")}
+    hidden = False
+    for key, limit in (("category", FIELD_MAX), ("path", PATH_MAX), ("text", PATH_MAX + 80)):
+        value = raw.get(key)
+        if value is None:
+            out[key] = None
+            continue
+        s = shorten(value, limit)
+        hidden |= s.hidden
+        out[key] = s.text
+    out["hidden"] = hidden
+    return out
+
+
+def _size(text: str) -> dict[str, int]:
+    return {
+        "chars": len(text),
+        "bytes": len(text.encode("utf-8", "surrogatepass")),
+        "lines": text.count("\n") + (1 if text and not text.endswith("\n") else 0),
+    }
+
+
+def build_preview(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """The bounded context a human needs to judge the call at a glance, all safe text."""
+    hidden = False
+
+    def take(s: Safe) -> str:
+        nonlocal hidden
+        hidden |= s.hidden
+        return s.text
+
+    out: dict[str, Any] = {}
+    path = args.get("path")
+    if isinstance(path, str):
+        out["path"] = take(shorten(path, PATH_MAX))
+    command = args.get("command")
+    if tool == "bash" and isinstance(command, str):
+        out["command"] = take(shorten(command, 400))
+        cwd = args.get("cwd")
+        out["cwd"] = take(shorten(cwd, PATH_MAX)) if isinstance(cwd, str) and cwd else None
+    content = args.get("content")
+    if isinstance(content, str):
+        out["size"] = _size(content)
+        out["content"] = take(lines_preview(content, 5, 3, 120))
+    old, new = args.get("old_string"), args.get("new_string")
+    if isinstance(old, str) or isinstance(new, str):
+        old = old if isinstance(old, str) else ""
+        new = new if isinstance(new, str) else ""
+        out["size"] = {"old": _size(old), "new": _size(new)}
+        out["old"] = take(lines_preview(old, 3, 2, 120))
+        out["new"] = take(lines_preview(new, 3, 2, 120))
+        out["replace_all"] = bool(args.get("replace_all"))
+    for key in ("pattern", "glob"):
+        value = args.get(key)
+        if isinstance(value, str):
+            out[key] = take(shorten(value, FIELD_MAX))
+    out["hidden"] = hidden
+    return out
+
+
+def summary_of(tool: str, args: dict[str, Any]) -> Safe:
+    """``bash: git push origin main`` — one safe line, head…tail when long."""
+    main: object = None
+    for key in ("command", "path", "pattern"):
+        v = args.get(key)
+        if isinstance(v, str) and v.strip():
+            main = v
+            break
+    if main is None and args:
+        main = " ".join(f"{k}={v!r}" for k, v in list(args.items())[:4])
+    tool_s = render(tool)
+    if main is None:
+        return shorten(tool, SUMMARY_MAX)
+    body = shorten(main, SUMMARY_MAX)
+    return Safe(
+        f"{tool_s.text}: {body.text}", tool_s.hidden or body.hidden, body.length, body.truncated
+    )
+
+
+def full_display(tool: str, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every argument rendered in full for the one-call view (page, ``watch``'s "show all")."""
+    fields: list[dict[str, Any]] = []
+    order = ["command", "cwd", "path", "content", "old_string", "new_string"]
+    keys = [k for k in order if k in args] + sorted(k for k in args if k not in order)
+    for key in keys:
+        value = args[key]
+        text = value if isinstance(value, str) else _json(value)
+        r = render(text, multiline=True)
+        fields.append(
+            {
+                "name": render(key).text,
+                "text": r.text,
+                "hidden": r.hidden,
+                "chars": r.length,
+                "lines": text.count("\n") + 1,
+            }
+        )
+    return fields
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False, indent=2)
