@@ -54,28 +54,105 @@ function ago(seconds) {
   return `${Math.round(seconds / 3600)} h`;
 }
 
-// What a human must see in full: the command, the file and what goes into it.
-function details(p) {
-  const a = p.arguments || {};
+// Every agent string on this page was rendered safe by the server (server/textsafe.py):
+// controls, bidi and invisible characters arrive as visible escapes and `hidden` flags them.
+// This page never shows raw arguments, and no box hides its overflow: long text shows its
+// head, an explicit "more" marker and its tail, with a button to show everything.
+const CLIP_CHARS = 2400;
+const CLIP_LINES = 40;
+
+function clipped(text, cls) {
+  const lines = text.split("\n");
+  if (text.length <= CLIP_CHARS && lines.length <= CLIP_LINES) return el("pre", { class: cls }, text);
+  let head, tail;
+  if (lines.length > CLIP_LINES) {
+    head = lines.slice(0, 20).join("\n");
+    tail = lines.slice(-10).join("\n");
+  } else {
+    head = text.slice(0, 1200);
+    tail = text.slice(-900);
+  }
+  const hiddenLines = Math.max(lines.length - (lines.length > CLIP_LINES ? 30 : 0), 0);
+  const hiddenChars = text.length - head.length - tail.length;
+  const what = lines.length > CLIP_LINES
+    ? `${(lines.length - 30).toLocaleString()} more lines`
+    : `${hiddenChars.toLocaleString()} more characters`;
+  const box = el("div", { class: `clip ${cls}` });
+  const more = el("button", { type: "button", class: "more", "aria-expanded": "false" }, `… ${what} — show all …`);
+  more.addEventListener("click", () => box.replaceWith(el("pre", { class: cls }, text)));
+  box.append(el("pre", { class: "head" }, head), more, el("pre", { class: "tail" }, tail));
+  box.dataset.hiddenLines = String(hiddenLines);
+  return box;
+}
+
+function hiddenBadge(text) {
+  return el("p", { class: "hidden-warning", role: "note" }, `⚠ ${text || "contains hidden characters"} (shown escaped, e.g. \\u202e)`);
+}
+
+function escalationBox(e) {
+  if (!e) return null;
+  const box = el("div", { class: "why", role: "note" });
+  if (e.category) {
+    box.append(el("strong", {}, `Needs a human: ${e.category}`), el("br"), el("code", {}, e.path || ""));
+  } else {
+    box.append(el("strong", {}, "Needs a human"));
+  }
+  if (e.text) box.append(el("p", { class: "why-text" }, e.text));
+  return box;
+}
+
+function size(n) {
+  return n >= 1048576 ? `${(n / 1048576).toFixed(1)} MB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KB` : `${n} bytes`;
+}
+
+// The bounded context from the snapshot: working directory, size, a short diff preview.
+function context(p) {
+  const v = p.preview || {};
   const parts = [];
-  if (p.tool === "bash" && typeof a.command === "string") {
-    parts.push(el("p", { class: "label" }, "command" + (a.cwd ? ` (in ${a.cwd})` : "")));
-    parts.push(el("pre", { class: "command" }, a.command));
+  if ("command" in v) {
+    parts.push(el("p", { class: "label" }, "working directory: ", el("code", {}, v.cwd || "(first root)")));
   }
-  if (typeof a.path === "string") parts.push(el("p", { class: "label" }, "path: ", el("code", {}, a.path)));
-  if (p.tool === "write" && typeof a.content === "string") {
-    parts.push(el("p", { class: "label" }, `content (${a.content.length} characters)`));
-    parts.push(el("pre", { class: "content" }, a.content));
+  if (typeof v.path === "string") parts.push(el("p", { class: "label" }, "path: ", el("code", {}, v.path)));
+  if (v.size && typeof v.size.chars === "number") {
+    parts.push(el("p", { class: "label size" }, `writes ${v.size.chars.toLocaleString()} characters, ${v.size.lines.toLocaleString()} lines (${size(v.size.bytes)})`));
   }
-  if (p.tool === "edit") {
-    parts.push(el("p", { class: "label" }, "replace" + (a.replace_all ? " (every occurrence)" : "")));
-    parts.push(el("pre", { class: "old" }, String(a.old_string ?? "")));
-    parts.push(el("p", { class: "label" }, "with"));
-    parts.push(el("pre", { class: "new" }, String(a.new_string ?? "")));
+  if (v.size && v.size.old) {
+    parts.push(el("p", { class: "label size" }, `replaces ${v.size.old.chars.toLocaleString()} characters with ${v.size.new.chars.toLocaleString()}` + (v.replace_all ? " (every occurrence)" : "")));
   }
-  parts.push(el("p", { class: "label" }, "all arguments"));
-  parts.push(el("pre", { class: "args" }, JSON.stringify(a, null, 2)));
   return parts;
+}
+
+// The full call, fetched once per card: every argument rendered safe by the server.
+async function loadFull(p, holder) {
+  try {
+    const full = await api("GET", `/api/pending/${encodeURIComponent(p.id)}`);
+    const parts = [];
+    for (const f of full.display) {
+      const note = f.hidden ? " ⚠ hidden characters" : "";
+      parts.push(el("p", { class: "label" }, `${f.name} (${f.chars.toLocaleString()} characters${f.lines > 1 ? `, ${f.lines.toLocaleString()} lines` : ""})${note}`));
+      const cls = { command: "command", content: "content", old_string: "old", new_string: "new" }[f.name] || "arg";
+      parts.push(clipped(f.text, cls));
+    }
+    holder.replaceChildren(...parts);
+  } catch (e) {
+    holder.replaceChildren(el("p", { class: "muted" }, `full call not available: ${e.message}`));
+  }
+}
+
+function heading(p) {
+  const body = p.summary.startsWith(`${p.tool}: `) ? p.summary.slice(p.tool.length + 2) : "";
+  return body ? `${p.tool} — ${body}` : p.tool;
+}
+
+function countdown(p) {
+  if (p.deadline == null) return "";
+  const left = Math.max(p.deadline - Date.now() / 1000, 0);
+  return ` · auto-deny in ${ago(left)}`;
+}
+
+function metaText(p) {
+  const waited = Math.max(Date.now() / 1000 - p.arrived, 0);
+  return `${p.client} · session ${p.session} · waiting ${ago(waited)}`;
 }
 
 async function decide(id, decision, reason) {
@@ -91,12 +168,17 @@ async function decide(id, decision, reason) {
 
 function pendingCard(p) {
   const reason = el("input", { type: "text", "aria-label": `Reason for denying ${p.tool}`, placeholder: "reason for the agent (optional)" });
-  const card = el("li", { class: "card", "data-id": p.id },
-    el("h3", {}, `${p.tool} — ${p.summary.replace(/^[^:]*:\s*/, "")}`),
-    el("p", { class: "meta" }, `${p.client} · session ${p.sid.slice(0, 8)} · waiting ${ago(p.waiting_s)}`),
+  const card = el("li", { class: "card" + (p.hidden ? " spoof" : "") + (p.escalation ? " escalated" : ""), "data-id": p.id, id: `call-${p.id}` },
+    el("h3", {}, heading(p)),
+    el("p", { class: "meta" }, el("span", { class: "who" }, metaText(p)), el("span", { class: "countdown" }, countdown(p))),
   );
-  if (p.escalation) card.append(el("p", { class: "why" }, `Needs a human because ${p.escalation}.`));
-  card.append(...details(p));
+  if (p.hidden) card.append(hiddenBadge());
+  const why = escalationBox(p.escalation);
+  if (why) card.append(why);
+  card.append(...context(p));
+  const full = el("div", { class: "full" }, el("p", { class: "muted" }, "loading the full call…"));
+  card.append(full);
+  loadFull(p, full);
   card.append(el("div", { class: "actions" },
     el("button", { type: "button", class: "approve", onclick: () => decide(p.id, "approve") }, "Approve"),
     el("button", { type: "button", onclick: () => decide(p.id, "allow_session") }, "Allow for this session"),
@@ -105,6 +187,28 @@ function pendingCard(p) {
     el("button", { type: "button", class: "deny", onclick: () => decide(p.id, "deny", reason.value.trim()) }, "Deny"),
   ));
   return card;
+}
+
+// The tray's "Show full call…" opens the page at #call-<id>: scroll there and highlight it.
+function focusHash() {
+  const m = location.hash.match(/^#call-([A-Za-z0-9_-]+)$/);
+  if (!m || focusHash.done === m[1]) return;
+  const card = document.getElementById(`call-${m[1]}`);
+  if (!card) return;
+  focusHash.done = m[1];
+  card.classList.add("highlight");
+  card.scrollIntoView({ block: "start" });
+}
+window.addEventListener("hashchange", () => { focusHash.done = null; focusHash(); });
+
+function tick() {
+  if (!state) return;
+  for (const p of state.pending) {
+    const card = document.getElementById(`call-${p.id}`);
+    if (!card) continue;
+    card.querySelector(".meta .who").textContent = metaText(p);
+    card.querySelector(".meta .countdown").textContent = countdown(p);
+  }
 }
 
 function render() {
@@ -126,10 +230,9 @@ function render() {
   const ids = new Set(s.pending.map((p) => p.id));
   for (const card of [...list.children]) if (!ids.has(card.dataset.id)) card.remove();
   const shown = new Set([...list.children].map((c) => c.dataset.id));
-  for (const p of s.pending) {
-    if (!shown.has(p.id)) list.append(pendingCard(p));
-    else list.querySelector(`[data-id="${CSS.escape(p.id)}"] .meta`).textContent = `${p.client} · session ${p.sid.slice(0, 8)} · waiting ${ago(p.waiting_s)}`;
-  }
+  for (const p of s.pending) if (!shown.has(p.id)) list.append(pendingCard(p));
+  tick();
+  focusHash();
 
   if (s.calls_total !== render.calls || s.pending.length !== render.pending) {
     render.calls = s.calls_total;  // the audit trail only changes when calls do
@@ -139,7 +242,7 @@ function render() {
   $("session-count").textContent = s.sessions.length;
   const tbody = $("sessions").tBodies[0];
   tbody.replaceChildren(...s.sessions.map((x) => el("tr", {},
-    el("td", {}, `${x.client} ${x.version}`),
+    el("td", {}, `${x.client} ${x.version}` + (x.hidden ? " ⚠ hidden characters" : "")),
     el("td", {}, x.calls),
     el("td", {}, x.pending),
     el("td", {}, `${ago(Date.now() / 1000 - x.last_seen)} ago`),
@@ -154,6 +257,19 @@ async function endSession(x) {
   } catch (e) { toast(e.message); }
 }
 
+const OUTCOMES = { no_approver: "no approver attached", timeout: "timed out", cancelled: "cancelled", paused: "paused" };
+
+// Who decided and why, from the audit (the reason is agent-visible text the user typed).
+function outcomeText(c) {
+  if (c.pending) return "pending";
+  const via = c.approver ? ` via ${c.approver}` : "";
+  const why = c.reason ? ` (${c.reason})` : "";
+  if (c.decided_by === "user" && c.outcome === "denied") return `denied by the user${via}${why}`;
+  if (c.decided_by === "user") return `${c.outcome} — approved by the user${via}`;
+  if (OUTCOMES[c.outcome]) return OUTCOMES[c.outcome];
+  return c.outcome;
+}
+
 async function loadAudit() {
   clearTimeout(loadAudit.timer);
   loadAudit.timer = setTimeout(async () => {
@@ -165,9 +281,9 @@ async function loadAudit() {
           el("td", {}, (c.ts || "").replace("T", " ").replace(/\.\d+Z$/, "Z")),
           el("td", {}, c.tool),
           el("td", {}, c.client || ""),
-          el("td", { class: `outcome-${outcome}` }, outcome),
+          el("td", { class: `outcome-${outcome}` }, outcomeText(c)),
           el("td", {}, c.duration_ms == null ? "" : `${c.duration_ms} ms`),
-          el("td", { class: "args" }, c.args || ""),
+          el("td", { class: "args" }, (c.hidden ? "⚠ hidden characters · " : "") + (c.args || "")),
         );
       });
       $("audit").tBodies[0].replaceChildren(...rows);
@@ -193,5 +309,5 @@ $("copy-config").addEventListener("click", async () => {
   try { copy(JSON.stringify(await api("GET", "/api/client-config"), null, 2), "client config"); }
   catch (e) { toast(e.message); }
 });
-setInterval(() => { if (state) render(); }, 5000);  // keep "waiting N s" fresh
+setInterval(tick, 1000);  // live "waiting" and "auto-deny in" on every card
 connect();

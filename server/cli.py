@@ -379,7 +379,9 @@ def main(
         args.host = args.port = None
         func = default or cmd_serve
     try:
-        return func(args)
+        code = func(args)
+        sys.stdout.flush()  # inside the try: a closed pipe is noticed here, not at exit
+        return code
     except (ConfigError, NotRunning) as e:
         return fail(str(e))
     except ControlError as e:

@@ -200,11 +200,16 @@ class PendingListHandler(ControlHandler):
 
 
 class PendingHandler(ControlHandler):
-    def get(self, call_id: str) -> None:
+    async def get(self, call_id: str) -> None:
+        """The full call: rendering a huge argument safe runs off the loop (the call is
+        immutable, so another thread may read it)."""
         p = self.state.bridge.broker.get(call_id)
         if p is None:
             raise Refused(404, f"call {call_id} is not pending")
-        self.send_json(pending_full_json(p))
+        loop = asyncio.get_running_loop()
+        body = await loop.run_in_executor(None, lambda: json.dumps(pending_full_json(p)))
+        self.set_header("Content-Type", "application/json")
+        self.finish(body)
 
     def post(self, call_id: str) -> None:
         body = self.body_json()

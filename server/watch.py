@@ -190,7 +190,8 @@ async def watch(
     client: ControlClient | None = first
 
     def post_line(line: str | None) -> None:
-        loop.call_soon_threadsafe(events.put_nowait, ("line", line))
+        with contextlib.suppress(RuntimeError):  # the loop already closed: we are exiting
+            loop.call_soon_threadsafe(events.put_nowait, ("line", line))
 
     async def follow() -> None:
         """Keep one events socket open; reconnect when the bridge goes away or restarts."""
@@ -266,8 +267,8 @@ async def watch(
         except (ControlError, OSError) as e:
             screen.write(f"   → not applied: {_t(e)}")
 
-    screen.write("watching for tool calls that need approval (Ctrl-C or end of input to stop)")
     try:
+        screen.write("watching for tool calls that need approval (Ctrl-C or end of input to stop)")
         while True:
             kind, data = await events.get()
             if kind == "snap":
@@ -341,6 +342,9 @@ async def watch(
             elif kind == "back":
                 screen.write(f"connected to the bridge again ({_t(data)})")
     except Gone:
+        # The reader left (`watch | head`): no traceback now, no flush error at exit.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
         return 0
     finally:
         for task in tasks:

