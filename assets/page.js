@@ -61,27 +61,49 @@ function ago(seconds) {
 const CLIP_CHARS = 2400;
 const CLIP_LINES = 40;
 
+// Cut points never split a visible escape such as \u2800 (the server's escapes are atomic).
+const ESCAPE = /\\(x[0-9a-f]{2}|u[0-9a-f]{4}|U[0-9a-f]{8})/y;
+
+function escapeAt(text, i) {
+  ESCAPE.lastIndex = i;
+  const m = ESCAPE.exec(text);
+  return m ? m[0].length : 0;
+}
+
+function cutHead(text, n) {
+  for (let k = 1; k < 10 && n - k >= 0; k++) {
+    const len = text[n - k] === "\\" ? escapeAt(text, n - k) : 0;
+    if (len > k) return text.slice(0, n - k);
+  }
+  return text.slice(0, n);
+}
+
+function cutTail(text, n) {
+  let start = Math.max(text.length - n, 0);
+  for (let k = 1; k < 10 && start - k >= 0; k++) {
+    const len = text[start - k] === "\\" ? escapeAt(text, start - k) : 0;
+    if (len > k) { start -= k; break; }
+  }
+  return text.slice(start);
+}
+
 function clipped(text, cls) {
   const lines = text.split("\n");
   if (text.length <= CLIP_CHARS && lines.length <= CLIP_LINES) return el("pre", { class: cls }, text);
-  let head, tail;
+  let head, tail, what;
   if (lines.length > CLIP_LINES) {
-    head = lines.slice(0, 20).join("\n");
-    tail = lines.slice(-10).join("\n");
+    head = cutHead(lines.slice(0, 20).join("\n"), 1500);
+    tail = cutTail(lines.slice(-10).join("\n"), 1000);
+    what = `${(lines.length - 30).toLocaleString()} more lines`;
   } else {
-    head = text.slice(0, 1200);
-    tail = text.slice(-900);
+    head = cutHead(text, 600);
+    tail = cutTail(text, 600);
+    what = `${(text.length - head.length - tail.length).toLocaleString()} more characters`;
   }
-  const hiddenLines = Math.max(lines.length - (lines.length > CLIP_LINES ? 30 : 0), 0);
-  const hiddenChars = text.length - head.length - tail.length;
-  const what = lines.length > CLIP_LINES
-    ? `${(lines.length - 30).toLocaleString()} more lines`
-    : `${hiddenChars.toLocaleString()} more characters`;
   const box = el("div", { class: `clip ${cls}` });
   const more = el("button", { type: "button", class: "more", "aria-expanded": "false" }, `… ${what} — show all …`);
   more.addEventListener("click", () => box.replaceWith(el("pre", { class: cls }, text)));
   box.append(el("pre", { class: "head" }, head), more, el("pre", { class: "tail" }, tail));
-  box.dataset.hiddenLines = String(hiddenLines);
   return box;
 }
 
@@ -112,7 +134,6 @@ function context(p) {
   if ("command" in v) {
     parts.push(el("p", { class: "label" }, "working directory: ", el("code", {}, v.cwd || "(first root)")));
   }
-  if (typeof v.path === "string") parts.push(el("p", { class: "label" }, "path: ", el("code", {}, v.path)));
   if (v.size && typeof v.size.chars === "number") {
     parts.push(el("p", { class: "label size" }, `writes ${v.size.chars.toLocaleString()} characters, ${v.size.lines.toLocaleString()} lines (${size(v.size.bytes)})`));
   }

@@ -404,3 +404,112 @@ def test_watch_in_a_closed_pipe_exits_quietly(ctl):
     finally:
         os.close(wfd)
     assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr
+
+
+# -- the tray menu model (pure) ------------------------------------------------------------------
+
+
+def _tray_snapshot(*pending):
+    from server.bridge import Snapshot
+
+    return Snapshot(
+        1,
+        "http://127.0.0.1:9/",
+        "http://127.0.0.1:8/",
+        "127.0.0.1",
+        9,
+        False,
+        True,
+        (),
+        tuple(pending),
+        ("tray",),
+        "keyring",
+        (),
+        0,
+    )
+
+
+def _pending_call(tool: str, args: dict, escalation=None, client: str = "claude-code"):
+    from server.approvals import PendingCall
+    from server.preview import build_preview, summary_of
+
+    now = 1_000_000.0
+    summary = summary_of(tool, args)
+    preview = build_preview(tool, args)
+    return PendingCall(
+        "a7",
+        "sid-1",
+        client,
+        tool,
+        args,
+        summary.text,
+        now - 5,
+        escalation,
+        now + 40,
+        preview,
+        summary.hidden or preview["hidden"],
+    )
+
+
+def _walk(items):
+    for item in items:
+        yield item
+        if item.submenu:
+            yield from _walk(item.submenu)
+
+
+def test_tray_labels_show_head_tail_length_warning_reason_and_countdown():
+    from tray.menu import menu_model, notification_for
+
+    p = _pending_call("bash", {"command": HOSTILE_COMMAND}, client=HOSTILE_CLIENT)
+    items = menu_model(_tray_snapshot(p), now=1_000_000.0)
+    for item in _walk(items):
+        assert_clean(item.text)
+    label = items[2].text
+    assert label.startswith("Approve: ⚠ bash — git status\\x1b[2K")
+    assert f"| sh ({len(HOSTILE_COMMAND)} chars)" in label  # the real tail and the length
+    assert "auto-deny in 40 s" in label and "[contains hidden characters]" in label
+    assert len(label) < 200
+    sub = items[2].submenu
+    texts = [i.text for i in sub]
+    assert texts[0] == "⚠ contains hidden characters (shown escaped)"
+    assert "In: (first root)" in texts
+    show = next(i for i in sub if i.text == "Show full call…")
+    assert show.action == ("open_call", "a7") and show.enabled
+    note = notification_for([p], 1, now=1_000_000.0)
+    assert_clean(note)
+    assert note.startswith("⚠ contains hidden characters: bash — git status")
+    assert "| sh (" in note and "auto-deny in 40 s" in note and len(note) <= 255
+
+
+def test_tray_shows_why_a_call_escalated_and_the_size_of_writes_and_edits():
+    from tray.menu import menu_model, notification_for
+
+    class Escalation:  # the shape branch pathpolicy provides
+        kind = "protected"
+        category = "SSH keys"
+        path = "/home/u/.ssh/id_rsa"
+        text = "/home/u/.ssh/id_rsa is in a protected location (SSH keys)"
+
+        def to_json(self):
+            return {
+                "kind": self.kind,
+                "category": self.category,
+                "path": self.path,
+                "text": self.text,
+            }
+
+    read = _pending_call("read", {"path": "project/notes.txt"}, Escalation())
+    sub = menu_model(_tray_snapshot(read), now=1_000_000.0)[2].submenu
+    assert "Why: SSH keys: /home/u/.ssh/id_rsa" in [i.text for i in sub]
+    assert "why: SSH keys: /home/u/.ssh/id_rsa" in notification_for([read], 1, 1_000_000.0)
+    legacy = _pending_call("read", {"path": "/etc/x"}, "/etc/x is outside the configured roots")
+    sub = menu_model(_tray_snapshot(legacy), now=1_000_000.0)[2].submenu
+    assert "Why: /etc/x is outside the configured roots" in [i.text for i in sub]
+    write = _pending_call("write", {"path": "big.txt", "content": "x\n" * 50_000})
+    sub = menu_model(_tray_snapshot(write), now=1_000_000.0)[2].submenu
+    assert "Writes 100000 characters, 50000 lines" in [i.text for i in sub]
+    edit = _pending_call("edit", {"path": "f.py", "old_string": "a = 1", "new_string": "a = 2"})
+    texts = [i.text for i in menu_model(_tray_snapshot(edit), now=1_000_000.0)[2].submenu]
+    assert "Replaces 5 characters with 5" in texts
+    assert "Old: a = 1" in texts and "New: a = 2" in texts
