@@ -215,6 +215,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 OUTCOME_WORDS = {
     "denied": "denied",
+    "not_exposed": "not exposed",
     "no_approver": "no approver attached",
     "timeout": "timed out",
     "cancelled": "cancelled",
@@ -256,7 +257,9 @@ def _decided(done: dict) -> str:
         return "no approver attached"
     if outcome in OUTCOME_WORDS:
         return f"{OUTCOME_WORDS[outcome]} ({safe(by)}){reason}"
-    return f"allowed by {safe(by)}"
+    if outcome in ("ok", "error"):
+        return f"allowed by {safe(by).replace('_', ' ')}"
+    return f"{safe(outcome)} ({safe(by)})"
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -276,6 +279,7 @@ def _follow(path: str) -> None:
     starts: dict[str, dict] = {}
     pos = os.path.getsize(path) if os.path.exists(path) else 0
     inode = os.stat(path).st_ino if os.path.exists(path) else None
+    print(f"following {path} (Ctrl-C to stop)", file=sys.stderr, flush=True)
     while True:
         time.sleep(0.5)
         try:

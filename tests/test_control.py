@@ -7,7 +7,6 @@ import os
 import stat
 import subprocess
 import sys
-import time
 import urllib.parse
 
 import pytest
@@ -413,7 +412,8 @@ def test_cli_audit_follow_prints_new_calls(ctl):
         env=dict(os.environ),
     )
     try:
-        time.sleep(0.8)  # let it open the file and seek to the end
+        # It says so on stderr once it sits at the end of the file.
+        assert proc.stderr.readline().startswith("following ")
         c = ctl.client("follower")
         c.call("nope", {})
         ctl.runner.bridge.audit.flush()

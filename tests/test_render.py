@@ -468,8 +468,9 @@ def test_tray_labels_show_head_tail_length_warning_reason_and_countdown():
     label = items[2].text
     assert label.startswith("Approve: ⚠ bash — git status\\x1b[2K")
     assert f"| sh ({len(HOSTILE_COMMAND)} chars)" in label  # the real tail and the length
-    assert "auto-deny in 40 s" in label and "[contains hidden characters]" in label
-    assert len(label) < 200
+    at = time.strftime("%H:%M:%S", time.localtime(1_000_040.0))
+    assert f"auto-deny in 40 s, at {at}" in label and "[contains hidden characters]" in label
+    assert len(label) < 210
     sub = items[2].submenu
     texts = [i.text for i in sub]
     assert texts[0] == "⚠ contains hidden characters (shown escaped)"

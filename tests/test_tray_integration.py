@@ -147,20 +147,25 @@ def test_pending_call_appears_and_approve_runs_it(tray):
     c = tray.client("claude-code")
     th, out = in_thread(c.call, "bash", {"command": "echo via-tray"})
     item = tray.wait_item("Approve: bash — echo via-tray (claude-code,")
-    assert [i.text for i in item.submenu] == [
+    assert [i.text for i in item.submenu][-4:] == [
         "Approve",
         "Allow for this session",
         "Always allow",
         "Deny",
     ]
+    # "Show full call…" opens the page at that call (the fragment survives the login redirect).
+    [p] = tray.runner.snapshot().pending
+    tray.click(tray.find("Show full call…", item.submenu))
+    wait_for(lambda: tray.opened)
+    assert tray.opened[-1].startswith(tray.runner.control.url + "login?k=")
+    assert tray.opened[-1].endswith(f"#call-{p.id}")
     # The icon shows attention with a badge, the title counts it, a notification was raised.
     wait_for(lambda: "1 waiting for approval" in tray.icon.title)
     assert "icon" in tray.icon.calls
     wait_for(lambda: tray.icon.notes)
-    assert tray.icon.notes[-1] == (
-        "Approval needed",
-        "bash — echo via-tray (claude-code) is waiting for approval",
-    )
+    heading, text = tray.icon.notes[-1]
+    assert heading == "Approval needed"
+    assert text.startswith("bash — echo via-tray (claude-code) is waiting · auto-deny in ")
     tray.click(tray.find("Approve", item.submenu))
     th.join(10)
     assert out[0].text == "via-tray"

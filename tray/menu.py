@@ -62,10 +62,24 @@ def _detail(p: PendingCall, limit: int = DETAIL_MAX) -> str:
 
 
 def countdown(p: PendingCall, now: float) -> str:
-    """``auto-deny in 41 s`` (or nothing when calls wait until decided)."""
+    """``auto-deny in 41 s`` (or nothing when calls wait until decided): for notifications,
+    which are read when they arrive."""
     if p.deadline is None:
         return ""
     return f"auto-deny in {ago(max(p.deadline - now, 0))}"
+
+
+def deadline_text(p: PendingCall, now: float) -> str:
+    """``auto-deny in 41 s, at 10:05:31`` for menu labels.
+
+    A menu is rebuilt only when the state changes (a periodic rebuild would close an open
+    AppIndicator menu), so the label also carries the wall-clock time, which stays true
+    however long the menu sits unchanged.
+    """
+    if p.deadline is None:
+        return ""
+    at = time.strftime("%H:%M:%S", time.localtime(p.deadline))
+    return f"{countdown(p, now)}, at {at}"
 
 
 def pending_label(p: PendingCall, now: float) -> str:
@@ -77,8 +91,8 @@ def pending_label(p: PendingCall, now: float) -> str:
     tool = _shorten(p.tool, 40)
     detail = _detail(p)
     head = f"{tool} — {detail}" if detail else tool
-    when = ", ".join(x for x in (ago(now - p.arrived), countdown(p, now)) if x)
-    label = f"{head} ({_shorten(p.client, 30)}, {when})"
+    when = ", ".join(x for x in (ago(now - p.arrived), deadline_text(p, now)) if x)
+    label = f"{head} ({_shorten(p.client, 24)}, {when})"
     return f"⚠ {label} [{HIDDEN_WARNING}]" if p.hidden else label
 
 
