@@ -93,7 +93,7 @@ def pending_label(p: PendingCall, now: float) -> str:
     head = f"{tool} — {detail}" if detail else tool
     when = ", ".join(x for x in (ago(now - p.arrived), deadline_text(p, now)) if x)
     label = f"{head} ({_shorten(p.client, 24)}, {when})"
-    return f"⚠ {label} [{HIDDEN_WARNING}]" if p.hidden else label
+    return f"⚠ {HIDDEN_WARNING} · {label}" if p.hidden else label
 
 
 def call_context(p: PendingCall) -> tuple[str, ...]:
