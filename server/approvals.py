@@ -123,6 +123,7 @@ class ApprovalBroker:
         arguments: dict[str, Any],
         timeout_s: float,
         escalation: Any = None,
+        cwd: str | None = None,
         on_created: Callable[[PendingCall], None] = lambda p: None,
     ) -> Verdict:
         """Hold the call until a verdict; ``timeout_s`` 0 waits forever."""
@@ -130,7 +131,7 @@ class ApprovalBroker:
             return Verdict(Ending.NO_APPROVER)
         now = time.time()
         summary = summary_of(tool, arguments)
-        preview = build_preview(tool, arguments)
+        preview = build_preview(tool, arguments, cwd)
         call = PendingCall(
             id=f"a{next(self._ids)}",
             sid=sid,

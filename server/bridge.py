@@ -451,6 +451,7 @@ class Bridge:
                     arguments=call.args,
                     timeout_s=self.config.approval_timeout_s,
                     escalation=step.escalation,
+                    cwd=self._real_cwd(step, call.args),
                     on_created=lambda p: setattr(handle, "pending_id", p.id),
                 )
             finally:
@@ -487,6 +488,16 @@ class Bridge:
         finally:
             handle.task = None
         return _Outcome(result, _ok(result), step.decided_by, wait_ms)
+
+    def _real_cwd(self, step: _Plan, args: dict[str, Any]) -> str | None:
+        """The working directory a human is asked about: the real path the tool will use."""
+        if "cwd" not in step.tool.path_args:
+            return None
+        value = args.get("cwd")
+        try:
+            return step.ctx.resolve(value if isinstance(value, str) else None)
+        except (OSError, ValueError):
+            return None
 
     def _refusal(self, v: Verdict, escalation: Any = None) -> _Outcome | None:
         """The agent's text and the audit outcome for a wait that did not end in approval.

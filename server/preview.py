@@ -53,8 +53,12 @@ def _size(text: str) -> dict[str, int]:
     }
 
 
-def build_preview(tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    """The bounded context a human needs to judge the call at a glance, all safe text."""
+def build_preview(tool: str, args: dict[str, Any], cwd: str | None = None) -> dict[str, Any]:
+    """The bounded context a human needs to judge the call at a glance, all safe text.
+
+    ``cwd`` is the real working directory the bridge resolved (``bash``), shown instead of
+    what the agent wrote.
+    """
     hidden = False
 
     def take(s: Safe) -> str:
@@ -69,8 +73,9 @@ def build_preview(tool: str, args: dict[str, Any]) -> dict[str, Any]:
     command = args.get("command")
     if tool == "bash" and isinstance(command, str):
         out["command"] = take(shorten(command, 400))
-        cwd = args.get("cwd")
-        out["cwd"] = take(shorten(cwd, PATH_MAX)) if isinstance(cwd, str) and cwd else None
+        if cwd is None and isinstance(args.get("cwd"), str) and args["cwd"]:
+            cwd = args["cwd"]
+        out["cwd"] = take(shorten(cwd, PATH_MAX)) if cwd else None
     content = args.get("content")
     if isinstance(content, str):
         out["size"] = _size(content)

@@ -151,6 +151,7 @@ def test_cli_shows_hostile_calls_safely_with_the_real_tail(ctl):
         text = pending.stdout
         assert TAIL in text and "git status\\x1b[2K\\x1b[1E\\x1b[8m\\u2800" in text
         assert "contains hidden characters" in text and "auto-deny in" in text
+        assert f"in: {os.path.realpath(ctl.env['root'])}\n" in text  # the real working directory
         assert f"({len(HOSTILE_COMMAND)} chars)" in text
         assert "evil\\x1b]0;t\\x07\\u202eedoc-edualc" in text  # the client name, escaped
         assert len(text) < 4000  # a bounded preview, not 16k of command
