@@ -30,7 +30,7 @@ from typing import Any, TextIO
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
-from .control_client import ControlClient, ControlError, NotRunning
+from .control_client import ControlClient, ControlError
 from .textsafe import HIDDEN_WARNING, render, safe
 
 ANSWERS = {"a": "approve", "s": "allow_session", "A": "allow_always", "d": "deny"}
@@ -76,7 +76,9 @@ def describe(p: dict[str, Any], now: float | None = None) -> str:
     if isinstance(esc, dict):
         if esc.get("category"):
             lines.append(f"   needs a human: {_t(esc['category'])} — {_t(esc.get('path'))}")
-        lines.append(f"   because {_t(esc.get('text'))}")
+            lines.append(f"   because {_t(esc.get('text'))}")
+        else:
+            lines.append(f"   needs a human because {_t(esc.get('text'))}")
     elif esc:
         lines.append(f"   needs a human because {_t(esc)}")
     pv = p.get("preview") or {}
@@ -203,7 +205,7 @@ async def watch(
                 if client is None:
                     client = await loop.run_in_executor(None, connect)
                 ws = await _connect(client)
-            except (NotRunning, ControlError, OSError, ConnectionError, Exception):
+            except Exception:  # not running (yet), refused, or gone mid-handshake: retry
                 client = None
                 if not announced:
                     await events.put(("gone", None))
@@ -213,12 +215,12 @@ async def watch(
             if announced:
                 await events.put(("back", client.info.url))
                 announced = False
-            try:
+            # A broken stream is the bridge going away too.
+            with contextlib.suppress(Exception):
                 while (msg := await ws.read_message()) is not None:
                     with contextlib.suppress(ValueError):
                         await events.put(("snap", json.loads(msg)))
-            finally:
-                ws.close()
+            ws.close()
             client = None
             await events.put(("gone", None))
             announced = True
