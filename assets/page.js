@@ -96,8 +96,8 @@ function clipped(text, cls) {
     tail = cutTail(lines.slice(-10).join("\n"), 1000);
     what = `${(lines.length - 30).toLocaleString()} more lines`;
   } else {
-    head = cutHead(text, 600);
-    tail = cutTail(text, 600);
+    head = cutHead(text, 480);
+    tail = cutTail(text, 480);
     what = `${(text.length - head.length - tail.length).toLocaleString()} more characters`;
   }
   const box = el("div", { class: `clip ${cls}` });
