@@ -515,3 +515,57 @@ def test_tray_shows_why_a_call_escalated_and_the_size_of_writes_and_edits():
     texts = [i.text for i in menu_model(_tray_snapshot(edit), now=1_000_000.0)[2].submenu]
     assert "Replaces 5 characters with 5" in texts
     assert "Old: a = 1" in texts and "New: a = 2" in texts
+
+
+def test_watch_on_a_terminal_ticks_the_countdown_and_writes_only_its_own_escapes(ctl):
+    """On a TTY the prompt line is redrawn each second with the countdown (``\\r ESC[K``, the
+    only escape sequence watch ever writes); the hostile command's ESCs stay visible text."""
+    import pty
+    import re
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server", "watch"],
+        stdin=subprocess.PIPE,
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ),
+    )
+    os.close(slave)
+    buf = bytearray()
+
+    def read_until(pred, timeout=15.0):
+        import select
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    buf.extend(os.read(master, 65536))
+                except OSError:
+                    break
+            if pred(buf.decode("utf-8", "replace")):
+                return buf.decode("utf-8", "replace")
+        raise AssertionError(buf.decode("utf-8", "replace")[-2000:])
+
+    try:
+        wait_for(lambda: "terminal (watch)" in ctl.runner.snapshot().approvers)
+        c = ctl.client(HOSTILE_CLIENT)
+        t, _out = in_thread(c.call, "bash", {"command": HOSTILE_COMMAND})
+        ctl.pending()
+        seen = lambda s: {int(n) for n in re.findall(r"\(auto-deny in (\d+) s\)", s)}  # noqa: E731
+        text = read_until(lambda s: len(seen(s)) >= 3)
+        assert max(seen(text)) - min(seen(text)) >= 2  # it ticks
+        assert TAIL in text
+        # Every ESC on the terminal is watch's own line redraw; none came from the agent.
+        assert text.count("\x1b") == text.count("\r\x1b[K")
+        assert_clean(text.replace("\r\x1b[K", "").replace("\r", ""))
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(5) == 0
+        ctl.runner.decide(ctl.pending()[0].id, "deny")
+        t.join(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+        os.close(master)
