@@ -57,6 +57,8 @@ class Limits:
     grep_max_matches: int = 500
     grep_max_file_bytes: int = 4 * 1024 * 1024
     output_max_bytes: int = 64 * 1024
+    # bash output past this many bytes ends the command (head and tail are still kept).
+    output_kill_bytes: int = 64 * 1024 * 1024
     bash_timeout_s: float = 120.0
     bash_max_timeout_s: float = 3600.0
 
