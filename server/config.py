@@ -78,6 +78,8 @@ class Config:
     tiers: dict[str, str] = field(default_factory=dict)
     default_tier: str = "prompt"
     approval_timeout_s: float = 55.0
+    max_pending: int = 32  # calls waiting for approval, all sessions together
+    max_pending_per_session: int = 8
     audit_max_bytes: int = 10 * 1024 * 1024
     audit_keep: int = 5
     limits: Limits = Limits()
@@ -171,6 +173,12 @@ def parse_config(path: str, raw: Any) -> Config:
     timeout_s = approval.get("timeout_s", 55)
     if not _is_number(timeout_s) or timeout_s < 0:
         raise _fail(path, "approval.timeout_s", "a number >= 0 (0 = wait forever)")
+    max_pending = approval.get("max_pending", 32)
+    if not _is_int(max_pending) or not 1 <= max_pending <= 10000:
+        raise _fail(path, "approval.max_pending", "an integer in [1, 10000]")
+    max_per_session = approval.get("max_pending_per_session", 8)
+    if not _is_int(max_per_session) or not 1 <= max_per_session <= 10000:
+        raise _fail(path, "approval.max_pending_per_session", "an integer in [1, 10000]")
 
     audit = raw.get("audit", {})
     if not isinstance(audit, dict):
@@ -196,6 +204,8 @@ def parse_config(path: str, raw: Any) -> Config:
         tiers=dict(tiers),
         default_tier=default_tier,
         approval_timeout_s=float(timeout_s),
+        max_pending=max_pending,
+        max_pending_per_session=max_per_session,
         audit_max_bytes=max_bytes,
         audit_keep=keep,
         limits=_limits(path, raw.get("limits")),

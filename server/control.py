@@ -10,7 +10,6 @@ can neither read nor drive it. An open ``/api/events`` WebSocket counts as an ap
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import json
 import logging
@@ -20,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tornado import web, websocket
+from tornado.iostream import StreamClosedError
 
 from assets import ASSETS_DIR
 
@@ -288,8 +288,15 @@ class EventsHandler(websocket.WebSocketHandler, ControlHandler):
         bridge._changed(now=True)
 
     def _push(self, snap: Snapshot) -> None:
-        with contextlib.suppress(websocket.WebSocketClosedError):
-            self.write_message(json.dumps(snapshot_json(snap)))
+        if self.ws_connection is None or self.ws_connection.is_closing():
+            return
+        try:
+            sent = self.write_message(json.dumps(snapshot_json(snap)))
+        except websocket.WebSocketClosedError:
+            return
+        # The approver may hang up while this is being written: the write's future then fails.
+        # Retrieve that here, so asyncio never logs "Task exception was never retrieved".
+        sent.add_done_callback(_ignore_closed)
 
     def on_message(self, message: str | bytes) -> None:
         pass  # decisions go through the REST endpoints
@@ -303,6 +310,15 @@ class EventsHandler(websocket.WebSocketHandler, ControlHandler):
             self.unsubscribe()
             self.unsubscribe = None
         bridge._changed(now=True)
+
+
+def _ignore_closed(fut: Any) -> None:
+    if not fut.cancelled():
+        exc = fut.exception()
+        if exc is not None and not isinstance(
+            exc, websocket.WebSocketClosedError | StreamClosedError
+        ):
+            log.warning("approval page push failed: %s", exc)
 
 
 def control_app(state: ControlState) -> web.Application:
