@@ -22,6 +22,7 @@ from .fsutil import write_private_atomic
 
 TIERS = ("allow", "prompt", "deny")
 TOKEN_MIN_LENGTH = 32
+ZERO_OK_LIMITS = ("inline_read_max_bytes", "max_connections")  # 0 has a meaning there
 
 
 class ConfigError(Exception):
@@ -61,6 +62,8 @@ class Limits:
     output_kill_bytes: int = 64 * 1024 * 1024
     bash_timeout_s: float = 120.0
     bash_max_timeout_s: float = 3600.0
+    # Open connections on the MCP listener; 0 = automatic, from the file-descriptor limit.
+    max_connections: int = 0
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,8 @@ def _limits(path: str, raw: Any) -> Limits:
                 raise _fail(path, f"limits.{key}", "a positive number")
             values[key] = float(value)
         else:
-            if not _is_int(value) or value < (0 if key == "inline_read_max_bytes" else 1):
+            least = 0 if key in ZERO_OK_LIMITS else 1
+            if not _is_int(value) or value < least:
                 raise _fail(path, f"limits.{key}", "a positive integer")
             values[key] = value
     return Limits(**values)

@@ -20,7 +20,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TypeVar
 
-from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 
 from .approvals import Decision
@@ -30,6 +29,7 @@ from .config import Config, ConfigError, audit_path, load_config, update_config
 from .control import ControlState, control_app
 from .controlfile import AlreadyRunning, ControlInfo, claim, read_control, release
 from .http import BODY_TIMEOUT_S, IDLE_CONNECTION_TIMEOUT_S, McpServer
+from .netlimits import LimitedHTTPServer, connection_caps, raise_nofile
 from .protocol import is_loopback_name
 from .sessions import SessionTable
 from .tokens import KeyringStore, TokenStore
@@ -97,6 +97,7 @@ class BridgeRunner:
         self._control_sockets: list[socket.socket] = []
         self._startup_error: BaseException | None = None
         self.control: ControlInfo | None = None
+        self.nofile: int | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -106,6 +107,7 @@ class BridgeRunner:
         With ``control`` on, a live instance found through the control file raises
         :class:`AlreadyRunning` before anything is bound.
         """
+        self.nofile = raise_nofile()
         try:
             config = load_config(self.opts.config_path)
         except ConfigError as e:
@@ -219,14 +221,18 @@ class BridgeRunner:
         self.loop = bridge.loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
         mcp = McpServer(bridge, loopback, self.opts.idle_timeout_s, self.opts.body_timeout_s)
-        server = mcp.http_server()
+        mcp_cap, control_cap = connection_caps(bridge.config.limits.max_connections, self.nofile)
+        server = mcp.http_server(mcp_cap)
         server.add_sockets(self._sockets)
         control_server = None
         if self.control is not None:
             state = ControlState(bridge, self.control.secret, self.rotate_token)
             state.port = self._control_sockets[0].getsockname()[1]
-            control_server = HTTPServer(
+            control_server = LimitedHTTPServer(
                 control_app(state), max_body_size=64 * 1024, idle_connection_timeout=120
+            )
+            control_server.configure_limits(
+                control_cap, b'{"error": "too many connections"}', "control API"
             )
             control_server.add_sockets(self._control_sockets)
         self._ready.set()
