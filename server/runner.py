@@ -9,6 +9,7 @@ onto the loop with ``call_soon_threadsafe`` / ``run_coroutine_threadsafe``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
@@ -27,7 +28,16 @@ from .audit import AuditLog
 from .bridge import Bridge, BridgeOptions, Snapshot
 from .config import Config, ConfigError, audit_path, load_config, update_config
 from .control import ControlState, control_app
-from .controlfile import AlreadyRunning, ControlInfo, claim, read_control, release
+from .controlfile import (
+    AlreadyRunning,
+    ControlInfo,
+    RuntimeDirError,
+    claim,
+    control_path,
+    prepare_runtime_dir,
+    read_control,
+    release,
+)
 from .http import BODY_TIMEOUT_S, IDLE_CONNECTION_TIMEOUT_S, McpServer
 from .netlimits import LimitedHTTPServer, connection_caps, raise_nofile
 from .protocol import is_loopback_name
@@ -105,22 +115,53 @@ class BridgeRunner:
         """Load config and token, bind, start the loop thread; raise StartupError on failure.
 
         With ``control`` on, a live instance found through the control file raises
-        :class:`AlreadyRunning` before anything is bound.
+        :class:`AlreadyRunning` before anything is bound. Whatever interrupts the start (an
+        error, or a signal handler raising to stop a start stuck on a keyring) leaves nothing
+        behind: sockets closed, control file released, the thread stopped.
         """
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self._abort_start()
+            raise
+
+    def _abort_start(self) -> None:
+        if self.loop is not None and self._stop_event is not None:
+            with contextlib.suppress(Exception):
+                self.stop(timeout=2.0)
+        for s in self._sockets + self._control_sockets:
+            with contextlib.suppress(OSError):
+                s.close()
+        if self.control is not None:
+            release(self.control)
+        if self.bridge is not None and not self.running:
+            with contextlib.suppress(Exception):
+                self.bridge.audit.close(0.5)
+
+    def _start(self, timeout: float) -> Snapshot:
         self.nofile = raise_nofile()
         try:
             config = load_config(self.opts.config_path)
         except ConfigError as e:
             raise StartupError(str(e)) from None
         if self.opts.control:
+            try:
+                prepare_runtime_dir()
+            except RuntimeDirError as e:
+                raise StartupError(str(e)) from None
             live = read_control()
             if live is not None and live.pid != os.getpid():
                 raise AlreadyRunning(live)
         tokens = TokenStore(config, self.opts.keyring_store)
         try:
             tokens.resolve()
-        except (ConfigError, OSError) as e:
+        except ConfigError as e:
             raise StartupError(str(e)) from None
+        except OSError as e:
+            raise StartupError(
+                f"cannot store the token in {config.path}: {e.strerror or e} "
+                "(make its folder writable, or fix the keyring)"
+            ) from None
 
         host = self.opts.host or config.host
         port = self.opts.port if self.opts.port is not None else config.port
@@ -187,10 +228,12 @@ class BridgeRunner:
             )
             try:
                 claim(info)
-            except (AlreadyRunning, OSError):
-                for s in self._sockets + self._control_sockets:
-                    s.close()
-                raise
+            except RuntimeDirError as e:
+                raise StartupError(str(e)) from None
+            except OSError as e:
+                raise StartupError(
+                    f"cannot create the control file {control_path()}: {e.strerror or e}"
+                ) from None
             self.control = info
             bridge.control_url = info.url
         self._thread = threading.Thread(
