@@ -173,9 +173,9 @@ def cmd_pause(args: argparse.Namespace) -> int:
 def cmd_open(args: argparse.Namespace) -> int:
     import webbrowser
 
-    client = ControlClient.connect()
-    if not webbrowser.open(client.login_url()):
-        print(f"open this address in a browser on this machine: {client.login_url()}")
+    url = ControlClient.connect().login_url()
+    if not webbrowser.open(url):
+        print(f"open this address in a browser on this machine within 60 s: {url}")
     return 0
 
 

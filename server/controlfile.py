@@ -89,9 +89,7 @@ def answers_as_bridge(info: ControlInfo, timeout: float = PROBE_TIMEOUT_S) -> bo
             return False
         conn = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=timeout)
         try:
-            conn.request(
-                "GET", "/api/status", headers={"Authorization": f"Bearer {info.secret}"}
-            )
+            conn.request("GET", "/api/status", headers={"Authorization": f"Bearer {info.secret}"})
             resp = conn.getresponse()
             body = resp.read(1 << 20)
         finally:

@@ -108,6 +108,7 @@ class BridgeRunner:
         self._startup_error: BaseException | None = None
         self.control: ControlInfo | None = None
         self.nofile: int | None = None
+        self._control_state: ControlState | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -271,6 +272,7 @@ class BridgeRunner:
         if self.control is not None:
             state = ControlState(bridge, self.control.secret, self.rotate_token)
             state.port = self._control_sockets[0].getsockname()[1]
+            self._control_state = state
             control_server = LimitedHTTPServer(
                 control_app(state), max_body_size=64 * 1024, idle_connection_timeout=120
             )
@@ -382,6 +384,13 @@ class BridgeRunner:
         if self.running:
             self.call(lambda: self.bridge and self.bridge._changed(now=True))
         return new
+
+    def login_url(self) -> str:
+        """A one-time link to the approval page (valid 60 s, first use) for the browser."""
+        state, control = self._control_state, self.control
+        if state is None or control is None:
+            raise RuntimeError("the control API is not running")
+        return self.call(lambda: state.login_url(control.url))
 
     @property
     def token(self) -> str:

@@ -143,7 +143,8 @@ def test_foreign_host_and_origin_refused(ctl):
 
 def _login(ctl) -> tuple[Api, str, str]:
     page = Api(ctl.info, secret=None)
-    r = page.call("GET", "/login?k=" + urllib.parse.quote(ctl.info.secret))
+    code = ctl.api.call("POST", "/api/login-code").json["code"]
+    r = page.call("GET", "/login?code=" + urllib.parse.quote(code))
     assert r.status == 303
     assert r.headers["Location"] == "/"
     cookie_header = r.headers["Set-Cookie"]
@@ -158,7 +159,10 @@ def _login(ctl) -> tuple[Api, str, str]:
 
 
 def test_login_cookie_and_csrf(ctl):
-    assert Api(ctl.info, None).call("GET", "/login?k=nope").status == 401
+    assert Api(ctl.info, None).call("GET", "/login?code=nope").status == 401
+    # the control secret itself no longer logs in (it would sit on the browser's command line)
+    secret_link = "/login?k=" + urllib.parse.quote(ctl.info.secret)
+    assert Api(ctl.info, None).call("GET", secret_link).status == 401
     page, cookie, csrf = _login(ctl)
     r = page.call("GET", "/api/status", headers={"Cookie": cookie})
     assert r.status == 200 and r.json["mcp_url"] == ctl.runner.url
@@ -406,7 +410,11 @@ def test_cli_open_hands_the_login_link_to_the_browser(ctl):
         timeout=20,
     )
     assert r.returncode == 0
-    assert f"{ctl.info.url}login?k={ctl.info.secret}" in r.stdout
+    assert f"{ctl.info.url}login?code=" in r.stdout and ctl.info.secret not in r.stdout
+    link = r.stdout.split(ctl.info.url, 1)[1].split()[0]
+    page = Api(ctl.info, secret=None)
+    assert page.call("GET", "/" + link).status == 303  # the code works once...
+    assert page.call("GET", "/" + link).status == 401  # ...and only once
 
 
 def test_cli_audit_follow_prints_new_calls(ctl):

@@ -266,9 +266,8 @@ class TrayApp:
         elif kind == "open_config":
             self._open(os.path.dirname(runner.config.path))
         elif kind == "open_page":
-            control = runner.control
-            if control is not None:
-                self.browser(f"{control.url}login?k={control.secret}")
+            if runner.control is not None:
+                self.browser(runner.login_url())  # a one-time code, never the secret
         elif kind == "quit":
             threading.Thread(target=self.quit, daemon=True).start()
 
