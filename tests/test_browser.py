@@ -1,7 +1,7 @@
 """The approval page in a real browser (Debian's Chromium driven by Selenium).
 
-Log in through a one-time ``/login?code=...``, see a pending ``bash`` call with its full command, click
-Approve and get the command's output over MCP; deny another with a reason. With
+Log in through a one-time ``/login?code=...``, see a pending ``bash`` call with its full command,
+click Approve and get the command's output over MCP; deny another with a reason. With
 ``A2A_UPDATE_SCREENSHOTS=1`` the screenshot is written to ``docs/approval-page.png``.
 """
 
