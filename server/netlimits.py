@@ -3,12 +3,15 @@ sockets.
 
 - :func:`raise_nofile` lifts the soft ``RLIMIT_NOFILE`` to the hard limit at start (the common
   soft limit of 1024 is what ~1020 idle connections exhausted).
-- :class:`LimitedHTTPServer` caps the open connections per listener. Past the cap a new
-  connection gets one fixed ``503`` response (``too many connections``) and is closed at once,
-  so it costs a descriptor for microseconds, not for the 120 s idle timeout.
+- :class:`LimitedHTTPServer` caps the open connections per listener. At the cap, a new
+  connection takes the place of the connection that has waited longest *without a request in
+  progress* (idle keep-alive, never sent anything, or still trickling its headers), so idle
+  sockets cannot lock real clients out; when every connection is busy, the new one gets one
+  fixed ``503`` (``too many connections``) and is closed at once.
 - Its accept loop survives ``EMFILE``/``ENFILE`` (Tornado's raises, and the readable listening
-  socket then retries in a tight loop: 201 MB of tracebacks were measured): it stops accepting,
-  logs one line, and retries with a growing back-off until descriptors are free again.
+  socket then retries in a tight loop: 201 MB of tracebacks were measured): it frees an idle
+  connection if there is one, else stops accepting, logs one line, and retries with a growing
+  back-off until descriptors are free again.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import logging
 import socket
 import sys
 import time
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,6 +37,9 @@ BACKOFF_MAX_S = 1.0
 LOG_EVERY_S = 60.0  # at most one "out of file descriptors" line a minute per listener
 CONTROL_MAX_CONNECTIONS = 64
 _EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+# Every limited listener of this process: one out of descriptors may free an idle connection
+# of another (the MCP listener's idle sockets must not lock the control API out).
+_SERVERS: weakref.WeakSet[LimitedHTTPServer] = weakref.WeakSet()
 
 
 def nofile_limit() -> int | None:
@@ -101,8 +108,42 @@ class LimitedHTTPServer(HTTPServer):
             b"Retry-After: 1\r\nConnection: close\r\n\r\n" + refusal_body
         )
         self.refused = 0
+        self.evicted = 0
         self._last_log = -LOG_EVERY_S
         self._backoff = 0.0
+        # connection -> its current request connection, oldest wait first (re-inserted at
+        # every request start); a request connection without a start line yet is idle
+        self._waiting: dict[Any, Any] = {}
+        _SERVERS.add(self)
+
+    def start_request(self, server_conn: object, request_conn: Any) -> Any:
+        waiting = self._waiting
+        waiting.pop(server_conn, None)
+        waiting[server_conn] = request_conn
+        return super().start_request(server_conn, request_conn)
+
+    def on_close(self, server_conn: object) -> None:
+        self._waiting.pop(server_conn, None)
+        super().on_close(server_conn)
+
+    def evict_idle(self) -> bool:
+        """Close the connection idle the longest (no request headers yet); False if none."""
+        for server_conn, request_conn in self._waiting.items():
+            if getattr(request_conn, "_request_start_line", "unknown") is None:
+                del self._waiting[server_conn]
+                stream = getattr(server_conn, "stream", None)
+                if stream is None:
+                    return False
+                stream.close()  # frees the descriptor now; Tornado's on_close follows
+                self.evicted += 1
+                if self.evicted == 1 or self.evicted % 1000 == 0:
+                    log.warning(
+                        "%s: %d idle connection(s) closed to make room for new ones",
+                        self.label,
+                        self.evicted,
+                    )
+                return True
+        return False
 
     def add_sockets(self, sockets: Iterable[socket.socket]) -> None:
         for sock in sockets:
@@ -112,6 +153,10 @@ class LimitedHTTPServer(HTTPServer):
     @property
     def open_connections(self) -> int:
         return len(getattr(self, "_connections", ()))
+
+    def _closing(self) -> int:
+        """Evicted connections Tornado has not yet removed from its set (their fd is closed)."""
+        return sum(1 for c in getattr(self, "_connections", ()) if c.stream.closed())
 
     def _accept_on(self, sock: socket.socket) -> Any:
         loop = IOLoop.current()
@@ -129,11 +174,15 @@ class LimitedHTTPServer(HTTPServer):
                     continue
                 except OSError as e:
                     if e.errno in _EXHAUSTED:
+                        if any(srv.evict_idle() for srv in [self, *_SERVERS]):
+                            continue  # a descriptor is free again (from either listener)
                         self._pause(loop, sock, state, e)
                         return
                     raise
                 self._backoff = 0.0
-                if self.open_connections >= self.max_connections:
+                n = self.open_connections
+                full = n >= self.max_connections and n - self._closing() >= self.max_connections
+                if full and not self.evict_idle():
                     self._refuse(conn)
                     continue
                 self._handle_connection(conn, address)
