@@ -300,6 +300,11 @@ class BridgeRunner:
             await control_server.close_all_connections()
         await self.loop.run_in_executor(None, bridge.audit.flush, 2.0)
         bridge.audit.close(1.0)
+        # Done serving. Say so now rather than after asyncio.run() returns: that waits for the
+        # default executor, where a keyring call may hang for its whole timeout.
+        if self.control is not None:
+            release(self.control)
+        self._stopped.set()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop gracefully (under 2 s with calls in flight); safe to call more than once."""
@@ -308,7 +313,9 @@ class BridgeRunner:
         self.loop.call_soon_threadsafe(self._stop_event.set)
         self._stopped.wait(timeout)
         if self._thread is not None:
-            self._thread.join(timeout)
+            # Normally at once; only a worker stuck in a keyring call could hold asyncio.run()
+            # (and the bridge is already stopped then).
+            self._thread.join(min(timeout, 1.0))
 
     @property
     def running(self) -> bool:
