@@ -318,9 +318,8 @@ def test_pending_approvals_are_capped(start_bridge):
     runner = running.runner
     handle = runner.attach_approver("pytest")
     a, b = running.client("a"), running.client("b")
-    extra_a, extra_b = running.client("a"), running.client("b")
-    # share sessions: the extra connections reuse a's and b's session ids
-    extra_a.sid, extra_b.sid = a.sid, b.sid
+    extra_a = Mcp(running.port)  # a second connection in session a
+    extra_a.sid = a.sid
     threads = [
         in_thread(c.call, "write", {"path": f"{i}.txt", "content": "x"})
         for i, c in enumerate((a, extra_a))
