@@ -20,16 +20,18 @@ re-parented to us, so the loop converges). On other POSIX systems there is no su
 shell's process group is what gets killed, so a ``setsid`` child can escape there.
 """
 
+# ruff: noqa: SIM105 - try/except/pass instead of contextlib.suppress: one import less to start
+
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
-import signal
 import sys
-import threading
 import time
 
+# Numeric on purpose: importing ``signal`` (and ``threading``, ``contextlib``) is a noticeable
+# share of this process's start-up, which every bash call pays. Same numbers on Linux and macOS.
+SIGTERM = 15
+SIGKILL = 9
 PR_SET_CHILD_SUBREAPER = 36
 GRACE_S = 0.3
 
@@ -38,15 +40,17 @@ def _become_subreaper() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
+        import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, ImportError):
         return False
 
 
 def _children(me: int) -> list[int]:
     """Our direct children (orphans re-parented to us included), from /proc."""
-    out = []
+    out: list[int] = []
     try:
         names = os.listdir("/proc")
     except OSError:
@@ -66,16 +70,22 @@ def _children(me: int) -> list[int]:
     return out
 
 
-def _reap() -> int:
-    n = 0
+def _reap() -> None:
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return n
+            return
         if pid == 0:
-            return n
-        n += 1
+            return
+
+
+def _kill(pid: int, sig: int, group: bool = False) -> bool:
+    try:
+        (os.killpg if group else os.kill)(pid, sig)
+    except OSError:
+        return False
+    return True
 
 
 class Supervisor:
@@ -85,7 +95,7 @@ class Supervisor:
         self.me = os.getpid()
         self.subreaper = _become_subreaper()
         self.shell = 0
-        self.lock = threading.Lock()
+        self.ended = False
 
     def start(self) -> None:
         os.set_inheritable(self.status_fd, False)
@@ -96,92 +106,122 @@ class Supervisor:
                 devnull = os.open(os.devnull, os.O_RDONLY)
                 os.dup2(devnull, 0)
                 os.dup2(1, 2)
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 os.execv(self.argv[0], self.argv)  # noqa: S606 - the bash tool's own shell
             except BaseException:
                 os._exit(127)
         self.shell = pid
-        with contextlib.suppress(OSError):
+        try:
             os.setpgid(pid, pid)
+        except OSError:
+            pass  # the child did it first (or already exec'd)
+        # Let go of the output pipe: it then closes as soon as the shell and whatever it left
+        # behind are done with it, without waiting for this process to exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        os.close(devnull)
 
-    def _signal_all(self, sig: int) -> int:
-        n = 0
-        with contextlib.suppress(OSError):
-            os.killpg(self.shell, sig)
-            n += 1
+    def _signal_all(self, sig: int) -> None:
+        _kill(self.shell, sig, group=True)
         if self.subreaper:
             for pid in _children(self.me):
-                with contextlib.suppress(OSError):
-                    os.kill(pid, sig)
-                    n += 1
-        return n
-
-    def end_all(self) -> None:
-        """TERM, a short grace, then KILL until nothing is left; idempotent."""
-        with self.lock:
-            self._signal_all(signal.SIGTERM)
-            deadline = time.monotonic() + GRACE_S
-            while time.monotonic() < deadline:
-                _reap()
-                if not self._alive():
-                    return
-                time.sleep(0.01)
-            for _ in range(10000):
-                if not self._signal_all(signal.SIGKILL) and not self._alive():
-                    break
-                time.sleep(0.005)
-                _reap()
-                if not self._alive():
-                    break
+                _kill(pid, sig)
 
     def _alive(self) -> bool:
         if self.subreaper:
             return bool(_children(self.me))
-        try:
-            os.killpg(self.shell, 0)
-        except OSError:
-            return False
-        return True
+        return _kill(self.shell, 0, group=True)
 
-    def watch_bridge(self) -> None:
-        """Any byte on stdin, or EOF (the bridge went away), means: end everything now."""
-        with contextlib.suppress(OSError):
-            os.read(0, 1)
-        self.end_all()
-        self._report("killed")
-        os._exit(0)
+    def end_all(self) -> None:
+        """TERM, a short grace, then KILL until nothing is left; once."""
+        if self.ended:
+            return
+        self.ended = True
+        self._signal_all(SIGTERM)
+        deadline = time.monotonic() + GRACE_S
+        while time.monotonic() < deadline:
+            _reap()
+            if not self._alive():
+                return
+            time.sleep(0.01)
+        for _ in range(10000):
+            self._signal_all(SIGKILL)
+            time.sleep(0.005)
+            _reap()
+            if not self._alive():
+                return
 
     def _report(self, text: str) -> None:
-        with contextlib.suppress(OSError):
+        try:
             os.write(self.status_fd, text.encode() + b"\n")
+        except OSError:
+            pass
 
-    def run(self) -> int:
-        self.start()
-        threading.Thread(target=self.watch_bridge, daemon=True).start()
-        while True:
-            try:
-                pid, status = os.waitpid(self.shell, 0)
-            except ChildProcessError:
-                status = 0
-                break
-            except InterruptedError:
-                continue
-            if pid == self.shell:
-                break
+    def _report_status(self, status: int) -> None:
         if os.WIFSIGNALED(status):
             self._report(f"signal {os.WTERMSIG(status)}")
         else:
             self._report(f"exit {os.WEXITSTATUS(status)}")
+
+    def _wait_shell(self) -> int:
+        while True:
+            try:
+                pid, status = os.waitpid(self.shell, 0)
+            except ChildProcessError:
+                return 0
+            except InterruptedError:
+                continue
+            if pid == self.shell:
+                return status
+
+    def _on_bridge(self) -> None:
+        """Any byte on stdin, or EOF (the bridge went away): end everything now."""
+        self.end_all()
+        self._report("killed")
+        os._exit(0)
+
+    def run(self) -> int:
+        self.start()
+        pidfd = -1
+        if hasattr(os, "pidfd_open"):
+            try:
+                pidfd = os.pidfd_open(self.shell)
+            except OSError:
+                pidfd = -1
+        if pidfd >= 0:  # Linux 5.3+: one poll on both, no thread
+            import select
+
+            poller = select.poll()
+            poller.register(0, select.POLLIN | select.POLLHUP | select.POLLERR)
+            poller.register(pidfd, select.POLLIN)
+            while True:
+                fds = [fd for fd, _ in poller.poll()]
+                if 0 in fds and pidfd not in fds:
+                    self._on_bridge()
+                if pidfd in fds:
+                    break
+        else:
+            import threading
+
+            def watch() -> None:
+                try:
+                    os.read(0, 1)
+                except OSError:
+                    pass
+                self._on_bridge()
+
+            threading.Thread(target=watch, daemon=True).start()
+        self._report_status(self._wait_shell())
         # The shell is done: whatever it left running in the background goes with the call.
         self.end_all()
         return 0
 
 
 def main() -> int:
-    signal.signal(signal.SIGTERM, lambda *_: None)  # the bridge asks through stdin
     status_fd = int(sys.argv[1])
     return Supervisor(status_fd, sys.argv[2:]).run()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    os._exit(code)  # no interpreter teardown: the bridge waits for this exit

@@ -32,6 +32,7 @@ DRAIN_AFTER_EXIT_S = 0.2
 SUPERVISOR_EXIT_S = 2.0  # the supervisor ends everything in ~0.3 s; this only bounds a bug
 REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
 ENV_PREFIX = "A2A_BRIDGE_"
+_CLOSING: set[asyncio.Future[None]] = set()  # supervisors finishing after their call answered
 
 
 class CappedOutput:
@@ -214,11 +215,20 @@ class ShellRun:
         return Ending.OUTPUT_LIMIT if limit in done else Ending.TIMEOUT
 
     async def _finish(self) -> None:
-        """The shell exited: take what output is still buffered (briefly), then clean up."""
+        """The shell exited: take what output is still buffered (briefly), then clean up.
+
+        The supervisor ends what the shell left behind on its own; waiting for that (and for
+        its exit) happens after the answer, in the background.
+        """
         assert self._reader is not None
         with contextlib.suppress(TimeoutError, asyncio.CancelledError):
             await asyncio.wait_for(asyncio.shield(self._reader), DRAIN_AFTER_EXIT_S)
-        await self._close(ask=sys.platform == "win32")
+        if sys.platform == "win32":
+            await self._close(ask=True)
+            return
+        task = asyncio.ensure_future(self._close(ask=False))
+        _CLOSING.add(task)
+        task.add_done_callback(_CLOSING.discard)
 
     async def kill(self) -> None:
         """End every process of this run (timeout, cancel, output limit, shutdown)."""
