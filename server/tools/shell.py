@@ -221,7 +221,7 @@ class ShellRun:
         its exit) happens after the answer, in the background.
         """
         assert self._reader is not None
-        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+        with contextlib.suppress(TimeoutError):  # a cancel of the call still propagates
             await asyncio.wait_for(asyncio.shield(self._reader), DRAIN_AFTER_EXIT_S)
         if sys.platform == "win32":
             await self._close(ask=True)
