@@ -477,6 +477,40 @@ def test_idle_connections_do_not_take_down_either_listener(env, nofile, config):
     assert s.proc.returncode == 0
 
 
+def test_out_of_descriptors_with_nothing_idle_backs_off_with_one_line(env):
+    """Every descriptor held by connections mid-request (nothing to evict): the accept loop
+    pauses with one log line instead of a traceback per wake-up, and recovers."""
+    s = Serve(env, {"limits": {"max_connections": 5000}}, nofile=(128, 128))
+    socks: list[socket.socket] = []
+    try:
+        head = (
+            b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n{"
+        )
+        for _ in range(160):  # more than the process has descriptors
+            sock = socket.create_connection(("127.0.0.1", s.port))
+            sock.sendall(head)  # a request in progress: its body never completes
+            socks.append(sock)
+        wait_for(lambda: "out of file descriptors" in s.stderr(), timeout=20)
+        time.sleep(1.5)  # several back-off rounds while still exhausted
+        for sock in socks:
+            sock.close()
+        socks = []
+        c = Mcp(s.port)
+        c.initialize()  # accepted again once descriptors are free
+        assert c.call("ls", {}).status == 200
+        err = s.stderr()
+        assert "Traceback" not in err
+        assert err.count("out of file descriptors") == 1, err[:2000]
+        assert len(err.splitlines()) <= 4, err[:2000]
+    finally:
+        for sock in socks:
+            sock.close()
+        s.signal_and_wait()
+        s.stop()
+    assert s.proc.returncode == 0
+
+
 def test_busy_connections_past_the_cap_get_a_clear_503(start_bridge):
     running = start_bridge({"limits": {"max_connections": 2}, "approval": {"timeout_s": 30}})
     handle = running.runner.attach_approver("pytest")
