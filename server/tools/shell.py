@@ -283,8 +283,9 @@ class BashTool(Tool):
     description = (
         "Run a shell command on the bridge machine (bash -c, or sh -c where bash is missing) "
         "and return its combined stdout and stderr. Non-zero exit codes are reported as errors "
-        "with the output. The command runs in its own process group, which is killed on "
-        "timeout or cancellation. Long output keeps its beginning and end."
+        "with the output. The call returns when the shell exits; every process it started "
+        "(background ones included) is ended then, and on timeout or cancellation. Long "
+        "output keeps its beginning and end."
     )
     input_schema = {
         "type": "object",
@@ -298,7 +299,10 @@ class BashTool(Tool):
             "timeout_s": {
                 "type": "number",
                 "exclusiveMinimum": 0,
-                "description": "Seconds before the command is killed (default 120).",
+                "description": (
+                    "Seconds before the command is killed (default 120; a finite number up to "
+                    "the bridge's maximum, 3600 by default)."
+                ),
             },
         },
         "required": ["command"],
