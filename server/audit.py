@@ -117,8 +117,22 @@ def args_text(args: Any, tool: str = "", budget: int = ARGS_CAP) -> str:
     return _dumps(red)
 
 
+_SCALARS = (int, float, bool, type(None))
+
+
 def cap_record(rec: dict[str, Any], cap: int = RECORD_CAP) -> str:
     """One JSON line (no newline) of at most ``cap - 1`` bytes: every field capped."""
+    # Fast path (nearly every record): short fields and a line that already fits.
+    if all(
+        k == "args" or isinstance(v, _SCALARS) or (isinstance(v, str) and len(v) <= FIELD_CAP)
+        for k, v in rec.items()
+    ):
+        fast = rec
+        if "args" in rec:
+            fast = dict(rec, args=args_text(rec["args"], str(rec.get("tool", "")), cap))
+        line = _dumps(fast)
+        if len(line) * 4 < cap or len(line.encode("utf-8", "replace")) < cap:
+            return line
     out: dict[str, Any] = {}
     for k, v in rec.items():
         if k != "args" and isinstance(v, str) and len(v) > FIELD_CAP:
