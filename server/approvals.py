@@ -39,6 +39,7 @@ class Ending(enum.StrEnum):
     PAUSED = "paused"
     SHUTDOWN = "shutdown"
     NO_APPROVER = "no_approver"
+    TOO_MANY = "too_many"  # the pending caps (approval.max_pending*) were reached
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +76,17 @@ def summarize(tool: str, args: dict[str, Any]) -> str:
 
 
 class ApprovalBroker:
-    def __init__(self, on_change: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self,
+        on_change: Callable[[], None] = lambda: None,
+        max_pending: int = 32,
+        max_pending_per_session: int = 8,
+    ) -> None:
         self._on_change = on_change
+        # Bounds on what one agent (or all of them) can make the bridge hold in memory and
+        # republish to every approver; past them a call is refused at once.
+        self.max_pending = max_pending
+        self.max_pending_per_session = max_pending_per_session
         self._pending: dict[str, tuple[PendingCall, asyncio.Future[Verdict]]] = {}
         self._ids = itertools.count(1)
         self._approvers: dict[int, str] = {}
@@ -129,6 +139,11 @@ class ApprovalBroker:
         """Hold the call until a verdict; ``timeout_s`` 0 waits forever."""
         if not self.has_approver:
             return Verdict(Ending.NO_APPROVER)
+        if len(self._pending) >= self.max_pending or (
+            sum(1 for p, _ in self._pending.values() if p.sid == sid)
+            >= self.max_pending_per_session
+        ):
+            return Verdict(Ending.TOO_MANY)
         now = time.time()
         summary = summary_of(tool, arguments)
         preview = build_preview(tool, arguments, cwd)

@@ -26,6 +26,17 @@ log = logging.getLogger("a2a-bridge")
 REDACT_OVER = 120
 ARGS_CAP = 1024
 MAX_DEPTH = 32
+# A whole record (one line, newline included) never exceeds this, whatever a client sends, so
+# no client can rotate the history away with a few huge calls.
+RECORD_CAP = 4096
+FIELD_CAP = 200  # characters of any other client-controlled string field (tool, client, ...)
+# Arguments recorded verbatim (up to the record cap) rather than hashed: what a human must be
+# able to read afterwards to know what ran. Content fields (write.content, edit strings) are not.
+VERBATIM_ARGS: dict[str, tuple[str, ...]] = {"bash": ("command",)}
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
 def redact(value: Any, depth: int = 0) -> Any:
@@ -34,25 +45,107 @@ def redact(value: Any, depth: int = 0) -> Any:
         return "<max-depth>"
     if isinstance(value, str):
         if len(value) > REDACT_OVER:
-            digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-            return f"<len:{len(value)},sha256:{digest}>"
+            return f"<len:{len(value)},sha256:{_digest(value)}>"
         return value
     if isinstance(value, dict):
-        return {str(k): redact(v, depth + 1) for k, v in value.items()}
+        return {redact(str(k), depth): redact(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact(v, depth + 1) for v in value]
     return value
 
 
-def args_text(args: Any) -> str:
-    """The audit form of a call's arguments: a redacted JSON string of at most 1 KiB."""
+def _dumps(value: Any) -> str:
     try:
-        text = json.dumps(redact(args), ensure_ascii=False, separators=(",", ":"))
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError):
-        text = str(args)
-    if len(text) > ARGS_CAP:
-        text = text[:ARGS_CAP] + "…"
-    return text
+        return str(value)
+
+
+def _encoded_len(text: str) -> int:
+    """Bytes ``text`` takes inside a JSON line (escapes included), as the writer encodes it."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "replace")) - 2
+
+
+def _longest_head(text: str, fits: Callable[[str], bool], limit: int) -> str:
+    """The longest ``text[:n]`` (n <= limit) for which ``fits`` holds (binary search)."""
+    lo, hi = 0, min(len(text), max(limit, 0))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(text[:mid]):
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
+
+
+def fit_text(text: str, budget: int, marker: str = "…") -> str:
+    """``text``, or its longest head that fits ``budget`` JSON-line bytes followed by ``marker``."""
+    if _encoded_len(text) <= budget:
+        return text
+    head = _longest_head(text, lambda h: _encoded_len(h + marker) <= budget, budget)
+    return head + marker
+
+
+def args_text(args: Any, tool: str = "", budget: int = ARGS_CAP) -> str:
+    """The audit form of a call's arguments: redacted JSON text of at most 1 KiB.
+
+    The tool's verbatim fields (``bash``'s ``command``) are kept in full up to ``budget``
+    JSON-line bytes; a longer one keeps its head and ends with its length and hash.
+    """
+    verbatim = VERBATIM_ARGS.get(tool, ())
+    if not (verbatim and isinstance(args, dict)):
+        text = _dumps(redact(args))
+        return text[:ARGS_CAP] + "…" if len(text) > ARGS_CAP else text
+    red: dict[str, Any] = {}
+    for k, v in args.items():
+        if k in verbatim and isinstance(v, str):
+            red[k] = v  # placeholder, sized below
+        else:
+            red[redact(str(k))] = redact(v, 1)
+    for k in verbatim:
+        v = args.get(k)
+        if not isinstance(v, str):
+            continue
+        if _encoded_len(_dumps(red)) <= budget:
+            break
+        marker = f"…<len:{len(v)},sha256:{_digest(v)}>"
+
+        def fits(head: str, k: str = k, marker: str = marker) -> bool:
+            return _encoded_len(_dumps({**red, k: head + marker})) <= budget
+
+        red[k] = _longest_head(v, fits, budget) + marker
+    return _dumps(red)
+
+
+_SCALARS = (int, float, bool, type(None))
+
+
+def cap_record(rec: dict[str, Any], cap: int = RECORD_CAP) -> str:
+    """One JSON line (no newline) of at most ``cap - 1`` bytes: every field capped."""
+    # Fast path (nearly every record): short fields and a line that already fits.
+    if all(
+        k == "args" or isinstance(v, _SCALARS) or (isinstance(v, str) and len(v) <= FIELD_CAP)
+        for k, v in rec.items()
+    ):
+        fast = rec
+        if "args" in rec:
+            fast = dict(rec, args=args_text(rec["args"], str(rec.get("tool", "")), cap))
+        line = _dumps(fast)
+        if len(line) * 4 < cap or len(line.encode("utf-8", "replace")) < cap:
+            return line
+    out: dict[str, Any] = {}
+    for k, v in rec.items():
+        if k != "args" and isinstance(v, str) and len(v) > FIELD_CAP:
+            v = v[: FIELD_CAP - 1] + "…"
+        elif k != "args" and not isinstance(v, str | int | float | bool | type(None)):
+            v = fit_text(_dumps(v), FIELD_CAP)
+        out[k] = v
+    if "args" not in rec:
+        return _dumps(out)
+    out["args"] = ""
+    budget = cap - 1 - len(_dumps(out).encode("utf-8", "replace"))
+    out["args"] = fit_text(args_text(rec["args"], str(rec.get("tool", "")), budget), budget)
+    return _dumps(out)
 
 
 _second: list[Any] = [None, ""]  # [whole second, its "YYYY-MM-DDTHH:MM:SS" text]
@@ -177,9 +270,7 @@ class AuditLog:
         self.written += written
 
     def _line(self, rec: dict[str, Any]) -> bytes:
-        if "args" in rec:
-            rec = dict(rec, args=args_text(rec["args"]))
-        line = json.dumps(rec, ensure_ascii=False, separators=(",", ":"))
+        line = cap_record(rec)
         secret = self.secret()
         if secret and secret in line:
             line = line.replace(secret, "<token>")

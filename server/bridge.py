@@ -22,6 +22,7 @@ from .audit import AuditLog, utc_now
 from .config import Config, update_config
 from .paths import CallPaths, PathPolicy
 from .protocol import (
+    INTERNAL_ERROR,
     METHOD_NOT_FOUND,
     REQUEST_CANCELLED,
     SERVER_ERROR,
@@ -44,6 +45,7 @@ NO_APPROVER_TEXT = (
 )
 SHUTDOWN_TEXT = "bridge shutting down"
 SESSION_ENDED_TEXT = "session ended before the call was approved"
+TOO_MANY_TEXT = "too many calls waiting for approval"
 DISCONNECTED_TEXT = "client disconnected before the call was approved"
 
 
@@ -112,6 +114,7 @@ class _Call:
     name: str
     args: Any
     started: float
+    finished: bool = False  # the done record is written exactly once
 
 
 @dataclass(slots=True)
@@ -125,8 +128,44 @@ class _Plan:
     escalation: Any  # paths.Escalation (or a reason string before that lands) or None
 
 
+def safe_body(req_id: Any, result: dict[str, Any] | None) -> bytes:
+    """A JSON-RPC result (or ``-32800`` when ``result`` is None) that always serialises.
+
+    Client text can carry lone surrogates (a path, an id) that UTF-8 cannot encode: those are
+    written as ``\\uXXXX`` escapes instead of failing the reply (and, once, auditing the call
+    twice).
+    """
+    try:
+        if result is None:
+            return error_body(req_id, REQUEST_CANCELLED, "request cancelled")
+        return result_body(req_id, result)
+    except (UnicodeEncodeError, ValueError, TypeError, RecursionError):
+        pass
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": req_id}
+    if result is None:
+        msg["error"] = {"code": REQUEST_CANCELLED, "message": "request cancelled"}
+    else:
+        msg["result"] = result
+    try:
+        return json.dumps(msg, separators=(",", ":")).encode()  # ASCII: surrogates escaped
+    except (ValueError, TypeError, RecursionError):
+        log.error("reply to a tools/call could not be serialised; answered with an error")
+        return error_body(None, INTERNAL_ERROR, "internal error")
+
+
 def _ok(result: ToolResult) -> str:
     return "error" if result.is_error else "ok"
+
+
+def _bad_input(name: str, e: Exception, decided_by: str = "policy", wait_ms: int = 0) -> _Outcome:
+    """Arguments the OS cannot take (lone surrogates, NUL bytes): one line, no traceback."""
+    if isinstance(e, UnicodeError):
+        why = "a string is not valid Unicode (lone surrogate?)"
+    else:
+        why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+    log.info("tools/call %r refused: %s", name[:64], why)
+    text = f"invalid arguments for '{name[:64]}': {why}"
+    return _Outcome(ToolResult.text(text, True), "error", decided_by, wait_ms)
 
 
 def _internal(name: str) -> _Outcome:
@@ -161,7 +200,11 @@ class Bridge:
             cfg.roots, cfg.sensitive_paths, own_files=(cfg.path, opts.audit.path)
         )
         self.tiers = dict(cfg.tiers)
-        self.broker = ApprovalBroker(on_change=self._pending_changed)
+        self.broker = ApprovalBroker(
+            on_change=self._pending_changed,
+            max_pending=cfg.max_pending,
+            max_pending_per_session=cfg.max_pending_per_session,
+        )
         self.paused = False
         self.closing = False
         self.unauthorized = 0
@@ -356,6 +399,8 @@ class Bridge:
                 result = self._run_now(step, args)
                 if result is not None:
                     return self._finish(call, _Outcome(result, _ok(result), step.decided_by))
+        except (UnicodeError, ValueError) as e:
+            return self._finish(call, _bad_input(name, e))
         except Exception:
             log.exception("internal error: tools/call %r", name)
             return self._finish(call, _internal(name))
@@ -378,6 +423,7 @@ class Bridge:
         return self._finish(call, out)
 
     def _audit(self, call: _Call, phase: str, out: _Outcome | None = None) -> None:
+        """Queue one audit record; never raises (the writer thread caps and serialises it)."""
         rec: dict[str, Any] = {
             "ts": utc_now(),
             "id": call.id,
@@ -400,10 +446,19 @@ class Bridge:
         self.audit.record(rec)
 
     def _finish(self, call: _Call, out: _Outcome) -> Reply:
-        self._audit(call, "done", out)
+        """The one place a call ends: exactly one ``done`` record, a reply that always encodes.
+
+        A second finish of the same call (an internal error after the first) only answers.
+        """
+        if not call.finished:
+            call.finished = True
+            try:
+                self._audit(call, "done", out)
+            except Exception:
+                log.exception("internal error: audit record of %r", call.name)
         if out.result is None:
-            return Reply(200, error_body(call.req_id, REQUEST_CANCELLED, "request cancelled"))
-        return Reply(200, result_body(call.req_id, out.result.to_json()))
+            return Reply(200, safe_body(call.req_id, None))
+        return Reply(200, safe_body(call.req_id, out.result.to_json()))
 
     def _prepare(self, call: _Call) -> _Outcome | _Plan:
         """Every check that needs no waiting: a refusal, or the plan to run the tool."""
@@ -482,6 +537,8 @@ class Bridge:
             return _Outcome(None, "cancelled", step.decided_by, wait_ms)
         except ToolError as e:
             result = ToolResult.text(str(e), True)
+        except (UnicodeError, ValueError) as e:
+            return _bad_input(name, e, step.decided_by, wait_ms)
         except Exception as e:
             log.error("tool %r failed", name, exc_info=e)
             result = ToolResult.text(f"tool '{name}' failed: {type(e).__name__}", True)
@@ -526,6 +583,7 @@ class Bridge:
             Ending.SHUTDOWN: (SHUTDOWN_TEXT, "denied"),
             Ending.SESSION_ENDED: (SESSION_ENDED_TEXT, "cancelled"),
             Ending.DISCONNECTED: (DISCONNECTED_TEXT, "cancelled"),
+            Ending.TOO_MANY: (TOO_MANY_TEXT, "limit"),
         }
         text, outcome = texts[e]
         return _Outcome(ToolResult.text(text, True), outcome, "policy")

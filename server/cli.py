@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -37,21 +38,48 @@ def fail(message: str, code: int = 1) -> int:
     return code
 
 
+class StopRequested(BaseException):
+    """SIGTERM/SIGINT while the bridge is still starting (e.g. stuck on a locked keyring)."""
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    """Headless bridge. A requested stop (SIGTERM/SIGINT) exits 0 within ~2 s in every state,
+    a failure exits 1 with one line on stderr; nothing prints a traceback."""
     runner = BridgeRunner(RunnerOptions(host=args.host, port=args.port, control=True))
     stop = threading.Event()
+    starting = [True]
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+        if starting[0]:
+            starting[0] = False  # raise once; the start's cleanup must not be interrupted
+            raise StopRequested
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     try:
-        runner.start()
+        try:
+            runner.start()
+        finally:
+            starting[0] = False
+    except StopRequested:
+        return 0
     except AlreadyRunning as e:
         print(f"a2a-bridge: {e}", file=sys.stderr)
         return 0
     except StartupError as e:
         return fail(f"failed to start: {e}")
-    print(f"a2a-bridge listening on {runner.url}", flush=True)
-    while not stop.wait(0.5):
-        pass
+    except Exception as e:  # never a traceback for the user; the detail goes to the log
+        logging.getLogger("a2a-bridge").debug("start failed", exc_info=True)
+        return fail(f"failed to start: {type(e).__name__}: {e}")
+    if stop.is_set():  # asked to stop while the start finished
+        runner.stop()
+        return 0
+    with contextlib.suppress(OSError):  # stdout closed: keep serving, the log still works
+        print(f"a2a-bridge listening on {runner.url}", flush=True)
+    while not stop.wait(0.1):
+        if not runner.running:
+            return fail("the bridge stopped unexpectedly (see the log above)")
     runner.stop()
     return 0
 
@@ -162,9 +190,9 @@ def cmd_pause(args: argparse.Namespace) -> int:
 def cmd_open(args: argparse.Namespace) -> int:
     import webbrowser
 
-    client = ControlClient.connect()
-    if not webbrowser.open(client.login_url()):
-        print(f"open this address in a browser on this machine: {client.login_url()}")
+    url = ControlClient.connect().login_url()
+    if not webbrowser.open(url):
+        print(f"open this address in a browser on this machine within 60 s: {url}")
     return 0
 
 

@@ -22,6 +22,7 @@ from .fsutil import write_private_atomic
 
 TIERS = ("allow", "prompt", "deny")
 TOKEN_MIN_LENGTH = 32
+ZERO_OK_LIMITS = ("inline_read_max_bytes", "max_connections")  # 0 has a meaning there
 
 
 class ConfigError(Exception):
@@ -57,8 +58,12 @@ class Limits:
     grep_max_matches: int = 500
     grep_max_file_bytes: int = 4 * 1024 * 1024
     output_max_bytes: int = 64 * 1024
+    # bash output past this many bytes ends the command (head and tail are still kept).
+    output_kill_bytes: int = 64 * 1024 * 1024
     bash_timeout_s: float = 120.0
     bash_max_timeout_s: float = 3600.0
+    # Open connections on the MCP listener; 0 = automatic, from the file-descriptor limit.
+    max_connections: int = 0
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,8 @@ class Config:
     tiers: dict[str, str] = field(default_factory=dict)
     default_tier: str = "prompt"
     approval_timeout_s: float = 55.0
+    max_pending: int = 32  # calls waiting for approval, all sessions together
+    max_pending_per_session: int = 8
     audit_max_bytes: int = 10 * 1024 * 1024
     audit_keep: int = 5
     limits: Limits = Limits()
@@ -125,7 +132,8 @@ def _limits(path: str, raw: Any) -> Limits:
                 raise _fail(path, f"limits.{key}", "a positive number")
             values[key] = float(value)
         else:
-            if not _is_int(value) or value < (0 if key == "inline_read_max_bytes" else 1):
+            least = 0 if key in ZERO_OK_LIMITS else 1
+            if not _is_int(value) or value < least:
                 raise _fail(path, f"limits.{key}", "a positive integer")
             values[key] = value
     return Limits(**values)
@@ -169,6 +177,12 @@ def parse_config(path: str, raw: Any) -> Config:
     timeout_s = approval.get("timeout_s", 55)
     if not _is_number(timeout_s) or timeout_s < 0:
         raise _fail(path, "approval.timeout_s", "a number >= 0 (0 = wait forever)")
+    max_pending = approval.get("max_pending", 32)
+    if not _is_int(max_pending) or not 1 <= max_pending <= 10000:
+        raise _fail(path, "approval.max_pending", "an integer in [1, 10000]")
+    max_per_session = approval.get("max_pending_per_session", 8)
+    if not _is_int(max_per_session) or not 1 <= max_per_session <= 10000:
+        raise _fail(path, "approval.max_pending_per_session", "an integer in [1, 10000]")
 
     audit = raw.get("audit", {})
     if not isinstance(audit, dict):
@@ -194,6 +208,8 @@ def parse_config(path: str, raw: Any) -> Config:
         tiers=dict(tiers),
         default_tier=default_tier,
         approval_timeout_s=float(timeout_s),
+        max_pending=max_pending,
+        max_pending_per_session=max_per_session,
         audit_max_bytes=max_bytes,
         audit_keep=keep,
         limits=_limits(path, raw.get("limits")),

@@ -2,7 +2,10 @@
 
 It binds ``127.0.0.1`` on a free port with a fresh secret per run. A request is allowed with
 ``Authorization: Bearer <secret>`` (the CLI, the tray) or with the page's cookie, set by
-``/login?k=<secret>``; cookie requests that change state must carry the page's CSRF token.
+``/login?code=<code>``; cookie requests that change state must carry the page's CSRF token.
+The code comes from ``POST /api/login-code`` (bearer only), works once and expires after 60 s:
+the browser's command line and history, where other local users or later readers can see it,
+never hold anything that still opens the API.
 ``Host`` must be a loopback name and a foreign ``Origin`` is refused, so a web page elsewhere
 can neither read nor drive it. An open ``/api/events`` WebSocket counts as an approver.
 """
@@ -10,16 +13,17 @@ can neither read nor drive it. An open ``/api/events`` WebSocket counts as an ap
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import json
 import logging
 import os
 import secrets
+import time
 from collections.abc import Callable
 from typing import Any
 
 from tornado import web, websocket
+from tornado.iostream import StreamClosedError
 
 from assets import ASSETS_DIR
 
@@ -38,6 +42,9 @@ from .views import (
 log = logging.getLogger("a2a-bridge")
 
 COOKIE = "a2a_page"
+LOGIN_CODE_TTL_S = 60.0
+MAX_LOGIN_CODES = 16
+MAX_PAGE_SESSIONS = 64
 DECISIONS = {d.value for d in Decision}
 
 
@@ -50,6 +57,27 @@ class ControlState:
         self.rotate_token = rotate_token
         self.port = 0
         self.page_sessions: dict[str, str] = {}  # cookie value -> CSRF token
+        self.login_codes: dict[str, float] = {}  # one-time code -> expiry (monotonic)
+
+    def new_login_code(self) -> str:
+        """A one-time login code, valid for ``LOGIN_CODE_TTL_S``; at most a few outstanding."""
+        now = time.monotonic()
+        for code, expires in list(self.login_codes.items()):
+            if expires <= now:
+                del self.login_codes[code]
+        while len(self.login_codes) >= MAX_LOGIN_CODES:
+            del self.login_codes[next(iter(self.login_codes))]  # the oldest
+        code = secrets.token_urlsafe(24)
+        self.login_codes[code] = now + LOGIN_CODE_TTL_S
+        return code
+
+    def use_login_code(self, code: str) -> bool:
+        """True once for a fresh code; the code is gone afterwards whatever the answer."""
+        expires = self.login_codes.pop(code, None)
+        return expires is not None and time.monotonic() < expires
+
+    def login_url(self, base_url: str) -> str:
+        return f"{base_url}login?code={self.new_login_code()}"
 
     def own_origins(self) -> set[str]:
         return {f"http://{h}:{self.port}" for h in ("127.0.0.1", "localhost", "[::1]")}
@@ -150,13 +178,31 @@ class LoginHandler(ControlHandler):
         self.check_request(auth=False)
 
     def get(self) -> None:
-        key = self.get_query_argument("k", "")
-        if not hmac.compare_digest(key.encode(), self.state.secret.encode()):
-            raise Refused(401, "this login link is not valid (the bridge restarts with a new one)")
+        code = self.get_query_argument("code", "")
+        if not code or not self.state.use_login_code(code):
+            raise Refused(
+                401, "this login link has expired or was already used (each works once, for 60 s)"
+            )
+        sessions = self.state.page_sessions
+        while len(sessions) >= MAX_PAGE_SESSIONS:
+            del sessions[next(iter(sessions))]  # the oldest page login
         value = secrets.token_urlsafe(32)
-        self.state.page_sessions[value] = secrets.token_urlsafe(24)
+        sessions[value] = secrets.token_urlsafe(24)
         self.set_cookie(COOKIE, value, httponly=True, samesite="Strict", path="/")
-        self.redirect("/", status=303)  # drops the secret from the address bar and history
+        self.redirect("/", status=303)  # drops the (used) code from the address bar
+
+
+class LoginCodeHandler(ControlHandler):
+    """``POST /api/login-code``: a one-time code for ``/login``; the bearer secret only."""
+
+    def post(self) -> None:
+        if self.via_cookie:
+            raise Refused(403, "login codes are for the CLI and the tray")
+        code = self.state.new_login_code()
+        base = f"http://127.0.0.1:{self.state.port}/"
+        self.send_json(
+            {"code": code, "url": f"{base}login?code={code}", "expires_s": LOGIN_CODE_TTL_S}
+        )
 
 
 class PageHandler(ControlHandler):
@@ -306,8 +352,15 @@ class EventsHandler(websocket.WebSocketHandler, ControlHandler):
         bridge._changed(now=True)
 
     def _push(self, snap: Snapshot) -> None:
-        with contextlib.suppress(websocket.WebSocketClosedError):
-            self.write_message(json.dumps(snapshot_json(snap)))
+        if self.ws_connection is None or self.ws_connection.is_closing():
+            return
+        try:
+            sent = self.write_message(json.dumps(snapshot_json(snap)))
+        except websocket.WebSocketClosedError:
+            return
+        # The approver may hang up while this is being written: the write's future then fails.
+        # Retrieve that here, so asyncio never logs "Task exception was never retrieved".
+        sent.add_done_callback(_ignore_closed)
 
     def on_message(self, message: str | bytes) -> None:
         pass  # decisions go through the REST endpoints
@@ -323,6 +376,15 @@ class EventsHandler(websocket.WebSocketHandler, ControlHandler):
         bridge._changed(now=True)
 
 
+def _ignore_closed(fut: Any) -> None:
+    if not fut.cancelled():
+        exc = fut.exception()
+        if exc is not None and not isinstance(
+            exc, websocket.WebSocketClosedError | StreamClosedError
+        ):
+            log.warning("approval page push failed: %s", exc)
+
+
 def control_app(state: ControlState) -> web.Application:
     kw = {"state": state}
     return web.Application(
@@ -331,6 +393,7 @@ def control_app(state: ControlState) -> web.Application:
             (r"/", PageHandler, kw),
             (r"/assets/([a-z.]+)", AssetHandler, kw),
             (r"/api/status", StatusHandler, kw),
+            (r"/api/login-code", LoginCodeHandler, kw),
             (r"/api/pending", PendingListHandler, kw),
             (r"/api/pending/([A-Za-z0-9_-]+)", PendingHandler, kw),
             (r"/api/sessions", SessionsHandler, kw),

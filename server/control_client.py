@@ -61,4 +61,6 @@ class ControlClient:
         return json.loads(raw) if raw else None
 
     def login_url(self) -> str:
-        return f"{self.info.url}login?k={self.info.secret}"
+        """A one-time page link (60 s, first use): never the secret itself, which would sit
+        on the browser's command line for every local user to read."""
+        return str(self.request("POST", "/api/login-code")["url"])

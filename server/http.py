@@ -20,12 +20,15 @@ from tornado.ioloop import IOLoop, PeriodicCallback
 from tornado.iostream import IOStream, StreamClosedError
 
 from .bridge import Bridge, CallHandle, Reply
+from .netlimits import LimitedHTTPServer
 from .protocol import (
     BODY_TOO_LARGE,
     INTERNAL,
     MAX_BODY_BYTES,
     METHOD_NOT_ALLOWED,
+    SERVER_ERROR,
     UNAUTHORIZED,
+    Reject,
     bearer_token,
     check_host_origin,
     check_protocol_version,
@@ -34,6 +37,8 @@ from .protocol import (
 )
 
 log = logging.getLogger("a2a-bridge")
+
+TOO_MANY_CONNECTIONS = Reject(503, SERVER_ERROR, "too many connections")
 
 # Tornado itself cuts chunked bodies above this (with a bare 400 and a close); below it, our
 # own count answers 413 with a JSON-RPC body. Content-Length bodies are refused before reading.
@@ -70,15 +75,17 @@ class McpServer(httputil.HTTPServerConnectionDelegate):
     ) -> httputil.HTTPMessageDelegate:
         return McpExchange(self, request_conn)
 
-    def http_server(self) -> HTTPServer:
+    def http_server(self, max_connections: int = 1024) -> HTTPServer:
         """The Tornado server for this delegate; call on the bridge loop (starts the sweeper)."""
         self._sweeper.start()
-        return HTTPServer(
+        server = LimitedHTTPServer(
             self,
             max_body_size=TORNADO_BODY_CAP,
             idle_connection_timeout=self.idle_timeout_s,
             xheaders=False,
         )
+        server.configure_limits(max_connections, TOO_MANY_CONNECTIONS.body(), "MCP listener")
+        return server
 
     def stop(self) -> None:
         self._sweeper.stop()

@@ -9,6 +9,7 @@ onto the loop with ``call_soon_threadsafe`` / ``run_coroutine_threadsafe``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
@@ -20,7 +21,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TypeVar
 
-from tornado.httpserver import HTTPServer
 from tornado.netutil import bind_sockets
 
 from .approvals import Decision
@@ -28,8 +28,18 @@ from .audit import AuditLog
 from .bridge import Bridge, BridgeOptions, Snapshot
 from .config import Config, ConfigError, audit_path, load_config, update_config
 from .control import ControlState, control_app
-from .controlfile import AlreadyRunning, ControlInfo, claim, read_control, release
+from .controlfile import (
+    AlreadyRunning,
+    ControlInfo,
+    RuntimeDirError,
+    claim,
+    control_path,
+    prepare_runtime_dir,
+    read_control,
+    release,
+)
 from .http import BODY_TIMEOUT_S, IDLE_CONNECTION_TIMEOUT_S, McpServer
+from .netlimits import LimitedHTTPServer, connection_caps, raise_nofile
 from .protocol import is_loopback_name
 from .sessions import SessionTable
 from .tokens import KeyringStore, TokenStore
@@ -97,6 +107,8 @@ class BridgeRunner:
         self._control_sockets: list[socket.socket] = []
         self._startup_error: BaseException | None = None
         self.control: ControlInfo | None = None
+        self.nofile: int | None = None
+        self._control_state: ControlState | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -104,21 +116,53 @@ class BridgeRunner:
         """Load config and token, bind, start the loop thread; raise StartupError on failure.
 
         With ``control`` on, a live instance found through the control file raises
-        :class:`AlreadyRunning` before anything is bound.
+        :class:`AlreadyRunning` before anything is bound. Whatever interrupts the start (an
+        error, or a signal handler raising to stop a start stuck on a keyring) leaves nothing
+        behind: sockets closed, control file released, the thread stopped.
         """
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self._abort_start()
+            raise
+
+    def _abort_start(self) -> None:
+        if self.loop is not None and self._stop_event is not None:
+            with contextlib.suppress(Exception):
+                self.stop(timeout=2.0)
+        for s in self._sockets + self._control_sockets:
+            with contextlib.suppress(OSError):
+                s.close()
+        if self.control is not None:
+            release(self.control)
+        if self.bridge is not None and not self.running:
+            with contextlib.suppress(Exception):
+                self.bridge.audit.close(0.5)
+
+    def _start(self, timeout: float) -> Snapshot:
+        self.nofile = raise_nofile()
         try:
             config = load_config(self.opts.config_path)
         except ConfigError as e:
             raise StartupError(str(e)) from None
         if self.opts.control:
+            try:
+                prepare_runtime_dir()
+            except RuntimeDirError as e:
+                raise StartupError(str(e)) from None
             live = read_control()
             if live is not None and live.pid != os.getpid():
                 raise AlreadyRunning(live)
         tokens = TokenStore(config, self.opts.keyring_store)
         try:
             tokens.resolve()
-        except (ConfigError, OSError) as e:
+        except ConfigError as e:
             raise StartupError(str(e)) from None
+        except OSError as e:
+            raise StartupError(
+                f"cannot store the token in {config.path}: {e.strerror or e} "
+                "(make its folder writable, or fix the keyring)"
+            ) from None
 
         host = self.opts.host or config.host
         port = self.opts.port if self.opts.port is not None else config.port
@@ -185,10 +229,12 @@ class BridgeRunner:
             )
             try:
                 claim(info)
-            except (AlreadyRunning, OSError):
-                for s in self._sockets + self._control_sockets:
-                    s.close()
-                raise
+            except RuntimeDirError as e:
+                raise StartupError(str(e)) from None
+            except OSError as e:
+                raise StartupError(
+                    f"cannot create the control file {control_path()}: {e.strerror or e}"
+                ) from None
             self.control = info
             bridge.control_url = info.url
         self._thread = threading.Thread(
@@ -219,14 +265,19 @@ class BridgeRunner:
         self.loop = bridge.loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
         mcp = McpServer(bridge, loopback, self.opts.idle_timeout_s, self.opts.body_timeout_s)
-        server = mcp.http_server()
+        mcp_cap, control_cap = connection_caps(bridge.config.limits.max_connections, self.nofile)
+        server = mcp.http_server(mcp_cap)
         server.add_sockets(self._sockets)
         control_server = None
         if self.control is not None:
             state = ControlState(bridge, self.control.secret, self.rotate_token)
             state.port = self._control_sockets[0].getsockname()[1]
-            control_server = HTTPServer(
+            self._control_state = state
+            control_server = LimitedHTTPServer(
                 control_app(state), max_body_size=64 * 1024, idle_connection_timeout=120
+            )
+            control_server.configure_limits(
+                control_cap, b'{"error": "too many connections"}', "control API"
             )
             control_server.add_sockets(self._control_sockets)
         self._ready.set()
@@ -249,6 +300,11 @@ class BridgeRunner:
             await control_server.close_all_connections()
         await self.loop.run_in_executor(None, bridge.audit.flush, 2.0)
         bridge.audit.close(1.0)
+        # Done serving. Say so now rather than after asyncio.run() returns: that waits for the
+        # default executor, where a keyring call may hang for its whole timeout.
+        if self.control is not None:
+            release(self.control)
+        self._stopped.set()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop gracefully (under 2 s with calls in flight); safe to call more than once."""
@@ -257,7 +313,9 @@ class BridgeRunner:
         self.loop.call_soon_threadsafe(self._stop_event.set)
         self._stopped.wait(timeout)
         if self._thread is not None:
-            self._thread.join(timeout)
+            # Normally at once; only a worker stuck in a keyring call could hold asyncio.run()
+            # (and the bridge is already stopped then).
+            self._thread.join(min(timeout, 1.0))
 
     @property
     def running(self) -> bool:
@@ -339,6 +397,13 @@ class BridgeRunner:
         if self.running:
             self.call(lambda: self.bridge and self.bridge._changed(now=True))
         return new
+
+    def login_url(self) -> str:
+        """A one-time link to the approval page (valid 60 s, first use) for the browser."""
+        state, control = self._control_state, self.control
+        if state is None or control is None:
+            raise RuntimeError("the control API is not running")
+        return self.call(lambda: state.login_url(control.url))
 
     @property
     def token(self) -> str:

@@ -1,7 +1,7 @@
 """The approval page in a real browser (Debian's Chromium driven by Selenium).
 
-Log in through ``/login?k=...``, see a pending ``bash`` call with its full command, click
-Approve and get the command's output over MCP; deny another with a reason. With
+Log in through a one-time ``/login?code=...``, see a pending ``bash`` call with its full command,
+click Approve and get the command's output over MCP; deny another with a reason. With
 ``A2A_UPDATE_SCREENSHOTS=1`` the screenshot is written to ``docs/approval-page.png``.
 """
 
@@ -55,7 +55,7 @@ def test_approve_and_deny_from_the_page(start_bridge, browser, tmp_path):
 
     running = start_bridge({"approval": {"timeout_s": 30}}, control=True)
     info = running.runner.control
-    browser.get(f"{info.url}login?k={info.secret}")
+    browser.get(running.runner.login_url())  # a one-time code, not the secret
     _wait(browser, lambda d: "Pause bridge" in d.page_source and "session(s)" in d.page_source)
     assert browser.current_url == info.url  # the secret is gone from the address bar
     assert info.secret not in browser.page_source

@@ -11,7 +11,7 @@ import urllib.parse
 
 import pytest
 
-from server.controlfile import AlreadyRunning, control_path, read_control
+from server.controlfile import control_path, read_control
 from server.runner import BridgeRunner, RunnerOptions
 
 from .conftest import write_config
@@ -60,17 +60,22 @@ def test_stale_control_file_is_replaced(env):
         r.stop()
 
 
-def test_second_instance_refused(env):
+def test_control_file_of_a_reused_pid_is_stale(env):
+    """A live pid that is not a bridge (the pid was reused) does not block the start."""
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         os.makedirs(env["runtime"], exist_ok=True)
         live = {"pid": sleeper.pid, "url": "http://127.0.0.1:9/", "secret": "s", "mcp_url": "m"}
         with open(control_path(), "w") as f:
             json.dump(live, f)
+        assert read_control() is None  # nothing answers as a bridge there
         write_config(env["config"], {"roots": [env["root"]]})
-        with pytest.raises(AlreadyRunning, match=f"already running \\(pid {sleeper.pid}"):
-            BridgeRunner(RunnerOptions(port=0, control=True, discover_tools=False)).start()
-        assert json.loads(read_text(control_path()))["pid"] == sleeper.pid  # untouched
+        r = BridgeRunner(RunnerOptions(port=0, control=True, discover_tools=False))
+        r.start()
+        try:
+            assert read_control() == r.control
+        finally:
+            r.stop()
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -137,7 +142,8 @@ def test_foreign_host_and_origin_refused(ctl):
 
 def _login(ctl) -> tuple[Api, str, str]:
     page = Api(ctl.info, secret=None)
-    r = page.call("GET", "/login?k=" + urllib.parse.quote(ctl.info.secret))
+    code = ctl.api.call("POST", "/api/login-code").json["code"]
+    r = page.call("GET", "/login?code=" + urllib.parse.quote(code))
     assert r.status == 303
     assert r.headers["Location"] == "/"
     cookie_header = r.headers["Set-Cookie"]
@@ -152,7 +158,10 @@ def _login(ctl) -> tuple[Api, str, str]:
 
 
 def test_login_cookie_and_csrf(ctl):
-    assert Api(ctl.info, None).call("GET", "/login?k=nope").status == 401
+    assert Api(ctl.info, None).call("GET", "/login?code=nope").status == 401
+    # the control secret itself no longer logs in (it would sit on the browser's command line)
+    secret_link = "/login?k=" + urllib.parse.quote(ctl.info.secret)
+    assert Api(ctl.info, None).call("GET", secret_link).status == 401
     page, cookie, csrf = _login(ctl)
     r = page.call("GET", "/api/status", headers={"Cookie": cookie})
     assert r.status == 200 and r.json["mcp_url"] == ctl.runner.url
@@ -400,7 +409,11 @@ def test_cli_open_hands_the_login_link_to_the_browser(ctl):
         timeout=20,
     )
     assert r.returncode == 0
-    assert f"{ctl.info.url}login?k={ctl.info.secret}" in r.stdout
+    assert f"{ctl.info.url}login?code=" in r.stdout and ctl.info.secret not in r.stdout
+    link = r.stdout.split(ctl.info.url, 1)[1].split()[0]
+    page = Api(ctl.info, secret=None)
+    assert page.call("GET", "/" + link).status == 303  # the code works once...
+    assert page.call("GET", "/" + link).status == 401  # ...and only once
 
 
 def test_cli_audit_follow_prints_new_calls(ctl):

@@ -254,7 +254,8 @@ def test_copy_items_and_open_items(tray):
     tray.click(tray.find("Open approval page"))
     assert tray.opened[0].endswith("audit.jsonl")
     assert tray.opened[1] == os.path.dirname(tray.runner.config.path)
-    assert tray.opened[2].startswith(tray.runner.control.url + "login?k=")
+    assert tray.opened[2].startswith(tray.runner.control.url + "login?code=")
+    assert tray.runner.control.secret not in tray.opened[2]
 
 
 def test_clipboard_failure_notifies_without_the_token(pystray, env):
@@ -321,7 +322,7 @@ def test_no_menu_backend_uses_the_approval_page(pystray, env):
         assert t.runner.snapshot().approvers == ()
         assert any("click the icon" in n for n in t.app.notifications)
         t.icon()  # a click: the default item (Open approval page)
-        assert t.opened and "login?k=" in t.opened[-1]
+        assert t.opened and "login?code=" in t.opened[-1]
     finally:
         t.app.quit()
 

@@ -266,11 +266,11 @@ class TrayApp:
         elif kind == "open_config":
             self._open(os.path.dirname(runner.config.path))
         elif kind in ("open_page", "open_call"):
-            control = runner.control
-            if control is not None:
-                # The fragment survives the login redirect: the page scrolls to that call.
+            if runner.control is not None:
+                # A one-time code, never the secret; the fragment survives the login
+                # redirect, so the page scrolls to that call.
                 anchor = f"#call-{rest[0]}" if kind == "open_call" else ""
-                self.browser(f"{control.url}login?k={control.secret}{anchor}")
+                self.browser(runner.login_url() + anchor)
         elif kind == "quit":
             threading.Thread(target=self.quit, daemon=True).start()
 

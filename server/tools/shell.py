@@ -1,26 +1,38 @@
-"""``bash``: run a shell command in its own process group, with a timeout and an output cap.
+"""``bash``: run a shell command under a small supervisor, with a timeout and output limits.
 
-The whole group is killed on timeout, on ``notifications/cancelled`` and at bridge shutdown,
-so a ``sleep`` in a subshell does not outlive the call. Output is stdout and stderr merged in
-order; when it is too long the head and tail are kept and the middle is elided.
+Every process the call starts is ended on timeout, on ``notifications/cancelled``, at bridge
+shutdown, when its output passes ``limits.output_kill_bytes`` and when the shell exits — on
+Linux including ``setsid`` and double-forked ones, through a child-subreaper supervisor
+(:mod:`server.tools.reaper`). The call returns when the shell exits, whatever its background
+children do with the pipe. Output is stdout and stderr merged in order; when it is too long the
+head and tail are kept and the middle is elided. The shell gets the bridge's environment
+without any ``A2A_BRIDGE_*`` variable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
+import math
 import os
 import shutil
 import signal
 import subprocess
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .base import Tool, ToolContext, ToolError, ToolResult
 from .fileio import io_error
 
-KILL_GRACE_S = 0.5
+if TYPE_CHECKING:
+    from ..config import Limits
+
 DRAIN_AFTER_EXIT_S = 0.2
+SUPERVISOR_EXIT_S = 2.0  # the supervisor ends everything in ~0.3 s; this only bounds a bug
+REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
+ENV_PREFIX = "A2A_BRIDGE_"
+_CLOSING: set[asyncio.Future[None]] = set()  # supervisors finishing after their call answered
 
 
 class CappedOutput:
@@ -69,13 +81,211 @@ def kill_group(proc: asyncio.subprocess.Process, sig: int) -> None:
             os.killpg(proc.pid, sig)
 
 
+class Ending(enum.Enum):
+    """How a shell run ended (cancellation raises instead)."""
+
+    EXITED = "exited"
+    TIMEOUT = "timeout"
+    OUTPUT_LIMIT = "output_limit"
+
+
+def check_timeout(value: Any, limits: Limits) -> float:
+    """A finite number of seconds in (0, bash_max_timeout_s]; NaN and infinities are refused."""
+    most = limits.bash_max_timeout_s
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+        or value > most
+    ):
+        raise ToolError(f"timeout_s must be a finite number of seconds above 0, at most {most:g}")
+    return float(value)
+
+
+def child_env() -> dict[str, str]:
+    """The bridge's environment minus its own ``A2A_BRIDGE_*`` variables (the token among them)."""
+    return {k: v for k, v in os.environ.items() if not k.upper().startswith(ENV_PREFIX)}
+
+
+class ShellRun:
+    """One shell under the reaper supervisor (POSIX) or in a new process group (Windows).
+
+    The call ends when the *shell* exits (reported by the supervisor on a status pipe), not when
+    the output pipe closes, so ``sleep 300 & echo started`` returns at once; whatever the shell
+    left behind is then ended by the supervisor.
+    """
+
+    def __init__(self, argv: list[str], cwd: str, limits: Limits) -> None:
+        self.argv = argv
+        self.cwd = cwd
+        self.limits = limits
+        self.output = CappedOutput(limits.output_max_bytes)
+        self.proc: asyncio.subprocess.Process | None = None
+        self.code: int | None = None
+        self.over_limit = asyncio.Event()
+        self._status: asyncio.StreamReader | None = None
+        self._status_transport: asyncio.BaseTransport | None = None
+        self._reader: asyncio.Future[None] | None = None
+
+    async def start(self) -> None:
+        common: dict[str, Any] = {
+            "cwd": self.cwd,
+            "stdout": subprocess.PIPE,
+            "stderr": subprocess.STDOUT,
+            "env": child_env(),
+        }
+        if sys.platform == "win32":
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=subprocess.DEVNULL,
+                creationflags=subprocess.CREATE_NEW_PROCESS_GROUP,  # type: ignore[attr-defined]
+                **common,
+            )
+        else:
+            r, w = os.pipe()
+            try:
+                self.proc = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    REAPER,
+                    str(w),
+                    *self.argv,
+                    stdin=subprocess.PIPE,
+                    pass_fds=(w,),
+                    start_new_session=True,
+                    **common,
+                )
+            except BaseException:
+                os.close(r)
+                raise
+            finally:
+                os.close(w)
+            loop = asyncio.get_running_loop()
+            self._status = asyncio.StreamReader()
+            self._status_transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(self._status),  # type: ignore[arg-type]
+                os.fdopen(r, "rb", 0),
+            )
+        self._reader = asyncio.ensure_future(self._pump())
+
+    async def _pump(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        kill_at = self.limits.output_kill_bytes
+        while True:
+            chunk = await self.proc.stdout.read(65536)
+            if not chunk:
+                return
+            if self.over_limit.is_set():
+                continue  # drain (and drop) what is left until the pipe closes
+            self.output.feed(chunk)
+            if self.output.total > kill_at:
+                self.over_limit.set()
+
+    async def _shell_exit(self) -> None:
+        """Until the shell itself exits; sets ``code`` (negative: killed by that signal)."""
+        assert self.proc is not None
+        if self._status is None:  # Windows: no supervisor
+            self.code = await self.proc.wait()
+            return
+        line = (await self._status.readline()).decode("ascii", "replace").split()
+        if len(line) == 2 and line[0] == "exit":
+            self.code = int(line[1])
+        elif len(line) == 2 and line[0] == "signal":
+            self.code = -int(line[1])
+        else:  # the supervisor died or was told to stop: report like a kill
+            self.code = -signal.SIGKILL
+
+    async def wait(self, timeout: float) -> Ending:
+        exited = asyncio.ensure_future(self._shell_exit())
+        limit = asyncio.ensure_future(self.over_limit.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {exited, limit}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            limit.cancel()
+            if not exited.done():
+                exited.cancel()
+        if exited in done:
+            await self._finish()
+            return Ending.EXITED
+        await self.kill()
+        return Ending.OUTPUT_LIMIT if limit in done else Ending.TIMEOUT
+
+    async def _finish(self) -> None:
+        """The shell exited: take what output is still buffered (briefly), then clean up.
+
+        The supervisor ends what the shell left behind on its own; waiting for that (and for
+        its exit) happens after the answer, in the background.
+        """
+        assert self._reader is not None
+        with contextlib.suppress(TimeoutError):  # a cancel of the call still propagates
+            await asyncio.wait_for(asyncio.shield(self._reader), DRAIN_AFTER_EXIT_S)
+        if sys.platform == "win32":
+            await self._close(ask=True)
+            return
+        task = asyncio.ensure_future(self._close(ask=False))
+        _CLOSING.add(task)
+        task.add_done_callback(_CLOSING.discard)
+
+    async def kill(self) -> None:
+        """End every process of this run (timeout, cancel, output limit, shutdown)."""
+        await self._close(ask=True)
+
+    async def _close(self, ask: bool) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        if sys.platform == "win32":
+            if ask:
+                kill_group(proc, signal.SIGTERM)
+        elif ask and proc.stdin is not None:
+            with contextlib.suppress(OSError, RuntimeError):
+                proc.stdin.write(b"k")
+        try:
+            await asyncio.wait_for(asyncio.shield(self._supervisor_exit()), SUPERVISOR_EXIT_S)
+        except TimeoutError:
+            # Never expected: the supervisor itself is stuck. Take its session down by force.
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+        finally:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError, RuntimeError):
+                    proc.stdin.close()
+            if self._status_transport is not None:
+                self._status_transport.close()
+        # Every writer of the output pipe is gone now, so the reader sees EOF at once and
+        # asyncio closes the transport on this loop instead of at garbage collection.
+        if self._reader is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._reader), DRAIN_AFTER_EXIT_S)
+            self._reader.cancel()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(proc.wait()), DRAIN_AFTER_EXIT_S)
+
+    async def _supervisor_exit(self) -> None:
+        """Until the supervisor has exited: EOF on the status pipe (only it holds the write end).
+
+        Not ``Process.wait()``: on 3.11/3.12 that also waits for the output pipe to close.
+        """
+        assert self.proc is not None
+        if self._status is None:
+            await self.proc.wait()
+            return
+        while await self._status.read(4096):
+            pass
+
+
 class BashTool(Tool):
     name = "bash"
     description = (
         "Run a shell command on the bridge machine (bash -c, or sh -c where bash is missing) "
         "and return its combined stdout and stderr. Non-zero exit codes are reported as errors "
-        "with the output. The command runs in its own process group, which is killed on "
-        "timeout or cancellation. Long output keeps its beginning and end."
+        "with the output. The call returns when the shell exits; every process it started "
+        "(background ones included) is ended then, and on timeout or cancellation. Long "
+        "output keeps its beginning and end."
     )
     input_schema = {
         "type": "object",
@@ -89,7 +299,10 @@ class BashTool(Tool):
             "timeout_s": {
                 "type": "number",
                 "exclusiveMinimum": 0,
-                "description": "Seconds before the command is killed (default 120).",
+                "description": (
+                    "Seconds before the command is killed (default 120; a finite number up to "
+                    "the bridge's maximum, 3600 by default)."
+                ),
             },
         },
         "required": ["command"],
@@ -108,73 +321,30 @@ class BashTool(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         limits = ctx.limits
-        timeout = float(args.get("timeout_s", limits.bash_timeout_s))
-        if timeout > limits.bash_max_timeout_s:
-            raise ToolError(f"timeout_s must be at most {limits.bash_max_timeout_s:g}")
+        timeout = check_timeout(args.get("timeout_s", limits.bash_timeout_s), limits)
         shown_cwd = args.get("cwd") or ctx.policy.roots[0]
         cwd = ctx.resolve(args.get("cwd"))
         if not os.path.isdir(cwd):
             raise ToolError(f"cwd {shown_cwd}: not a directory")
-        extra: dict[str, Any] = {}
-        if sys.platform == "win32":
-            extra["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
-        else:
-            extra["start_new_session"] = True
+        run = ShellRun(shell_argv(args["command"]), cwd, limits)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *shell_argv(args["command"]),
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                **extra,
-            )
+            await run.start()
         except OSError as e:
             raise io_error(e, "cannot start the shell") from None
-        output = CappedOutput(limits.output_max_bytes)
-        reader = asyncio.ensure_future(self._pump(proc, output))
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
-        except TimeoutError:
-            await self._kill(proc)
-            reader.cancel()
-            text = output.text().rstrip("\n")
-            note = f"[timed out after {timeout:g} s; the process group was killed]"
-            return ToolResult.text(f"{text}\n{note}" if text else note, True)
+            ending = await run.wait(timeout)
         except asyncio.CancelledError:
-            await self._kill(proc)
-            reader.cancel()
+            await asyncio.shield(run.kill())  # a second cancel must not leave processes behind
             raise
-        # Background children may keep the pipe open; give them a moment, not forever.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(reader), DRAIN_AFTER_EXIT_S)
-        reader.cancel()
-        text = output.text().rstrip("\n")
-        code = proc.returncode
-        if code == 0:
+        text = run.output.text().rstrip("\n")
+        if ending is Ending.TIMEOUT:
+            note = f"[timed out after {timeout:g} s; the process group was killed]"
+        elif ending is Ending.OUTPUT_LIMIT:
+            note = f"[output passed {limits.output_kill_bytes} bytes; the process group was killed]"
+        elif run.code == 0:
             return ToolResult.text(text or "(no output)")
-        status = (
-            f"exit code {code}"
-            if code is not None and code >= 0
-            else f"killed by signal {-(code or 0)}"
-        )
-        return ToolResult.text(f"{text}\n[{status}]" if text else f"[{status}]", True)
-
-    @staticmethod
-    async def _pump(proc: asyncio.subprocess.Process, output: CappedOutput) -> None:
-        assert proc.stdout is not None
-        while True:
-            chunk = await proc.stdout.read(65536)
-            if not chunk:
-                return
-            output.feed(chunk)
-
-    @staticmethod
-    async def _kill(proc: asyncio.subprocess.Process) -> None:
-        kill_group(proc, signal.SIGTERM)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
-        # The shell may be gone while its children linger in the group: always finish them.
-        kill_group(proc, getattr(signal, "SIGKILL", signal.SIGTERM))
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
+        elif run.code is not None and run.code >= 0:
+            note = f"[exit code {run.code}]"
+        else:
+            note = f"[killed by signal {-(run.code or 0)}]"
+        return ToolResult.text(f"{text}\n{note}" if text else note, True)
