@@ -249,22 +249,23 @@ def test_every_verb_is_quiet_in_a_closed_pipe(ctl):
 # -- snapshots carry summaries only --------------------------------------------------------------
 
 
-def test_status_stays_small_with_forty_huge_pending_writes(ctl):
+def test_status_stays_small_with_many_huge_pending_writes(ctl):
+    """32 is the bridge-wide cap on waiting calls (approval.max_pending)."""
     ws = WsApprover(ctl.info)
     content = ("0123456789abcdef" * 64 + "\n") * 870  # ~900 KB
-    clients = [ctl.client(f"agent{i}") for i in range(40)]
+    clients = [ctl.client(f"agent{i}") for i in range(32)]
     threads = [
         in_thread(c.call, "write", {"path": f"f{i}.txt", "content": content})[0]
         for i, c in enumerate(clients)
     ]
     try:
-        ctl.pending(40, timeout=60)
+        ctl.pending(32, timeout=60)
         status = ctl.api.call("GET", "/api/status")
         assert status.status == 200
         assert len(status.raw) < 200_000, len(status.raw)  # was ~36 MB
         listed = ctl.api.call("GET", "/api/pending")
-        assert len(listed.raw) < 200_000 and len(listed.json["pending"]) == 40
-        wait_for(lambda: ws.snapshots and len(ws.snapshots[-1]["pending"]) == 40)
+        assert len(listed.raw) < 200_000 and len(listed.json["pending"]) == 32
+        wait_for(lambda: ws.snapshots and len(ws.snapshots[-1]["pending"]) == 32)
         assert len(json.dumps(ws.snapshots[-1])) < 200_000
         entry = listed.json["pending"][0]
         assert "arguments" not in entry

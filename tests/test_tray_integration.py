@@ -157,7 +157,7 @@ def test_pending_call_appears_and_approve_runs_it(tray):
     [p] = tray.runner.snapshot().pending
     tray.click(tray.find("Show full call…", item.submenu))
     wait_for(lambda: tray.opened)
-    assert tray.opened[-1].startswith(tray.runner.control.url + "login?k=")
+    assert tray.opened[-1].startswith(tray.runner.control.url + "login?code=")
     assert tray.opened[-1].endswith(f"#call-{p.id}")
     # The icon shows attention with a badge, the title counts it, a notification was raised.
     wait_for(lambda: "1 waiting for approval" in tray.icon.title)
