@@ -139,7 +139,7 @@ def test_spoofed_and_escalated_calls_show_the_tail_the_reason_and_a_countdown(
         policy, "judge", lambda real: _Escalation(real) if real == str(outside) else judge(real)
     )
     agent = running.client("claude-code")
-    browser.get(f"{info.url}login?k={info.secret}")
+    browser.get(running.runner.login_url())
     _wait(browser, lambda d: "session(s)" in d.find_element(By.ID, "status").text)
     t1, _ = in_thread(agent.call, "read", {"path": "notes.txt"})
     running.pending(1)
