@@ -43,6 +43,38 @@ OWN_CATEGORY = "bridge data"
 IDENTITY_MAX_FILES = 20_000
 IDENTITY_MAX_DEPTH = 8
 IDENTITY_REFRESH_S = 2.0
+# Secret-looking names (``.env``, ``*.pem``) can be anywhere in the roots: a bounded background
+# walk finds them (noise folders skipped), refreshed at most this often.
+NAMES_MAX_ENTRIES = 200_000
+NAMES_MAX_DEPTH = 8
+NAMES_REFRESH_S = 30.0
+NAMES_SKIP_DIRS = frozenset(
+    {
+        ".git",
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".tox",
+        ".hg",
+        ".svn",
+        ".cache",
+        "Library",
+        "AppData",
+        ".var",
+        "snap",
+        ".local",
+        ".npm",
+        ".cargo",
+        ".rustup",
+        "go",
+        "site-packages",
+        "dist-packages",
+        "target",
+        "build",
+        "dist",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,13 +194,16 @@ class PathPolicy:
         self._roots_exact = frozenset(_norm(r) for r in self.roots)
         self._roots_below = tuple(_prefix(_norm(r)) for r in self.roots)
         # Hard links: (st_dev, st_ino) of protected files -> what they are.
-        self._ids: dict[tuple[int, int], _Known] = {}
-        self._seen: dict[tuple[int, int], _Known] = {}
+        self._ids: dict[tuple[int, int], _Known] = {}  # files in protected locations
+        self._named: dict[tuple[int, int], _Known] = {}  # secret-looking names in the roots
+        self._seen: dict[tuple[int, int], _Known] = {}  # protected files judged since start
         self._ids_at = 0.0
+        self._named_at = 0.0
         self._ids_lock = threading.Lock()
+        self._named_lock = threading.Lock()
         self._ids_ready = threading.Event()
         if scan_identities:
-            threading.Thread(target=self._scan, name="a2a-protected-scan", daemon=True).start()
+            threading.Thread(target=self._scan_all, name="a2a-protected-scan", daemon=True).start()
         else:
             self._ids_ready.set()
 
@@ -181,7 +216,13 @@ class PathPolicy:
         p = os.path.expanduser(path)
         if not os.path.isabs(p):
             p = os.path.join(self.roots[0], p)
-        return os.path.realpath(p)
+        for _ in range(5):
+            try:
+                return os.path.realpath(p)
+            except OSError:  # a link vanished between realpath's lstat and readlink: retry
+                continue
+        # Still racing: judge the plain normalised path; opening it follows no symlink anyway.
+        return os.path.normpath(p)
 
     def display(self, real: str) -> str:
         """A path as the model should see it: relative to the first root when inside it."""
@@ -267,13 +308,16 @@ class PathPolicy:
     ) -> Escalation | None:
         """A regular file that is (by device+inode) a known protected file."""
         ident = (st.st_dev, st.st_ino)
-        known = self._ids.get(ident) or self._seen.get(ident)
+        known = self._ids.get(ident) or self._named.get(ident) or self._seen.get(ident)
         if known is None and st.st_nlink > 1 and refresh:
             self._ids_ready.wait(10)
-            known = self._ids.get(ident)
+            known = self._ids.get(ident) or self._named.get(ident)
             if known is None and time.monotonic() - self._ids_at > IDENTITY_REFRESH_S:
                 self._scan()
                 known = self._ids.get(ident)
+            if known is None and time.monotonic() - self._named_at > NAMES_REFRESH_S:
+                self._named_at = time.monotonic()  # one background walk at a time
+                threading.Thread(target=self._scan_names, daemon=True).start()
         if known is None or known.path == real:
             return None if known is None else Escalation(known.hit.kind, known.hit.category, real)
         category = f"{known.hit.category}; hard link to {known.path}"
@@ -341,6 +385,49 @@ class PathPolicy:
                 self._ids = ids
                 self._ids_at = time.monotonic()
                 self._ids_ready.set()
+
+    def _scan_all(self) -> None:
+        try:
+            self._scan_names()
+        finally:
+            self._scan()
+
+    def _scan_names(self) -> None:
+        """Walk the roots (bounded, no symlinks, noise and protected folders skipped) for files
+        with secret-looking names, so a hard link to ``~/proj/.env`` is recognised too."""
+        with self._named_lock:
+            self._named_at = time.monotonic()
+            named: dict[tuple[int, int], _Known] = {}
+            visited = 0
+            stack = [(r, 0) for r in self.roots]
+            while stack and visited < NAMES_MAX_ENTRIES and len(named) < IDENTITY_MAX_FILES:
+                d, depth = stack.pop()
+                try:
+                    with os.scandir(d) as it:
+                        for e in it:
+                            visited += 1
+                            try:
+                                if e.is_dir(follow_symlinks=False):
+                                    if self._walk_into(e, depth):
+                                        stack.append((e.path, depth + 1))
+                                elif e.is_file(follow_symlinks=False):
+                                    hit = self._secrets.name(fold(e.name))
+                                    if hit is not None:
+                                        s = e.stat(follow_symlinks=False)
+                                        named[(s.st_dev, s.st_ino)] = _Known(hit, e.path)
+                            except OSError:
+                                continue
+                except OSError:
+                    continue
+            self._named = named
+            self._named_at = time.monotonic()
+
+    def _walk_into(self, e: os.DirEntry[str], depth: int) -> bool:
+        return (
+            depth < NAMES_MAX_DEPTH
+            and e.name not in NAMES_SKIP_DIRS
+            and self._secrets.location(fold(e.path)) is None
+        )
 
     def _scan_one(self, top: str, hit: Hit, ids: dict[tuple[int, int], _Known]) -> None:
         try:
