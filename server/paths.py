@@ -363,6 +363,8 @@ class PathPolicy:
             try:
                 roots: list[tuple[str, Hit]] = []
                 for pattern, hit in self._secrets.locations:
+                    if pattern.startswith(("/proc/", "/dev/")):
+                        continue  # pseudo files: judged by path, no identity worth keeping
                     if "*" in pattern or "?" in pattern:
                         roots += [(p, hit) for p in glob.glob(pattern)]
                     else:

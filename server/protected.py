@@ -268,6 +268,16 @@ TABLE: tuple[Location, ...] = (
         "~/AppData/Roaming/Microsoft/Windows/PowerShell/PSReadLine",
     ),
     Location(".*_history", HISTORY),
+    *_many(
+        "process memory and environment",
+        P,
+        "/proc/*/environ",
+        "/proc/*/mem",
+        "/proc/*/task/*/environ",
+        "/proc/*/task/*/mem",
+        "/dev/mem",
+        "/dev/kmem",
+    ),
     # -- secret-looking files, wherever they are --------------------------------------------------
     Location(".env", SECRET_FILE),
     Location(

@@ -70,7 +70,10 @@ class ReadTool(Tool):
             and st.st_size <= ctx.limits.inline_read_max_bytes
             and st.st_nlink == 1
         ):
-            return self._read(args, ctx, path, on_loop=True)
+            try:
+                return self._read(args, ctx, path, on_loop=True)
+            except _Offload:
+                pass  # what was opened is not a small single-linked file after all
         return None
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -89,11 +92,15 @@ class ReadTool(Tool):
         limit = args.get("limit", limits.read_max_lines)
         fd, st = _open_read(path, shown)
         try:
+            if on_loop and (st.st_nlink > 1 or st.st_size > limits.inline_read_max_bytes):
+                raise _Offload  # swapped since the check: judge and read it in a thread
             judge_opened(ctx, path, st, shown, refresh=not on_loop)
             if st.st_size <= limits.inline_read_max_bytes:
                 data = _read_upto(fd, limits.inline_read_max_bytes + 1)
                 if len(data) <= limits.inline_read_max_bytes:  # one read, one decode
                     return self._small(data, st, shown, offset, limit, limits)
+                if on_loop:
+                    raise _Offload
                 os.lseek(fd, 0, os.SEEK_SET)  # it grew since fstat: stream it
             with open(fd, "rb", buffering=BLOCK, closefd=False) as f:
                 return self._stream(f, st, shown, offset, limit, limits)
@@ -201,6 +208,10 @@ class ReadTool(Tool):
 
 
 BLOCK = 1 << 16
+
+
+class _Offload(Exception):
+    """The file opened on the loop turned out large or hard-linked: read it in a thread."""
 
 
 class _Cut:
