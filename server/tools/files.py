@@ -352,8 +352,11 @@ def judge_opened(
     paths = ctx.policy
     policy: PathPolicy = paths.policy if isinstance(paths, CallPaths) else paths
     pre = paths.stat(real) if isinstance(paths, CallPaths) else None
-    if ctx.approved and pre is not None and (pre.st_dev, pre.st_ino) != (st.st_dev, st.st_ino):
+    same = pre is not None and (pre.st_dev, pre.st_ino) == (st.st_dev, st.st_ino)
+    if ctx.approved and pre is not None and not same:
         raise ToolError(f"{shown}: changed after it was approved; nothing was done (call again)")
+    if same and (st.st_nlink == 1 or not refresh):
+        return  # the very file the bridge judged (path and identity) before the call ran
     esc = policy.judge_opened(real, st, write=write, refresh=refresh)
     if esc is not None and esc != ctx.escalation:
         raise ToolError(
