@@ -202,10 +202,12 @@ class PathPolicy:
         self._ids_lock = threading.Lock()
         self._named_lock = threading.Lock()
         self._ids_ready = threading.Event()
+        self._named_ready = threading.Event()
         if scan_identities:
             threading.Thread(target=self._scan_all, name="a2a-protected-scan", daemon=True).start()
         else:
             self._ids_ready.set()
+            self._named_ready.set()
 
     # -- paths as the model gives them ----------------------------------------------------------
 
@@ -311,6 +313,7 @@ class PathPolicy:
         known = self._ids.get(ident) or self._named.get(ident) or self._seen.get(ident)
         if known is None and st.st_nlink > 1 and refresh:
             self._ids_ready.wait(10)
+            self._named_ready.wait(10)
             known = self._ids.get(ident) or self._named.get(ident)
             if known is None and time.monotonic() - self._ids_at > IDENTITY_REFRESH_S:
                 self._scan()
@@ -389,10 +392,15 @@ class PathPolicy:
                 self._ids_ready.set()
 
     def _scan_all(self) -> None:
+        """Protected locations first (small; hard links to them are the likely ones), then the
+        walk of the roots for secret-looking names."""
         try:
-            self._scan_names()
-        finally:
             self._scan()
+        finally:
+            try:
+                self._scan_names()
+            finally:
+                self._named_ready.set()
 
     def _scan_names(self) -> None:
         """Walk the roots (bounded, no symlinks, noise and protected folders skipped) for files
@@ -460,7 +468,7 @@ class PathPolicy:
                 continue
 
     def wait_scanned(self, timeout: float = 10.0) -> bool:
-        return self._ids_ready.wait(timeout)
+        return self._ids_ready.wait(timeout) and self._named_ready.wait(timeout)
 
 
 class CallPaths:

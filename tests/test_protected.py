@@ -124,6 +124,8 @@ PERSISTENCE_CASES = [
     ("proj/sub/.git/hooks/x/y", "git hooks"),
     ("proj/.git/config", "git config"),
     ("proj/.git/modules/lib/config", "git config"),
+    ("proj/.husky/pre-commit", "git hooks"),
+    ("proj/.vscode/tasks.json", "editor task"),
     (".gitconfig", "git config"),
     (".config/git/config", "git config"),
     (".config/git/hooks/pre-push", "git config"),
