@@ -333,24 +333,23 @@ class PathPolicy:
         out: list[str] = []
         bkey = fold(base).rstrip("/")
         below = bkey + "/"
-        for path in self._existing_locations():
-            k = fold(path)
-            if k == bkey or k.startswith(below):
-                out.append(path)
+        for pattern, _hit in self._secrets.locations:
+            k = fold(pattern)
+            head = k.split("*", 1)[0].split("?", 1)[0]
+            if head == k:  # a plain location
+                if (k == bkey or k.startswith(below)) and os.path.lexists(pattern):
+                    out.append(pattern)
+            elif head.startswith(below) or below.startswith(head) or head == bkey:
+                # Only glob what could lie under base (never all of /proc for a home walk).
+                for p in glob.glob(pattern):
+                    pk = fold(p)
+                    if pk == bkey or pk.startswith(below):
+                        out.append(p)
         for p in self.own_files:
             k = fold(p)
             if (k == bkey or k.startswith(below)) and os.path.lexists(p):
                 out.append(p)
         return sorted(set(out))
-
-    def _existing_locations(self) -> list[str]:
-        found: list[str] = []
-        for pattern, _hit in self._secrets.locations:
-            if "*" in pattern or "?" in pattern:
-                found.extend(os.path.realpath(p) for p in glob.glob(pattern))
-            elif os.path.lexists(pattern):
-                found.append(pattern)
-        return found
 
     # -- identities of protected files (hard links) ---------------------------------------------
 
