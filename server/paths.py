@@ -73,6 +73,16 @@ NAMES_SKIP_DIRS = frozenset(
         "target",
         "build",
         "dist",
+        ".pyenv",
+        ".rbenv",
+        ".nvm",
+        ".conda",
+        "anaconda3",
+        "miniconda3",
+        ".sdkman",
+        ".gradle",
+        ".m2",
+        ".vscode-server",
     }
 )
 
