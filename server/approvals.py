@@ -15,7 +15,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .paths import Escalation
 
 from .preview import build_preview, summary_of
 
@@ -61,7 +64,7 @@ class PendingCall:
     arguments: dict[str, Any]
     summary: str
     arrived: float  # wall clock
-    escalation: Any = None  # why it needs a human: ``paths.Escalation`` (or a reason string)
+    escalation: Escalation | None = None  # why the call needs a human (category, real path)
     deadline: float | None = None  # wall clock of the auto-deny; None: waits until decided
     preview: dict[str, Any] = field(default_factory=dict)  # bounded safe context (preview.py)
     hidden: bool = False  # the agent's text carried bidi/invisible/control characters
@@ -132,7 +135,7 @@ class ApprovalBroker:
         tool: str,
         arguments: dict[str, Any],
         timeout_s: float,
-        escalation: Any = None,
+        escalation: Escalation | None = None,
         cwd: str | None = None,
         on_created: Callable[[PendingCall], None] = lambda p: None,
     ) -> Verdict:

@@ -8,9 +8,9 @@ went through :mod:`server.textsafe`.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
+from .sessions import sid_hash
 from .textsafe import Safe, lines_preview, render, shorten
 
 SUMMARY_MAX = 160
@@ -20,7 +20,7 @@ PATH_MAX = 200
 
 def short_session(sid: str) -> str:
     """A short, stable handle for a session in UIs (not the session id itself)."""
-    return hashlib.sha256(sid.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return sid_hash(sid)
 
 
 def escalation_json(escalation: Any) -> dict[str, Any] | None:

@@ -7,7 +7,8 @@ from typing import Any
 
 from .approvals import PendingCall
 from .bridge import SessionView, Snapshot
-from .preview import escalation_json, full_display, short_session
+from .preview import escalation_json, full_display
+from .sessions import sid_hash
 from .textsafe import shorten
 
 
@@ -26,8 +27,9 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
     hidden = p.hidden or client.hidden or tool.hidden or bool(escalation and escalation["hidden"])
     return {
         "id": p.id,
-        "sid": p.sid,
-        "session": short_session(p.sid),
+        "sid": p.sid,  # the authenticated control API only; UIs show the hash
+        "session": sid_hash(p.sid),
+        "sid_hash": sid_hash(p.sid),
         "client": client.text,
         "tool": tool.text,
         "summary": p.summary,
@@ -55,7 +57,8 @@ def session_json(s: SessionView) -> dict[str, Any]:
     client, version = shorten(s.client, 80), shorten(s.version, 40)
     return {
         "sid": s.sid,
-        "session": short_session(s.sid),
+        "session": sid_hash(s.sid),
+        "sid_hash": sid_hash(s.sid),
         "client": client.text,
         "version": version.text,
         "hidden": client.hidden or version.hidden,
