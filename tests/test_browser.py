@@ -108,19 +108,8 @@ def _in_view(driver, element) -> bool:
     )
 
 
-class _Escalation:
-    """The shape of branch pathpolicy's ``paths.Escalation`` (category and real path)."""
-
-    def __init__(self, path: str) -> None:
-        self.kind, self.category, self.path = "protected", "SSH keys", path
-        self.text = f"{path} is in a protected location (SSH keys)"
-
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "category": self.category, "path": self.path, "text": self.text}
-
-
 def test_spoofed_and_escalated_calls_show_the_tail_the_reason_and_a_countdown(
-    start_bridge, browser, tmp_path, monkeypatch
+    start_bridge, browser, tmp_path
 ):
     """6000 x U+2800 padding cannot push the real tail out of sight; the warning and the
     escalation reason are on the card; the tray's "Show full call" anchor scrolls to it."""
@@ -133,11 +122,6 @@ def test_spoofed_and_escalated_calls_show_the_tail_the_reason_and_a_countdown(
     outside.write_text("key")
     # A symlink in the project that points at a key: the page must name the real path.
     os.symlink(outside, os.path.join(running.env["root"], "notes.txt"))
-    policy = running.runner.bridge.policy
-    judge = policy.judge
-    monkeypatch.setattr(
-        policy, "judge", lambda real: _Escalation(real) if real == str(outside) else judge(real)
-    )
     agent = running.client("claude-code")
     browser.get(running.runner.login_url())
     _wait(browser, lambda d: "session(s)" in d.find_element(By.ID, "status").text)
@@ -170,7 +154,7 @@ def test_spoofed_and_escalated_calls_show_the_tail_the_reason_and_a_countdown(
     # The escalated call says why, prominently.
     first = browser.find_elements(By.CSS_SELECTOR, "#pending .card")[0]
     why = first.find_element(By.CSS_SELECTOR, ".why")
-    assert "Needs a human: SSH keys" in why.text and str(outside) in why.text
+    assert "Needs a human: secret-looking file" in why.text and str(outside) in why.text
     browser.execute_script("window.scrollTo(0, 0)")
     shot = os.path.join(
         DOCS if os.environ.get("A2A_UPDATE_SCREENSHOTS") else str(tmp_path), "approval-page.png"
