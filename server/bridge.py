@@ -32,6 +32,7 @@ from .protocol import (
 )
 from .sessions import Session, SessionTable
 from .tokens import TokenStore
+from .tools import pools
 from .tools.base import Tool, ToolContext, ToolError, ToolResult
 from .tools.registry import ToolRegistry
 
@@ -97,6 +98,7 @@ class _Outcome:
     outcome: str
     decided_by: str
     wait_ms: int = 0
+    queue_ms: int = 0  # time the tool's work waited for a pool worker (tools/pools.py)
 
 
 @dataclass(slots=True)
@@ -387,6 +389,7 @@ class Bridge:
             rec["outcome"] = out.outcome
             rec["decided_by"] = out.decided_by
             rec["wait_ms"] = out.wait_ms
+            rec["queue_ms"] = out.queue_ms
             rec["duration_ms"] = int((time.monotonic() - call.started) * 1000)
         self.audit.record(rec)
 
@@ -463,8 +466,10 @@ class Bridge:
         # client or the shutdown cancels this task while handle.task points at it.
         me = asyncio.current_task()
         handle.task = me
+        meter = pools.QueueMeter()
         try:
-            result = await step.tool.run(call.args, step.ctx)
+            with pools.queue_meter() as meter:
+                result = await step.tool.run(call.args, step.ctx)
         except asyncio.CancelledError:
             if me is None or not (handle.cancelled or self.closing):
                 raise
@@ -477,7 +482,7 @@ class Bridge:
             result = ToolResult.text(f"tool '{name}' failed: {type(e).__name__}", True)
         finally:
             handle.task = None
-        return _Outcome(result, _ok(result), step.decided_by, wait_ms)
+        return _Outcome(result, _ok(result), step.decided_by, wait_ms, meter.queue_ms)
 
     def _refusal(self, v: Verdict) -> _Outcome | None:
         e = v.ending
