@@ -416,7 +416,11 @@ class Bridge:
         if problem is not None:
             return _Outcome(ToolResult.text(problem, True), "error", "policy")
         paths = CallPaths(self.policy)
-        escalation = tool.escalation(args, paths)
+        try:
+            escalation = tool.escalation(args, paths)
+        except ValueError as e:  # a NUL in a path argument: the OS cannot even name it
+            text = f"invalid path for '{name}': {e}"
+            return _Outcome(ToolResult.text(text, True), "error", "policy")
         ctx = ToolContext(call.id, session.sid, session.client, paths, self.config.limits)
         if self.tier(tool) == "allow" and escalation is None:
             return _Plan(tool, ctx, "policy", False, escalation)

@@ -13,12 +13,13 @@ import asyncio
 import contextlib
 import functools
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import pools
 from .base import Tool, ToolContext, ToolError, ToolResult
-from .fileio import glob_regex
+from .fileio import glob_regex, io_error
 from .files import READ_ONLY
 from .rg import BASE_ARGS, RgRun, glob_escape, require_rg, rg_error
 from .walkpolicy import EntryGate, shown_bytes, shown_name
@@ -276,7 +277,13 @@ class GrepTool(Tool):
     def _grep(self, args: dict[str, Any], ctx: ToolContext, run: RgRun) -> _GrepMatches:
         """In a search-pool thread: build the rg command, run it, parse its output."""
         base, shown = _base_dir(args, ctx)
-        single = not os.path.isdir(base)
+        try:
+            mode = os.stat(base).st_mode
+        except OSError as e:
+            raise io_error(e, shown) from None
+        single = not stat.S_ISDIR(mode)
+        if single and not stat.S_ISREG(mode):
+            raise ToolError(f"{shown}: not a regular file")  # a FIFO or device would block rg
         gate = EntryGate.for_base(ctx.policy, base)
         if single:
             cwd, target = os.path.dirname(base), "./" + os.path.basename(base)
