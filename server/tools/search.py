@@ -14,6 +14,7 @@ import contextlib
 import functools
 import os
 import stat
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,7 @@ from .rg import BASE_ARGS, RgRun, glob_escape, require_rg, rg_error
 from .walkpolicy import EntryGate, shown_bytes, shown_name
 
 WALK_LIMIT = 200_000
+FS_DECODE = (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
 MATCH_TEXT_MAX = 300
 # Past the shown cap, matches are still counted (cheaply) up to this many, then rg is stopped.
 COUNT_LIMIT = 100_000
@@ -193,7 +195,7 @@ class _FindWalk:
                         self.cut = True
                         run.kill()
                         return self
-                    rel = os.fsdecode(raw[2:] if raw.startswith(b"./") else raw)
+                    rel = (raw[2:] if raw.startswith(b"./") else raw).decode(*FS_DECODE)
                     self.files.append(rel)
                     # Every ancestor directory is an entry too (find matches directories).
                     d = rel.rpartition("/")[0]
@@ -210,11 +212,11 @@ class _FindWalk:
         gate = self.gate
         found: list[str] = []
         total = 0
-        base = gate.base
+        prefix = gate.base.rstrip(os.sep) + os.sep
         for rel, is_dir in [(f, False) for f in self.files] + [(d, True) for d in self.dirs]:
             if not match(rel):
                 continue
-            if gate.refuses(os.path.join(base, rel)):
+            if gate.refuses(prefix + rel):
                 continue
             total += 1
             found.append(shown_name(rel) + ("/" if is_dir else ""))
