@@ -93,9 +93,9 @@ function pendingCard(p) {
   const reason = el("input", { type: "text", "aria-label": `Reason for denying ${p.tool}`, placeholder: "reason for the agent (optional)" });
   const card = el("li", { class: "card", "data-id": p.id },
     el("h3", {}, `${p.tool} — ${p.summary.replace(/^[^:]*:\s*/, "")}`),
-    el("p", { class: "meta" }, `${p.client} · session ${p.sid.slice(0, 8)} · waiting ${ago(p.waiting_s)}`),
+    el("p", { class: "meta" }, `${p.client} · session ${p.sid_hash} · waiting ${ago(p.waiting_s)}`),
   );
-  if (p.escalation) card.append(el("p", { class: "why" }, `Needs a human because ${p.escalation}.`));
+  if (p.escalation) card.append(el("p", { class: "why" }, `Needs a human because ${p.escalation.text}.`));
   card.append(...details(p));
   card.append(el("div", { class: "actions" },
     el("button", { type: "button", class: "approve", onclick: () => decide(p.id, "approve") }, "Approve"),
@@ -128,7 +128,7 @@ function render() {
   const shown = new Set([...list.children].map((c) => c.dataset.id));
   for (const p of s.pending) {
     if (!shown.has(p.id)) list.append(pendingCard(p));
-    else list.querySelector(`[data-id="${CSS.escape(p.id)}"] .meta`).textContent = `${p.client} · session ${p.sid.slice(0, 8)} · waiting ${ago(p.waiting_s)}`;
+    else list.querySelector(`[data-id="${CSS.escape(p.id)}"] .meta`).textContent = `${p.client} · session ${p.sid_hash} · waiting ${ago(p.waiting_s)}`;
   }
 
   if (s.calls_total !== render.calls || s.pending.length !== render.pending) {

@@ -16,7 +16,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .paths import Escalation
 
 
 class Decision(enum.StrEnum):
@@ -58,7 +61,7 @@ class PendingCall:
     arguments: dict[str, Any]
     summary: str
     arrived: float  # wall clock
-    escalation: str | None = None  # why an allow-tier call needs a human
+    escalation: Escalation | None = None  # why the call needs a human (category, real path)
 
 
 def summarize(tool: str, args: dict[str, Any], limit: int = 80) -> str:
@@ -125,7 +128,7 @@ class ApprovalBroker:
         tool: str,
         arguments: dict[str, Any],
         timeout_s: float,
-        escalation: str | None = None,
+        escalation: Escalation | None = None,
         on_created: Callable[[PendingCall], None] = lambda p: None,
     ) -> Verdict:
         """Hold the call until a verdict; ``timeout_s`` 0 waits forever."""

@@ -20,7 +20,8 @@ from . import __version__
 from .approvals import ApprovalBroker, Decision, Ending, PendingCall, Verdict
 from .audit import AuditLog, utc_now
 from .config import Config, update_config
-from .paths import CallPaths, PathPolicy
+from .controlfile import runtime_dir
+from .paths import CallPaths, Escalation, PathPolicy
 from .protocol import (
     METHOD_NOT_FOUND,
     REQUEST_CANCELLED,
@@ -119,7 +120,7 @@ class _Plan:
     ctx: ToolContext
     decided_by: str  # "policy" | "session_rule" | "user" (after approval)
     needs_human: bool
-    escalation: str | None
+    escalation: Escalation | None
 
 
 def _ok(result: ToolResult) -> str:
@@ -155,7 +156,14 @@ class Bridge:
         if opts.discover_tools:
             self.registry.discover()
         self.policy = PathPolicy(
-            cfg.roots, cfg.sensitive_paths, own_files=(cfg.path, opts.audit.path)
+            cfg.roots,
+            cfg.sensitive_paths,
+            own_files=(
+                (cfg.path, "bridge config, may hold the token"),
+                (opts.audit.path, "audit log"),
+            ),
+            own_dirs=((runtime_dir(), "bridge control file"),),
+            remove=cfg.protected_remove,
         )
         self.tiers = dict(cfg.tiers)
         self.broker = ApprovalBroker(on_change=self._pending_changed)
@@ -378,7 +386,7 @@ class Bridge:
         rec: dict[str, Any] = {
             "ts": utc_now(),
             "id": call.id,
-            "sid": call.session.sid,
+            "sid": call.session.sid_hash,  # session ids are secrets: a short hash only
             "client": call.session.client,
             "tool": call.name,
             "phase": phase,
@@ -422,8 +430,11 @@ class Bridge:
             text = f"invalid path for '{name}': {e}"
             return _Outcome(ToolResult.text(text, True), "error", "policy")
         ctx = ToolContext(call.id, session.sid, session.client, paths, self.config.limits)
+        ctx.escalation = escalation
         if self.tier(tool) == "allow" and escalation is None:
             return _Plan(tool, ctx, "policy", False, escalation)
+        # "Allow for this session" never covers an escalated call (outside the roots,
+        # protected, persistence): only a human decision on this very call does.
         if escalation is None and name in session.allowed_tools:
             return _Plan(tool, ctx, "session_rule", False, escalation)
         return _Plan(tool, ctx, "user", True, escalation)
@@ -459,6 +470,7 @@ class Bridge:
             if refusal is not None:
                 refusal.wait_ms = wait_ms
                 return refusal
+            step.ctx.approved = True
             if verdict.decision is Decision.ALLOW_SESSION:
                 session.allowed_tools.add(name)
             elif verdict.decision is Decision.ALLOW_ALWAYS:

@@ -19,6 +19,7 @@ import platformdirs
 
 from . import APP_NAME
 from .fsutil import write_private_atomic
+from .protected import known_removals
 
 TIERS = ("allow", "prompt", "deny")
 TOKEN_MIN_LENGTH = 32
@@ -73,7 +74,8 @@ class Config:
     deny_mcp_tools: bool = False
     allowed_origins: frozenset[str] = frozenset()
     roots: tuple[str, ...] = ()
-    sensitive_paths: tuple[str, ...] = ()
+    sensitive_paths: tuple[str, ...] = ()  # additions: the old key plus protected.add
+    protected_remove: tuple[str, ...] = ()  # built-in locations or categories to drop
     tiers: dict[str, str] = field(default_factory=dict)
     default_tier: str = "prompt"
     approval_timeout_s: float = 55.0
@@ -132,6 +134,35 @@ def _limits(path: str, raw: Any) -> Limits:
     return Limits(**values)
 
 
+def _protected(path: str, raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``protected``: ``{"add": [...], "remove": [...]}``; a removal must name a built-in
+    location or category (a typo would otherwise silently keep nothing removed)."""
+    if raw is None:
+        return (), ()
+    what = 'an object {"add": [...], "remove": [...]}'
+    if not isinstance(raw, dict) or not set(raw) <= {"add", "remove"}:
+        raise _fail(path, "protected", what)
+    add, remove = raw.get("add", []), raw.get("remove", [])
+    for name, v in (("add", add), ("remove", remove)):
+        if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+            raise _fail(path, f"protected.{name}", "an array of non-empty strings")
+    for entry in add:
+        if not (entry.startswith(("~", "**/")) or "/" not in entry or os.path.isabs(entry)):
+            raise _fail(
+                path, "protected.add", "paths starting with ~/ or /, bare names or **/ patterns"
+            )
+    known = known_removals()
+    for entry in remove:
+        if entry not in known:
+            raise _fail(
+                path,
+                "protected.remove",
+                f"built-in protected locations or categories ({entry!r} is neither; "
+                "the bridge's own files cannot be removed)",
+            )
+    return tuple(add), tuple(remove)
+
+
 def parse_config(path: str, raw: Any) -> Config:
     """Validate a loaded document; raise :class:`ConfigError` naming the first bad field."""
     if not isinstance(raw, dict):
@@ -155,6 +186,7 @@ def parse_config(path: str, raw: Any) -> Config:
     origins = _string_list(path, raw, "allowed_origins")
     roots = _string_list(path, raw, "roots")
     sensitive = _string_list(path, raw, "sensitive_paths")
+    added, removed = _protected(path, raw.get("protected"))
 
     approval = raw.get("approval", {})
     if not isinstance(approval, dict):
@@ -191,7 +223,8 @@ def parse_config(path: str, raw: Any) -> Config:
         deny_mcp_tools=deny_mcp,
         allowed_origins=frozenset(o.strip().rstrip("/").lower() for o in origins),
         roots=tuple(roots) or (os.path.expanduser("~"),),
-        sensitive_paths=tuple(sensitive),
+        sensitive_paths=tuple(sensitive) + added,
+        protected_remove=removed,
         tiers=dict(tiers),
         default_tier=default_tier,
         approval_timeout_s=float(timeout_s),

@@ -1,44 +1,87 @@
-"""Which paths a call may touch without a human looking: inside a root and not sensitive.
+"""Which paths a call may touch without a human looking, and why a human must look at the others.
 
 The real path (``~`` expanded, relative to the first root, symlinks resolved) decides, so ``..``
-and a symlink that points out of a root are judged by where they land.
+and a symlink that points out of a root are judged by where they land. What the tools then open
+is opened without following symlinks (:mod:`server.safeopen`) and judged again by its identity,
+so a swap between the check and the open cannot change the answer.
+
+The protected locations are one table (:mod:`server.protected`); this module compiles it for
+the running user and answers four questions: :meth:`PathPolicy.judge` (a path argument),
+:meth:`PathPolicy.judge_entry` (one entry of a walk, fast), :meth:`PathPolicy.judge_opened`
+(an opened file, by path and device+inode) and :meth:`PathPolicy.protected_dirs_under` (what a
+walk should prune).
 """
 
 from __future__ import annotations
 
+import glob
 import os
+import stat
+import threading
+import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-# Credentials, keyrings and browser profiles: never auto-allowed, whatever the roots say.
-SENSITIVE_DEFAULTS: tuple[str, ...] = (
-    "~/.ssh",
-    "~/.gnupg",
-    "~/.aws",
-    "~/.azure",
-    "~/.config/gcloud",
-    "~/.kube",
-    "~/.docker/config.json",
-    "~/.netrc",
-    "~/.git-credentials",
-    "~/.pypirc",
-    "~/.npmrc",
-    "~/.password-store",
-    "~/.local/share/keyrings",
-    "~/.local/share/python_keyring",
-    "~/.config/python_keyring",
-    "~/Library/Keychains",
-    "~/.mozilla",
-    "~/.config/google-chrome",
-    "~/.config/chromium",
-    "~/.config/BraveSoftware",
-    "~/.config/microsoft-edge",
-    "~/snap/firefox",
-    "~/Library/Application Support/Google/Chrome",
-    "~/Library/Application Support/Firefox",
-    "~/AppData/Roaming/Mozilla",
-    "~/AppData/Local/Google/Chrome",
-    "~/AppData/Roaming/Microsoft/Credentials",
+from .protected import (
+    TABLE,
+    EscalationKind,
+    Hit,
+    Location,
+    Matcher,
+    fold,
+    own_default_locations,
+    removable,
 )
+
+__all__ = ["CallPaths", "Escalation", "EscalationKind", "PathPolicy", "is_within"]
+
+USER_CATEGORY = "protected in your config"
+OUTSIDE_CATEGORY = "outside the configured roots"
+OWN_CATEGORY = "bridge data"
+# Hard-link recognition: how many protected files are remembered, how deep a location is
+# scanned, and how stale the set may be before an unknown multiply-linked file triggers a rescan.
+IDENTITY_MAX_FILES = 20_000
+IDENTITY_MAX_DEPTH = 8
+IDENTITY_REFRESH_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Escalation:
+    """Why a call needs a human: what kind, in words a human reads, and the real path."""
+
+    kind: EscalationKind
+    category: str  # human words shown in every UI, e.g. "SSH keys", "shell startup file"
+    path: str  # the real path that was judged
+
+    @property
+    def text(self) -> str:
+        k = self.kind
+        if k is EscalationKind.OUTSIDE_ROOTS:
+            return f"{self.path} is outside the configured roots"
+        if k is EscalationKind.OWN_FILE:
+            return f"{self.path} is one of the bridge's own files ({self.category})"
+        if k is EscalationKind.PERSISTENCE:
+            return (
+                f"{self.path} is a persistence location ({self.category}); "
+                "writing there can make programs run later"
+            )
+        return f"{self.path} is in a protected location ({self.category})"
+
+    @property
+    def always_asks(self) -> bool:
+        """No session grant, "always allow" or rule covers it: only a human decision does."""
+        return self.kind is not EscalationKind.OUTSIDE_ROOTS
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "kind": str(self.kind),
+            "category": self.category,
+            "path": self.path,
+            "text": self.text,
+        }
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def _real(path: str) -> str:
@@ -59,23 +102,77 @@ def is_within(path: str, parent: str) -> bool:
     return path == parent or path.startswith(_prefix(parent))
 
 
+def user_location(entry: str) -> str:
+    """A ``protected.add`` entry in table syntax: ``~/x``, ``/abs``, a bare name, ``**/a/b``."""
+    if entry.startswith(("~", "**/")) or "/" not in entry or os.path.isabs(entry):
+        return entry
+    return os.path.abspath(entry)
+
+
+def _named(entry: str | tuple[str, str]) -> tuple[str, str]:
+    return (entry, OWN_CATEGORY) if isinstance(entry, str) else entry
+
+
+def _is_cache(name: str) -> bool:
+    return "cache" in name.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    hit: Hit
+    path: str
+
+
 class PathPolicy:
+    """Roots, the protected table (with the user's additions and removals), the bridge's own
+    files, and the identities of protected files for recognising hard links."""
+
     def __init__(
         self,
         roots: Iterable[str],
         sensitive: Iterable[str] = (),
-        own_files: Iterable[str] = (),
+        own_files: Iterable[str | tuple[str, str]] = (),
+        *,
+        remove: Iterable[str] = (),
+        own_dirs: Iterable[str | tuple[str, str]] = (),
+        home: str | None = None,
+        scan_identities: bool = True,
     ) -> None:
-        self.roots = tuple(_real(r) for r in roots) or (_real("~"),)
-        self.sensitive = tuple(_real(p) for p in (*SENSITIVE_DEFAULTS, *sensitive))
+        self.home = _real(home or "~")
+        self.roots = tuple(_real(r) for r in roots) or (self.home,)
+        removed = tuple(remove)
+        table = [loc for loc in TABLE if not any(removable(r, loc) for r in removed)]
+        added = [Location(user_location(p), USER_CATEGORY) for p in sensitive]
+        own = [
+            Location(d, cat, EscalationKind.OWN_FILE)
+            for d, cat in map(_named, (*own_default_locations(), *own_dirs))
+            if d
+        ]
+        persist = EscalationKind.PERSISTENCE
+        secrets = [loc for loc in (*table, *added, *own) if loc.kind is not persist]
+        persistence = [loc for loc in table if loc.kind is persist]
+        self._secrets = Matcher(secrets, self.home)
+        self._persistence = Matcher(persistence, self.home)
         # The bridge's config (holds the token on fallback) and audit log with its rotations.
-        self.own_files = tuple(_real(p) for p in own_files)
+        named = [(_real(p), cat) for p, cat in map(_named, own_files)]
+        self.own_files = tuple(p for p, _ in named)
+        self._own = {fold(p): cat for p, cat in named}
+        self._own_below = tuple(k + "." for k in self._own) or ("\0",)
         # Precomputed for the hot path: one str.startswith over a tuple per check.
-        self._sensitive_exact = frozenset(_norm(p) for p in self.sensitive)
-        self._sensitive_below = tuple(_prefix(_norm(p)) for p in self.sensitive)
         self._roots_exact = frozenset(_norm(r) for r in self.roots)
         self._roots_below = tuple(_prefix(_norm(r)) for r in self.roots)
-        self._own = tuple(_norm(p) for p in self.own_files)
+        # Hard links: (st_dev, st_ino) of protected files -> what they are.
+        self._ids: dict[tuple[int, int], _Known] = {}
+        self._seen: dict[tuple[int, int], _Known] = {}
+        self._ids_at = 0.0
+        self._ids_lock = threading.Lock()
+        self._ids_ready = threading.Event()
+        if scan_identities:
+            threading.Thread(target=self._scan, name="a2a-protected-scan", daemon=True).start()
+        else:
+            self._ids_ready.set()
+
+    # -- paths as the model gives them ----------------------------------------------------------
 
     def resolve(self, path: str | None) -> str:
         """Absolute real path for a tool argument; an empty or absent path is the first root."""
@@ -93,36 +190,202 @@ class PathPolicy:
             return os.path.relpath(real, root)
         return real
 
-    def escalation(self, path: str | None) -> str | None:
-        return self.judge(self.resolve(path))
+    def escalation(self, path: str | None, *, write: bool = False) -> Escalation | None:
+        return self.judge(self.resolve(path), write=write)
 
-    def judge(self, real: str) -> str | None:
-        """Why the already-resolved ``real`` path needs a human, or None."""
-        key = _norm(real)
-        for own in self._own:
-            if key == own or key.startswith(own + "."):
-                return f"{real} is one of the bridge's own files"
-        if key in self._sensitive_exact or key.startswith(self._sensitive_below):
-            where = next(
-                s for s in self.sensitive if key == _norm(s) or key.startswith(_prefix(_norm(s)))
+    # -- judging --------------------------------------------------------------------------------
+
+    def _secret_hit(self, key: str, name_check: bool = True) -> Hit | None:
+        if key in self._own or key.startswith(self._own_below):
+            cat = self._own.get(key) or next(
+                c for k, c in self._own.items() if key.startswith(k + ".")
             )
-            return f"{real} is inside a sensitive location ({where})"
-        if not (key in self._roots_exact or key.startswith(self._roots_below)):
-            return f"{real} is outside the configured roots"
+            return Hit(cat, EscalationKind.OWN_FILE, key)
+        hit = self._secrets.location(key)
+        if hit is None and name_check:
+            hit = self._secrets.name(key[key.rfind("/") + 1 :])
+        if hit is None:
+            hit = self._secrets.anywhere(key)
+        return hit
+
+    def judge(self, real: str, *, write: bool = False) -> Escalation | None:
+        """Why the already-resolved ``real`` path needs a human, or None.
+
+        Order: the bridge's own files and protected locations (secrets), then, for a write,
+        persistence locations, then the roots.
+        """
+        key = fold(real)
+        hit = self._secret_hit(key)
+        if hit is None and write:
+            hit = self._persistence.location(key) or self._persistence.anywhere(key)
+            if hit is None:
+                hit = self._persistence.name(key[key.rfind("/") + 1 :])
+        if hit is not None:
+            return Escalation(hit.kind, hit.category, real)
+        n = _norm(real)
+        if not (n in self._roots_exact or n.startswith(self._roots_below)):
+            return Escalation(EscalationKind.OUTSIDE_ROOTS, OUTSIDE_CATEGORY, real)
         return None
+
+    def judge_entry(self, real: str, st: os.stat_result | None = None) -> Escalation | None:
+        """One entry of a walk: protected location, own file, secret-looking name, or a hard
+        link to a known protected file. Not "outside the roots" and not persistence (walks
+        read). Fast: a few prefix tests and one regex on the name.
+
+        With ``st`` (from ``lstat``/``DirEntry.stat(follow_symlinks=False)``): a directory is not
+        judged by its name (a venv called ``.env`` is fine), and a regular file is also judged
+        by its device+inode. Call it from a worker thread: an unknown multiply-linked file may
+        trigger a (bounded) rescan of the protected files.
+        """
+        is_dir = st is not None and stat.S_ISDIR(st.st_mode)
+        hit = self._secret_hit(fold(real), name_check=not is_dir)
+        if hit is not None:
+            if st is not None and not is_dir:
+                self._remember(st, hit, real)
+            return Escalation(hit.kind, hit.category, real)
+        if st is not None and stat.S_ISREG(st.st_mode):
+            return self.judge_identity(real, st)
+        return None
+
+    def judge_opened(
+        self, real: str, st: os.stat_result, *, write: bool = False, refresh: bool = True
+    ) -> Escalation | None:
+        """An opened file: its real path and its identity (a hard link to a protected file is
+        that file, also outside the roots). ``refresh=False`` on the event loop: never rescan
+        there."""
+        esc = self.judge(real, write=write)
+        if esc is not None and esc.always_asks:
+            if stat.S_ISREG(st.st_mode) and esc.kind is not EscalationKind.PERSISTENCE:
+                self._remember(st, Hit(esc.category, esc.kind, real), real)
+            return esc
+        if stat.S_ISREG(st.st_mode):
+            return self.judge_identity(real, st, refresh=refresh) or esc
+        return esc
+
+    def judge_identity(
+        self, real: str, st: os.stat_result, *, refresh: bool = True
+    ) -> Escalation | None:
+        """A regular file that is (by device+inode) a known protected file."""
+        ident = (st.st_dev, st.st_ino)
+        known = self._ids.get(ident) or self._seen.get(ident)
+        if known is None and st.st_nlink > 1 and refresh:
+            self._ids_ready.wait(10)
+            known = self._ids.get(ident)
+            if known is None and time.monotonic() - self._ids_at > IDENTITY_REFRESH_S:
+                self._scan()
+                known = self._ids.get(ident)
+        if known is None or known.path == real:
+            return None if known is None else Escalation(known.hit.kind, known.hit.category, real)
+        category = f"{known.hit.category}; hard link to {known.path}"
+        return Escalation(known.hit.kind, category, real)
+
+    def protected_dirs_under(self, base: str) -> list[str]:
+        """Real paths of the protected locations (and own files) that exist at or below
+        ``base``: a walk prunes them without looking inside. Secret-looking names are not
+        listed (they are judged per entry)."""
+        out: list[str] = []
+        bkey = fold(base).rstrip("/")
+        below = bkey + "/"
+        for path in self._existing_locations():
+            k = fold(path)
+            if k == bkey or k.startswith(below):
+                out.append(path)
+        for p in self.own_files:
+            k = fold(p)
+            if (k == bkey or k.startswith(below)) and os.path.lexists(p):
+                out.append(p)
+        return sorted(set(out))
+
+    def _existing_locations(self) -> list[str]:
+        found: list[str] = []
+        for pattern, _hit in self._secrets.locations:
+            if "*" in pattern or "?" in pattern:
+                found.extend(os.path.realpath(p) for p in glob.glob(pattern))
+            elif os.path.lexists(pattern):
+                found.append(pattern)
+        return found
+
+    # -- identities of protected files (hard links) ---------------------------------------------
+
+    def _remember(self, st: os.stat_result, hit: Hit, path: str) -> None:
+        if stat.S_ISREG(st.st_mode) and len(self._seen) < IDENTITY_MAX_FILES:
+            self._seen.setdefault((st.st_dev, st.st_ino), _Known(hit, path))
+
+    def _scan(self) -> None:
+        """Stat the files in the protected locations (bounded; symlinks never followed; cache
+        folders of browser profiles skipped) and swap in the new identity set."""
+        with self._ids_lock:
+            ids: dict[tuple[int, int], _Known] = {}
+            try:
+                roots: list[tuple[str, Hit]] = []
+                for pattern, hit in self._secrets.locations:
+                    if "*" in pattern or "?" in pattern:
+                        roots += [(p, hit) for p in glob.glob(pattern)]
+                    else:
+                        roots.append((pattern, hit))
+                for p in self.own_files:
+                    cat = self._own[fold(p)]
+                    d, name = os.path.split(p)
+                    try:
+                        names = [n for n in os.listdir(d) if n == name or n.startswith(name + ".")]
+                    except OSError:
+                        names = []
+                    roots += [
+                        (os.path.join(d, n), Hit(cat, EscalationKind.OWN_FILE, p)) for n in names
+                    ]
+                for path, hit in roots:
+                    if len(ids) >= IDENTITY_MAX_FILES:
+                        break
+                    self._scan_one(path, hit, ids)
+            finally:
+                self._ids = ids
+                self._ids_at = time.monotonic()
+                self._ids_ready.set()
+
+    def _scan_one(self, top: str, hit: Hit, ids: dict[tuple[int, int], _Known]) -> None:
+        try:
+            st = os.lstat(top)
+        except OSError:
+            return
+        if stat.S_ISREG(st.st_mode):
+            ids[(st.st_dev, st.st_ino)] = _Known(hit, top)
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            return
+        stack = [(top, 0)]
+        while stack and len(ids) < IDENTITY_MAX_FILES:
+            d, depth = stack.pop()
+            try:
+                with os.scandir(d) as it:
+                    for e in it:
+                        try:
+                            if e.is_dir(follow_symlinks=False):
+                                if depth < IDENTITY_MAX_DEPTH and not _is_cache(e.name):
+                                    stack.append((e.path, depth + 1))
+                            elif e.is_file(follow_symlinks=False):
+                                s = e.stat(follow_symlinks=False)
+                                ids[(s.st_dev, s.st_ino)] = _Known(hit, e.path)
+                        except OSError:
+                            continue
+            except OSError:
+                continue
+
+    def wait_scanned(self, timeout: float = 10.0) -> bool:
+        return self._ids_ready.wait(timeout)
 
 
 class CallPaths:
-    """The path policy as one call sees it: each path is resolved once.
+    """The path policy as one call sees it: each path is resolved (and stat'ed) once.
 
     The escalation check and the tool then act on the very same real path (no second
-    ``realpath``, and no window in which a swapped symlink could make them disagree).
+    ``realpath``), and the tool can tell whether what it opened is what was judged.
     """
 
     def __init__(self, policy: PathPolicy) -> None:
         self.policy = policy
         self.roots = policy.roots
         self._memo: dict[str, str] = {}
+        self._stats: dict[str, os.stat_result | None] = {}
 
     def resolve(self, path: str | None) -> str:
         key = path or ""
@@ -131,8 +394,27 @@ class CallPaths:
             real = self._memo[key] = self.policy.resolve(path)
         return real
 
-    def escalation(self, path: str | None) -> str | None:
-        return self.policy.judge(self.resolve(path))
+    def stat(self, real: str) -> os.stat_result | None:
+        """``os.stat`` of a resolved path, memoised for the call; None when it cannot be
+        stat'ed (missing, no permission)."""
+        if real in self._stats:
+            return self._stats[real]
+        try:
+            st: os.stat_result | None = os.stat(real)
+        except (OSError, ValueError):
+            st = None
+        self._stats[real] = st
+        return st
+
+    def escalation(self, path: str | None, *, write: bool = False) -> Escalation | None:
+        real = self.resolve(path)
+        esc = self.policy.judge(real, write=write)
+        if esc is None or not esc.always_asks:
+            st = self.stat(real)
+            if st is not None and stat.S_ISREG(st.st_mode):
+                # On the loop: no rescan here; the tool re-judges what it opens.
+                esc = self.policy.judge_identity(real, st, refresh=False) or esc
+        return esc
 
     def display(self, real: str) -> str:
         return self.policy.display(real)

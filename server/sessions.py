@@ -6,6 +6,7 @@ to a client and carry what the tray shows as "live sessions".
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
 from collections import OrderedDict
@@ -14,6 +15,12 @@ from dataclasses import dataclass, field
 
 MAX_SESSIONS = 64
 SESSION_TTL_S = 24 * 3600.0
+
+
+def sid_hash(sid: str) -> str:
+    """What logs and displays show instead of a session id: session ids are secrets (a grant
+    such as "Allow for this session" rides on them), so only the control API carries them."""
+    return hashlib.sha256(sid.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
 @dataclass(slots=True)
@@ -27,6 +34,10 @@ class Session:
     calls: int = 0
     pending: int = 0
     allowed_tools: set[str] = field(default_factory=set)
+    sid_hash: str = ""
+
+    def __post_init__(self) -> None:
+        self.sid_hash = sid_hash(self.sid)
 
     @property
     def client(self) -> str:

@@ -7,18 +7,20 @@ from typing import Any
 
 from .approvals import PendingCall
 from .bridge import SessionView, Snapshot
+from .sessions import sid_hash
 
 
 def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
     now = time.time() if now is None else now
     return {
         "id": p.id,
-        "sid": p.sid,
+        "sid": p.sid,  # the authenticated control API only; UIs show sid_hash
+        "sid_hash": sid_hash(p.sid),
         "client": p.client,
         "tool": p.tool,
         "arguments": p.arguments,
         "summary": p.summary,
-        "escalation": p.escalation,
+        "escalation": None if p.escalation is None else p.escalation.to_json(),
         "arrived": p.arrived,
         "waiting_s": round(max(now - p.arrived, 0.0), 1),
     }
@@ -27,6 +29,7 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
 def session_json(s: SessionView) -> dict[str, Any]:
     return {
         "sid": s.sid,
+        "sid_hash": sid_hash(s.sid),
         "client": s.client,
         "version": s.version,
         "created": s.created,

@@ -25,11 +25,11 @@ PROMPT = "[a]pprove / allow for [s]ession / [A]lways / [d]eny? "
 def describe(p: dict[str, Any]) -> str:
     """The full picture of one pending call, as the terminal shows it."""
     lines = [
-        f"── {p['id']}: {p['tool']} from {p['client']} (session {p['sid'][:8]}), "
+        f"── {p['id']}: {p['tool']} from {p['client']} (session {p.get('sid_hash') or '?'}), "
         f"waiting {p['waiting_s']:g} s"
     ]
     if p.get("escalation"):
-        lines.append(f"   needs a human because {p['escalation']}")
+        lines.append(f"   needs a human because {p['escalation']['text']}")
     args = p.get("arguments") or {}
     if p["tool"] == "bash" and isinstance(args.get("command"), str):
         lines.append("   command:")

@@ -112,7 +112,7 @@ def test_allow_for_session_does_not_cover_escalated_calls(running, approver, tmp
     outside = tmp_path / "outside.txt"
     t, _out = in_thread(a.call, "write", {"path": str(outside), "content": "x"})
     [p] = running.pending()
-    assert "outside the configured roots" in p.escalation
+    assert "outside the configured roots" in p.escalation.text
     running.runner.decide(p.id, "deny")
     t.join(10)
     assert not outside.exists()

@@ -20,17 +20,24 @@ def test_policy_roots_sensitive_own_files(tmp_path):
     secret = tmp_path / "home" / ".ssh"
     secret.mkdir(parents=True)
     own = tmp_path / "cfg" / "config.json"
-    p = PathPolicy([str(root)], sensitive=[str(secret)], own_files=[str(own)])
-    assert p.escalation("sub/file.txt") is None
-    assert p.escalation(str(root)) is None
-    assert p.escalation("") is None
-    assert p.escalation(str(tmp_path / "rootless")).endswith("outside the configured roots")
-    assert p.escalation(str(root) + "x/y").endswith("outside the configured roots")
-    assert "sensitive location" in p.escalation(str(secret / "id_rsa"))
-    assert "sensitive location" in p.escalation(str(secret))
-    assert "own files" in p.escalation(str(own))
-    assert "own files" in p.escalation(str(own) + ".1")
+    p = PathPolicy(
+        [str(root)], sensitive=[str(secret)], own_files=[str(own)], scan_identities=False
+    )
+
+    def why(path: str) -> str | None:
+        esc = p.escalation(path)
+        return None if esc is None else esc.text
+
+    assert why("sub/file.txt") is None
+    assert why(str(root)) is None
+    assert why("") is None
+    assert why(str(tmp_path / "rootless")).endswith("outside the configured roots")
+    assert why(str(root) + "x/y").endswith("outside the configured roots")
+    assert "protected location" in why(str(secret / "notes"))
+    assert "protected location" in why(str(secret))
+    assert "own files" in why(str(own))
+    assert "own files" in why(str(own) + ".1")
     os.symlink(secret, root / "keys")
-    assert "sensitive location" in p.escalation("keys/id_rsa")  # the real path decides
-    assert p.escalation("sub/../../root/sub") is None
-    assert p.escalation("../outside").endswith("outside the configured roots")
+    assert "protected location" in why("keys/notes")  # the real path decides
+    assert why("sub/../../root/sub") is None
+    assert why("../outside").endswith("outside the configured roots")

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from server.audit import AuditLog, args_text, pair_calls, read_records, redact
-from server.sessions import SessionTable
+from server.sessions import SessionTable, sid_hash
 
 from .helpers import TOKEN, Mcp
 
@@ -111,7 +111,10 @@ def test_audit_records_every_call_including_refused(start_bridge):
     outcomes = [call["done"]["outcome"] for call in calls]
     assert outcomes == ["ok", "not_exposed", "error", "not_exposed"]
     first = calls[0]
-    assert first["start"]["sid"] == c.sid and first["start"]["client"] == "auditor"
+    # Session ids are secrets: the audit log holds a short hash, never the id.
+    assert first["start"]["sid"] == sid_hash(c.sid) and first["start"]["client"] == "auditor"
+    with open(running.env["audit"]) as f:
+        assert c.sid not in f.read()
     assert first["start"]["ts"] <= first["done"]["ts"]
     assert set(first["done"]) >= {
         "ts", "id", "sid", "client", "tool", "phase", "args", "isError", "outcome",

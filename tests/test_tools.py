@@ -410,7 +410,7 @@ def test_escalated_call_shows_why_to_the_approver(guarded, tmp_path):
     c = guarded.client()
     t, out = in_thread(c.call, "read", {"path": str(outside)})
     [p] = guarded.pending()
-    assert p.escalation == f"{outside} is outside the configured roots"
+    assert p.escalation.text == f"{outside} is outside the configured roots"
     guarded.runner.decide(p.id, "approve")
     t.join(10)
     assert ok(out[0]) == "    1\tdata"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from ..config import Limits
-    from ..paths import CallPaths, PathPolicy
+    from ..paths import CallPaths, Escalation, PathPolicy
 
 
 def text_block(text: str) -> dict[str, Any]:
@@ -48,6 +48,10 @@ class ToolContext:
     policy: PathPolicy | CallPaths
     limits: Limits
     extra: dict[str, Any] = field(default_factory=dict)
+    # What the bridge judged before the call ran, and whether a human approved this very call:
+    # a tool that opens something else than what was judged refuses instead of running.
+    escalation: Escalation | None = None
+    approved: bool = False
 
     def resolve(self, path: str | None) -> str:
         return self.policy.resolve(path)
@@ -67,15 +71,16 @@ class Tool(abc.ABC):
     annotations: ClassVar[dict[str, Any]] = {}
     default_tier: ClassVar[str | None] = None  # None: the config's approval.default_tier
     path_args: ClassVar[tuple[str, ...]] = ()
+    writes: ClassVar[bool] = False  # path_args are written: persistence locations escalate too
     default_paths: ClassVar[dict[str, str]] = {}  # argument -> value used when it is absent
 
-    def escalation(self, args: dict[str, Any], policy: PathPolicy | CallPaths) -> str | None:
+    def escalation(self, args: dict[str, Any], policy: PathPolicy | CallPaths) -> Escalation | None:
         """Why this call must not run unattended, or None."""
         for key in self.path_args:
             value = args.get(key, self.default_paths.get(key))
             if isinstance(value, str):
-                reason = policy.escalation(value)
-                if reason:
+                reason = policy.escalation(value, write=self.writes)
+                if reason is not None:
                     return reason
         return None
 

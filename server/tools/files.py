@@ -11,6 +11,8 @@ import os
 import stat
 from typing import Any
 
+from .. import safeopen
+from ..paths import CallPaths, PathPolicy
 from . import pools
 from .base import Tool, ToolContext, ToolError, ToolResult, image_block, text_block
 from .fileio import SNIFF_BYTES, atomic_write, image_type, io_error, is_binary
@@ -62,87 +64,129 @@ class ReadTool(Tool):
 
     def run_now(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
         path = ctx.resolve(args["path"])
-        try:
-            st = os.stat(path)
-        except OSError as e:
-            raise io_error(e, args["path"]) from None
-        if stat.S_ISREG(st.st_mode) and st.st_size <= ctx.limits.inline_read_max_bytes:
-            return self._read(args, ctx, path, st)
+        st = _prestat(ctx, path, args["path"])
+        # Small regular files are read on the loop; a hard-linked one goes to a thread, where
+        # the protected-file identities may be refreshed.
+        if (
+            stat.S_ISREG(st.st_mode)
+            and st.st_size <= ctx.limits.inline_read_max_bytes
+            and st.st_nlink == 1
+        ):
+            return self._read(args, ctx, path, on_loop=True)
         return None
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = ctx.resolve(args["path"])
-        try:
-            st = os.stat(path)
-        except OSError as e:
-            raise io_error(e, args["path"]) from None
-        return await asyncio.to_thread(self._read, args, ctx, path, st)
+        st = _prestat(ctx, path, args["path"])
+        if stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"{args['path']}: is a directory (use ls)")
+        return await asyncio.to_thread(self._read, args, ctx, path)
 
     def _read(
-        self, args: dict[str, Any], ctx: ToolContext, path: str, st: os.stat_result
+        self, args: dict[str, Any], ctx: ToolContext, path: str, on_loop: bool = False
     ) -> ToolResult:
         shown = args["path"]
         limits = ctx.limits
         offset = args.get("offset", 1)
         limit = args.get("limit", limits.read_max_lines)
+        fd, st = _open_read(path, shown)
         try:
-            if stat.S_ISDIR(st.st_mode):
-                raise ToolError(f"{shown}: is a directory (use ls)")
-            if not stat.S_ISREG(st.st_mode):
-                # A FIFO or device would block the read forever.
-                raise ToolError(f"{shown}: not a regular file")
-            with open(path, "rb") as f:
-                small = st.st_size <= limits.inline_read_max_bytes
-                data = f.read() if small else b""  # small files: one read, one decode
-                head = data[:SNIFF_BYTES] if small else f.read(SNIFF_BYTES)
-                mime = image_type(head)
-                if mime is not None:
-                    if st.st_size > limits.image_max_bytes:
-                        raise ToolError(
-                            f"{shown}: image of {st.st_size} bytes is over the "
-                            f"{limits.image_max_bytes}-byte limit"
-                        )
-                    data = data if small else head + f.read()
-                    return ToolResult([image_block(base64.b64encode(data).decode(), mime)])
-                if is_binary(head):
-                    raise ToolError(
-                        f"{shown}: binary file ({st.st_size} bytes); read returns only text "
-                        "and images"
-                    )
-                if small:
-                    lines: Any = data.decode("utf-8", "replace").split("\n")
-                    if lines[-1] == "":
-                        lines.pop()  # the newline that ends the last line
-                else:
-                    f.seek(0)
-                    lines = (raw.decode("utf-8", "replace") for raw in f)
-                text = self._lines(lines, shown, offset, limit, limits)
-                return ToolResult([text_block(text)])
-        except IsADirectoryError:
-            raise ToolError(f"{shown}: is a directory (use ls)") from None
+            judge_opened(ctx, path, st, shown, refresh=not on_loop)
+            if st.st_size <= limits.inline_read_max_bytes:
+                data = _read_upto(fd, limits.inline_read_max_bytes + 1)
+                if len(data) <= limits.inline_read_max_bytes:  # one read, one decode
+                    return self._small(data, st, shown, offset, limit, limits)
+                os.lseek(fd, 0, os.SEEK_SET)  # it grew since fstat: stream it
+            with open(fd, "rb", buffering=BLOCK, closefd=False) as f:
+                return self._stream(f, st, shown, offset, limit, limits)
         except OSError as e:
             raise io_error(e, shown) from None
+        finally:
+            os.close(fd)
+
+    def _small(
+        self, data: bytes, st: os.stat_result, shown: str, offset: int, limit: int, limits: Any
+    ) -> ToolResult:
+        head = data[:SNIFF_BYTES]
+        mime = image_type(head)
+        if mime is not None:
+            return self._image(data, shown, mime, limits)
+        if is_binary(head):
+            raise ToolError(
+                f"{shown}: binary file ({len(data)} bytes); read returns only text and images"
+            )
+        lines: Any = data.decode("utf-8", "replace").split("\n")
+        if lines[-1] == "":
+            lines.pop()  # the newline that ends the last line
+        number, out, more = self._take(enumerate(lines, 1), offset, limit, limits)
+        return ToolResult([text_block(self._format(out, number, more, shown, offset))])
 
     @staticmethod
-    def _lines(lines: Any, shown: str, offset: int, limit: int, limits: Any) -> str:
+    def _image(data: bytes, shown: str, mime: str, limits: Any) -> ToolResult:
+        if len(data) > limits.image_max_bytes:
+            raise ToolError(
+                f"{shown}: image of {len(data)} bytes is over the "
+                f"{limits.image_max_bytes}-byte limit"
+            )
+        return ToolResult([image_block(base64.b64encode(data).decode(), mime)])
+
+    def _stream(
+        self, f: Any, st: os.stat_result, shown: str, offset: int, limit: int, limits: Any
+    ) -> ToolResult:
+        """A large file in constant memory: the head is sniffed, lines before ``offset`` are
+        skipped by counting newlines in binary blocks, and a line is read only up to what can
+        be shown (a 1 GB one-line file costs one block, not 1 GB)."""
+        head = f.peek(SNIFF_BYTES)[:SNIFF_BYTES]
+        mime = image_type(head)
+        if mime is not None:
+            if st.st_size > limits.image_max_bytes:
+                raise ToolError(
+                    f"{shown}: image of {st.st_size} bytes is over the "
+                    f"{limits.image_max_bytes}-byte limit"
+                )
+            return self._image(f.read(limits.image_max_bytes + 1), shown, mime, limits)
+        if is_binary(head):
+            raise ToolError(
+                f"{shown}: binary file ({st.st_size} bytes); read returns only text and images"
+            )
+        skipped = _skip_lines(f, offset - 1)
+        if skipped < offset - 1 or (offset > 1 and not f.peek(1)):
+            if skipped == 0:
+                return ToolResult([text_block(f"{shown}: (empty file)")])
+            raise ToolError(f"{shown}: has {skipped} lines; offset {offset} is past the end")
+        # Enough bytes for the longest line that can be shown (4 bytes per character at most).
+        budget = limits.read_line_max_chars * 4 + 2
+        number, out, more = self._take(_bounded_lines(f, offset, budget), offset, limit, limits)
+        return ToolResult([text_block(self._format(out, number, more, shown, offset))])
+
+    @staticmethod
+    def _take(numbered: Any, offset: int, limit: int, limits: Any) -> tuple[int, list[str], bool]:
+        """Numbered lines from ``offset`` up to the line and byte caps."""
         out: list[str] = []
         size = 0
         number = 0
         more = False
         max_chars = limits.read_line_max_chars
-        for raw in lines:
-            number += 1
+        for number, raw in numbered:
             if number < offset:
                 continue
             if len(out) >= limit or size >= limits.read_max_bytes:
                 more = True
+                number -= 1
                 break
-            line = raw.rstrip("\r\n")
-            if len(line) > max_chars:
-                line = f"{line[:max_chars]}… [line cut: {len(line)} characters]"
+            if isinstance(raw, _Cut):
+                line = f"{raw.text[:max_chars]}… [line cut: over {raw.text_len} characters]"
+            else:
+                line = raw.rstrip("\r\n")
+                if len(line) > max_chars:
+                    line = f"{line[:max_chars]}… [line cut: {len(line)} characters]"
             text = f"{number:5d}\t{line}"
             out.append(text)
             size += len(text) + 1
+        return number, out, more
+
+    @staticmethod
+    def _format(out: list[str], number: int, more: bool, shown: str, offset: int) -> str:
         if not out:
             if number == 0:
                 return f"{shown}: (empty file)"
@@ -152,6 +196,139 @@ class ReadTool(Tool):
             nxt = offset + len(out)
             body += f"\n… more lines follow; continue with offset={nxt}"
         return body
+
+
+BLOCK = 1 << 16
+
+
+class _Cut:
+    """A line longer than can be shown: its head, and how many characters that head has."""
+
+    __slots__ = ("text", "text_len")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.text_len = len(text)
+
+
+def _read_upto(fd: int, n: int) -> bytes:
+    chunks = []
+    while n > 0:
+        chunk = os.read(fd, n)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _skip_lines(f: Any, n: int) -> int:
+    """Move ``f`` past ``n`` newlines by counting them in binary blocks; returns how many
+    lines were passed (fewer at end of file, a last line without newline included). Memory:
+    one block."""
+    passed = 0
+    partial = False
+    while passed < n:
+        block = f.peek(BLOCK)
+        if not block:
+            return passed + partial
+        count = block.count(b"\n")
+        if passed + count < n:
+            passed += count
+            partial = not block.endswith(b"\n")
+            f.read(len(block))
+            continue
+        pos = -1
+        for _ in range(n - passed):
+            pos = block.index(b"\n", pos + 1)
+        f.read(pos + 1)
+        passed = n
+    return passed
+
+
+def _skip_rest_of_line(f: Any) -> bool:
+    """Advance past the next newline; False at end of file."""
+    while True:
+        block = f.peek(BLOCK)
+        if not block:
+            return False
+        i = block.find(b"\n")
+        if i >= 0:
+            f.read(i + 1)
+            return True
+        f.read(len(block))
+
+
+def _bounded_lines(f: Any, first: int, budget: int) -> Any:
+    """Yield (number, line) from the current position; a line over ``budget`` bytes becomes a
+    :class:`_Cut` of its head, and its rest is skipped only if another line is asked for."""
+    number = first
+    while True:
+        raw = f.readline(budget)
+        if not raw:
+            return
+        if raw.endswith(b"\n") or len(raw) < budget:
+            yield number, raw.decode("utf-8", "replace")
+        else:
+            yield number, _Cut(raw.decode("utf-8", "replace"))
+            if not _skip_rest_of_line(f):
+                return
+        number += 1
+
+
+def _prestat(ctx: ToolContext, path: str, shown: str) -> os.stat_result:
+    """The stat the bridge took when it judged the call (one syscall per call), or a fresh one."""
+    st = ctx.policy.stat(path) if isinstance(ctx.policy, CallPaths) else None
+    if st is None:
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            raise io_error(e, shown) from None
+    return st
+
+
+def _open_read(path: str, shown: str) -> tuple[int, os.stat_result]:
+    try:
+        return safeopen.open_read(path)
+    except safeopen.NotRegular as e:
+        if e.what == "is a directory":
+            raise ToolError(f"{shown}: is a directory (use ls)") from None
+        raise ToolError(f"{shown}: not a regular file") from None
+    except safeopen.PathChanged:
+        raise ToolError(f"{shown}: {CHANGED}; nothing was read") from None
+    except IsADirectoryError:
+        raise ToolError(f"{shown}: is a directory (use ls)") from None
+    except OSError as e:
+        raise io_error(e, shown) from None
+
+
+CHANGED = "the path changed after it was checked (a symbolic link appeared)"
+
+
+def judge_opened(
+    ctx: ToolContext,
+    real: str,
+    st: os.stat_result,
+    shown: str,
+    *,
+    write: bool = False,
+    refresh: bool = True,
+) -> None:
+    """What was opened must be what was judged (and, for an approved call, what the human saw).
+
+    The open followed no symlink, so the path is ``real``; its identity (device+inode) may
+    still reveal a hard link to a protected file, or a file swapped in since the check.
+    """
+    paths = ctx.policy
+    policy: PathPolicy = paths.policy if isinstance(paths, CallPaths) else paths
+    pre = paths.stat(real) if isinstance(paths, CallPaths) else None
+    if ctx.approved and pre is not None and (pre.st_dev, pre.st_ino) != (st.st_dev, st.st_ino):
+        raise ToolError(f"{shown}: changed after it was approved; nothing was done (call again)")
+    esc = policy.judge_opened(real, st, write=write, refresh=refresh)
+    if esc is not None and esc != ctx.escalation:
+        raise ToolError(
+            f"{shown}: {esc.text}; it needs a human decision (call again to ask for one)"
+        )
 
 
 class WriteTool(Tool):
@@ -179,6 +356,7 @@ class WriteTool(Tool):
     }
     default_tier = "prompt"
     path_args = ("path",)
+    writes = True
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return await asyncio.to_thread(self._write, args, ctx)
@@ -192,10 +370,7 @@ class WriteTool(Tool):
                 f"{ctx.limits.write_max_bytes}-byte limit"
             )
         path = ctx.resolve(shown)
-        try:
-            existed = atomic_write(path, data)
-        except OSError as e:
-            raise io_error(e, shown) from None
+        existed = safe_write(path, data, shown)
         what = "replaced" if existed else "created"
         return ToolResult.text(f"wrote {len(data)} bytes to {shown} ({what})")
 
@@ -234,6 +409,7 @@ class EditTool(Tool):
     }
     default_tier = "prompt"
     path_args = ("path",)
+    writes = True
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         return await asyncio.to_thread(self._edit, args, ctx)
@@ -244,13 +420,19 @@ class EditTool(Tool):
         if old == new:
             raise ToolError("old_string and new_string are the same; nothing to change")
         path = ctx.resolve(shown)
+        fd, st = _open_read(path, shown)
         try:
-            if os.path.exists(path) and not os.path.isfile(path):
-                raise ToolError(f"{shown}: not a regular file")
-            with open(path, "rb") as f:
-                raw = f.read()
+            judge_opened(ctx, path, st, shown, write=True)
+            if st.st_size > ctx.limits.write_max_bytes:
+                raise ToolError(
+                    f"{shown}: file of {st.st_size} bytes is over the "
+                    f"{ctx.limits.write_max_bytes}-byte limit"
+                )
+            raw = _read_upto(fd, ctx.limits.write_max_bytes + 1)
         except OSError as e:
             raise io_error(e, shown) from None
+        finally:
+            os.close(fd)
         if is_binary(raw[:SNIFF_BYTES]):
             raise ToolError(f"{shown}: binary file; edit works on text files only")
         try:
@@ -266,11 +448,40 @@ class EditTool(Tool):
                 "it unique, or set replace_all to replace every occurrence"
             )
         updated = text.replace(old, new)
+        safe_write(path, updated.encode("utf-8"), shown)
+        return ToolResult.text(f"replaced {count} occurrence{'s' if count > 1 else ''} in {shown}")
+
+
+def safe_write(path: str, data: bytes, shown: str) -> bool:
+    """Atomically replace the file at the real ``path``: its parent is opened (and missing
+    parents made) without following any symlink, and the temp file is renamed inside it."""
+    if not safeopen.WRITE_AT_SUPPORTED:  # Windows: no dir_fd; verify the parent instead
+        parent = os.path.dirname(path)
+        if os.path.realpath(parent) != parent and os.path.exists(parent):
+            raise ToolError(f"{shown}: {CHANGED}; nothing was written")
         try:
-            atomic_write(path, updated.encode("utf-8"))
+            return atomic_write(path, data)
         except OSError as e:
             raise io_error(e, shown) from None
-        return ToolResult.text(f"replaced {count} occurrence{'s' if count > 1 else ''} in {shown}")
+    parent, name = os.path.split(path)
+    try:
+        dfd = safeopen.open_dir(parent, create=True)
+    except safeopen.PathChanged:
+        raise ToolError(f"{shown}: {CHANGED}; nothing was written") from None
+    except NotADirectoryError:
+        raise ToolError(f"{shown}: a parent is not a directory") from None
+    except OSError as e:
+        raise io_error(e, shown) from None
+    try:
+        return safeopen.replace_in(dfd, name, data, path)
+    except safeopen.PathChanged:
+        raise ToolError(f"{shown}: {CHANGED}; nothing was written") from None
+    except safeopen.NotRegular:
+        raise ToolError(f"{shown}: not a regular file") from None
+    except OSError as e:
+        raise io_error(e, shown) from None
+    finally:
+        os.close(dfd)
 
 
 class LsTool(Tool):
