@@ -337,6 +337,10 @@ def test_non_utf8_names_are_shown_escaped_never_a_500(c, root):
     assert "caf\\xe9.txt" in ok(c.call("find", {"pattern": "*.txt"}))
     listing = ok(c.call("ls", {}))
     assert "caf\\xe9.txt" in listing and "d\\xff/" in listing
+    # The shown name works as a path again.
+    assert ok(c.call("grep", {"pattern": "needle", "path": "caf\\xe9.txt"})).endswith(":1:needle")
+    assert "needle" in ok(c.call("read", {"path": "caf\\xe9.txt"}))
+    assert "(empty directory)" in ok(c.call("ls", {"path": "d\\xff"}))
 
 
 # -- pools -------------------------------------------------------------------------------------

@@ -72,7 +72,12 @@ def calls(home) -> list[tuple[str, dict]]:
     h = str(home)
     out: list[tuple[str, dict]] = []
     for path in ("~", h, "project", "~/project", f"{h}/project/../", "."):
-        for extra in ({}, {"hidden": True}, {"no_ignore": True}, {"hidden": True, "no_ignore": True}):  # noqa: E501
+        for extra in (
+            {},
+            {"hidden": True},
+            {"no_ignore": True},
+            {"hidden": True, "no_ignore": True},
+        ):
             out.append(("grep", {"pattern": "PLANTED|needle", "path": path, **extra}))
             out.append(("find", {"pattern": "**", "path": path, **extra}))
             out.append(("find", {"pattern": "*", "path": path, **extra}))
@@ -101,7 +106,11 @@ def test_no_planted_secret_or_protected_name_ever_leaves(agent, home):
         text = r.text
         assert "Traceback" not in text
         assert MARKER not in text, (tool, args, text)
-        words = set(text.replace("/", " ").replace(":", " ").split())
+        echoed = text
+        for key in ("pattern", "glob", "path"):  # the agent's own words may be echoed back
+            if key in args:
+                echoed = echoed.replace(args[key], " ")
+        words = set(echoed.replace("/", " ").replace(":", " ").split())
         for name in PROTECTED_NAMES:
             assert not any(w == name or w.startswith(name + ".") for w in words), (
                 tool, args, name, text,
