@@ -71,7 +71,11 @@ def _walk_args(args: dict[str, Any], gate: EntryGate) -> list[str]:
         argv.append("--hidden")
     if no_ignore:
         argv.append("--no-ignore")
-    globs: list[str] = list(VCS_GLOBS) + ([] if no_ignore else list(NOISE_GLOBS))
+    # Hidden names (.git, .venv, ...) are skipped by rg already unless ``hidden``: every
+    # extra glob costs rg a match per path, so only pass the ones that can matter.
+    vcs = list(VCS_GLOBS) if hidden else []
+    noise = [] if no_ignore else [g for g in NOISE_GLOBS if hidden or not g.startswith("!.")]
+    globs: list[str] = vcs + noise
     pruned = gate.pruned()
     gate.count_pruned(pruned, hidden=hidden)
     for d in pruned:
@@ -208,25 +212,34 @@ class _FindWalk:
         return self
 
     def text(self, pattern: str, shown: str, cap: int) -> str:
+        """Sorted matches; the path policy judges them in order until ``cap`` are shown.
+
+        Entries past the cap are counted, not judged (judging costs a few µs per entry, more
+        than the walk itself): their names are never shown, so the only effect is that the
+        "more matches" count may include some protected entries.
+        """
         match = self.rx.match
         gate = self.gate
-        found: list[str] = []
-        total = 0
+        matched = [f for f in self.files if match(f)]
+        matched += [d + "/" for d in self.dirs if match(d)]
+        matched.sort()
         prefix = gate.base.rstrip(os.sep) + os.sep
-        for rel, is_dir in [(f, False) for f in self.files] + [(d, True) for d in self.dirs]:
-            if not match(rel):
+        found: list[str] = []
+        used = 0
+        for rel in matched:
+            if len(found) >= cap:
+                break
+            used += 1
+            if gate.refuses(prefix + rel.rstrip("/")):
                 continue
-            if gate.refuses(prefix + rel):
-                continue
-            total += 1
-            found.append(shown_name(rel) + ("/" if is_dir else ""))
-        found.sort()
+            found.append(shown_name(rel))
         if not found:
             text = f"no paths under {shown} match {pattern!r}"
         else:
-            text = "\n".join(found[:cap])
-            if total > cap:
-                text += f"\n… {total - cap} more matches not shown; narrow the pattern"
+            text = "\n".join(found)
+            more = len(matched) - used
+            if more > 0:
+                text += f"\n… {more} more matches not shown; narrow the pattern"
         if self.cut:
             text += f"\n… stopped after {WALK_LIMIT} entries; search a smaller directory"
         note = gate.note()
