@@ -339,17 +339,20 @@ class _GrepMatches:
     err: str = ""
 
     def collect(self, run: RgRun) -> _GrepMatches:
+        """Parse until ``cap`` matches are kept, then only count (each record has exactly one
+        NUL, so a block's ``count(b"\\0")`` is its number of records: no Python loop per
+        match holds the GIL while the event loop wants it)."""
         buf = b""
         cur_path: bytes | None = None
         cur_ok = False
         cur_shown = ""
-        limit = self.cap + COUNT_LIMIT
+        chunks = run.chunks()
         try:
-            for block in run.chunks():
+            for block in chunks:
                 buf = buf + block if buf else block
                 pos = 0
                 n = len(buf)
-                while pos < n:
+                while pos < n and len(self.out) < self.cap:
                     z = buf.find(b"\0", pos)
                     if self.single:
                         nl = buf.find(b"\n", pos)
@@ -369,18 +372,28 @@ class _GrepMatches:
                         cur_ok, cur_shown = self._judge(path)
                     if cur_ok:
                         self.total += 1
-                        if len(self.out) < self.cap:
-                            self._keep(cur_shown, buf[z + 1 : nl])
-                        elif self.total >= limit:
-                            self.stopped = True
-                            run.kill()
-                            return self
+                        self._keep(cur_shown, buf[z + 1 : nl])
                     pos = nl + 1
                 buf = buf[pos:]
+                if len(self.out) >= self.cap:
+                    self._count_rest(buf, chunks, run)
+                    break
         finally:
             run.kill()
             self.code, self.err = run.finish()
         return self
+
+    def _count_rest(self, buf: bytes, chunks: Any, run: RgRun) -> None:
+        """Past the cap: count the remaining records up to COUNT_LIMIT, then stop rg. These
+        are not judged one by one (their names and lines are never shown)."""
+        limit = self.cap + COUNT_LIMIT
+        self.total += buf.count(b"\0")
+        for block in chunks:
+            self.total += block.count(b"\0")
+            if self.total >= limit:
+                self.stopped = True
+                run.kill()
+                return
 
     def _judge(self, raw: bytes) -> tuple[bool, str]:
         rel = raw[2:] if raw.startswith(b"./") else raw
