@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 FILES = 10_000
-REPEAT = 5
+REPEAT = 9
 
 
 def make_tree(root: str, files: int = FILES) -> str:
@@ -107,14 +107,11 @@ class Client:
         self.rpc("notifications/cancelled", {"requestId": req_id})
 
 
-def timed(fn: Callable[[], Any], repeat: int = REPEAT) -> float:
-    """Median wall time of ``fn`` in ms (one warm-up run first)."""
-    return compare({"x": fn}, repeat)["x"]
-
-
 def compare(fns: dict[str, Callable[[], Any] | None], repeat: int = REPEAT) -> dict[str, Any]:
     """Median wall time in ms of each function, run round-robin so that the load of a shared
-    machine hits every contender alike (one warm-up round first)."""
+    machine hits every contender alike (one warm-up round first). ``ratios`` holds, for each
+    contender, the median over rounds of (first contender / it): a per-round ratio cancels
+    most of the drift of a busy machine."""
     live = {k: f for k, f in fns.items() if f is not None}
     times: dict[str, list[float]] = {k: [] for k in live}
     for i in range(repeat + 1):
@@ -123,7 +120,13 @@ def compare(fns: dict[str, Callable[[], Any] | None], repeat: int = REPEAT) -> d
             f()
             if i:
                 times[k].append((time.perf_counter() - t0) * 1000)
-    return {k: (statistics.median(times[k]) if k in times else None) for k in fns}
+    out: dict[str, Any] = {k: (statistics.median(times[k]) if k in times else None) for k in fns}
+    first = next(iter(live))
+    out["ratios"] = {
+        k: statistics.median(a / b for a, b in zip(times[first], times[k], strict=True))
+        for k in live
+    }
+    return out
 
 
 def native(argv: list[str], cwd: str) -> Callable[[], None]:
@@ -161,10 +164,12 @@ def run_tool_rows(port: int, headers: dict[str, str], root: str, server_pid: int
     rg = _rg()
     rows: list[list[str]] = []
 
-    def row(what: str, ours: float, others: list[tuple[str, float | None]]) -> None:
-        cells = [what, f"{ours:.1f}"]
-        for _name, v in others:
-            cells += ["-" if v is None else f"{v:.1f}", "-" if v is None else f"{ours / v:.2f}x"]
+    def row(what: str, m: dict[str, Any], others: list[str]) -> None:
+        cells = [what, f"{m['ours']:.1f}"]
+        for name in others:
+            v = m.get(name)
+            r = m["ratios"].get(name)
+            cells += ["-" if v is None else f"{v:.1f}", "-" if r is None else f"{r:.2f}x"]
         rows.append(cells)
 
     grep_rn = shutil.which("grep")
@@ -179,9 +184,9 @@ def run_tool_rows(port: int, headers: dict[str, str], root: str, server_pid: int
                 "rg": native([rg, "-n", *rg_args, pattern, "."], tree),
                 "grep": native([grep_rn, "-rn", *grep_args, gpat, "."], tree) if grep_rn else None,
             },
-            REPEAT + 4,
+            REPEAT,
         )
-        row(label, m["ours"], [("rg", m["rg"]), ("grep -rn", m["grep"])])
+        row(label, m, ["rg", "grep"])
 
     fd = shutil.which("fdfind") or shutil.which("fd")
     find = shutil.which("find")
@@ -191,9 +196,9 @@ def run_tool_rows(port: int, headers: dict[str, str], root: str, server_pid: int
             "fd": native([fd, "-g", "*.py", "."], tree) if fd else None,
             "find": native([find, ".", "-name", "*.py"], tree) if find else None,
         },
-        REPEAT + 4,
+        REPEAT,
     )
-    row("find *.py", m["ours"], [("fd", m["fd"]), ("find", m["find"])])
+    row("find *.py", m, ["fd", "find"])
 
     # read at a deep offset vs sed
     deep = os.path.join(root, "deep.txt")
@@ -206,7 +211,7 @@ def run_tool_rows(port: int, headers: dict[str, str], root: str, server_pid: int
             "sed": native(["sed", "-n", "900000,900009p;900010q", deep], root),
         }
     )
-    row("read offset 900k of 1M lines", m["ours"], [("sed", m["sed"]), ("-", None)])
+    row("read offset 900k of 1M lines", m, ["sed", "-"])
 
     # one-line 100 MB file
     one = os.path.join(root, "oneline.txt")
@@ -215,17 +220,25 @@ def run_tool_rows(port: int, headers: dict[str, str], root: str, server_pid: int
         for _ in range(100):
             f.write(block)
     before = rss_kb(server_pid)
-    ours = timed(lambda: cl.call("read", {"path": one}), repeat=3)
+    m = compare(
+        {
+            "ours": lambda: cl.call("read", {"path": one}),
+            "head": native(["head", "-c", "2000", one], root),
+        },
+        3,
+    )
     grown = (rss_kb(server_pid) - before) / 1024
-    head_ms = timed(native(["head", "-c", "2000", one], root), repeat=3)
-    row("read one-line 100 MB file", ours, [("head -c", head_ms), ("-", None)])
+    row("read one-line 100 MB file", m, ["head", "-"])
     os.unlink(one)
 
     lat = _latency_under_load(cl, tree, root)
     out = [
-        "## Tools (median ms of 5 runs, end to end; bridge over HTTP, native incl. process start)",
+        f"## Tools (median ms of {REPEAT} interleaved runs, end to end; bridge over HTTP, "
+        "native incl. process start; ratio = median of per-run bridge/native)",
         "",
-        f"Tree: {FILES} generated Python files ({made:.1f} s to create).",
+        f"Tree: {FILES} generated Python files ({made:.1f} s to create). Load average at the "
+        f"end: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} (1/5/15 min) on "
+        f"{os.cpu_count()} cores.",
         "",
         _table(
             ["what", "bridge ms", "native 1 ms", "ratio", "native 2 ms", "ratio"],
@@ -309,7 +322,7 @@ def _latency_under_load(cl: Client, tree: str, root: str) -> dict[str, float]:
         t.start()
     time.sleep(1.0)
     ls = []
-    for _ in range(50):
+    for _ in range(200):
         t0 = time.perf_counter()
         cl.call("ls", {"path": small})
         ls.append((time.perf_counter() - t0) * 1000)

@@ -51,6 +51,11 @@ def require_rg() -> str:
     return path
 
 
+# rg runs at a lower CPU priority than the bridge, in the bridge's session (so in its
+# scheduler group): when the machine is busy the event loop (ping, approvals, ls, the tray)
+# goes first; when the bridge is idle rg still gets the group's whole share.
+NICE = None if sys.platform == "win32" else shutil.which("nice")
+
 BASE_ARGS = ("--no-config", "--color", "never", "--no-messages")
 
 _live: set[RgRun] = set()
@@ -71,9 +76,15 @@ class RgRun:
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RIPGREP_")}
         kwargs: dict[str, object] = {}
+        argv = self.argv
         if sys.platform == "win32":
-            kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
+            kwargs["creationflags"] = (
+                subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
+                | subprocess.BELOW_NORMAL_PRIORITY_CLASS  # type: ignore[attr-defined]
+            )
         else:
+            if NICE is not None:
+                argv = [NICE, "-n", "10", *argv]  # nice execs rg: same pid, same group
             # Its own process group, but not a new session: on Linux a new session is a new
             # scheduler autogroup, which measurably slowed rg down on a busy machine.
             kwargs["process_group"] = 0
@@ -81,7 +92,7 @@ class RgRun:
             if self.killed:
                 return
             self.proc = subprocess.Popen(
-                self.argv,
+                argv,
                 cwd=self.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
