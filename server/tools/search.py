@@ -186,29 +186,36 @@ class _FindWalk:
     cut: bool = False
 
     def collect(self, run: RgRun) -> _FindWalk:
-        rest = b""
+        """Gather rg's NUL-separated list, then split and decode it in one go (a Python loop
+        per path costs more than rg's whole walk)."""
+        parts: list[bytes] = []
         seen = 0
-        dirs = self.dirs
         try:
             for block in run.chunks():
-                parts = (rest + block).split(b"\0")
-                rest = parts.pop()
-                for raw in parts:
-                    seen += 1
-                    if seen > WALK_LIMIT:
-                        self.cut = True
-                        run.kill()
-                        return self
-                    rel = (raw[2:] if raw.startswith(b"./") else raw).decode(*FS_DECODE)
-                    self.files.append(rel)
-                    # Every ancestor directory is an entry too (find matches directories).
-                    d = rel.rpartition("/")[0]
-                    while d and d not in dirs:
-                        dirs.add(d)
-                        d = d.rpartition("/")[0]
+                parts.append(block)
+                seen += block.count(b"\0")
+                if seen > WALK_LIMIT:
+                    self.cut = True
+                    break
         finally:
             run.kill()
             run.finish()
+        text = (b"\0" + b"".join(parts)).decode(*FS_DECODE).replace("\0./", "\0")
+        files = text.split("\0")[1:]
+        if files and files[-1] == "":
+            files.pop()
+        if self.cut:
+            del files[WALK_LIMIT:]
+        self.files = files
+        # Every ancestor directory of a listed file is an entry too (find matches directories).
+        dirs = {f.rpartition("/")[0] for f in files}
+        dirs.discard("")
+        for d in list(dirs):
+            d = d.rpartition("/")[0]
+            while d and d not in dirs:
+                dirs.add(d)
+                d = d.rpartition("/")[0]
+        self.dirs = dirs
         return self
 
     def text(self, pattern: str, shown: str, cap: int) -> str:

@@ -102,6 +102,8 @@ class EntryGate:
 def shown_name(name: str) -> str:
     """A file name as the agent sees it: undecodable bytes (surrogate escapes, from a
     non-UTF-8 name) become visible ``\\xNN`` escapes instead of breaking the JSON reply."""
+    if name.isascii():
+        return name
     try:
         name.encode("utf-8")
         return name
