@@ -44,6 +44,38 @@ OWN_CATEGORY = "bridge data"
 IDENTITY_MAX_FILES = 20_000
 IDENTITY_MAX_DEPTH = 8
 IDENTITY_REFRESH_S = 2.0
+# Secret-looking names (``.env``, ``*.pem``) can be anywhere in the roots: a bounded background
+# walk finds them (noise folders skipped), refreshed at most this often.
+NAMES_MAX_ENTRIES = 200_000
+NAMES_MAX_DEPTH = 8
+NAMES_REFRESH_S = 30.0
+NAMES_SKIP_DIRS = frozenset(
+    {
+        ".git",
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".tox",
+        ".hg",
+        ".svn",
+        ".cache",
+        "Library",
+        "AppData",
+        ".var",
+        "snap",
+        ".local",
+        ".npm",
+        ".cargo",
+        ".rustup",
+        "go",
+        "site-packages",
+        "dist-packages",
+        "target",
+        "build",
+        "dist",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,15 +204,20 @@ class PathPolicy:
         self._roots_exact = frozenset(_norm(r) for r in self.roots)
         self._roots_below = tuple(_prefix(_norm(r)) for r in self.roots)
         # Hard links: (st_dev, st_ino) of protected files -> what they are.
-        self._ids: dict[tuple[int, int], _Known] = {}
-        self._seen: dict[tuple[int, int], _Known] = {}
+        self._ids: dict[tuple[int, int], _Known] = {}  # files in protected locations
+        self._named: dict[tuple[int, int], _Known] = {}  # secret-looking names in the roots
+        self._seen: dict[tuple[int, int], _Known] = {}  # protected files judged since start
         self._ids_at = 0.0
+        self._named_at = 0.0
         self._ids_lock = threading.Lock()
+        self._named_lock = threading.Lock()
         self._ids_ready = threading.Event()
+        self._named_ready = threading.Event()
         if scan_identities:
-            threading.Thread(target=self._scan, name="a2a-protected-scan", daemon=True).start()
+            threading.Thread(target=self._scan_all, name="a2a-protected-scan", daemon=True).start()
         else:
             self._ids_ready.set()
+            self._named_ready.set()
 
     # -- paths as the model gives them ----------------------------------------------------------
 
@@ -193,7 +230,13 @@ class PathPolicy:
             p = os.path.join(self.roots[0], p)
         if "\\x" in p:  # a non-UTF-8 name as the walking tools show it (walkpolicy.shown_name)
             p = unescape_name(p)
-        return os.path.realpath(p)
+        for _ in range(5):
+            try:
+                return os.path.realpath(p)
+            except OSError:  # a link vanished between realpath's lstat and readlink: retry
+                continue
+        # Still racing: judge the plain normalised path; opening it follows no symlink anyway.
+        return os.path.normpath(p)
 
     def display(self, real: str) -> str:
         """A path as the model should see it: relative to the first root when inside it."""
@@ -279,13 +322,17 @@ class PathPolicy:
     ) -> Escalation | None:
         """A regular file that is (by device+inode) a known protected file."""
         ident = (st.st_dev, st.st_ino)
-        known = self._ids.get(ident) or self._seen.get(ident)
+        known = self._ids.get(ident) or self._named.get(ident) or self._seen.get(ident)
         if known is None and st.st_nlink > 1 and refresh:
             self._ids_ready.wait(10)
-            known = self._ids.get(ident)
+            self._named_ready.wait(10)
+            known = self._ids.get(ident) or self._named.get(ident)
             if known is None and time.monotonic() - self._ids_at > IDENTITY_REFRESH_S:
                 self._scan()
                 known = self._ids.get(ident)
+            if known is None and time.monotonic() - self._named_at > NAMES_REFRESH_S:
+                self._named_at = time.monotonic()  # one background walk at a time
+                threading.Thread(target=self._scan_names, daemon=True).start()
         if known is None or known.path == real:
             return None if known is None else Escalation(known.hit.kind, known.hit.category, real)
         category = f"{known.hit.category}; hard link to {known.path}"
@@ -298,24 +345,23 @@ class PathPolicy:
         out: list[str] = []
         bkey = fold(base).rstrip("/")
         below = bkey + "/"
-        for path in self._existing_locations():
-            k = fold(path)
-            if k == bkey or k.startswith(below):
-                out.append(path)
+        for pattern, _hit in self._secrets.locations:
+            k = fold(pattern)
+            head = k.split("*", 1)[0].split("?", 1)[0]
+            if head == k:  # a plain location
+                if (k == bkey or k.startswith(below)) and os.path.lexists(pattern):
+                    out.append(pattern)
+            elif head.startswith(below) or below.startswith(head) or head == bkey:
+                # Only glob what could lie under base (never all of /proc for a home walk).
+                for p in glob.glob(pattern):
+                    pk = fold(p)
+                    if pk == bkey or pk.startswith(below):
+                        out.append(p)
         for p in self.own_files:
             k = fold(p)
             if (k == bkey or k.startswith(below)) and os.path.lexists(p):
                 out.append(p)
         return sorted(set(out))
-
-    def _existing_locations(self) -> list[str]:
-        found: list[str] = []
-        for pattern, _hit in self._secrets.locations:
-            if "*" in pattern or "?" in pattern:
-                found.extend(os.path.realpath(p) for p in glob.glob(pattern))
-            elif os.path.lexists(pattern):
-                found.append(pattern)
-        return found
 
     # -- identities of protected files (hard links) ---------------------------------------------
 
@@ -331,6 +377,8 @@ class PathPolicy:
             try:
                 roots: list[tuple[str, Hit]] = []
                 for pattern, hit in self._secrets.locations:
+                    if pattern.startswith(("/proc/", "/dev/")):
+                        continue  # pseudo files: judged by path, no identity worth keeping
                     if "*" in pattern or "?" in pattern:
                         roots += [(p, hit) for p in glob.glob(pattern)]
                     else:
@@ -353,6 +401,54 @@ class PathPolicy:
                 self._ids = ids
                 self._ids_at = time.monotonic()
                 self._ids_ready.set()
+
+    def _scan_all(self) -> None:
+        """Protected locations first (small; hard links to them are the likely ones), then the
+        walk of the roots for secret-looking names."""
+        try:
+            self._scan()
+        finally:
+            try:
+                self._scan_names()
+            finally:
+                self._named_ready.set()
+
+    def _scan_names(self) -> None:
+        """Walk the roots (bounded, no symlinks, noise and protected folders skipped) for files
+        with secret-looking names, so a hard link to ``~/proj/.env`` is recognised too."""
+        with self._named_lock:
+            self._named_at = time.monotonic()
+            named: dict[tuple[int, int], _Known] = {}
+            visited = 0
+            stack = [(r, 0) for r in self.roots]
+            while stack and visited < NAMES_MAX_ENTRIES and len(named) < IDENTITY_MAX_FILES:
+                d, depth = stack.pop()
+                try:
+                    with os.scandir(d) as it:
+                        for e in it:
+                            visited += 1
+                            try:
+                                if e.is_dir(follow_symlinks=False):
+                                    if self._walk_into(e, depth):
+                                        stack.append((e.path, depth + 1))
+                                elif e.is_file(follow_symlinks=False):
+                                    hit = self._secrets.name(fold(e.name))
+                                    if hit is not None:
+                                        s = e.stat(follow_symlinks=False)
+                                        named[(s.st_dev, s.st_ino)] = _Known(hit, e.path)
+                            except OSError:
+                                continue
+                except OSError:
+                    continue
+            self._named = named
+            self._named_at = time.monotonic()
+
+    def _walk_into(self, e: os.DirEntry[str], depth: int) -> bool:
+        return (
+            depth < NAMES_MAX_DEPTH
+            and e.name not in NAMES_SKIP_DIRS
+            and self._secrets.location(fold(e.path)) is None
+        )
 
     def _scan_one(self, top: str, hit: Hit, ids: dict[tuple[int, int], _Known]) -> None:
         try:
@@ -383,7 +479,7 @@ class PathPolicy:
                 continue
 
     def wait_scanned(self, timeout: float = 10.0) -> bool:
-        return self._ids_ready.wait(timeout)
+        return self._ids_ready.wait(timeout) and self._named_ready.wait(timeout)
 
 
 class CallPaths:

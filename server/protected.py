@@ -268,6 +268,16 @@ TABLE: tuple[Location, ...] = (
         "~/AppData/Roaming/Microsoft/Windows/PowerShell/PSReadLine",
     ),
     Location(".*_history", HISTORY),
+    *_many(
+        "process memory and environment",
+        P,
+        "/proc/*/environ",
+        "/proc/*/mem",
+        "/proc/*/task/*/environ",
+        "/proc/*/task/*/mem",
+        "/dev/mem",
+        "/dev/kmem",
+    ),
     # -- secret-looking files, wherever they are --------------------------------------------------
     Location(".env", SECRET_FILE),
     Location(
@@ -371,6 +381,9 @@ TABLE: tuple[Location, ...] = (
         "~/.ssh/config",
     ),
     Location("**/.git/hooks", "git hooks", W),
+    Location("**/.husky", "git hooks", W),
+    Location("**/.githooks", "git hooks", W),
+    Location("**/.vscode/tasks.json", "editor task that can run on folder open", W),
     Location("**/*.git/hooks", "git hooks", W),
     Location("**/.git/config", "git config", W),
     Location("**/.git/modules/*/config", "git config", W),
@@ -431,80 +444,139 @@ class Hit:
     location: str  # the table pattern as expanded (for messages and tests)
 
 
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def _literal_parts(glob: str) -> list[str]:
+    return [p for p in _GLOB_CHARS.split(glob) if p]
+
+
+_Entry = tuple[int, str, "re.Pattern[str] | None", "Hit"]
+
+
 class Matcher:
-    """The table compiled for one home directory; every method takes a folded key."""
+    """The table compiled for one home directory; every method takes a folded key.
+
+    Built for the per-entry hot path of walks: locations are bucketed by their first component
+    below the home (or below ``/``), so a path meets only the few entries that could hold it;
+    names go through a set of exact names, a set of extensions, and one regex only for the
+    few patterns left; ``**/`` patterns are guarded by a substring test.
+    """
 
     def __init__(self, locations: Iterable[Location], home: str) -> None:
         self.home = home
-        self._plain: dict[str, Hit] = {}  # folded location -> hit (with children)
-        self._plain_below: tuple[str, ...] = ()
-        globs: list[tuple[str, Hit]] = []
-        names: list[tuple[re.Pattern[str], tuple[re.Pattern[str], ...], Hit]] = []
-        anywhere: list[tuple[str, Hit]] = []
+        self._fhome = fold(home).rstrip("/")
+        self._fhome_below = self._fhome + "/"
         self.locations: list[tuple[str, Hit]] = []  # (expanded real pattern, hit)
+        buckets: dict[str, list[tuple[int, str, re.Pattern[str] | None, Hit]]] = {}
+        wild: list[tuple[int, str, re.Pattern[str] | None, Hit]] = []
+        exact: dict[str, list[tuple[tuple[re.Pattern[str], ...], Hit]]] = {}
+        exts: dict[str, list[tuple[tuple[re.Pattern[str], ...], Hit]]] = {}
+        names: list[tuple[re.Pattern[str], tuple[re.Pattern[str], ...], Hit, str]] = []
+        anywhere: list[tuple[re.Pattern[str], tuple[str, ...], Hit]] = []
         for loc in locations:
-            if loc.pattern.startswith("**/"):
-                rx = "/" + _glob_rx(fold(loc.pattern[3:])) + "(?:/|$)"
-                anywhere.append((rx, Hit(loc.category, loc.kind, loc.pattern)))
-            elif "/" not in loc.pattern:
+            pattern = loc.pattern
+            if pattern.startswith("**/"):
+                body = fold(pattern[3:])
+                rx = re.compile("/" + _glob_rx(body) + "(?:/|$)")
+                lits = tuple(_literal_parts(body)) or ("",)
+                anywhere.append((rx, lits, Hit(loc.category, loc.kind, pattern)))
+            elif "/" not in pattern:
+                key = fold(pattern)
                 unless = tuple(re.compile(_glob_rx(fold(u)) + r"\Z") for u in loc.unless)
-                rx = re.compile(_glob_rx(fold(loc.pattern)) + r"\Z")
-                names.append((rx, unless, Hit(loc.category, loc.kind, loc.pattern)))
+                hit = Hit(loc.category, loc.kind, pattern)
+                if not _has_glob(key):
+                    exact.setdefault(key, []).append((unless, hit))
+                elif key.startswith("*.") and not _has_glob(key[2:]) and "." not in key[2:]:
+                    exts.setdefault(key[2:], []).append((unless, hit))
+                else:
+                    guard = _GLOB_CHARS.split(key, 1)[0]  # the literal head, e.g. "id_rsa"
+                    names.append((re.compile(_glob_rx(key) + r"\Z"), unless, hit, guard))
             else:
-                real = expand(loc.pattern, home)
+                real = expand(pattern, home)
                 hit = Hit(loc.category, loc.kind, real)
                 self.locations.append((real, hit))
-                key = fold(real)
-                if _has_glob(key):
-                    globs.append((key, hit))
+                key = fold(real).rstrip("/") or "/"
+                rx = re.compile(_glob_rx(key) + "(?:/|$)") if _has_glob(key) else None
+                literal = len(_GLOB_CHARS.split(key, 1)[0])
+                entry = (literal, key, rx, hit)
+                bucket = self._bucket(key)
+                if bucket is None or _has_glob(bucket) or self._fhome.startswith(key):
+                    wild.append(entry)
                 else:
-                    self._plain.setdefault(key, hit)
-        # Longest first, so a specific entry (~/.ssh/config) wins over its parent (~/.ssh).
-        ordered = sorted(self._plain, key=len, reverse=True)
-        self._plain_order = tuple(ordered)
-        self._plain_below = tuple(k.rstrip("/") + "/" for k in ordered)
-        self._plain_exact = frozenset(self._plain)
-        # Globs: a cheap literal-prefix guard before the regex.
-        self._globs = [
-            (k.split("*")[0].split("?")[0], re.compile(_glob_rx(k) + "(?:/|$)"), h)
-            for k, h in globs
-        ]
-        self._glob_guard = tuple(g for g, _, _ in self._globs) or ("\0",)
-        self._names = names
-        self._names_rx = (
-            re.compile("|".join(f"(?:{rx.pattern})" for rx, _, _ in names)) if names else None
-        )
-        self._anywhere = [(re.compile(rx), h) for rx, h in anywhere]
-        self._anywhere_rx = (
-            re.compile("|".join(f"(?:{rx})" for rx, _ in anywhere)) if anywhere else None
-        )
+                    buckets.setdefault(bucket, []).append(entry)
+        # Most specific first, so ~/.ssh/config (persistence) wins over ~/.ssh in its matcher.
+        self._buckets = {b: tuple(sorted(es, key=lambda e: -e[0])) for b, es in buckets.items()}
+        self._wild = tuple(sorted(wild, key=lambda e: -e[0]))
+        self._exact = exact
+        self._exts = exts
+        self._names = tuple(names)
+        self._name_guards = tuple(g for *_, g in names) if names else ("\0",)
+        self._anywhere = tuple(anywhere)
+        self._anywhere_lits = tuple({lit for _, lits, _ in anywhere for lit in lits})
+
+    def _bucket(self, key: str) -> str | None:
+        if key.startswith(self._fhome_below):
+            rest = key[len(self._fhome_below) :]
+            return "~" + rest.split("/", 1)[0]
+        if key.startswith("/"):
+            return "/" + key[1:].split("/", 1)[0]
+        return None
+
+    @staticmethod
+    def _match(
+        entries: tuple[tuple[int, str, re.Pattern[str] | None, Hit], ...], key: str
+    ) -> Hit | None:
+        for _, loc, rx, hit in entries:
+            if rx is None:
+                if key == loc or (key.startswith(loc) and key[len(loc) : len(loc) + 1] == "/"):
+                    return hit
+            elif rx.match(key):
+                return hit
+        return None
 
     def location(self, key: str) -> Hit | None:
         """The table location ``key`` is (or is below), most specific first."""
-        if key in self._plain_exact or key.startswith(self._plain_below):
-            for k, below in zip(self._plain_order, self._plain_below, strict=True):
-                if key == k or key.startswith(below):
-                    return self._plain[k]
-        if key.startswith(self._glob_guard):
-            for guard, rx, hit in self._globs:
-                if key.startswith(guard) and rx.match(key):
+        bucket = self._bucket(key)
+        if bucket is not None:
+            entries = self._buckets.get(bucket)
+            if entries is not None:
+                hit = self._match(entries, key)
+                if hit is not None:
                     return hit
+        if self._wild:
+            return self._match(self._wild, key)
         return None
 
     def anywhere(self, key: str) -> Hit | None:
         """Components matched anywhere in the path (``**/.git/hooks``)."""
-        if self._anywhere_rx is not None and self._anywhere_rx.search(key):
-            for rx, hit in self._anywhere:
-                if rx.search(key):
-                    return hit
+        for lit in self._anywhere_lits:
+            if lit in key:
+                for rx, _, hit in self._anywhere:
+                    if rx.search(key):
+                        return hit
+                return None
         return None
 
     def name(self, name_key: str) -> Hit | None:
         """A secret-looking file name (already folded)."""
-        if self._names_rx is not None and self._names_rx.match(name_key):
-            for rx, unless, hit in self._names:
-                if rx.match(name_key) and not any(u.match(name_key) for u in unless):
+        for unless, hit in self._exact.get(name_key, ()):
+            if not any(u.match(name_key) for u in unless):
+                return hit
+        dot = name_key.rfind(".")
+        if dot >= 0:
+            for unless, hit in self._exts.get(name_key[dot + 1 :], ()):
+                if not any(u.match(name_key) for u in unless):
                     return hit
+        if not name_key.startswith(self._name_guards):
+            return None
+        for rx, unless, hit, guard in self._names:
+            if (
+                name_key.startswith(guard)
+                and rx.match(name_key)
+                and not any(u.match(name_key) for u in unless)
+            ):
+                return hit
         return None
 
 

@@ -61,7 +61,7 @@ class Tool(abc.ABC):
     """Subclass, set the class attributes, implement :meth:`run`.
 
     ``path_args`` names the arguments that are file-system paths: the bridge checks each against
-    the roots and the sensitive list and escalates an allow-tier call to prompt when one falls
+    the roots and the protected table and escalates an allow-tier call to prompt when one falls
     outside (see :class:`server.paths.PathPolicy`).
     """
 

@@ -72,7 +72,10 @@ class ReadTool(Tool):
             and st.st_size <= ctx.limits.inline_read_max_bytes
             and st.st_nlink == 1
         ):
-            return self._read(args, ctx, path, on_loop=True)
+            try:
+                return self._read(args, ctx, path, on_loop=True)
+            except _Offload:
+                pass  # what was opened is not a small single-linked file after all
         return None
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -91,11 +94,15 @@ class ReadTool(Tool):
         limit = args.get("limit", limits.read_max_lines)
         fd, st = _open_read(path, shown)
         try:
+            if on_loop and (st.st_nlink > 1 or st.st_size > limits.inline_read_max_bytes):
+                raise _Offload  # swapped since the check: judge and read it in a thread
             judge_opened(ctx, path, st, shown, refresh=not on_loop)
             if st.st_size <= limits.inline_read_max_bytes:
                 data = _read_upto(fd, limits.inline_read_max_bytes + 1)
                 if len(data) <= limits.inline_read_max_bytes:  # one read, one decode
                     return self._small(data, st, shown, offset, limit, limits)
+                if on_loop:
+                    raise _Offload
                 os.lseek(fd, 0, os.SEEK_SET)  # it grew since fstat: stream it
             with open(fd, "rb", buffering=BLOCK, closefd=False) as f:
                 return self._stream(f, st, shown, offset, limit, limits)
@@ -160,18 +167,20 @@ class ReadTool(Tool):
         return ToolResult([text_block(self._format(out, number, more, shown, offset))])
 
     @staticmethod
-    def _take(numbered: Any, offset: int, limit: int, limits: Any) -> tuple[int, list[str], bool]:
+    def _take(
+        numbered: Any, offset: int, limit: int, limits: Any
+    ) -> tuple[int, list[str], bool | str]:
         """Numbered lines from ``offset`` up to the line and byte caps."""
         out: list[str] = []
         size = 0
         number = 0
-        more = False
+        more: bool | str = False
         max_chars = limits.read_line_max_chars
         for number, raw in numbered:
             if number < offset:
                 continue
-            if len(out) >= limit or size >= limits.read_max_bytes:
-                more = True
+            if raw is STOP or len(out) >= limit or size >= limits.read_max_bytes:
+                more = "unread" if raw is STOP else True
                 number -= 1
                 break
             if isinstance(raw, _Cut):
@@ -186,19 +195,25 @@ class ReadTool(Tool):
         return number, out, more
 
     @staticmethod
-    def _format(out: list[str], number: int, more: bool, shown: str, offset: int) -> str:
+    def _format(out: list[str], number: int, more: bool | str, shown: str, offset: int) -> str:
         if not out:
             if number == 0:
                 return f"{shown}: (empty file)"
             raise ToolError(f"{shown}: has {number} lines; offset {offset} is past the end")
         body = "\n".join(out)
-        if more:
-            nxt = offset + len(out)
+        nxt = offset + len(out)
+        if more == "unread":
+            body += f"\n… the rest of line {nxt - 1} was not read; continue with offset={nxt}"
+        elif more:
             body += f"\n… more lines follow; continue with offset={nxt}"
         return body
 
 
 BLOCK = 1 << 16
+
+
+class _Offload(Exception):
+    """The file opened on the loop turned out large or hard-linked: read it in a thread."""
 
 
 class _Cut:
@@ -222,6 +237,9 @@ def _read_upto(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
+SKIP_BLOCK = 1 << 20
+
+
 def _skip_lines(f: Any, n: int) -> int:
     """Move ``f`` past ``n`` newlines by counting them in binary blocks; returns how many
     lines were passed (fewer at end of file, a last line without newline included). Memory:
@@ -229,26 +247,32 @@ def _skip_lines(f: Any, n: int) -> int:
     passed = 0
     partial = False
     while passed < n:
-        block = f.peek(BLOCK)
+        block = f.read(SKIP_BLOCK)
         if not block:
             return passed + partial
         count = block.count(b"\n")
         if passed + count < n:
             passed += count
             partial = not block.endswith(b"\n")
-            f.read(len(block))
             continue
         pos = -1
         for _ in range(n - passed):
             pos = block.index(b"\n", pos + 1)
-        f.read(pos + 1)
+        f.seek(pos + 1 - len(block), os.SEEK_CUR)
         passed = n
     return passed
 
 
-def _skip_rest_of_line(f: Any) -> bool:
-    """Advance past the next newline; False at end of file."""
-    while True:
+# How far past a cut line the read looks for the next line before it stops and lets the next
+# call skip there by offset (so a 1 GB one-line file costs one block, not a 1 GB scan).
+SKIP_BUDGET = 1 << 20
+
+
+def _skip_rest_of_line(f: Any) -> bool | None:
+    """Advance past the next newline: True, False at end of file, None when it is further
+    than :data:`SKIP_BUDGET` away."""
+    budget = SKIP_BUDGET
+    while budget > 0:
         block = f.peek(BLOCK)
         if not block:
             return False
@@ -257,6 +281,11 @@ def _skip_rest_of_line(f: Any) -> bool:
             f.read(i + 1)
             return True
         f.read(len(block))
+        budget -= len(block)
+    return None
+
+
+STOP = object()  # more lines follow, but the next call should skip to them by offset
 
 
 def _bounded_lines(f: Any, first: int, budget: int) -> Any:
@@ -271,7 +300,10 @@ def _bounded_lines(f: Any, first: int, budget: int) -> Any:
             yield number, raw.decode("utf-8", "replace")
         else:
             yield number, _Cut(raw.decode("utf-8", "replace"))
-            if not _skip_rest_of_line(f):
+            found = _skip_rest_of_line(f)
+            if found is None:
+                yield number + 1, STOP
+            if not found:
                 return
         number += 1
 
@@ -322,8 +354,11 @@ def judge_opened(
     paths = ctx.policy
     policy: PathPolicy = paths.policy if isinstance(paths, CallPaths) else paths
     pre = paths.stat(real) if isinstance(paths, CallPaths) else None
-    if ctx.approved and pre is not None and (pre.st_dev, pre.st_ino) != (st.st_dev, st.st_ino):
+    same = pre is not None and (pre.st_dev, pre.st_ino) == (st.st_dev, st.st_ino)
+    if ctx.approved and pre is not None and not same:
         raise ToolError(f"{shown}: changed after it was approved; nothing was done (call again)")
+    if same and (st.st_nlink == 1 or not refresh):
+        return  # the very file the bridge judged (path and identity) before the call ran
     esc = policy.judge_opened(real, st, write=write, refresh=refresh)
     if esc is not None and esc != ctx.escalation:
         raise ToolError(
