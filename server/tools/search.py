@@ -26,6 +26,9 @@ from .rg import BASE_ARGS, RgRun, glob_escape, require_rg, rg_error
 from .walkpolicy import EntryGate, shown_bytes, shown_name
 
 WALK_LIMIT = 200_000
+# find derives directories from file paths without stat'ing them; the policy only needs to
+# know they are directories (a secret-looking *name* judges files, not directories).
+DIR_STAT = os.stat_result((stat.S_IFDIR | 0o755, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 FS_DECODE = (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
 MATCH_TEXT_MAX = 300
 # Past the shown cap, matches are still counted (cheaply) up to this many, then rg is stopped.
@@ -237,7 +240,8 @@ class _FindWalk:
             if len(found) >= cap:
                 break
             used += 1
-            if gate.refuses(prefix + rel.rstrip("/")):
+            is_dir = rel.endswith("/")
+            if gate.refuses(prefix + rel.rstrip("/"), DIR_STAT if is_dir else None):
                 continue
             found.append(shown_name(rel))
         if not found:
