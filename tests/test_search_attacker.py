@@ -122,6 +122,7 @@ def test_no_planted_secret_or_protected_name_ever_leaves(agent, home):
 
 def test_left_out_entries_are_counted(agent, home):
     text = agent.call("ls", {"path": "~/project"}).text
+    assert "notes.txt" not in text and "key_link" not in text and "ssh_link" not in text
     assert text.splitlines()[-1].endswith("entries in protected locations not shown)")
     assert "src/" in text and "README.md" in text
     text = agent.call("grep", {"pattern": "needle", "path": "~", "hidden": True}).text
@@ -129,6 +130,7 @@ def test_left_out_entries_are_counted(agent, home):
     assert text.splitlines()[-1].endswith("in protected locations not shown)")
     text = agent.call("find", {"pattern": "**", "path": "~", "hidden": True}).text
     assert "project/README.md" in text
+    assert "notes.txt" not in text  # the hard link to the SSH key is left out, as in ls
     assert text.splitlines()[-1].endswith("in protected locations not shown)")
 
 

@@ -240,8 +240,15 @@ class _FindWalk:
             if len(found) >= cap:
                 break
             used += 1
-            is_dir = rel.endswith("/")
-            if gate.refuses(prefix + rel.rstrip("/"), DIR_STAT if is_dir else None):
+            real = prefix + rel.rstrip("/")
+            if rel.endswith("/"):
+                st: os.stat_result | None = DIR_STAT
+            else:
+                try:  # the identity too: a hard link to a protected file is that file
+                    st = os.lstat(real)
+                except OSError:
+                    st = None
+            if gate.refuses(real, st):
                 continue
             found.append(shown_name(rel))
         if not found:
