@@ -74,6 +74,16 @@ NAMES_SKIP_DIRS = frozenset(
         "target",
         "build",
         "dist",
+        ".pyenv",
+        ".rbenv",
+        ".nvm",
+        ".conda",
+        "anaconda3",
+        "miniconda3",
+        ".sdkman",
+        ".gradle",
+        ".m2",
+        ".vscode-server",
     }
 )
 
@@ -373,6 +383,9 @@ class PathPolicy:
         """Stat the files in the protected locations (bounded; symlinks never followed; cache
         folders of browser profiles skipped) and swap in the new identity set."""
         with self._ids_lock:
+            fresh = time.monotonic() - self._ids_at < IDENTITY_REFRESH_S
+            if fresh and self._ids_ready.is_set():
+                return  # another thread just rescanned while this one waited for the lock
             ids: dict[tuple[int, int], _Known] = {}
             try:
                 roots: list[tuple[str, Hit]] = []

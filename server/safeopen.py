@@ -123,12 +123,27 @@ def open_nofollow(path: str, flags: int, mode: int = 0o600) -> int:
         return fd
     if O_NOFOLLOW_ANY:
         try:
-            return os.open(path, flags | O_NOFOLLOW | O_NOFOLLOW_ANY, mode)
+            fd = os.open(path, flags | O_NOFOLLOW | O_NOFOLLOW_ANY, mode)
         except OSError as e:
             raise _fail(e.errno or errno.EIO, path) from None
+        _verify_getpath(fd, path)  # a macOS that ignores the flag must not pass silently
+        return fd
     if _POSIX_WALK:
         return _walk_open(path, flags, mode)
     return _open_verify(path, flags, mode)
+
+
+def _verify_getpath(fd: int, path: str) -> None:
+    """macOS: the descriptor's own path (``F_GETPATH``) must be the path that was judged."""
+    try:
+        import fcntl
+
+        got = fcntl.fcntl(fd, fcntl.F_GETPATH, bytes(1024)).split(b"\0", 1)[0]  # type: ignore[attr-defined]
+    except (ImportError, AttributeError, OSError):
+        return
+    if os.fsdecode(got).casefold() != path.casefold():
+        os.close(fd)
+        raise _fail(errno.ELOOP, path)
 
 
 def _walk_open(path: str, flags: int, mode: int) -> int:
@@ -168,7 +183,7 @@ def _open_verify(path: str, flags: int, mode: int) -> int:
     except OSError as e:
         raise _fail(e.errno or errno.EIO, path) from None
     try:
-        if os.path.realpath(path) != path:
+        if os.path.normcase(os.path.realpath(path)) != os.path.normcase(path):
             raise _fail(errno.ELOOP, path)
         a, b = os.fstat(fd), os.stat(path)
         if (a.st_dev, a.st_ino) != (b.st_dev, b.st_ino):
@@ -254,7 +269,10 @@ def _umask() -> int:
                     return int(line.split()[1], 8)
     except (OSError, ValueError, IndexError):
         pass
-    return 0o022
+    # No /proc: read it by setting it; meanwhile other threads create files more privately.
+    current = os.umask(0o077)
+    os.umask(current)
+    return current
 
 
 def replace_in(dir_fd: int, name: str, data: bytes, path: str) -> bool:

@@ -446,3 +446,23 @@ def test_read_refuses_a_file_swapped_in_after_approval(start_bridge, tmp_path):
     t.join(10)
     assert out[0].text == f"{outside}: changed after it was approved; nothing was done (call again)"
     assert threading.active_count() > 0
+
+
+def test_the_reason_and_a_session_hash_reach_the_ui_views():
+    """pending_json carries the Escalation as JSON and a display hash; watch prints both and
+    never the session id."""
+    from server.approvals import PendingCall
+    from server.sessions import sid_hash
+    from server.views import pending_json
+    from server.watch import describe
+
+    sid = "0123456789abcdef0123456789abcdef"
+    esc = Escalation(W, "shell startup file", "/home/u/.bashrc")
+    args = {"path": "~/.bashrc", "content": "x"}
+    p = PendingCall("a1", sid, "agent", "write", args, "", 0.0, esc)
+    j = pending_json(p, now=1.0)
+    assert j["escalation"] == esc.to_json() and j["sid"] == sid
+    assert j["sid_hash"] == sid_hash(sid) and len(j["sid_hash"]) == 12
+    text = describe(j)
+    assert esc.text in text and j["sid_hash"] in text and sid not in text
+    assert pending_json(PendingCall("a2", sid, "c", "read", {}, "", 0.0))["escalation"] is None
