@@ -223,6 +223,19 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([fmt_row(header, widths), sep, *(fmt_row(r, widths) for r in rows)])
 
 
+def bench_tools() -> list[str]:
+    """The tool rows (bench/tools.py) against their own bridge with every tool at allow tier."""
+    from bench.tools import tools_section
+
+    py = sys.executable
+
+    def start(env: dict[str, str]) -> Server:
+        port = free_port()
+        return Server.start("bridge", [py, "-m", "server", "serve", "--port", str(port)], env, port)
+
+    return tools_section(py, dict(os.environ), TOKEN, start)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
@@ -234,9 +247,24 @@ def main() -> int:
         help="interleaved rounds per measurement; the median is reported (machine noise)",
     )
     ap.add_argument("--markdown", help="also write the tables to this file")
+    ap.add_argument(
+        "--only",
+        choices=("all", "servers", "tools"),
+        default="all",
+        help="servers: the MCP throughput tables; tools: grep/find/read/ls vs native programs",
+    )
     args = ap.parse_args()
     # `timeout` or Ctrl-C: still stop the three servers (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+
+    if args.only == "tools":
+        text = "\n".join(bench_tools())
+        print(text)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(text + "\n")
+        return 0
+
     if shutil.which("wrk") is None:
         print("bench needs wrk: sudo apt-get install wrk", file=sys.stderr)
         return 2
@@ -374,6 +402,8 @@ def main() -> int:
         f"SDK server start: {sdk.startup_s * 1000:.0f} ms; "
         f"floor start: {floor.startup_s * 1000:.0f} ms.",
     ]
+    if args.only == "all":
+        out += ["", *bench_tools()]
     text = "\n".join(out)
     print(text)
     if args.markdown:

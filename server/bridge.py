@@ -34,6 +34,7 @@ from .protocol import (
 )
 from .sessions import Session, SessionTable
 from .tokens import TokenStore
+from .tools import pools
 from .tools.base import Tool, ToolContext, ToolError, ToolResult
 from .tools.registry import ToolRegistry
 
@@ -103,6 +104,7 @@ class _Outcome:
     outcome: str
     decided_by: str
     wait_ms: int = 0
+    queue_ms: int = 0  # time the tool's work waited for a pool worker (tools/pools.py)
     reason: str | None = None  # the user's words on a deny, or why the bridge refused
     approver: str | None = None  # which UI decided
 
@@ -446,6 +448,7 @@ class Bridge:
             rec["outcome"] = out.outcome
             rec["decided_by"] = out.decided_by
             rec["wait_ms"] = out.wait_ms
+            rec["queue_ms"] = out.queue_ms
             if out.reason:
                 rec["reason"] = out.reason[:500]
             if out.approver:
@@ -485,7 +488,11 @@ class Bridge:
         if problem is not None:
             return _Outcome(ToolResult.text(problem, True), "error", "policy")
         paths = CallPaths(self.policy)
-        escalation = tool.escalation(args, paths)
+        try:
+            escalation = tool.escalation(args, paths)
+        except ValueError as e:  # a NUL in a path argument: the OS cannot even name it
+            text = f"invalid path for '{name}': {e}"
+            return _Outcome(ToolResult.text(text, True), "error", "policy")
         ctx = ToolContext(call.id, session.sid, session.client, paths, self.config.limits)
         ctx.escalation = escalation
         if self.tier(tool) == "allow" and escalation is None:
@@ -540,8 +547,10 @@ class Bridge:
         # client or the shutdown cancels this task while handle.task points at it.
         me = asyncio.current_task()
         handle.task = me
+        meter = pools.QueueMeter()
         try:
-            result = await step.tool.run(call.args, step.ctx)
+            with pools.queue_meter() as meter:
+                result = await step.tool.run(call.args, step.ctx)
         except asyncio.CancelledError:
             if me is None or not (handle.cancelled or self.closing):
                 raise
@@ -556,7 +565,7 @@ class Bridge:
             result = ToolResult.text(f"tool '{name}' failed: {type(e).__name__}", True)
         finally:
             handle.task = None
-        return _Outcome(result, _ok(result), step.decided_by, wait_ms)
+        return _Outcome(result, _ok(result), step.decided_by, wait_ms, meter.queue_ms)
 
     def _real_cwd(self, step: _Plan, args: dict[str, Any]) -> str | None:
         """The working directory a human is asked about: the real path the tool will use."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import stat
 import threading
 import time
@@ -165,6 +166,15 @@ class _Known:
     path: str
 
 
+def unescape_name(p: str) -> str:
+    """``caf\\xe9.txt`` (as ``ls``/``find``/``grep`` show a non-UTF-8 name) back to the real
+    name, when the literal path does not exist and the unescaped one does."""
+    if os.path.lexists(p):
+        return p
+    raw = re.sub(r"\\x([89a-fA-F][0-9a-fA-F])", lambda m: chr(0xDC00 + int(m.group(1), 16)), p)
+    return raw if raw != p and os.path.lexists(raw) else p
+
+
 class PathPolicy:
     """Roots, the protected table (with the user's additions and removals), the bridge's own
     files, and the identities of protected files for recognising hard links."""
@@ -228,6 +238,8 @@ class PathPolicy:
         p = os.path.expanduser(path)
         if not os.path.isabs(p):
             p = os.path.join(self.roots[0], p)
+        if "\\x" in p:  # a non-UTF-8 name as the walking tools show it (walkpolicy.shown_name)
+            p = unescape_name(p)
         for _ in range(5):
             try:
                 return os.path.realpath(p)

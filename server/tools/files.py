@@ -13,8 +13,10 @@ from typing import Any
 
 from .. import safeopen
 from ..paths import CallPaths, PathPolicy
+from . import pools
 from .base import Tool, ToolContext, ToolError, ToolResult, image_block, text_block
 from .fileio import SNIFF_BYTES, atomic_write, image_type, io_error, is_binary
+from .walkpolicy import EntryGate, shown_name
 
 READ_ONLY = {
     "readOnlyHint": True,
@@ -539,9 +541,11 @@ class LsTool(Tool):
     default_paths = {"path": ""}
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await asyncio.to_thread(self._ls, args, ctx)
+        return await pools.run(pools.Pool.FILE, self._ls, args, ctx)
 
     def _ls(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Each entry is judged by the path policy (a link also by where it points); links
+        are listed as links, never followed."""
         shown = args.get("path") or ctx.policy.roots[0]
         path = ctx.resolve(args.get("path"))
         cap = ctx.limits.list_max_entries
@@ -552,21 +556,40 @@ class LsTool(Tool):
             raise ToolError(f"{shown}: not a directory (use read)") from None
         except OSError as e:
             raise io_error(e, shown) from None
+        gate = EntryGate.for_base(ctx.policy, path)
         lines = []
-        for entry in entries[:cap]:
+        listed = 0
+        for entry in entries:
+            name = shown_name(entry.name)
             try:
-                if entry.is_symlink():
-                    target = os.readlink(entry.path)
-                    lines.append(f"link  {'-':>10}  {entry.name} -> {target}")
-                elif entry.is_dir():
-                    lines.append(f"dir   {'-':>10}  {entry.name}/")
-                else:
-                    size = entry.stat(follow_symlinks=False).st_size
-                    lines.append(f"file  {size:>10}  {entry.name}")
+                st = entry.stat(follow_symlinks=False)
             except OSError:
-                lines.append(f"?     {'-':>10}  {entry.name}")
-        if not entries:
-            return ToolResult.text(f"{shown}: (empty directory)")
-        if len(entries) > cap:
-            lines.append(f"… {len(entries) - cap} more entries not shown")
+                st = None
+            if gate.refuses(entry.path, st):
+                continue
+            try:
+                if st is not None and stat.S_ISLNK(st.st_mode):
+                    target = os.readlink(entry.path)
+                    if gate.refuses(os.path.realpath(entry.path)):
+                        continue
+                    line = f"link  {'-':>10}  {name} -> {shown_name(target)}"
+                elif st is not None and stat.S_ISDIR(st.st_mode):
+                    line = f"dir   {'-':>10}  {name}/"
+                elif st is not None:
+                    line = f"file  {st.st_size:>10}  {name}"
+                else:
+                    line = f"?     {'-':>10}  {name}"
+            except OSError:
+                line = f"?     {'-':>10}  {name}"
+            listed += 1
+            if listed <= cap:
+                lines.append(line)
+        note = gate.note()
+        if not listed:
+            text = f"{shown}: (empty directory)"
+            return ToolResult.text(f"{text}\n{note}" if note else text)
+        if listed > cap:
+            lines.append(f"… {listed - cap} more entries not shown")
+        if note:
+            lines.append(note)
         return ToolResult.text("\n".join(lines))

@@ -1,0 +1,147 @@
+"""The walking tools (grep, find, ls) played as an attacker, over real HTTP.
+
+A temp HOME full of planted fake secrets is the only root, as with the default config; the
+bridge's own config and audit log live in it too. No call is approved by anyone (no approver is
+attached), so every answer is what an agent gets unattended: no planted secret string and no
+protected name may ever appear in it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX links and modes")
+
+SECRETS = {
+    ".ssh/id_rsa": "PLANTED-SSH-PRIVATE-KEY",
+    ".ssh/config": "PLANTED-SSH-CONFIG",
+    ".aws/credentials": "PLANTED-AWS-SECRET",
+    ".netrc": "PLANTED-NETRC-PASSWORD",
+    ".password-store/bank.gpg": "PLANTED-PASS-STORE",
+    ".gnupg/private-keys-v1.d/k.key": "PLANTED-GPG-KEY",
+    ".config/gcloud/credentials.db": "PLANTED-GCLOUD",
+    ".kube/config": "PLANTED-KUBECONFIG",
+    "project/.env": "PLANTED-DOTENV-TOKEN",
+    "project/.env.local": "PLANTED-DOTENV-LOCAL",
+    "project/certs/server.pem": "PLANTED-PEM-KEY",
+    "project/deploy/id_ed25519": "PLANTED-DEPLOY-KEY",
+}
+# Names that must never be listed (they sit under a protected dir or are secret-looking).
+PROTECTED_NAMES = (
+    ".ssh", "id_rsa", ".aws", "credentials", ".netrc", ".password-store", "bank.gpg",
+    ".gnupg", "gcloud", ".kube", ".env", "server.pem", "id_ed25519",
+)  # fmt: skip
+MARKER = "PLANTED-"
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch, env):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for rel, secret in SECRETS.items():
+        path = home / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{secret}\nneedle\n")
+    project = home / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "app.py").write_text("needle = 1\n")
+    (project / "README.md").write_text("needle in the readme\n")
+    os.symlink(home / ".ssh" / "id_rsa", project / "key_link")  # symlink to a secret file
+    os.symlink(home / ".ssh", project / "ssh_link")  # symlink to a protected dir
+    os.symlink(home / ".aws" / "gone", project / "dangling")  # dangling, into a protected dir
+    os.link(home / ".ssh" / "id_rsa", project / "notes.txt")  # hard link to the key
+    # The bridge's own files inside HOME: config and audit (which records our patterns).
+    env["config"] = str(home / ".config" / "a2a-bridge" / "config.json")
+    env["audit"] = str(home / ".local" / "state" / "a2a-bridge" / "audit.jsonl")
+    monkeypatch.setenv("A2A_BRIDGE_CONFIG", env["config"])
+    monkeypatch.setenv("A2A_BRIDGE_AUDIT", env["audit"])
+    return home
+
+
+@pytest.fixture
+def agent(home, start_bridge):
+    running = start_bridge({"roots": [str(home)]})  # default tiers: walkers are allow-tier
+    return running.client()
+
+
+def calls(home) -> list[tuple[str, dict]]:
+    h = str(home)
+    out: list[tuple[str, dict]] = []
+    for path in ("~", h, "project", "~/project", f"{h}/project/../", "."):
+        for extra in (
+            {},
+            {"hidden": True},
+            {"no_ignore": True},
+            {"hidden": True, "no_ignore": True},
+        ):
+            out.append(("grep", {"pattern": "PLANTED|needle", "path": path, **extra}))
+            out.append(("find", {"pattern": "**", "path": path, **extra}))
+            out.append(("find", {"pattern": "*", "path": path, **extra}))
+        out.append(("ls", {"path": path}))
+    for glob in (".ssh/*", "**/*", "*", ".ssh/**", "**/.ssh/**", "*id_rsa*", "**/.env*", "*.pem"):
+        out.append(("grep", {"pattern": ".", "path": "~", "glob": glob, "hidden": True}))
+        out.append(("grep", {"pattern": ".", "glob": glob, "hidden": True, "no_ignore": True}))
+        out.append(("find", {"pattern": glob, "path": "~", "hidden": True, "no_ignore": True}))
+    for name in ("key_link", "notes.txt", "ssh_link", "dangling", ".env", "certs/server.pem"):
+        out.append(("grep", {"pattern": ".", "path": f"~/project/{name}"}))
+        out.append(("ls", {"path": f"~/project/{name}"}))
+        out.append(("find", {"pattern": "*", "path": f"~/project/{name}", "hidden": True}))
+    out.append(("grep", {"pattern": ".", "path": "project/ssh_link/"}))
+    out.append(("ls", {"path": "project/ssh_link/"}))
+    out.append(("grep", {"pattern": "PLANTED", "path": "~/.local", "hidden": True}))
+    out.append(("grep", {"pattern": "PLANTED", "path": "~/.config", "hidden": True}))
+    return out
+
+
+def test_no_planted_secret_or_protected_name_ever_leaves(agent, home):
+    agent.call("grep", {"pattern": "PLANTED-SSH-PRIVATE-KEY"})  # lands in the audit log
+    shown = 0
+    for tool, args in calls(home):
+        r = agent.call(tool, args)
+        assert r.status == 200, (tool, args, r)
+        text = r.text
+        assert "Traceback" not in text
+        assert MARKER not in text, (tool, args, text)
+        echoed = text
+        for key in ("pattern", "glob", "path"):  # the agent's own words may be echoed back
+            if key in args:
+                echoed = echoed.replace(args[key], " ")
+        words = set(echoed.replace("/", " ").replace(":", " ").split())
+        for name in PROTECTED_NAMES:
+            assert not any(w == name or w.startswith(name + ".") for w in words), (
+                tool, args, name, text,
+            )  # fmt: skip
+        assert "audit.jsonl" not in text and "config.json" not in text, (tool, args, text)
+        shown += "needle" in text
+    assert shown > 10  # the legitimate files were searched all along
+
+
+def test_left_out_entries_are_counted(agent, home):
+    text = agent.call("ls", {"path": "~/project"}).text
+    assert "notes.txt" not in text and "key_link" not in text and "ssh_link" not in text
+    assert text.splitlines()[-1].endswith("entries in protected locations not shown)")
+    assert "src/" in text and "README.md" in text
+    text = agent.call("grep", {"pattern": "needle", "path": "~", "hidden": True}).text
+    assert "project/src/app.py:1:needle = 1" in text
+    assert text.splitlines()[-1].endswith("in protected locations not shown)")
+    text = agent.call("find", {"pattern": "**", "path": "~", "hidden": True}).text
+    assert "project/README.md" in text
+    assert "notes.txt" not in text  # the hard link to the SSH key is left out, as in ls
+    assert text.splitlines()[-1].endswith("in protected locations not shown)")
+
+
+def test_a_protected_or_outside_base_escalates_as_a_whole(agent, home, tmp_path):
+    for tool, args in (
+        ("grep", {"pattern": ".", "path": "~/.ssh"}),
+        ("find", {"pattern": "*", "path": "~/.ssh"}),
+        ("ls", {"path": "~/.ssh"}),
+        ("ls", {"path": str(tmp_path)}),
+        ("grep", {"pattern": ".", "path": "/etc"}),
+    ):
+        r = agent.call(tool, args)
+        assert r.result["isError"] is True, (tool, args)
+        assert "approv" in r.text, r.text  # it needs a human; none is attached
