@@ -21,7 +21,7 @@ from .approvals import ApprovalBroker, Decision, Ending, PendingCall, Verdict
 from .audit import AuditLog, utc_now
 from .config import Config, update_config
 from .controlfile import runtime_dir
-from .paths import CallPaths, Escalation, PathPolicy
+from .paths import CallPaths, Escalation, EscalationKind, PathPolicy
 from .protocol import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
@@ -609,20 +609,26 @@ class Bridge:
         text, outcome = texts[e]
         return _Outcome(ToolResult.text(text, True), outcome, "policy")
 
-    def _no_approver_text(self, escalation: Any) -> str:
-        """Why a human was needed and what the agent can do, when no human can answer."""
+    def _no_approver_text(self, escalation: Escalation | None) -> str:
+        """Why a human was needed and what the agent can do, when no human can answer.
+
+        Only "outside the roots" names the real path: for a protected location the agent
+        learns neither the category nor where a symlink or hard link it used really points
+        (the human sees both).
+        """
         if escalation is None:
             return NO_APPROVER_TEXT
-        text = getattr(escalation, "text", None) or str(escalation)
-        kind = str(getattr(escalation, "kind", ""))
-        head = f"approval required but no approver is available: {text}"
-        if kind == "outside_roots" or "outside the configured roots" in text:
+        head = "approval required but no approver is available"
+        if escalation.kind == EscalationKind.OUTSIDE_ROOTS:
             roots = ", ".join(self.policy.roots[:3])
             return (
-                f"{head}; outside the allowed roots: ask the user to add the folder to roots, "
-                f"or use a path under {roots}"
+                f"{head}: {escalation.text}; outside the allowed roots: ask the user to add the "
+                f"folder to roots, or use a path under {roots}"
             )
-        return f"{head}; the user must open the tray, the approval page or `a2a-bridge watch`"
+        return (
+            f"{head}: the path is in a {escalation.kind.value.replace('_', ' ')} location; "
+            "the user must open the tray, the approval page or `a2a-bridge watch`"
+        )
 
     def _allow_always(self, name: str) -> None:
         self.tiers[name] = "allow"
