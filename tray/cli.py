@@ -16,8 +16,10 @@ def cmd_tray(args: argparse.Namespace) -> int:
     if not ok:
         return server_cli.fail(f"cannot show a tray: {why}")
     from .app import run_tray
+    from .stopping import exit_now
 
-    return run_tray()
+    exit_now(run_tray())  # no stray UI thread may keep the process alive
+    return 0  # not reached
 
 
 def cmd_default(args: argparse.Namespace) -> int:
@@ -26,8 +28,9 @@ def cmd_default(args: argparse.Namespace) -> int:
     if ok:
         print("a2a-bridge: starting the tray", file=sys.stderr)
         from .app import run_tray
+        from .stopping import exit_now
 
-        return run_tray()
+        exit_now(run_tray(headless_fallback=True))
     print(f"a2a-bridge: no tray ({why}); running headless", file=sys.stderr)
     return server_cli.cmd_serve(args)
 
