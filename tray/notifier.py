@@ -16,8 +16,9 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 log = logging.getLogger("a2a-bridge")
 
@@ -53,6 +54,7 @@ class ActionableNotifier:
         self._notifier: object | None = None
         self._live: dict[str, str] = {}  # call id -> notification identifier (loop thread)
         self._thread: threading.Thread | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -136,20 +138,30 @@ class ActionableNotifier:
         return len(self._live)
 
     def show(self, notice: CallNotice) -> None:
-        self._submit(self._show(notice))
+        self._submit(lambda: self._show(notice))
 
     def withdraw(self, call_id: str) -> None:
-        self._submit(self._withdraw(call_id))
+        self._submit(lambda: self._withdraw(call_id))
 
-    def _submit(self, coro: object) -> None:
+    def _submit(self, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``make()`` on the loop; the coroutine is created there, so a loop that stops
+        first leaves nothing un-awaited behind."""
         loop = self.loop
         if loop is None or loop.is_closed() or self._notifier is None:
-            coro.close()  # type: ignore[attr-defined]
             return
-        try:
-            asyncio.run_coroutine_threadsafe(coro, loop)  # type: ignore[arg-type]
-        except RuntimeError:
-            coro.close()  # type: ignore[attr-defined]
+
+        def start() -> None:
+            task = loop.create_task(make())
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
+
+        with contextlib.suppress(RuntimeError):  # the loop closed: we are stopping
+            loop.call_soon_threadsafe(start)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.info("notification not shown: %s", task.exception())
 
     # -- on the loop -----------------------------------------------------------------------------
 

@@ -73,7 +73,8 @@ def pixmaps(image: Image.Image, sizes: Sequence[int] = PIXMAP_SIZES) -> list[lis
     out: list[list[Any]] = []
     for size in sizes:
         img = rgba if rgba.size == (size, size) else rgba.resize((size, size), Image.LANCZOS)
-        out.append([size, size, img.tobytes("raw", "ARGB")])
+        r, g, b, a = img.split()  # Pillow has no ARGB packer: reorder the bands
+        out.append([size, size, Image.merge("RGBA", (a, r, g, b)).tobytes()])
     return out
 
 
