@@ -90,6 +90,7 @@ class TrayApp:
         self._approver: int | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._quitting = threading.Event()
+        self._shutdown_lock = threading.Lock()
         # Notifications with Approve/Deny (None: plain ones only); call id -> shown.
         self.actionable = notifier
         self._noticed: set[str] = set()
@@ -128,9 +129,10 @@ class TrayApp:
             menu=self.pystray.Menu(self._menu_items),
         )
         if self.backend == "xorg":
-            from .xorg import enable_clicks
+            from .xorg import enable_clicks, keep_docked
 
             enable_clicks(self.icon)
+            keep_docked(self.icon, self._quitting)
         return self.icon
 
     def run(self, headless_fallback: bool = False) -> int:
@@ -231,16 +233,19 @@ class TrayApp:
             )
 
     def shutdown(self) -> None:
-        self.dispatcher.close()
-        if self.actionable is not None:
-            self.actionable.close()
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
-        if self._approver is not None and self.runner.bridge is not None:
-            self.runner.detach_approver(self._approver)
-            self._approver = None
-        self.runner.stop()
+        """Stop the bridge first (its records land), then the notifications; idempotent, and
+        a second caller (the main thread after a signal's stop thread) waits for the first."""
+        with self._shutdown_lock:
+            self.dispatcher.close()
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+                self._unsubscribe = None
+            if self._approver is not None and self.runner.bridge is not None:
+                self.runner.detach_approver(self._approver)
+                self._approver = None
+            self.runner.stop()
+            if self.actionable is not None:
+                self.actionable.close()
 
     def quit(self) -> None:
         """Stop the bridge (pending calls are denied: 'bridge shutting down'), then the icon."""

@@ -24,6 +24,7 @@ log = logging.getLogger("a2a-bridge")
 
 BUDGET_S = 1.8  # SIGTERM to exit, graceful or forced (the promise is "under 2 s")
 BRIDGE_SHARE_S = 1.6  # of which the bridge's own graceful stop may take this much
+AFTER_BRIDGE_S = 0.5  # then the UI has this long to let the main thread return
 
 
 class StopGuard:
@@ -75,7 +76,8 @@ class StopGuard:
             # Let the bridge finish its own graceful stop first (its records must land).
             while not self.bridge_stopped() and time.monotonic() < t0 + BRIDGE_SHARE_S:
                 time.sleep(0.02)
-            if self.finished.wait(max(0.0, deadline - time.monotonic())):
+            patience = min(deadline, time.monotonic() + AFTER_BRIDGE_S) - time.monotonic()
+            if self.finished.wait(max(0.0, patience)):
                 return
         log.info("the tray did not stop in time; exiting anyway")
         cleaner = threading.Thread(target=self.force_cleanup, daemon=True)

@@ -1,14 +1,19 @@
-"""pystray's xorg backend, made clickable.
+"""pystray's xorg backend, made clickable and kept docked.
 
 pystray 0.19.5 handles ``ButtonPress`` on its tray window (a left click runs the menu's default
 item) but creates the window without ``ButtonPressMask``, so the X server never delivers a
 click. Asking for button presses on the window makes a click open the approval page, as the
 app's own notification says.
+
+It also docks only once: an icon shown while the tray host is still starting (login, a panel
+restart) stays an unmapped 1x1 window for good. :func:`keep_docked` asks again while the window
+is not on screen.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 log = logging.getLogger("a2a-bridge")
@@ -27,3 +32,22 @@ def enable_clicks(icon: Any) -> bool:
         log.info("could not enable clicks on the xorg tray icon: %s", e)
         return False
     return True
+
+
+def keep_docked(icon: Any, stop: threading.Event, period: float = 0.5) -> None:
+    """Re-send the dock request while the icon's window is not viewable (a daemon thread)."""
+
+    def loop() -> None:
+        from Xlib import X
+
+        while not stop.wait(period):
+            try:
+                if not getattr(icon, "_running", False) or not icon.visible:
+                    continue
+                if icon._window.get_attributes().map_state != X.IsViewable:
+                    icon._show()  # runs on the X thread; docks once a tray host is there
+            except Exception as e:  # the window is gone: the icon is stopping
+                log.debug("xorg dock watcher ends: %s", e)
+                return
+
+    threading.Thread(target=loop, name="xorg-dock", daemon=True).start()
