@@ -15,9 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import tempfile
 import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("a2a-bridge")
@@ -55,6 +58,7 @@ class ActionableNotifier:
         self._live: dict[str, str] = {}  # call id -> notification identifier (loop thread)
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._icon_path: str | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -102,7 +106,7 @@ class ActionableNotifier:
         from desktop_notifier import Capability, DesktopNotifier
         from desktop_notifier.backends.dummy import DummyNotificationCenter
 
-        notifier = DesktopNotifier(app_name=self.app_name)
+        notifier = DesktopNotifier(app_name=self.app_name, app_icon=self._icon())
         if isinstance(notifier._backend, DummyNotificationCenter):
             raise NotifierUnavailable(
                 "no notification center for this process (macOS needs a signed app bundle)"
@@ -120,8 +124,27 @@ class ActionableNotifier:
         reply = ", a reply field for the deny reason" if self.reply else ""
         return f"Approve/Deny buttons{reply}"
 
+    def _icon(self) -> Any:
+        """The app's own icon for the notifications (a private temp file, removed at close)."""
+        from desktop_notifier import Icon
+
+        from .icons import IconState, render_icon
+
+        try:
+            fd, path = tempfile.mkstemp(prefix="omp-a2a-bridge-", suffix=".png")
+            with os.fdopen(fd, "wb") as f:
+                render_icon(IconState.ATTENTION, 0, 64).save(f, "PNG")
+        except OSError:
+            return None
+        self._icon_path = path
+        return Icon(path=Path(path))
+
     def close(self) -> None:
         """Withdraw what is still shown (briefly bounded), then stop the loop."""
+        if self._icon_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._icon_path)
+            self._icon_path = None
         loop = self.loop
         if loop is None or loop.is_closed():
             return
