@@ -330,3 +330,57 @@ def test_a_server_without_actions_is_not_actionable(dbus):
             n.start(timeout=5)
     finally:
         server.close()
+
+
+def test_the_icon_registers_again_with_a_new_watcher(tray, watcher, dbus):
+    """A panel restart: the new watcher gets the icon without restarting the app."""
+    first = watcher.wait_item()
+    watcher.close()
+    again = FakeWatcher(dbus.address)
+    try:
+        assert again.wait_item() == first
+        assert again.find("Quit") is not None
+    finally:
+        again.close()
+
+
+# -- the layout as data (tray/dbusmenu.py) ---------------------------------------------------------
+
+
+def test_ids_follow_actions_not_positions():
+    from tray.dbusmenu import IdTable, build, diff
+    from tray.menu import SEPARATOR, Item
+
+    ids = IdTable()
+    a = (Item("Approve: a", submenu=(Item("Approve", ("decide", "a1", "approve")),)),)
+    tail = (
+        SEPARATOR,
+        Item("Pause_bridge", ("pause", "on"), checked=False),
+        Item("Quit", ("quit",)),
+    )
+    one = build(a + tail, ids)
+    two = build(tail, ids)  # the call was decided: positions shift
+    quit_id = next(i for i, n in one.nodes.items() if n.action == ("quit",))
+    assert two.nodes[quit_id].action == ("quit",)
+    approve_id = next(i for i, n in one.nodes.items() if n.action == ("decide", "a1", "approve"))
+    assert approve_id not in two.nodes
+    b = (Item("Approve: a (3 s)", submenu=(Item("Approve", ("decide", "a2", "approve")),)),)
+    three = build(b + tail, ids)
+    assert approve_id not in three.nodes  # a new call never inherits a retired id
+    assert diff(one, two).relayout and diff(two, three).relayout
+    pause = next(n for n in three.nodes.values() if n.action == ("pause", "on"))
+    assert pause.props == {
+        "label": "Pause__bridge",  # a literal underscore is not a mnemonic
+        "enabled": True,
+        "toggle-type": "checkmark",
+        "toggle-state": 0,
+    }
+    assert three.nodes[0].children[1:2] and three.nodes[three.nodes[0].children[1]].props == {
+        "type": "separator"
+    }
+    relabelled = (
+        Item("Approve: a (5 s)", submenu=(Item("Approve", ("decide", "a2", "approve")),)),
+        *tail,
+    )
+    change = diff(three, build(relabelled, ids))
+    assert not change.relayout and [p for _, p in change.updated] == [{"label": "Approve: a (5 s)"}]
