@@ -262,10 +262,17 @@ def noti_tray(watcher, notifications, env):
     t.close()
 
 
+def wait_shown(tray: SniTray, server: FakeNotifications, n: int) -> dict:
+    """The n-th notification, once the app has it on record too (a human can't click faster)."""
+    wait_for(lambda: len(server.shown) >= n)
+    wait_for(lambda: tray.app.actionable.live >= 1)
+    return server.shown[n - 1]
+
+
 def test_notification_approve_button_runs_the_call(noti_tray, notifications):
     c = noti_tray.client("claude-code")
     th, out = in_thread(c.call, "bash", {"command": "echo from-notification"})
-    shown = wait_for(lambda: notifications.shown and notifications.shown[-1])
+    shown = wait_shown(noti_tray, notifications, 1)
     assert shown["summary"] == "Approval needed"
     assert shown["body"] == "bash — echo from-notification (claude-code) is waiting for approval"
     assert {"Approve", "Deny"} <= set(shown["actions"])
@@ -279,13 +286,13 @@ def test_notification_approve_button_runs_the_call(noti_tray, notifications):
 def test_notification_deny_with_a_reason(noti_tray, notifications):
     c = noti_tray.client()
     th, out = in_thread(c.call, "write", {"path": "n.txt", "content": "x"})
-    shown = wait_for(lambda: notifications.shown and notifications.shown[-1])
+    shown = wait_shown(noti_tray, notifications, 1)
     notifications.reply(shown["id"], "not on Fridays")
     th.join(10)
     assert out[0].text == "denied by the user: not on Fridays"
 
     th, out = in_thread(c.call, "write", {"path": "n.txt", "content": "x"})
-    shown = wait_for(lambda: len(notifications.shown) == 2 and notifications.shown[-1])
+    shown = wait_shown(noti_tray, notifications, 2)
     notifications.press(shown["id"], shown["actions"]["Deny"])
     th.join(10)
     assert out[0].text == "denied by the user"
@@ -294,7 +301,7 @@ def test_notification_deny_with_a_reason(noti_tray, notifications):
 def test_notification_of_a_call_decided_elsewhere_is_withdrawn(noti_tray, notifications, watcher):
     c = noti_tray.client()
     th, out = in_thread(c.call, "bash", {"command": "echo menu"})
-    shown = wait_for(lambda: notifications.shown and notifications.shown[-1])
+    shown = wait_shown(noti_tray, notifications, 1)
     watcher.click("Approve: bash", "Approve")
     th.join(10)
     assert out[0].text == "menu"
@@ -304,7 +311,7 @@ def test_notification_of_a_call_decided_elsewhere_is_withdrawn(noti_tray, notifi
 def test_notification_click_opens_the_page(noti_tray, notifications):
     c = noti_tray.client()
     th, _out = in_thread(c.call, "bash", {"command": "true"})
-    shown = wait_for(lambda: notifications.shown and notifications.shown[-1])
+    shown = wait_shown(noti_tray, notifications, 1)
     notifications.press(shown["id"], "default")
     wait_for(lambda: noti_tray.opened)
     assert "login?k=" in noti_tray.opened[0]
