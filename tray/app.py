@@ -148,6 +148,9 @@ class TrayApp:
         )
         if threading.current_thread() is threading.main_thread():
             guard.install()
+        from .liblogs import quiet_library_logs
+
+        quiet_library_logs()
         try:
             try:
                 self.start_bridge()

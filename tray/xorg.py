@@ -34,18 +34,28 @@ def enable_clicks(icon: Any) -> bool:
     return True
 
 
-def keep_docked(icon: Any, stop: threading.Event, period: float = 0.5) -> None:
-    """Re-send the dock request while the icon's window is not viewable (a daemon thread)."""
+def keep_docked(
+    icon: Any, stop: threading.Event, period: float = 0.5, longest: float = 30.0
+) -> None:
+    """Re-send the dock request while the icon's window is not viewable (a daemon thread).
+
+    Backs off (doubling up to ``longest``) while no tray host answers, so an X session without
+    one costs a request every half minute, not twice a second.
+    """
 
     def loop() -> None:
         from Xlib import X
 
-        while not stop.wait(period):
+        wait = period
+        while not stop.wait(wait):
             try:
                 if not getattr(icon, "_running", False) or not icon.visible:
                     continue
-                if icon._window.get_attributes().map_state != X.IsViewable:
-                    icon._show()  # runs on the X thread; docks once a tray host is there
+                if icon._window.get_attributes().map_state == X.IsViewable:
+                    wait = period
+                    continue
+                icon._show()  # runs on the X thread; docks once a tray host is there
+                wait = min(wait * 2, longest)
             except Exception as e:  # the window is gone: the icon is stopping
                 log.debug("xorg dock watcher ends: %s", e)
                 return
