@@ -5,7 +5,8 @@ packages) on Xvfb under a private D-Bus session bus, with a real StatusNotifierI
 (``gtk-sni-tray-standalone --watcher``, which renders menus with libdbusmenu-gtk, as panels do)
 and a real notification server (``xfce4-notifyd``, which shows action buttons). A prompt-tier
 ``bash`` call from a real MCP session waits; the notification is captured, then the icon's menu
-and the pending call's submenu are opened with xdotool and the screen is saved.
+and the pending call's submenu are opened with xdotool and the screen is saved; finally *Deny*
+is chosen in the host's menu and the agent's answer printed (a real host's click, end to end).
 
 Needs (Debian): xvfb xdotool imagemagick dbus-daemon haskell-gtk-sni-tray-utils xfce4-notifyd
 
@@ -16,6 +17,7 @@ Needs (Debian): xvfb xdotool imagemagick dbus-daemon haskell-gtk-sni-tray-utils 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import secrets
@@ -33,6 +35,7 @@ from server.controlfile import read_control  # noqa: E402
 from tests.dbus_fakes import PrivateBus  # noqa: E402
 from tests.helpers import Mcp, wait_for  # noqa: E402
 from tests.xsession import XSession  # noqa: E402
+from tray.sni import SniUnavailable, watcher_reason  # noqa: E402
 
 TOKEN = secrets.token_urlsafe(32)
 NOTIFYD = "/usr/lib/x86_64-linux-gnu/xfce4/notifyd/xfce4-notifyd"
@@ -90,7 +93,18 @@ def main() -> int:
     )
     if os.path.exists(NOTIFYD):
         spawn(NOTIFYD)
-    time.sleep(2.0)  # the host registers its watcher; the notification server takes its name
+    os.environ["DBUS_SESSION_BUS_ADDRESS"] = bus.address
+
+    def watcher_up() -> bool:
+        try:
+            watcher_reason(1.0)
+        except SniUnavailable:
+            return False
+        return True
+
+    for _ in range(3):  # the host's watcher, settled (it may re-take its name at start)
+        wait_for(watcher_up, timeout=30)
+        time.sleep(0.5)
     if os.environ.get("A2A_SHOT_MONITOR"):
         helpers.append(
             subprocess.Popen(
@@ -122,33 +136,51 @@ def main() -> int:
     def xdo(*a: str) -> None:
         subprocess.run(["xdotool", *a], env=env, check=True)
 
-    def shoot(out: str) -> None:
-        subprocess.run(["import", "-window", "root", out], env=env, check=True)
+    def shoot(out: str, height: int) -> None:
+        crop = ["-crop", f"900x{height}+0+0", "+repage"]
+        subprocess.run(["import", "-window", "root", *crop, out], env=env, check=True)
         print(f"saved {out}")
 
     try:
         info = wait_for(read_control, timeout=30)
         token = TOKEN
+
+        def tray_attached() -> bool:
+            # The tray counts as an approver once its icon is up (else the call is refused).
+            host, port_s = info.url.removeprefix("http://").rstrip("/").rsplit(":", 1)
+            conn = http.client.HTTPConnection(host, int(port_s), timeout=5)
+            conn.request("GET", "/api/status", headers={"Authorization": f"Bearer {info.secret}"})
+            status = json.loads(conn.getresponse().read())
+            conn.close()
+            return "tray" in status.get("approvers", [])
+
+        wait_for(tray_attached, timeout=20)
         port = int(info.mcp_url.rsplit(":", 1)[1].strip("/"))
         agent = Mcp(port, token=token, client="claude-code")
         agent.initialize()
         other = Mcp(port, token=token, client="omp")
         other.initialize()
         other.call("ls", {})
+        result: list[str] = []
         threading.Thread(
-            target=agent.call, args=("bash", {"command": "git push origin main"}), daemon=True
+            target=lambda: result.append(
+                agent.call("bash", {"command": "git push origin main"}).text
+            ),
+            daemon=True,
         ).start()
         time.sleep(2.0)  # the notification pops up; the menu settles
         if os.path.exists(NOTIFYD):
-            shoot(args.notification_out)
+            shoot(args.notification_out, 150)
         # The icon is the last one in the host's bar at the top right.
         xdo("mousemove", "884", "16", "click", "3")
         time.sleep(1.0)
         xdo("key", "Down")  # the first sensitive item: the pending call
         xdo("key", "Right")  # open its Approve / Allow / Always / Deny submenu
         time.sleep(1.0)
-        shoot(args.out)
-        xdo("key", "Escape", "Escape")
+        shoot(args.out, 380)
+        # And a real choice through the host's menu: Deny (three items below Approve).
+        xdo("key", "Down", "Down", "Down", "Return")
+        print("the agent got:", wait_for(lambda: result and result[0], timeout=10))
     finally:
         tray.terminate()
         try:

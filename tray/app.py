@@ -152,6 +152,7 @@ class TrayApp:
 
         quiet_library_logs()
         try:
+            self._start_notifier()  # before the bridge: the first waiting call gets buttons too
             try:
                 self.start_bridge()
             except AlreadyRunning as e:
@@ -165,7 +166,6 @@ class TrayApp:
             try:
                 icon = self.make_icon()
                 print(f"a2a-bridge tray ({self.backend}) on {self.runner.url}", file=sys.stderr)
-                self._start_notifier()
                 icon.run(setup=self._setup)
             except Exception as e:
                 if guard.requested.is_set():
@@ -197,7 +197,7 @@ class TrayApp:
 
     def _start_notifier(self) -> None:
         """Notifications with Approve/Deny where the platform has them (see tray.notifier)."""
-        if self.actionable is not None or self.runner.control is None:
+        if self.actionable is not None:
             return
         notifier = ActionableNotifier(self._decide_from_notification, self._open_call)
         try:

@@ -20,8 +20,14 @@ class OneLine(logging.Handler):
 
 def quiet_library_logs() -> None:
     """pystray logs "Failed to dock icon" with a traceback on every retry; desktop-notifier
-    logs failed sends with one. Keep them as single lines at debug/info level instead."""
-    for name, level in (("pystray", logging.DEBUG), ("desktop_notifier", logging.INFO)):
+    logs failed sends with one; dbus-fast logs a reply it could not send while stopping. Keep
+    them as single lines at debug/info level instead."""
+    libraries = (
+        ("pystray", logging.DEBUG),
+        ("desktop_notifier", logging.INFO),
+        ("dbus_fast", logging.DEBUG),  # e.g. a host's request answered while we disconnect
+    )
+    for name, level in libraries:
         lib = logging.getLogger(name)
         if not any(isinstance(h, OneLine) for h in lib.handlers):
             lib.addHandler(OneLine(level))

@@ -371,6 +371,8 @@ class SniIcon:
         self._menu_dirty = False
         self._actions = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sni-action")
         self._tasks: set[asyncio.Future[None]] = set()
+        self._lock = threading.Lock()
+        self._early: list[tuple[str, str]] = []  # notifications asked for before the bus was up
 
     # -- the pystray-like surface TrayApp uses --------------------------------------------------
 
@@ -382,6 +384,8 @@ class SniIcon:
     def icon(self, image: Image.Image) -> None:
         self._icon = image
         data = pixmaps(image)
+        if self.loop is None:
+            self._pixmaps = data  # not on the bus yet: nobody to tell
         self._on_loop(lambda: self._set_pixmaps(data))
 
     @property
@@ -408,9 +412,14 @@ class SniIcon:
         self._on_loop(self._refresh_menu)
 
     def notify(self, message: str, title: str | None = None) -> None:
-        """A plain notification through ``org.freedesktop.Notifications`` (no actions)."""
-        if self.loop is None or self.bus is None:
-            raise RuntimeError("the tray is not running")
+        """A plain notification through ``org.freedesktop.Notifications`` (no actions).
+
+        Before the connection is up they wait and go out once it is.
+        """
+        with self._lock:
+            if self.bus is None or self.loop is None:
+                self._early.append((message, title or ""))
+                return
         asyncio.run_coroutine_threadsafe(self._notify(message, title or ""), self.loop)
 
     def remove_notification(self) -> None:
@@ -472,7 +481,15 @@ class SniIcon:
             )
         except Exception as e:
             raise SniUnavailable(f"no D-Bus session bus ({type(e).__name__}: {e})") from None
-        self.bus = bus
+        # Whatever changed before the loop ran (updates then had nobody to reach) is read now.
+        self._pixmaps = pixmaps(self._icon) if self._icon is not None else []
+        self.layout = build(self._menu(), self.ids)
+        with self._lock:
+            self.bus = bus
+            early, self._early = self._early, []
+        for message, title in early:
+            self._tasks.add(task := asyncio.ensure_future(self._notify(message, title)))
+            task.add_done_callback(self._tasks.discard)
         try:
             bus.export(ITEM_PATH, self.item)
             bus.export(MENU_PATH, self.dbus_menu)
