@@ -31,6 +31,7 @@ def test_tray_starts_serves_and_exits_cleanly_on_sigterm(xsession, env):
     e["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
     e.pop("A2A_BRIDGE_TOKEN", None)
     e.pop("PYSTRAY_BACKEND", None)
+    e["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/nonexistent/a2a-test-bus"  # no SNI watcher
     proc = subprocess.Popen(
         [sys.executable, "-m", "tray", "tray"],
         env=e,
@@ -59,10 +60,64 @@ def test_tray_starts_serves_and_exits_cleanly_on_sigterm(xsession, env):
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=15)
-        assert time.monotonic() - t0 < 5
+        took = time.monotonic() - t0
+        print(f"xorg tray stopped by SIGTERM in {took:.2f} s")
+        assert took < 3.5  # promise: 2 s; margin for a loaded 2-core CI machine
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
-    assert "a2a-bridge tray (" in err and "Traceback" not in err
+    assert "a2a-bridge tray (xorg)" in err and "Traceback" not in err
+    assert "tray backend sni: skipped - no D-Bus session bus" in err
+    assert "tray backend xorg: chosen" in err
     assert not os.path.exists(os.path.join(env["runtime"], "control.json"))
+
+
+def test_xorg_icon_click_opens_the_approval_page(xsession, env, tmp_path):
+    """pystray 0.19.5 never asks X for clicks; tray.xorg does, so a click opens the page."""
+    require_system("xdotool", packages="xdotool")
+    write_config(env["config"], {"roots": [env["root"]]})
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\necho "$1" >> {opened}\n')
+    browser.chmod(0o755)
+    e = dict(os.environ, DISPLAY=xsession.display, BROWSER=f"{browser} %s")
+    e["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/nonexistent/a2a-test-bus"
+    e.pop("PYSTRAY_BACKEND", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tray", "tray"],
+        env=e,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        info = wait_for(read_control, timeout=20)
+
+        def icon_window() -> str | None:
+            r = subprocess.run(
+                ["xdotool", "search", "--classname", "omp-a2a-bridgeSystemTrayIcon"],
+                env=e,
+                capture_output=True,
+                text=True,
+            )
+            return r.stdout.split()[0] if r.stdout.split() else None
+
+        win = wait_for(icon_window, timeout=10)
+
+        def clicked() -> bool:
+            subprocess.run(
+                ["xdotool", "mousemove", "--window", win, "8", "8", "click", "1"],
+                env=e,
+                check=True,
+            )
+            return opened.exists() and opened.read_text().strip() != ""
+
+        wait_for(clicked, timeout=15)  # docking is asynchronous: click until it lands
+        assert opened.read_text().splitlines()[0].startswith(f"{info.url}login?k=")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=15)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err

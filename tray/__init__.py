@@ -5,10 +5,10 @@ from __future__ import annotations
 
 def tray_available() -> tuple[bool, str]:
     """Whether a tray icon can be shown here, and if not, why."""
-    from .backend import TrayUnavailable, load_pystray
+    from .backend import TrayUnavailable, choose_backend
 
     try:
-        load_pystray()
+        choose_backend()
     except TrayUnavailable as e:
         return False, str(e)
     return True, ""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -33,7 +32,9 @@ from .clipboard import copy_text
 from .dispatch import Dispatcher, ui_poster
 from .icons import render_icon, state_for
 from .menu import Action, menu_model, notification_for, title
+from .notifier import MAX_LIVE, ActionableNotifier, CallNotice
 from .render import to_pystray
+from .stopping import StopGuard
 
 log = logging.getLogger("a2a-bridge")
 
@@ -54,7 +55,7 @@ def open_path(path: str) -> None:
 class TrayApp:
     def __init__(
         self,
-        pystray: ModuleType,
+        pystray: ModuleType | None,
         backend: str,
         runner: BridgeRunner | None = None,
         icon_cls: type | None = None,
@@ -63,11 +64,15 @@ class TrayApp:
         browser: Callable[[str], Any] = webbrowser.open,
         copier: Callable[[str], None] | None = None,
         interval: float = 0.15,
+        notifier: ActionableNotifier | None = None,
     ) -> None:
         self.pystray = pystray
         self.backend = backend
         self.runner = runner or BridgeRunner(RunnerOptions(control=True))
-        self.icon_cls = icon_cls or pystray.Icon
+        if icon_cls is None:
+            assert pystray is not None, "a backend that is not pystray brings its icon class"
+            icon_cls = pystray.Icon
+        self.icon_cls = icon_cls
         self.caps = capabilities(self.icon_cls)
         self.autostart = autostart or Autostart()
         self.opener = opener
@@ -85,6 +90,11 @@ class TrayApp:
         self._approver: int | None = None
         self._unsubscribe: Callable[[], None] | None = None
         self._quitting = threading.Event()
+        self._shutdown_lock = threading.Lock()
+        # Notifications with Approve/Deny (None: plain ones only); call id -> shown.
+        self.actionable = notifier
+        self._noticed: set[str] = set()
+        self.guard: StopGuard | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -100,37 +110,117 @@ class TrayApp:
 
     def make_icon(self) -> Any:
         assert self.snap is not None
+        if getattr(self.icon_cls, "MODEL_MENU", False):
+            # A backend of our own (tray.sni): it takes the pure menu model and the actions.
+            self.icon = self.icon_cls(
+                "omp-a2a-bridge",
+                icon=self._image(self.snap),
+                title=title(self.snap),
+                menu=self._model_or_quit,
+                perform=self.perform,
+            )
+            self.icon.attention = bool(self.snap.pending)
+            return self.icon
+        assert self.pystray is not None
         self.icon = self.icon_cls(
             "omp-a2a-bridge",
             icon=self._image(self.snap),
             title=title(self.snap),
             menu=self.pystray.Menu(self._menu_items),
         )
+        if self.backend == "xorg":
+            from .xorg import enable_clicks, keep_docked
+
+            enable_clicks(self.icon)
+            keep_docked(self.icon, self._quitting)
         return self.icon
 
-    def run(self) -> int:
-        """Start the bridge, run the icon on this (main) thread until Quit or a signal."""
+    def run(self, headless_fallback: bool = False) -> int:
+        """Start the bridge, run the icon on this (main) thread until Quit or a signal.
+
+        SIGTERM/SIGINT go through a :class:`~tray.stopping.StopGuard`, installed before the
+        bridge starts, so a stop asked for in any state ends the process in under 2 s with 0.
+        A tray that fails to start says so in one line, then either keeps the bridge serving
+        headless (``headless_fallback``: plain ``a2a-bridge``) or exits 1 (``a2a-bridge tray``).
+        """
+        guard = self.guard = StopGuard(
+            self.quit, lambda: not self.runner.running, self._force_cleanup
+        )
+        if threading.current_thread() is threading.main_thread():
+            guard.install()
+        from .liblogs import quiet_library_logs
+
+        quiet_library_logs()
         try:
-            self.start_bridge()
-        except AlreadyRunning as e:
-            print(f"a2a-bridge: {e}", file=sys.stderr)
+            self._start_notifier()  # before the bridge: the first waiting call gets buttons too
+            try:
+                self.start_bridge()
+            except AlreadyRunning as e:
+                print(f"a2a-bridge: {e}", file=sys.stderr)
+                return 0
+            except StartupError as e:
+                print(f"a2a-bridge: failed to start: {e}", file=sys.stderr)
+                return 1
+            if guard.requested.is_set():
+                return 0
+            try:
+                icon = self.make_icon()
+                print(f"a2a-bridge tray ({self.backend}) on {self.runner.url}", file=sys.stderr)
+                icon.run(setup=self._setup)
+            except Exception as e:
+                if guard.requested.is_set():
+                    return 0
+                log.debug("the tray failed", exc_info=True)
+                print(f"a2a-bridge: the tray failed ({type(e).__name__}: {e})", file=sys.stderr)
+                if not headless_fallback:
+                    return 1
+                return self._serve_headless(guard)
             return 0
-        except StartupError as e:
-            print(f"a2a-bridge: failed to start: {e}", file=sys.stderr)
-            return 1
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: threading.Thread(target=self.quit, daemon=True).start())
-        try:
-            icon = self.make_icon()
-            print(f"a2a-bridge tray ({self.backend}) on {self.runner.url}", file=sys.stderr)
-            icon.run(setup=self._setup)
-        except Exception as e:
-            log.exception("the tray failed")
-            print(f"a2a-bridge: the tray failed ({type(e).__name__}: {e})", file=sys.stderr)
-            return 1
         finally:
             self.shutdown()  # the bridge stops and the control file goes, whatever happened
+            guard.finished.set()
+
+    def _serve_headless(self, guard: StopGuard) -> int:
+        """The icon is gone but the bridge is fine: keep serving until asked to stop."""
+        self.icon = None
+        if self._approver is not None and self.runner.bridge is not None:
+            self.runner.detach_approver(self._approver)  # no menu to approve from any more
+            self._approver = None
+        print(
+            f"a2a-bridge: running headless on {self.runner.url} - approve with "
+            "'a2a-bridge watch' or 'a2a-bridge open'",
+            file=sys.stderr,
+        )
+        while not guard.requested.wait(0.5):
+            pass
         return 0
+
+    def _start_notifier(self) -> None:
+        """Notifications with Approve/Deny where the platform has them (see tray.notifier)."""
+        if self.actionable is not None:
+            return
+        notifier = ActionableNotifier(self._decide_from_notification, self._open_call)
+        try:
+            how = notifier.start()
+        except Exception as e:
+            print(f"a2a-bridge: notifications: plain ones only ({e})", file=sys.stderr)
+            return
+        self.actionable = notifier
+        print(f"a2a-bridge: notifications: {how}", file=sys.stderr)
+
+    def _force_cleanup(self) -> None:
+        """The watchdog's last resort: the control file must not outlive the process."""
+        from server.controlfile import release
+
+        if self.runner.control is not None:
+            release(self.runner.control)
+
+    def request_stop(self) -> None:
+        """Quit from the menu or a signal: through the guard when there is one."""
+        if self.guard is not None:
+            self.guard.request()
+        else:
+            threading.Thread(target=self.quit, daemon=True).start()
 
     def _setup(self, icon: Any) -> None:
         icon.visible = True
@@ -146,14 +236,19 @@ class TrayApp:
             )
 
     def shutdown(self) -> None:
-        self.dispatcher.close()
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
-        if self._approver is not None and self.runner.bridge is not None:
-            self.runner.detach_approver(self._approver)
-            self._approver = None
-        self.runner.stop()
+        """Stop the bridge first (its records land), then the notifications; idempotent, and
+        a second caller (the main thread after a signal's stop thread) waits for the first."""
+        with self._shutdown_lock:
+            self.dispatcher.close()
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+                self._unsubscribe = None
+            if self._approver is not None and self.runner.bridge is not None:
+                self.runner.detach_approver(self._approver)
+                self._approver = None
+            self.runner.stop()
+            if self.actionable is not None:
+                self.actionable.close()
 
     def quit(self) -> None:
         """Stop the bridge (pending calls are denied: 'bridge shutting down'), then the icon."""
@@ -182,12 +277,20 @@ class TrayApp:
         assert self.snap is not None
         return menu_model(self.snap, autostart=self._autostart_on, error=self.error)
 
+    def _model_or_quit(self) -> tuple:
+        """The model for backends that take it; never empty (hosts misbehave on empty menus)."""
+        from .menu import Item
+
+        return self.model() if self.snap is not None else (Item("Quit", ("quit",)),)
+
     def apply(self, snap: Snapshot) -> None:
         """On the UI thread: icon, title, menu, and a notification for new pending calls."""
         self.snap = snap
         if self.icon is not None:
             self.icon.icon = self._image(snap)
             self.icon.title = title(snap)
+            if getattr(self.icon, "HAS_ATTENTION", False):
+                self.icon.attention = bool(snap.pending)
             self.icon.update_menu()
         for warning in snap.warnings:
             if warning not in self._seen_warnings:
@@ -195,6 +298,8 @@ class TrayApp:
                 self.notify(warning, "omp A2A bridge")
         new = [p for p in snap.pending if p.id not in self._seen_pending]
         self._seen_pending = {p.id for p in snap.pending}
+        if self.actionable is not None:
+            new = self._actionable_notices(snap, new)
         text = notification_for(new, len(snap.pending))
         if text:
             now = time.monotonic()
@@ -203,6 +308,36 @@ class TrayApp:
                 if not self.caps["menu"]:
                     text += " — click the icon to open the approval page"
                 self.notify(text, "Approval needed")
+
+    def _actionable_notices(self, snap: Snapshot, new: list[Any]) -> list[Any]:
+        """One notification with Approve/Deny per new call; decided ones are withdrawn.
+
+        Returns the new calls left for the plain notification (past ``MAX_LIVE`` at once).
+        """
+        notifier = self.actionable
+        assert notifier is not None
+        waiting = {p.id for p in snap.pending}
+        for call_id in self._noticed - waiting:
+            notifier.withdraw(call_id)
+        self._noticed &= waiting
+        rest = []
+        for p in new:
+            if len(self._noticed) >= MAX_LIVE:
+                rest.append(p)
+                continue
+            self._noticed.add(p.id)
+            text = notification_for([p], 1) or p.tool
+            notifier.show(CallNotice(p.id, "Approval needed", text))
+            self.notifications.append(text)
+        return rest
+
+    def _decide_from_notification(self, call_id: str, decision: str, reason: str | None) -> None:
+        if not self.runner.decide(call_id, decision, reason):
+            log.info("call %s was no longer waiting when its notification was answered", call_id)
+
+    def _open_call(self, call_id: str) -> None:
+        """A click on a call's notification: the approval page (the call is at its top)."""
+        self.perform(("open_page",))
 
     def notify(self, message: str, heading: str = "omp A2A bridge") -> None:
         self.notifications.append(message)
@@ -272,7 +407,7 @@ class TrayApp:
                 anchor = f"#call-{rest[0]}" if kind == "open_call" else ""
                 self.browser(runner.login_url() + anchor)
         elif kind == "quit":
-            threading.Thread(target=self.quit, daemon=True).start()
+            self.request_stop()
 
     def _in_worker(self, fn: Callable[..., None], *args: Any) -> None:
         threading.Thread(target=fn, args=args, daemon=True).start()
@@ -320,8 +455,17 @@ class TrayApp:
             self.notify(f"Could not open {path}: {e}")
 
 
-def run_tray() -> int:
-    from .backend import load_pystray
+def run_tray(headless_fallback: bool = False) -> int:
+    """The tray with the backend :func:`~tray.backend.choose_backend` picks, saying why."""
+    from .backend import choose_backend
 
-    pystray, backend = load_pystray()
-    return TrayApp(pystray, backend).run()
+    choice = choose_backend()
+    for line in choice.lines:
+        print(f"a2a-bridge: tray backend {line}", file=sys.stderr)
+    if choice.pystray is None:
+        from .sni import SniIcon
+
+        app = TrayApp(None, choice.name, icon_cls=SniIcon)
+    else:
+        app = TrayApp(choice.pystray, choice.name)
+    return app.run(headless_fallback=headless_fallback)

@@ -1,8 +1,11 @@
-"""Import pystray with the best backend, or say clearly why no tray can be shown.
+"""Choose the tray backend, or say clearly why no tray can be shown.
 
-On Linux the order is AppIndicator (needs ``gi`` and Ayatana AppIndicator), then GTK, then
-xorg. A missing display makes pystray's xorg backend raise an Xlib error at import time (not
-an ImportError), so every failure is caught here and turned into a sentence.
+On Linux the first choice is our own StatusNotifierItem backend (:mod:`tray.sni`, pure D-Bus,
+no system packages) when an ``org.kde.StatusNotifierWatcher`` is on the session bus; then
+pystray's AppIndicator (needs ``gi`` and Ayatana AppIndicator), GTK, then xorg. A missing
+display makes pystray's xorg backend raise an Xlib error at import time (not an ImportError), so
+every failure is caught here and turned into a sentence. :func:`choose_backend` keeps one line
+per backend considered, which the app prints at start.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+from dataclasses import dataclass
 from types import ModuleType
 
 
@@ -18,6 +22,17 @@ class TrayUnavailable(Exception):
 
 
 LINUX_ORDER = ("appindicator", "gtk", "xorg")
+_PYSTRAY_ERRORS: list[str] = []  # why each pystray backend was passed over, last attempt
+WHY_PYSTRAY = {
+    "appindicator": "pystray AppIndicator (full menu, through PyGObject)",
+    "gtk": "pystray GTK (full menu, through PyGObject; XEmbed tray)",
+    "xorg": (
+        "pystray xorg: an X11 tray without a StatusNotifierWatcher; no menu, so the tray is "
+        "not an approver: a click opens the approval page"
+    ),
+    "darwin": "pystray macOS (native menu bar item)",
+    "win32": "pystray Windows (native notification area)",
+}
 
 
 def _forget(prefix: str) -> None:
@@ -37,7 +52,8 @@ def load_pystray() -> tuple[ModuleType, str]:
         if not explicit and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
             raise TrayUnavailable("no display (DISPLAY and WAYLAND_DISPLAY are unset)")
         candidates = (explicit,) if explicit else LINUX_ORDER
-    errors = []
+    errors = _PYSTRAY_ERRORS
+    errors.clear()
     for name in candidates:
         os.environ["PYSTRAY_BACKEND"] = name
         try:
@@ -58,3 +74,54 @@ def capabilities(icon_cls: type) -> dict[str, bool]:
         "notification": bool(getattr(icon_cls, "HAS_NOTIFICATION", False)),
         "default_action": bool(getattr(icon_cls, "HAS_DEFAULT_ACTION", False)),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The backend to use, the pystray module when it is a pystray one, and the reasons."""
+
+    name: str
+    pystray: ModuleType | None
+    lines: tuple[str, ...]  # one per backend considered, in order, the chosen one last
+
+
+def _sni_reason() -> str:
+    """Why the SNI backend fits (raise TrayUnavailable with why not)."""
+    try:
+        from .sni import SniUnavailable, watcher_reason
+    except ImportError as e:
+        raise TrayUnavailable(f"dbus-fast is not installed ({e})") from None
+    try:
+        return watcher_reason()
+    except SniUnavailable as e:
+        raise TrayUnavailable(str(e)) from None
+
+
+@functools.cache
+def choose_backend() -> Choice:
+    """SNI first on Linux (unless ``PYSTRAY_BACKEND`` names a pystray one), then pystray.
+
+    ``A2A_BRIDGE_TRAY=sni`` or ``=pystray`` restricts the choice to one family.
+    """
+    family = os.environ.get("A2A_BRIDGE_TRAY", "").strip().lower()
+    lines: list[str] = []
+    linux = sys.platform not in ("darwin", "win32")
+    if linux and family != "pystray" and not os.environ.get("PYSTRAY_BACKEND"):
+        try:
+            why = _sni_reason()
+        except TrayUnavailable as e:
+            lines.append(f"sni: skipped - {e}")
+            if family == "sni":
+                raise TrayUnavailable("; ".join(lines)) from None
+        else:
+            lines.append(f"sni: chosen - StatusNotifierItem + DBusMenu, {why}")
+            return Choice("sni", None, tuple(lines))
+    try:
+        module, name = load_pystray()
+    except TrayUnavailable as e:
+        lines.append(f"pystray: skipped - {e}")
+        raise TrayUnavailable("; ".join(lines)) from None
+    for err in _PYSTRAY_ERRORS:
+        lines.append(f"{err.split(':', 1)[0]}: skipped - {err.split(': ', 1)[-1]}")
+    lines.append(f"{name}: chosen - {WHY_PYSTRAY.get(name, 'pystray')}")
+    return Choice(name, module, tuple(lines))

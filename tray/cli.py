@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -11,23 +12,37 @@ from server import cli as server_cli
 from . import tray_available
 
 
+def _stop_before_start() -> None:
+    """Until the tray installs its own stop handling, a stop request simply ends the process:
+    nothing has been claimed or started yet (the backend probe can take a moment)."""
+    from .stopping import exit_now
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: exit_now(0))
+
+
 def cmd_tray(args: argparse.Namespace) -> int:
+    _stop_before_start()
     ok, why = tray_available()
     if not ok:
         return server_cli.fail(f"cannot show a tray: {why}")
     from .app import run_tray
+    from .stopping import exit_now
 
-    return run_tray()
+    exit_now(run_tray())  # no stray UI thread may keep the process alive
+    return 0  # not reached
 
 
 def cmd_default(args: argparse.Namespace) -> int:
     """Plain ``a2a-bridge``: the tray where one can be shown, else headless, saying which."""
+    _stop_before_start()
     ok, why = tray_available()
     if ok:
         print("a2a-bridge: starting the tray", file=sys.stderr)
         from .app import run_tray
+        from .stopping import exit_now
 
-        return run_tray()
+        exit_now(run_tray(headless_fallback=True))
     print(f"a2a-bridge: no tray ({why}); running headless", file=sys.stderr)
     return server_cli.cmd_serve(args)
 

@@ -1,0 +1,641 @@
+"""A tray icon over D-Bus: StatusNotifierItem for the icon, DBusMenu for the menu (Linux).
+
+Why: pystray's full-menu Linux backends need PyGObject, which has no wheels; its xorg fallback
+has no menu and ignores clicks. KDE, Xfce, Cinnamon, MATE, GNOME (AppIndicator extension),
+waybar... host tray icons through the StatusNotifierItem protocol, with menus over DBusMenu.
+Both are plain D-Bus, so ``dbus-fast`` (pure Python, asyncio; the library desktop-notifier
+already uses) gives the whole tray from ``pip install``.
+
+:class:`SniIcon` has the small part of pystray's ``Icon`` interface :class:`~tray.app.TrayApp`
+uses (``icon``/``title`` setters, ``update_menu``, ``notify``, ``run``/``stop``, ``visible``)
+plus ``attention``; it takes the pure menu model (:mod:`tray.menu`) instead of pystray menus.
+Threads: the D-Bus connection lives on its own asyncio loop in a daemon thread; every setter
+hops onto it with ``call_soon_threadsafe``. Menu actions leave the loop for one worker thread
+(in order, like pystray's callbacks on its UI thread), so a slow action never stalls D-Bus.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
+
+from dbus_fast import BusType, Message, MessageType, PropertyAccess, Variant
+from dbus_fast.aio import MessageBus
+from dbus_fast.annotations import DBusSignature
+from dbus_fast.errors import DBusError
+from dbus_fast.service import ServiceInterface, dbus_method, dbus_property, dbus_signal
+from PIL import Image
+
+from .dbusmenu import ROOT, Change, IdTable, Layout, Props, build, diff
+from .menu import Action, Item
+
+log = logging.getLogger("a2a-bridge")
+
+WATCHER = "org.kde.StatusNotifierWatcher"
+WATCHER_PATH = "/StatusNotifierWatcher"
+ITEM_PATH = "/StatusNotifierItem"
+MENU_PATH = "/MenuBar"
+PIXMAP_SIZES = (16, 22, 24, 32, 48, 64)
+CONNECT_TIMEOUT_S = 3.0
+
+# D-Bus types (dbus-fast reads these annotations to build the introspection data).
+Str = Annotated[str, DBusSignature("s")]
+Int = Annotated[int, DBusSignature("i")]
+UInt = Annotated[int, DBusSignature("u")]
+Bool = Annotated[bool, DBusSignature("b")]
+ObjPath = Annotated[str, DBusSignature("o")]
+StrList = Annotated[list[str], DBusSignature("as")]
+IntList = Annotated[list[int], DBusSignature("ai")]
+Pixmaps = Annotated[list[list[Any]], DBusSignature("a(iiay)")]
+ToolTip = Annotated[list[Any], DBusSignature("(sa(iiay)ss)")]
+AnyValue = Annotated[Variant, DBusSignature("v")]
+LayoutReply = Annotated[list[Any], DBusSignature("u(ia{sv}av)")]
+GroupProps = Annotated[list[list[Any]], DBusSignature("a(ia{sv})")]
+EventList = Annotated[list[list[Any]], DBusSignature("a(isvu)")]
+UpdatedProps = Annotated[list[list[Any]], DBusSignature("a(ia{sv})")]
+RemovedProps = Annotated[list[list[Any]], DBusSignature("a(ias)")]
+ShowGroupReply = Annotated[list[Any], DBusSignature("aiai")]
+
+
+class SniUnavailable(Exception):
+    """No session bus, or no StatusNotifierWatcher on it; the message says which."""
+
+
+def pixmaps(image: Image.Image, sizes: Sequence[int] = PIXMAP_SIZES) -> list[list[Any]]:
+    """``a(iiay)``: the image at several sizes, ARGB32 in network byte order (the SNI spec)."""
+    rgba = image.convert("RGBA")
+    out: list[list[Any]] = []
+    for size in sizes:
+        img = rgba if rgba.size == (size, size) else rgba.resize((size, size), Image.LANCZOS)
+        r, g, b, a = img.split()  # Pillow has no ARGB packer: reorder the bands
+        out.append([size, size, Image.merge("RGBA", (a, r, g, b)).tobytes()])
+    return out
+
+
+def _variant_props(props: Props, names: Sequence[str] = ()) -> dict[str, Variant]:
+    out: dict[str, Variant] = {}
+    for key, value in props.items():
+        if names and key not in names:
+            continue
+        if isinstance(value, bool):
+            out[key] = Variant("b", value)
+        elif isinstance(value, int):
+            out[key] = Variant("i", value)
+        else:
+            out[key] = Variant("s", str(value))
+    return out
+
+
+async def find_watcher(timeout: float = CONNECT_TIMEOUT_S) -> str:
+    """Why the SNI backend can be used (a sentence), or :class:`SniUnavailable`."""
+
+    async def probe() -> str:
+        try:
+            bus = await MessageBus(bus_type=BusType.SESSION).connect()
+        except Exception as e:
+            raise SniUnavailable(f"no D-Bus session bus ({type(e).__name__}: {e})") from None
+        try:
+            reply = await bus.call(
+                Message(
+                    destination="org.freedesktop.DBus",
+                    path="/org/freedesktop/DBus",
+                    interface="org.freedesktop.DBus",
+                    member="NameHasOwner",
+                    signature="s",
+                    body=[WATCHER],
+                )
+            )
+            if reply is None or reply.message_type != MessageType.METHOD_RETURN:
+                raise SniUnavailable("the session bus did not answer NameHasOwner")
+            if not reply.body[0]:
+                raise SniUnavailable(f"no {WATCHER} on the session bus")
+            host = await bus.call(
+                Message(
+                    destination=WATCHER,
+                    path=WATCHER_PATH,
+                    interface="org.freedesktop.DBus.Properties",
+                    member="Get",
+                    signature="ss",
+                    body=[WATCHER, "IsStatusNotifierHostRegistered"],
+                )
+            )
+            hosted = (
+                host is not None
+                and host.message_type == MessageType.METHOD_RETURN
+                and bool(host.body[0].value)
+            )
+            return f"{WATCHER} on the session bus" + (
+                "" if hosted else " (no tray host registered yet: the icon shows when one does)"
+            )
+        finally:
+            bus.disconnect()
+
+    try:
+        return await asyncio.wait_for(probe(), timeout)
+    except TimeoutError:
+        raise SniUnavailable("the D-Bus session bus did not answer in time") from None
+
+
+def watcher_reason(timeout: float = CONNECT_TIMEOUT_S) -> str:
+    """:func:`find_watcher` from synchronous code (a private loop, bounded by ``timeout``)."""
+    return asyncio.run(find_watcher(timeout))
+
+
+class StatusNotifierItem(ServiceInterface):
+    """``org.kde.StatusNotifierItem``: icon, tooltip, status; a left click activates."""
+
+    def __init__(self, owner: SniIcon) -> None:
+        super().__init__("org.kde.StatusNotifierItem")
+        self.owner = owner
+
+    @dbus_property(access=PropertyAccess.READ)
+    def Category(self) -> Str:
+        return "ApplicationStatus"
+
+    @dbus_property(access=PropertyAccess.READ)
+    def Id(self) -> Str:
+        return self.owner.name
+
+    @dbus_property(access=PropertyAccess.READ)
+    def Title(self) -> Str:
+        return "omp A2A bridge"
+
+    @dbus_property(access=PropertyAccess.READ)
+    def Status(self) -> Str:
+        return "NeedsAttention" if self.owner.attention else "Active"
+
+    @dbus_property(access=PropertyAccess.READ)
+    def WindowId(self) -> Int:
+        return 0
+
+    @dbus_property(access=PropertyAccess.READ)
+    def IconName(self) -> Str:
+        return ""
+
+    @dbus_property(access=PropertyAccess.READ)
+    def IconPixmap(self) -> Pixmaps:
+        return self.owner._pixmaps
+
+    @dbus_property(access=PropertyAccess.READ)
+    def AttentionIconName(self) -> Str:
+        return ""
+
+    @dbus_property(access=PropertyAccess.READ)
+    def AttentionIconPixmap(self) -> Pixmaps:
+        return self.owner._pixmaps  # the icon itself already shows the attention state
+
+    @dbus_property(access=PropertyAccess.READ)
+    def OverlayIconName(self) -> Str:
+        return ""
+
+    @dbus_property(access=PropertyAccess.READ)
+    def ToolTip(self) -> ToolTip:
+        return ["", [], "omp A2A bridge", self.owner.title]
+
+    @dbus_property(access=PropertyAccess.READ)
+    def ItemIsMenu(self) -> Bool:
+        return False  # a left click is Activate (open the page); the menu is on right click
+
+    @dbus_property(access=PropertyAccess.READ)
+    def Menu(self) -> ObjPath:
+        return MENU_PATH
+
+    @dbus_method()
+    def Activate(self, x: Int, y: Int):
+        self.owner.activate()
+
+    @dbus_method()
+    def SecondaryActivate(self, x: Int, y: Int):
+        self.owner.activate()
+
+    @dbus_method()
+    def ContextMenu(self, x: Int, y: Int):
+        pass  # hosts show the DBusMenu themselves
+
+    @dbus_method()
+    def Scroll(self, delta: Int, orientation: Str):
+        pass
+
+    @dbus_signal()
+    def NewTitle(self):
+        pass
+
+    @dbus_signal()
+    def NewIcon(self):
+        return None
+
+    @dbus_signal()
+    def NewAttentionIcon(self):
+        return None
+
+    @dbus_signal()
+    def NewToolTip(self):
+        return None
+
+    @dbus_signal()
+    def NewStatus(self) -> Str:
+        return "NeedsAttention" if self.owner.attention else "Active"
+
+
+class DBusMenu(ServiceInterface):
+    """``com.canonical.dbusmenu``: the menu model as a layout the host renders."""
+
+    def __init__(self, owner: SniIcon) -> None:
+        super().__init__("com.canonical.dbusmenu")
+        self.owner = owner
+
+    @dbus_property(access=PropertyAccess.READ)
+    def Version(self) -> UInt:
+        return 3
+
+    @dbus_property(access=PropertyAccess.READ)
+    def TextDirection(self) -> Str:
+        return "ltr"
+
+    @dbus_property(access=PropertyAccess.READ)
+    def Status(self) -> Str:
+        return "notice" if self.owner.attention else "normal"
+
+    @dbus_property(access=PropertyAccess.READ)
+    def IconThemePath(self) -> StrList:
+        return []
+
+    def _node(self, node_id: int, depth: int, names: Sequence[str]) -> list[Any]:
+        layout = self.owner.layout
+        node = layout.nodes[node_id]
+        children = []
+        if depth != 0:
+            for child in node.children:
+                sub = self._node(child, depth - 1, names)
+                children.append(Variant("(ia{sv}av)", sub))
+        return [node_id, _variant_props(node.props, names), children]
+
+    @dbus_method()
+    def GetLayout(self, parent_id: Int, depth: Int, property_names: StrList) -> LayoutReply:
+        if parent_id not in self.owner.layout.nodes:
+            raise DBusError("org.freedesktop.DBus.Error.InvalidArgs", f"no menu item {parent_id}")
+        return [self.owner.revision, self._node(parent_id, depth, property_names)]
+
+    @dbus_method()
+    def GetGroupProperties(self, ids: IntList, property_names: StrList) -> GroupProps:
+        nodes = self.owner.layout.nodes
+        wanted = ids or list(nodes)
+        return [[i, _variant_props(nodes[i].props, property_names)] for i in wanted if i in nodes]
+
+    @dbus_method()
+    def GetProperty(self, id: Int, name: Str) -> AnyValue:
+        node = self.owner.layout.nodes.get(id)
+        if node is None or name not in node.props:
+            raise DBusError("org.freedesktop.DBus.Error.InvalidArgs", f"no property {name}")
+        return _variant_props(node.props, (name,))[name]
+
+    @dbus_method()
+    def Event(self, id: Int, event_id: Str, data: AnyValue, timestamp: UInt):
+        if not self.owner.menu_event(id, event_id):
+            raise DBusError("org.freedesktop.DBus.Error.InvalidArgs", f"no menu item {id}")
+
+    @dbus_method()
+    def EventGroup(self, events: EventList) -> IntList:
+        return [e[0] for e in events if not self.owner.menu_event(e[0], e[1])]
+
+    @dbus_method()
+    def AboutToShow(self, id: Int) -> Bool:
+        return False  # the menu is always current: changes are pushed as they happen
+
+    @dbus_method()
+    def AboutToShowGroup(self, ids: IntList) -> ShowGroupReply:
+        return [[], [i for i in ids if i not in self.owner.layout.nodes]]
+
+    @dbus_signal()
+    def ItemsPropertiesUpdated(self) -> Annotated[list[Any], DBusSignature("a(ia{sv})a(ias)")]:
+        change = self.owner._pending_change
+        return [
+            [[i, _variant_props(p)] for i, p in change.updated],
+            [[i, list(names)] for i, names in change.removed],
+        ]
+
+    @dbus_signal()
+    def LayoutUpdated(self) -> Annotated[list[Any], DBusSignature("ui")]:
+        return [self.owner.revision, ROOT]
+
+    @dbus_signal()
+    def ItemActivationRequested(self) -> Annotated[list[Any], DBusSignature("iu")]:
+        return [ROOT, 0]
+
+
+class SniIcon:
+    """The tray icon as a StatusNotifierItem; see the module docstring for the threads."""
+
+    HAS_MENU = True
+    HAS_NOTIFICATION = True
+    HAS_DEFAULT_ACTION = True
+    MODEL_MENU = True  # takes the pure menu model, not pystray menus
+    HAS_ATTENTION = True
+
+    def __init__(
+        self,
+        name: str,
+        icon: Image.Image | None = None,
+        title: str = "",
+        menu: Callable[[], Sequence[Item]] | None = None,
+        perform: Callable[[Action], None] | None = None,
+    ) -> None:
+        self.name = name
+        self._icon = icon
+        self._title = title
+        self._menu = menu or (lambda: ())
+        self._perform = perform or (lambda action: None)
+        self.attention_state = False
+        self.visible = False
+        self.revision = 1
+        self.ids = IdTable()
+        self.layout: Layout = build(self._menu(), self.ids)
+        self._pixmaps: list[list[Any]] = pixmaps(icon) if icon is not None else []
+        self._pending_change = Change(relayout=False)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.bus: MessageBus | None = None
+        self.item = StatusNotifierItem(self)
+        self.dbus_menu = DBusMenu(self)
+        self.service = f"org.kde.StatusNotifierItem-{os.getpid()}-1"
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stopped = threading.Event()
+        self._error: BaseException | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._menu_dirty = False
+        self._actions = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sni-action")
+        self._tasks: set[asyncio.Future[None]] = set()
+        self._lock = threading.Lock()
+        self._early: list[tuple[str, str]] = []  # notifications asked for before the bus was up
+
+    # -- the pystray-like surface TrayApp uses --------------------------------------------------
+
+    @property
+    def icon(self) -> Image.Image | None:
+        return self._icon
+
+    @icon.setter
+    def icon(self, image: Image.Image) -> None:
+        self._icon = image
+        data = pixmaps(image)
+        if self.loop is None:
+            self._pixmaps = data  # not on the bus yet: nobody to tell
+        self._on_loop(lambda: self._set_pixmaps(data))
+
+    @property
+    def title(self) -> str:
+        return self._title
+
+    @title.setter
+    def title(self, text: str) -> None:
+        self._title = text
+        self._on_loop(self._emit_title)
+
+    @property
+    def attention(self) -> bool:
+        return self.attention_state
+
+    @attention.setter
+    def attention(self, value: bool) -> None:
+        if value != self.attention_state:
+            self.attention_state = value
+            self._on_loop(self._emit_status)
+
+    def update_menu(self) -> None:
+        self._menu_dirty = True
+        self._on_loop(self._refresh_menu)
+
+    def notify(self, message: str, title: str | None = None) -> None:
+        """A plain notification through ``org.freedesktop.Notifications`` (no actions).
+
+        Before the connection is up they wait and go out once it is.
+        """
+        with self._lock:
+            if self.bus is None or self.loop is None:
+                self._early.append((message, title or ""))
+                return
+        asyncio.run_coroutine_threadsafe(self._notify(message, title or ""), self.loop)
+
+    def remove_notification(self) -> None:
+        pass
+
+    def __call__(self) -> None:
+        """A click on the icon (what ``Activate`` does)."""
+        self.activate()
+
+    def run(self, setup: Callable[[SniIcon], None] | None = None) -> None:
+        """Connect, register with the watcher, run ``setup`` in a thread; block until stop."""
+        self._thread = threading.Thread(target=self._thread_main, name="sni", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        threading.Thread(
+            target=setup or (lambda icon: setattr(icon, "visible", True)),
+            args=(self,),
+            name="sni-setup",
+            daemon=True,
+        ).start()
+        self._stopped.wait()
+        if self._error is not None:
+            raise self._error
+
+    def stop(self) -> None:
+        if self.loop is not None and self._stop_event is not None and not self.loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(self._stop_event.set)
+        else:
+            self._stopped.set()
+        self._actions.shutdown(wait=False, cancel_futures=True)
+
+    # -- D-Bus side (the loop thread) -----------------------------------------------------------
+
+    def _on_loop(self, fn: Callable[[], None]) -> None:
+        loop = self.loop
+        if loop is None or self._stopped.is_set():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed under us: we are stopping
+            loop.call_soon_threadsafe(fn)
+
+    def _thread_main(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as e:
+            self._error = e
+        finally:
+            self._ready.set()
+            self._stopped.set()
+
+    async def _main(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._stop_event = asyncio.Event()
+        try:
+            bus = await asyncio.wait_for(
+                MessageBus(bus_type=BusType.SESSION).connect(), CONNECT_TIMEOUT_S
+            )
+        except Exception as e:
+            raise SniUnavailable(f"no D-Bus session bus ({type(e).__name__}: {e})") from None
+        # Whatever changed before the loop ran (updates then had nobody to reach) is read now.
+        self._pixmaps = pixmaps(self._icon) if self._icon is not None else []
+        self.layout = build(self._menu(), self.ids)
+        with self._lock:
+            self.bus = bus
+            early, self._early = self._early, []
+        for message, title in early:
+            self._tasks.add(task := asyncio.ensure_future(self._notify(message, title)))
+            task.add_done_callback(self._tasks.discard)
+        try:
+            bus.export(ITEM_PATH, self.item)
+            bus.export(MENU_PATH, self.dbus_menu)
+            await bus.request_name(self.service)
+            await self._match_watcher_restarts()
+            await self._register()
+            self._ready.set()
+            disconnected = asyncio.ensure_future(bus.wait_for_disconnect())
+            stopping = asyncio.ensure_future(self._stop_event.wait())
+            done, _ = await asyncio.wait(
+                {disconnected, stopping}, return_when=asyncio.FIRST_COMPLETED
+            )
+            for f in (disconnected, stopping):
+                f.cancel()
+            if stopping not in done:
+                raise SniUnavailable("the D-Bus session bus went away")
+        finally:
+            if bus.connected:
+                bus.disconnect()
+
+    async def _register(self) -> None:
+        reply = await asyncio.wait_for(
+            self.bus.call(  # type: ignore[union-attr]
+                Message(
+                    destination=WATCHER,
+                    path=WATCHER_PATH,
+                    interface=WATCHER,
+                    member="RegisterStatusNotifierItem",
+                    signature="s",
+                    body=[self.service],
+                )
+            ),
+            CONNECT_TIMEOUT_S,
+        )
+        if reply is None or reply.message_type == MessageType.ERROR:
+            why = reply.body[0] if reply is not None and reply.body else "no answer"
+            raise SniUnavailable(f"{WATCHER} refused the icon: {why}")
+        log.info("tray icon registered with %s as %s", WATCHER, self.service)
+
+    async def _match_watcher_restarts(self) -> None:
+        """A new watcher (panel restarted, user switched panels) gets the icon again."""
+        assert self.bus is not None
+        rule = (
+            "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
+            f"member='NameOwnerChanged',arg0='{WATCHER}'"
+        )
+        await self.bus.call(
+            Message(
+                destination="org.freedesktop.DBus",
+                path="/org/freedesktop/DBus",
+                interface="org.freedesktop.DBus",
+                member="AddMatch",
+                signature="s",
+                body=[rule],
+            )
+        )
+
+        def handler(msg: Message) -> None:
+            if (
+                msg.message_type == MessageType.SIGNAL
+                and msg.member == "NameOwnerChanged"
+                and msg.body
+                and msg.body[0] == WATCHER
+                and msg.body[2]
+            ):
+                self._tasks.add(task := asyncio.ensure_future(self._reregister()))
+                task.add_done_callback(self._tasks.discard)
+
+        self.bus.add_message_handler(handler)
+
+    async def _reregister(self) -> None:
+        try:
+            await self._register()
+        except Exception as e:
+            log.warning("tray icon not registered with the new watcher: %s", e)
+
+    def _set_pixmaps(self, data: list[list[Any]]) -> None:
+        self._pixmaps = data
+        self.item.NewIcon()
+        self.item.NewAttentionIcon()
+        self.item.emit_properties_changed({"IconPixmap": data, "AttentionIconPixmap": data})
+
+    def _emit_title(self) -> None:
+        self.item.NewTitle()
+        self.item.NewToolTip()
+
+    def _emit_status(self) -> None:
+        self.item.NewStatus()
+        self.item.emit_properties_changed({"Status": self.item.Status})
+
+    def _refresh_menu(self) -> None:
+        if not self._menu_dirty:
+            return  # coalesced: a burst of update_menu() calls rebuilds once
+        self._menu_dirty = False
+        new = build(self._menu(), self.ids)
+        change = diff(self.layout, new)
+        self.layout = new
+        if change.relayout:
+            self.revision += 1
+            self.dbus_menu.LayoutUpdated()
+        elif not change.empty:
+            self._pending_change = change
+            self.dbus_menu.ItemsPropertiesUpdated()
+
+    def menu_event(self, node_id: int, event_id: str) -> bool:
+        """A host event; ``clicked`` on an enabled item with an action performs it."""
+        node = self.layout.nodes.get(node_id)
+        if node is None:
+            return False  # an id from a menu that no longer exists: nothing to do
+        if event_id == "clicked" and node.action is not None and node.enabled:
+            self._submit(node.action)
+        return True
+
+    def activate(self) -> None:
+        """Left click on the icon: the model's default action (open the approval page)."""
+        if self.layout.default is not None:
+            self._submit(self.layout.default)
+
+    def _submit(self, action: Action) -> None:
+        def run() -> None:
+            try:
+                self._perform(action)
+            finally:
+                self.update_menu()  # as pystray does after a menu callback
+
+        with contextlib.suppress(RuntimeError):  # stopping: the executor is shut down
+            self._actions.submit(run)
+
+    async def _notify(self, message: str, title: str) -> None:
+        assert self.bus is not None
+        try:
+            reply = await asyncio.wait_for(
+                self.bus.call(
+                    Message(
+                        destination="org.freedesktop.Notifications",
+                        path="/org/freedesktop/Notifications",
+                        interface="org.freedesktop.Notifications",
+                        member="Notify",
+                        signature="susssasa{sv}i",
+                        body=["omp A2A bridge", 0, "", title, message, [], {}, -1],
+                    )
+                ),
+                CONNECT_TIMEOUT_S,
+            )
+        except Exception as e:
+            log.info("notification not shown (%s): %s", e, message)
+            return
+        if reply is None or reply.message_type == MessageType.ERROR:
+            log.info("notification not shown (no notification server): %s", message)
