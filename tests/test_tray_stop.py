@@ -152,7 +152,7 @@ def test_plain_command_falls_back_to_headless_when_the_tray_fails(proc_env, dbus
         c = _client(env)
         assert c.rpc("ping").status == 200
         # No approver is left (the menu is gone): a prompt-tier call is refused at once.
-        assert c.call("bash", {"command": "true"}).text == (
+        assert c.call("bash", {"command": "true"}).text.startswith(
             "approval required but no approver is available"
         )
         took = p.stop()

@@ -114,7 +114,7 @@ def test_xorg_icon_click_opens_the_approval_page(xsession, env, tmp_path):
             return opened.exists() and opened.read_text().strip() != ""
 
         wait_for(clicked, timeout=15)  # docking is asynchronous: click until it lands
-        assert opened.read_text().splitlines()[0].startswith(f"{info.url}login?k=")
+        assert opened.read_text().splitlines()[0].startswith(f"{info.url}login?code=")
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=15)
     finally:
