@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .upstream_config import UpstreamInfo
+
 
 class Decision(enum.StrEnum):
     APPROVE = "approve"
@@ -59,6 +61,7 @@ class PendingCall:
     summary: str
     arrived: float  # wall clock
     escalation: str | None = None  # why an allow-tier call needs a human
+    upstream: UpstreamInfo | None = None  # an upstream MCP server's tool: server, description…
 
 
 def summarize(tool: str, args: dict[str, Any], limit: int = 80) -> str:
@@ -126,6 +129,7 @@ class ApprovalBroker:
         arguments: dict[str, Any],
         timeout_s: float,
         escalation: str | None = None,
+        upstream: UpstreamInfo | None = None,
         on_created: Callable[[PendingCall], None] = lambda p: None,
     ) -> Verdict:
         """Hold the call until a verdict; ``timeout_s`` 0 waits forever."""
@@ -140,6 +144,7 @@ class ApprovalBroker:
             summary=summarize(tool, arguments),
             arrived=time.time(),
             escalation=escalation,
+            upstream=upstream,
         )
         fut: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
         self._pending[call.id] = (call, fut)
