@@ -113,6 +113,27 @@ def cmd_pending(args: argparse.Namespace) -> int:
     return _listing(args, "pending", "nothing is waiting for approval", describe)
 
 
+def _server_line(x: dict) -> str:
+    line = f"{x['name']}  {x['state']}  {x['tools']} tool(s)  {x['kind']}: {x['target']}"
+    if x["last_error"]:
+        line += f"\n    last error: {x['last_error']}"
+    for name in x["changed"]:
+        line += f"\n    changed since approved: {name}"
+    for text in x["skipped"]:
+        line += f"\n    skipped: {text}"
+    if x["stderr"] and x["state"] != "ready":
+        line += "\n    stderr: " + "\n            ".join(x["stderr"][-5:])
+    return line
+
+
+def cmd_servers(args: argparse.Namespace) -> int:
+    if getattr(args, "restart", None):
+        ControlClient.connect().request("POST", f"/api/servers/{args.restart}/restart")
+        print(f"upstream server {args.restart} restarting")
+        return 0
+    return _listing(args, "servers", "no upstream MCP servers configured", _server_line)
+
+
 def cmd_approve(args: argparse.Namespace) -> int:
     decision = "allow_always" if args.always else "allow_session" if args.session else "approve"
     ControlClient.connect().request("POST", f"/api/pending/{args.id}", {"decision": decision})
@@ -281,6 +302,10 @@ def build_parser(
         c = sub.add_parser(name, help=text)
         c.add_argument("--json", action="store_true", help="print the API's JSON")
         c.set_defaults(func=func)
+    sv = sub.add_parser("servers", help="upstream MCP servers: state, tools, last error")
+    sv.add_argument("--json", action="store_true", help="print the API's JSON")
+    sv.add_argument("--restart", metavar="NAME", help="restart that server now")
+    sv.set_defaults(func=cmd_servers)
     ap = sub.add_parser("approve", help="approve a pending call")
     ap.add_argument("id")
     g = ap.add_mutually_exclusive_group()

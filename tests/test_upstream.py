@@ -7,6 +7,7 @@ over Streamable HTTP, and ``@modelcontextprotocol/server-everything`` from npm t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -472,3 +473,65 @@ def test_sdk_client_drives_an_upstream_tool(upstream):
     names, res = asyncio.run(run())
     assert "mcp__t__structured" in names
     assert res.is_error is False and res.structured_content == {"sum": 9}
+
+
+# -- the UIs: snapshot, control API, CLI, tray menu ------------------------------------------------
+
+
+def test_servers_in_status_api_cli_and_restart(start_bridge, state, tmp_path):
+    from server.views import snapshot_json
+
+    from .control_helpers import Api
+    from .test_control import _cli
+
+    cfg = {
+        "mcp_servers": {"t": stdio_spec(state), "gone": {"command": str(tmp_path / "missing")}},
+        **ALLOW,
+    }
+    running = start_bridge(cfg, control=True)
+    ready(running)
+    wait_for(lambda: running.runner.snapshot().servers[1].state == "failed")
+    snap = snapshot_json(running.runner.snapshot())
+    t, gone = snap["servers"]
+    assert (t["name"], t["state"], t["kind"], t["last_error"]) == ("t", "ready", "stdio", None)
+    assert t["tools"] == 10 and t["changed"] == [] and len(t["stderr"]) <= 5
+    assert gone["state"] == "failed" and "command not found" in gone["last_error"]
+    assert gone["tools"] == 0
+
+    api = Api(running.runner.control)
+    r = api.call("GET", "/api/servers")
+    assert r.status == 200
+    assert [s["name"] for s in r.json["servers"]] == ["t", "gone"]
+    assert "upstream server starting (stderr line)" in r.json["servers"][0]["stderr"]
+    assert api.call("POST", "/api/servers/nope/restart").status == 404
+    assert Api(running.runner.control, secret=None).call("GET", "/api/servers").status == 401
+    starts = len(lines(state, "starts"))
+    r = api.call("POST", "/api/servers/t/restart", body=b"{}")
+    assert r.status == 202 and r.json == {"ok": True, "name": "t"}
+    wait_for(lambda: len(lines(state, "starts")) > starts, 30)
+    assert ready(running).restarts >= 1
+
+    out = _cli("servers", "--json")
+    assert out.returncode == 0, out.stderr
+    assert [s["name"] for s in json.loads(out.stdout)["servers"]] == ["t", "gone"]
+    out = _cli("servers")
+    assert out.returncode == 0
+    assert "t  ready  10 tool(s)  stdio:" in out.stdout
+    assert "gone  failed  0 tool(s)" in out.stdout and "last error: cannot start it" in out.stdout
+    out = _cli("servers", "--restart", "gone")
+    assert out.returncode == 0 and "restarting" in out.stdout
+
+
+def test_tray_servers_submenu(upstream, state):
+    from tray.menu import menu_model
+
+    running = upstream(ALLOW)
+    items = menu_model(running.runner.snapshot())
+    servers = next(i for i in items if i.text.startswith("Servers"))
+    assert servers.text == "Servers (1)"
+    (entry,) = servers.submenu
+    assert entry.text == "t — ready · 10 tools"
+    assert [(i.text, i.action) for i in entry.submenu] == [("Restart", ("restart_server", "t"))]
+    # No servers configured: no submenu.
+    snap = dataclasses.replace(running.runner.snapshot(), servers=())
+    assert not [i for i in menu_model(snap) if i.text.startswith("Servers")]
