@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -535,3 +536,117 @@ def test_tray_servers_submenu(upstream, state):
     # No servers configured: no submenu.
     snap = dataclasses.replace(running.runner.snapshot(), servers=())
     assert not [i for i in menu_model(snap) if i.text.startswith("Servers")]
+
+
+# -- the reference server from npm, through node ------------------------------------------------
+
+EVERYTHING = "@modelcontextprotocol/server-everything@2026.8.31"
+INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
+
+
+def npm_prefix() -> str:
+    """Where the tests' npm packages live; ``.ci/run`` fills it before the suite runs."""
+    return os.environ.get("A2A_BRIDGE_TEST_NPM") or os.path.join(
+        os.path.expanduser("~"), ".cache", "omp-a2a-bridge-tests", "npm"
+    )
+
+
+def npm_package(spec: str, entry: str) -> str:
+    """Install ``spec`` into the cached prefix once; the path of ``entry`` inside it.
+
+    Outside CI a machine without node/npm or without the registry skips with the install line.
+    """
+    prefix = npm_prefix()
+    path = os.path.join(prefix, "node_modules", entry)
+    if os.path.exists(path):
+        return path
+    line = f"npm install --prefix {prefix} {spec}"
+    problem = None
+    if not (shutil.which("node") and shutil.which("npm")):
+        problem = "needs node and npm"
+    else:
+        os.makedirs(prefix, exist_ok=True)
+        r = subprocess.run(
+            ["npm", "install", "--prefix", prefix, "--no-audit", "--no-fund", spec],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if r.returncode != 0 or not os.path.exists(path):
+            problem = f"npm install failed: {(r.stderr or r.stdout)[-300:]}"
+    if problem is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{problem}: {line}")
+        pytest.skip(f"{problem}: {line}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def everything() -> dict:
+    script = npm_package(EVERYTHING, "@modelcontextprotocol/server-everything/dist/index.js")
+    return {"command": shutil.which("node") or "node", "args": [script, "stdio"]}
+
+
+def test_reference_server_everything_through_the_bridge(start_bridge, everything):
+    tiers = {
+        f"mcp__everything__{t}": "allow"
+        for t in ("get-sum", "get-tiny-image", "get-structured-content", "get-env", "echo")
+    }
+    running = start_bridge(
+        {"mcp_servers": {"everything": everything}, "approval": {"tiers": tiers}}
+    )
+    view = ready(running, "everything")
+    assert view.tools >= 10 and view.skipped == ()
+    c = running.client()
+    names = [t["name"] for t in c.rpc("tools/list").result["tools"]]
+    assert {"mcp__everything__echo", "mcp__everything__get-sum"} <= set(names)
+    assert c.call("mcp__everything__get-sum", {"a": 2, "b": 3}).text == "The sum of 2 and 3 is 5."
+    assert c.call("mcp__everything__echo", {"message": "hi"}).text == "Echo: hi"
+    img = c.call("mcp__everything__get-tiny-image").result["content"]
+    assert "image" in [b["type"] for b in img]
+    st = c.call("mcp__everything__get-structured-content", {"location": "New York"}).result
+    assert not st.get("isError") and isinstance(st["structuredContent"], dict)
+    env = c.call("mcp__everything__get-env").text
+    assert TOKEN not in env and "A2A_BRIDGE" not in env
+    # Not allowed by a tier: a human decides, and without one the call is refused.
+    r = c.call("mcp__everything__get-resource-links", {"count": 1})
+    assert r.text == "approval required but no approver is available"
+
+
+def test_inspector_cli_drives_an_upstream_tool(upstream):
+    """A second real client (the MCP Inspector CLI, TypeScript SDK v2) through the bridge."""
+    bin_js = npm_package(INSPECTOR, ".bin/inspector")
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False)
+    if int(node.stdout.strip().lstrip("v").split(".")[0] or 0) < 20:
+        pytest.skip(f"the Inspector CLI needs node >= 20 (found {node.stdout.strip()})")
+    running = upstream(ALLOW)
+    env = dict(os.environ, HOME=os.path.join(npm_prefix(), "home"))
+    os.makedirs(env["HOME"], exist_ok=True)
+    r = subprocess.run(
+        [
+            bin_js,
+            "--cli",
+            running.runner.url,
+            "--transport",
+            "http",
+            "--header",
+            f"Authorization: Bearer {TOKEN}",
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "mcp__t__structured",
+            "--tool-args-json",
+            '{"a": 20, "b": 22}',
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr[-500:]
+    out = json.loads(r.stdout)
+    assert out["result"]["structuredContent"] == {"sum": 42}
