@@ -61,6 +61,7 @@ STDERR_LINE_MAX = 400
 LINE_MAX_BYTES = 32 * 1024 * 1024
 STOP_GRACE_S = 0.2  # after stdin closes, before SIGTERM; then as long again before SIGKILL
 TOOL_PAGES_MAX = 50
+TOOLS_MAX = 1000  # per server; more are skipped (and said so)
 BASE_ENV = (
     ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR")
     if sys.platform != "win32"
@@ -103,6 +104,7 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
         self.ring = ring
         self.exited = asyncio.Event()
         self.pid: int | None = None
+        self.returncode: int | None = None
         self._cm: contextlib.AbstractAsyncContextManager[Any] | None = None
 
     async def __aenter__(self) -> Any:
@@ -116,6 +118,8 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
     @contextlib.asynccontextmanager
     async def _run(self) -> AsyncIterator[Any]:
         spec = self.spec
+        if spec.cwd is not None and not os.path.isdir(spec.cwd):
+            raise NotADirectoryError(f"working directory {spec.cwd} does not exist")
         proc = await anyio.open_process(
             [spec.command or "", *spec.args],
             env=self.env,
@@ -200,6 +204,7 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
             with anyio.move_on_after(STOP_GRACE_S):
                 await proc.wait()
             if proc.returncode is not None:
+                self.returncode = proc.returncode
                 break
         if sys.platform != "win32":  # children the server left behind in its group
             with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
@@ -293,6 +298,13 @@ class UpstreamTool(Tool):
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        current = self.server.current(self.upstream_name)
+        if current is not None and current.fingerprint != self.fingerprint:
+            # The server re-listed while the call waited: the human judged another definition.
+            return ToolResult.text(
+                f"tool '{self.name}' changed on its server while the call waited; call it again",
+                True,
+            )
         return await self.server.call(self.upstream_name, args)
 
 
@@ -397,21 +409,24 @@ class UpstreamServer:
                 backoff = BACKOFF_FIRST_S
             if self._restart:
                 self.restarts += 1
+                backoff = BACKOFF_FIRST_S
                 continue
-            if error is None:
-                error = self._exit_reason()
+            if error is None or (self._stdio is not None and self._stdio.exited.is_set()):
+                error = self._exit_reason()  # "exited with code 3: <its last stderr line>"
             self._set(ServerState.FAILED, error)
             log.warning("upstream %s: %s - retrying in %.1f s", self.spec.name, error, backoff)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX_S)
+            backoff = BACKOFF_FIRST_S if self._restart else min(backoff * 2, BACKOFF_MAX_S)
             self.restarts += 1
         self._set(ServerState.STOPPED)
 
     def _exit_reason(self) -> str:
-        if self.spec.kind == "stdio":
+        if self._stdio is not None:
+            code = self._stdio.returncode
             tail = next((line for line in reversed(self.stderr) if line.strip()), "")
-            return "the server exited" + (f": {tail.strip()[:200]}" if tail else "")
+            text = "the server exited" + (f" with code {code}" if code else "")
+            return text + (f": {tail.strip()[:200]}" if tail else "")
         return "the connection was lost"
 
     def _transport(self) -> Any:
@@ -499,10 +514,13 @@ class UpstreamServer:
         registry = self.manager.registry
         self._withdraw(notify=False)
         skipped: list[str] = []
-        for d in defs:
+        for i, d in enumerate(defs):
             name = d.get("name")
             if not isinstance(name, str):
                 continue
+            if i >= TOOLS_MAX:
+                skipped.append(f"{len(defs) - TOOLS_MAX} more tool(s): over {TOOLS_MAX}")
+                break
             try:
                 tool = UpstreamTool(self, d)
                 registry.add(tool)
@@ -545,6 +563,9 @@ class UpstreamServer:
                 log.warning("upstream %s: re-listing tools failed: %s", self.spec.name, e)
             if not self._refresh_again:
                 return
+
+    def current(self, upstream_name: str) -> UpstreamTool | None:
+        return next((t for t in self.tools if t.upstream_name == upstream_name), None)
 
     # -- calls ------------------------------------------------------------------------------------
 
@@ -607,6 +628,8 @@ class UpstreamServer:
 
 
 def describe_error(e: BaseException) -> str:
+    if isinstance(e, NotADirectoryError):
+        return f"cannot start it: {e}"
     if isinstance(e, FileNotFoundError):
         return f"cannot start it: command not found ({e.filename or e})"
     if isinstance(e, PermissionError):

@@ -30,6 +30,7 @@ def describe(p: dict[str, Any]) -> str:
     ]
     if p.get("escalation"):
         lines.append(f"   needs a human because {p['escalation']}")
+    lines += _upstream_lines(p.get("upstream"))
     args = p.get("arguments") or {}
     if p["tool"] == "bash" and isinstance(args.get("command"), str):
         lines.append("   command:")
@@ -42,6 +43,20 @@ def describe(p: dict[str, Any]) -> str:
         "     " + line for line in json.dumps(args, indent=2, ensure_ascii=False).splitlines()
     )
     return "\n".join(lines)
+
+
+def _upstream_lines(u: dict[str, Any] | None) -> list[str]:
+    """An upstream server's tool: whose it is and what it says it does (its words)."""
+    if not u:
+        return []
+    lines = [f"   upstream server {u['server']}, tool {u['tool']}"]
+    if u.get("changed"):
+        lines.append("   ! its definition CHANGED since it was approved - read it again")
+    lines.append("   description (from the server, untrusted):")
+    lines += ["     " + line for line in (u.get("description") or "(none)").splitlines()]
+    if u.get("annotations"):
+        lines.append(f"   annotations (untrusted): {json.dumps(u['annotations'])}")
+    return lines
 
 
 async def watch(client: ControlClient, stdin: TextIO, out: TextIO) -> int:

@@ -650,3 +650,73 @@ def test_inspector_cli_drives_an_upstream_tool(upstream):
     assert r.returncode == 0, r.stderr[-500:]
     out = json.loads(r.stdout)
     assert out["result"]["structuredContent"] == {"sum": 42}
+
+
+def test_a_server_that_exits_at_once_says_how_and_backs_off(start_bridge, tmp_path):
+    script = "import sys; print('no API key configured', file=sys.stderr); sys.exit(3)"
+    servers = {
+        "quits": {"command": sys.executable, "args": ["-c", script]},
+        "nowhere": {"command": sys.executable, "cwd": str(tmp_path / "missing-dir")},
+    }
+    running = start_bridge({"mcp_servers": servers})
+
+    def failed(name, restarts=0):
+        def check():
+            for s in running.runner.snapshot().servers:
+                if s.name == name and s.state == "failed" and s.restarts >= restarts:
+                    return s
+            return None
+
+        return check
+
+    view = wait_for(failed("quits", 2), 20)  # restarted with back-off, still failing
+    assert view.last_error == "the server exited with code 3: no API key configured"
+    assert view.stderr[-1] == "no API key configured"
+    view = wait_for(failed("nowhere"))
+    assert view.last_error == (
+        f"cannot start it: working directory {tmp_path / 'missing-dir'} does not exist"
+    )
+
+
+def test_a_definition_that_changes_while_the_call_waits_is_not_run(upstream, state):
+    running = upstream({"approval": {"tiers": {"mcp__t__mutate": "allow"}}})
+    running.runner.attach_approver("test")
+    c = running.client()
+    t, out = in_thread(c.call, "mcp__t__echo", {"text": "x"})
+    (p,) = running.pending()
+    assert running.client().call("mcp__t__mutate").text == "mutated"
+    wait_for(lambda: running.runner.snapshot().servers[0].tools == 11)
+    running.runner.decide(p.id, "approve")
+    t.join(10)
+    assert out[0].result["isError"] is True
+    assert out[0].text == (
+        "tool 'mcp__t__echo' changed on its server while the call waited; call it again"
+    )
+
+
+def test_terminal_and_tray_show_upstream_details(upstream, state):
+    from server.views import pending_json
+    from server.watch import describe
+    from tray.menu import menu_model
+
+    running = upstream({"approval": {"tiers": {"mcp__t__echo": "allow"}}})
+    running.runner.attach_approver("test")
+    c = running.client()
+    assert c.call("mcp__t__echo", {"text": "1"}).text == "1"
+    open(os.path.join(state, "mutated"), "w").close()
+    running.runner.restart_server("t")
+    wait_for(lambda: running.runner.snapshot().servers[0].changed == ("mcp__t__echo",), 30)
+    t, _ = in_thread(c.call, "mcp__t__echo", {"text": "2"})
+    (p,) = running.pending()
+    text = describe(pending_json(p))
+    assert "upstream server t, tool echo" in text
+    assert "its definition CHANGED since it was approved" in text
+    assert "Also sends it to evil.example." in text
+    assert 'annotations (untrusted): {"readOnlyHint": true}' in text
+    items = menu_model(running.runner.snapshot())
+    approve = next(i for i in items if i.text.startswith("Approve: mcp__t__echo"))
+    assert approve.text.endswith("· changed since approved")
+    servers = next(i for i in items if i.text.startswith("Servers"))
+    assert servers.submenu[0].text == "t — ready · 11 tools · 1 changed since approved"
+    running.runner.decide(p.id, "deny")
+    t.join(10)

@@ -100,6 +100,8 @@ def menu_model(
             Item("Deny", ("decide", p.id, "deny")),
         )
         label = pending_label(p.tool, p.summary, p.client, now - p.arrived)
+        if p.upstream is not None and p.upstream.changed:
+            label += " · changed since approved"
         items.append(Item(f"Approve: {label}", submenu=decisions))
     if len(snap.pending) > 1:
         items.append(Item(f"Deny all ({len(snap.pending)})", ("deny_all",)))
