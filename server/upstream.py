@@ -396,10 +396,8 @@ class UpstreamServer:
             error: str | None = None
             try:
                 up_since = await self._session()
-            except Exception as e:
+            except Exception as e:  # ExceptionGroups included: describe_error unwraps them
                 error = describe_error(e)
-            except BaseExceptionGroup as eg:  # anyio task groups wrap what failed inside
-                error = describe_error(eg.exceptions[0] if eg.exceptions else eg)
             finally:
                 self.client = None
                 self._withdraw()
@@ -523,9 +521,9 @@ class UpstreamServer:
                 break
             try:
                 tool = UpstreamTool(self, d)
-                registry.add(tool)
-            except ValueError as e:
-                skipped.append(f"{name}: {e}")
+                registry.add(tool)  # checks the name and compiles the schema
+            except Exception as e:  # one odd definition must not cost the server its others
+                skipped.append(f"{name}: {e}"[:300])
                 continue
             self.tools.append(tool)
         self.skipped = skipped
@@ -628,6 +626,9 @@ class UpstreamServer:
 
 
 def describe_error(e: BaseException) -> str:
+    """A short text for the UIs; task groups' wrappers are peeled to what actually failed."""
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
     if isinstance(e, NotADirectoryError):
         return f"cannot start it: {e}"
     if isinstance(e, FileNotFoundError):

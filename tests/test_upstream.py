@@ -720,3 +720,17 @@ def test_terminal_and_tray_show_upstream_details(upstream, state):
     assert servers.submenu[0].text == "t — ready · 11 tools · 1 changed since approved"
     running.runner.decide(p.id, "deny")
     t.join(10)
+
+
+def test_an_http_server_that_is_not_there_says_why(start_bridge):
+    port = free_port()
+    running = start_bridge({"mcp_servers": {"h": {"url": f"http://127.0.0.1:{port}/mcp"}}})
+    view = wait_for(
+        lambda: (
+            running.runner.snapshot().servers[0].state == "failed"
+            and (running.runner.snapshot().servers[0])
+        )
+    )
+    assert view.last_error == "HTTP: ConnectError: All connection attempts failed"
+    r = running.client().call("mcp__h__anything")
+    assert r.text == "tool 'mcp__h__anything' is not exposed by this bridge"
