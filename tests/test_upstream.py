@@ -25,6 +25,8 @@ from mcp.client.streamable_http import streamable_http_client
 from server.config import ConfigError, parse_config
 
 from .helpers import TOKEN, in_thread, wait_for
+from .test_browser import _wait
+from .test_browser import browser as _chromium  # noqa: F401 - the fixture "browser"
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = ["echo", "image", "structured", "mixed", "fail", "protocol_error", "sleep", "crash"]
@@ -734,3 +736,44 @@ def test_an_http_server_that_is_not_there_says_why(start_bridge):
     assert view.last_error == "HTTP: ConnectError: All connection attempts failed"
     r = running.client().call("mcp__h__anything")
     assert r.text == "tool 'mcp__h__anything' is not exposed by this bridge"
+
+
+def test_a_tool_with_an_invalid_name_is_skipped_and_said_so(upstream, state):
+    open(os.path.join(state, "odd"), "w").close()
+    running = upstream(ALLOW)
+    view = running.runner.snapshot().servers[0]
+    assert view.skipped == ("has space: invalid tool name 'mcp__t__has space'",)
+    assert view.tools == 10
+    assert running.client().call("mcp__t__echo", {"text": "ok"}).text == "ok"
+
+
+def test_the_page_shows_servers_and_upstream_details(start_bridge, state, request, tmp_path):
+    browser = request.getfixturevalue("_chromium")  # test_browser's Chromium fixture
+    from selenium.webdriver.common.by import By
+
+    servers = {"t": stdio_spec(state), "gone": {"command": str(tmp_path / "missing")}}
+    running = start_bridge({"mcp_servers": servers}, control=True)
+    ready(running)
+    info = running.runner.control
+    browser.get(f"{info.url}login?k={info.secret}")
+    rows = _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#servers tbody tr")) == 2)
+    assert rows
+    table = browser.find_element(By.ID, "servers")
+    _wait(browser, lambda d: "cannot start it" in table.text)
+    t_row = table.find_element(By.CSS_SELECTOR, "tr[data-server=t]")
+    assert "ready" in t_row.text and "10" in t_row.text
+
+    agent = running.client("claude-code")
+    t, out = in_thread(agent.call, "mcp__t__echo", {"text": "from the page"})
+    card = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#pending .card"))[0]
+    assert card.find_element(By.CSS_SELECTOR, "pre.description").text == "Echo the text back."
+    assert '"readOnlyHint": true' in card.find_element(By.CSS_SELECTOR, "pre.annotations").text
+    assert "upstream server t · tool echo" in card.text
+    card.find_element(By.XPATH, ".//button[text()='Approve']").click()
+    t.join(10)
+    assert out[0].text == "from the page"
+
+    starts = len(lines(state, "starts"))
+    t_row = browser.find_element(By.CSS_SELECTOR, "#servers tr[data-server=t]")
+    t_row.find_element(By.XPATH, ".//button[text()='Restart']").click()
+    wait_for(lambda: len(lines(state, "starts")) > starts, 30)

@@ -76,6 +76,8 @@ def main() -> None:
         ]
         if mutated:
             out.append(tool("extra", "Appears after mutate."))
+        if os.path.exists(os.path.join(state, "odd")):
+            out.append(tool("has space", "A name the bridge cannot expose."))
         return out
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
