@@ -80,6 +80,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     )
     print(f"  approvers: {', '.join(s['approvers']) or 'none (prompt-tier calls are refused)'}")
     print(f"  token stored in: {s['token_source']}")
+    servers = s.get("servers") or []
+    if servers:
+        ready = sum(1 for x in servers if x["state"] == "ready")
+        print(f"  upstream MCP servers: {ready} of {len(servers)} ready ('a2a-bridge servers')")
     for w in s["warnings"]:
         print(f"  warning: {w}")
     return 0

@@ -30,6 +30,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -223,6 +224,7 @@ class PinStore:
     def __init__(self, path: str) -> None:
         self.path = path
         self.pins: dict[str, str] = {}
+        self._lock = threading.Lock()
         try:
             with open(path, "rb") as f:
                 data = json.loads(f.read())
@@ -240,14 +242,17 @@ class PinStore:
         if self.pins.get(name) == fp:
             return
         self.pins[name] = fp
-        data = (json.dumps({"tools": self.pins}, indent=1, sort_keys=True) + "\n").encode()
         path = self.path
 
         def save() -> None:
-            try:
-                write_private_atomic(path, data)
-            except OSError as e:
-                log.warning("could not save tool pins to %s: %s", path, e)
+            # Serialised, and each save writes the latest pins: saves finishing out of order
+            # can never leave an older set on disk.
+            with self._lock:
+                data = json.dumps({"tools": dict(self.pins)}, indent=1, sort_keys=True)
+                try:
+                    write_private_atomic(path, (data + "\n").encode())
+                except OSError as e:
+                    log.warning("could not save tool pins to %s: %s", path, e)
 
         try:
             asyncio.get_running_loop().run_in_executor(None, save)

@@ -514,6 +514,8 @@ def test_servers_in_status_api_cli_and_restart(start_bridge, state, tmp_path):
     wait_for(lambda: len(lines(state, "starts")) > starts, 30)
     assert ready(running).restarts >= 1
 
+    out = _cli("status")
+    assert "upstream MCP servers: 1 of 2 ready" in out.stdout
     out = _cli("servers", "--json")
     assert out.returncode == 0, out.stderr
     assert [s["name"] for s in json.loads(out.stdout)["servers"]] == ["t", "gone"]
