@@ -579,9 +579,11 @@ class UpstreamServer:
         """
         name, client = self.spec.name, self.client
         if client is None or self.state is not ServerState.READY:
-            why = f" ({self.last_error})" if self.last_error else ""
+            # Not last_error: it may quote the server's stderr, which stays on this machine.
             return ToolResult.text(
-                f"upstream server '{name}' is not available: {self.state.value}{why}", True
+                f"upstream server '{name}' is not available ({self.state.value}); "
+                "the bridge keeps trying to reconnect it",
+                True,
             )
         params = types.CallToolRequestParams(name=tool, arguments=args)
         try:
@@ -614,9 +616,10 @@ class UpstreamServer:
                 f"upstream server '{name}' sent a malformed result for '{tool}'", True
             )
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, httpx2.HTTPError) as e:
-            self._wake.set()
+            log.warning("upstream %s: '%s' failed: %s", name, tool, describe_error(e))
+            self._wake.set()  # the supervisor checks the connection and reconnects
             return ToolResult.text(
-                f"upstream server '{name}' is unreachable ({describe_error(e)})", True
+                f"upstream server '{name}' is unreachable; the bridge is reconnecting it", True
             )
         content = raw.get("content")
         if not isinstance(content, list):

@@ -263,8 +263,7 @@ def test_client_cancel_is_forwarded_upstream(upstream, state):
     running = upstream(ALLOW)
     c = running.client()
     t, out = in_thread(c.call, "mcp__t__sleep", {"seconds": 30}, 77)
-    wait_for(lambda: running.runner.bridge._inflight)
-    time.sleep(0.3)  # the upstream has the request
+    wait_for(lambda: lines(state, "sleeping"))  # the upstream runs it
     other = running.client()
     other.sid = c.sid
     other.rpc("notifications/cancelled", {"requestId": 77}, req_id=None)
@@ -280,8 +279,7 @@ def test_client_disconnect_is_forwarded_upstream(upstream, state):
     c = running.client()
     c.conn.timeout = 1
     t, _ = in_thread(c.call, "mcp__t__sleep", {"seconds": 30})
-    wait_for(lambda: running.runner.bridge._inflight)
-    time.sleep(0.3)
+    wait_for(lambda: lines(state, "sleeping"))  # the upstream runs it
     c.conn.sock.shutdown(socket.SHUT_RDWR)
     assert wait_for(lambda: lines(state, "cancelled"))
     t.join(10)
@@ -318,7 +316,7 @@ def test_shutdown_stops_the_servers_within_budget(upstream, state):
     pid = int(lines(state, "starts")[-1])
     c = running.client()
     t, _ = in_thread(c.call, "mcp__t__sleep", {"seconds": 30})
-    wait_for(lambda: running.runner.bridge._inflight)
+    wait_for(lambda: lines(state, "sleeping"))
     t0 = time.monotonic()
     running.runner.stop()
     assert time.monotonic() - t0 < 2.0
@@ -426,8 +424,7 @@ def test_http_upstream_lists_calls_cancels_and_refreshes(start_bridge, http_upst
         assert json.load(f)["approval"]["tiers"]["mcp__h__structured"] == "allow"
 
     t, out = in_thread(c.call, "mcp__h__sleep", {"seconds": 30}, 5)
-    wait_for(lambda: running.runner.bridge._inflight)
-    time.sleep(0.3)
+    wait_for(lambda: lines(state, "sleeping"))  # the upstream runs it
     other = running.client()
     other.sid = c.sid
     other.rpc("notifications/cancelled", {"requestId": 5}, req_id=None)

@@ -119,6 +119,7 @@ def main() -> None:
         if name == "protocol_error":
             raise MCPError(-32602, "bad things upstream")
         if name == "sleep":
+            note("sleeping", str(ctx.request_id))
             try:
                 await asyncio.sleep(float(args.get("seconds", 60)))
             except asyncio.CancelledError:
