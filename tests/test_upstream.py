@@ -610,6 +610,12 @@ def test_reference_server_everything_through_the_bridge(start_bridge, everything
     assert not st.get("isError") and isinstance(st["structuredContent"], dict)
     env = c.call("mcp__everything__get-env").text
     assert TOKEN not in env and "A2A_BRIDGE" not in env
+    # Its schemas say draft-07; the bridge checks arguments by that draft before forwarding.
+    bad = c.call("mcp__everything__get-sum", {"a": "two", "b": 3})
+    assert bad.result["isError"] is True
+    assert bad.text == (
+        "invalid arguments for 'mcp__everything__get-sum': field 'a': 'two' is not of type 'number'"
+    )
     # Not allowed by a tier: a human decides, and without one the call is refused.
     r = c.call("mcp__everything__get-resource-links", {"count": 1})
     assert r.text == "approval required but no approver is available"
