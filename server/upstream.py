@@ -57,6 +57,8 @@ BACKOFF_MAX_S = 30.0
 HEALTHY_AFTER_S = 10.0  # a server that stayed up this long starts its back-off afresh
 START_TIMEOUT_S = 20.0  # initialize and tools/list
 PING_EVERY_S = 15.0  # HTTP servers: how often we check the connection is alive
+RELIST_EVERY_PINGS = 4  # and re-list their tools every minute: the SDK's GET stream (where
+# list_changed arrives) gives up silently after two failed reconnects
 STDERR_LINES = 50
 STDERR_LINE_MAX = 400
 LINE_MAX_BYTES = 32 * 1024 * 1024
@@ -342,6 +344,7 @@ class UpstreamServer:
         self._refreshing: asyncio.Task[None] | None = None
         self._refresh_again = False
         self._stdio: StdioTransport | None = None
+        self._defs: list[dict[str, Any]] = []
         self._http: httpx2.AsyncClient | None = None
 
     # -- what the UIs see ---------------------------------------------------------------------
@@ -439,7 +442,7 @@ class UpstreamServer:
             return self._stdio
         self._stdio = None
         http = httpx2.AsyncClient(
-            headers=spec.headers, timeout=httpx2.Timeout(10.0, read=spec.timeout_s + 30)
+            headers=spec.headers, timeout=httpx2.Timeout(10.0, read=max(300.0, spec.timeout_s + 30))
         )
         self._http = http
         return streamable_http_client(spec.url or "", http_client=http)
@@ -472,6 +475,7 @@ class UpstreamServer:
     async def _serve(self, client: Client) -> None:
         """Until the process exits, the HTTP server stops answering, a restart or the stop."""
         stdio = self._stdio
+        pings = 0
         while not (self._stopping or self._restart):
             waits = {asyncio.ensure_future(self._wake.wait())}
             if stdio is not None:
@@ -487,12 +491,15 @@ class UpstreamServer:
             if stdio is not None and stdio.exited.is_set():
                 return
             if stdio is None and not (self._stopping or self._restart or self._wake.is_set()):
+                pings += 1
                 try:
                     await client.session.send_request(
                         types.PingRequest(), _RAW, request_read_timeout_seconds=5.0
                     )
                 except Exception:
                     return
+                if pings % RELIST_EVERY_PINGS == 0:
+                    self._schedule_refresh()
             self._wake.clear()
 
     # -- tools -------------------------------------------------------------------------------------
@@ -514,6 +521,9 @@ class UpstreamServer:
         self._install(defs)
 
     def _install(self, defs: list[dict[str, Any]]) -> None:
+        if self.tools and defs == self._defs:
+            return  # a periodic re-list that found nothing new: tools/list stays cached
+        self._defs = defs
         registry = self.manager.registry
         self._withdraw(notify=False)
         skipped: list[str] = []

@@ -782,3 +782,17 @@ def test_the_page_shows_servers_and_upstream_details(start_bridge, state, reques
     t_row = browser.find_element(By.CSS_SELECTOR, "#servers tr[data-server=t]")
     t_row.find_element(By.XPATH, ".//button[text()='Restart']").click()
     wait_for(lambda: len(lines(state, "starts")) > starts, 30)
+
+
+def test_http_tools_are_relisted_without_a_notification(
+    start_bridge, http_upstream, state, monkeypatch
+):
+    import server.upstream
+
+    monkeypatch.setattr(server.upstream, "PING_EVERY_S", 0.1)
+    url, _ = http_upstream
+    running = start_bridge({"mcp_servers": {"h": {"url": url}}})
+    ready(running, "h")
+    assert running.runner.snapshot().servers[0].tools == 10
+    open(os.path.join(state, "mutated"), "w").close()  # changed, and nobody says so
+    wait_for(lambda: running.runner.snapshot().servers[0].tools == 11, 20)
