@@ -43,6 +43,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from mcp_types.jsonrpc import REQUEST_TIMEOUT
 from pydantic import TypeAdapter, ValidationError
 
 from . import __version__
@@ -74,6 +75,7 @@ BASE_ENV = (
     )
 )  # fmt: skip
 _RAW = TypeAdapter(dict[str, Any])
+TIMED_OUT = "Request 'tools/call' timed out"  # the SDK's own text when our deadline passes
 
 
 class ServerState(enum.StrEnum):
@@ -610,7 +612,7 @@ class UpstreamServer:
                     "it is being restarted",
                     True,
                 )
-            if "timed out" in e.error.message:
+            if e.error.code == REQUEST_TIMEOUT and e.error.message == TIMED_OUT:  # ours
                 return ToolResult.text(
                     f"upstream server '{name}' did not answer '{tool}' within "
                     f"{self.spec.timeout_s:g} s (the call was cancelled upstream)",
