@@ -131,6 +131,9 @@ async function restartServer(name) {
 // Upstream MCP servers: state, tool count, last error, stderr tail, Restart.
 function renderServers(s) {
   const servers = s.servers || [];
+  const key = JSON.stringify(servers);
+  if (key === renderServers.last) return;  // unchanged: keep the rows (and a button mid-click)
+  renderServers.last = key;
   $("servers-section").hidden = servers.length === 0;
   $("server-count").textContent = servers.length;
   $("servers").tBodies[0].replaceChildren(...servers.map((x) => el("tr", { "data-server": x.name },

@@ -754,6 +754,7 @@ def test_a_tool_with_an_invalid_name_is_skipped_and_said_so(upstream, state):
 
 def test_the_page_shows_servers_and_upstream_details(start_bridge, state, request, tmp_path):
     browser = request.getfixturevalue("_chromium")  # test_browser's Chromium fixture
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     servers = {"t": stdio_spec(state), "gone": {"command": str(tmp_path / "missing")}}
@@ -761,12 +762,18 @@ def test_the_page_shows_servers_and_upstream_details(start_bridge, state, reques
     ready(running)
     info = running.runner.control
     browser.get(f"{info.url}login?k={info.secret}")
-    rows = _wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#servers tbody tr")) == 2)
-    assert rows
-    table = browser.find_element(By.ID, "servers")
-    _wait(browser, lambda d: "cannot start it" in table.text)
-    t_row = table.find_element(By.CSS_SELECTOR, "tr[data-server=t]")
-    assert "ready" in t_row.text and "10" in t_row.text
+
+    def row(name: str):
+        def text(d) -> str:
+            try:  # rows are rebuilt whenever a server's state changes
+                return d.find_element(By.CSS_SELECTOR, f"#servers tr[data-server={name}]").text
+            except (StaleElementReferenceException, NoSuchElementException):
+                return ""
+
+        return text
+
+    _wait(browser, lambda d: "ready" in row("t")(d) and "10" in row("t")(d))
+    _wait(browser, lambda d: "cannot start it" in row("gone")(d))
 
     agent = running.client("claude-code")
     t, out = in_thread(agent.call, "mcp__t__echo", {"text": "from the page"})
@@ -779,8 +786,16 @@ def test_the_page_shows_servers_and_upstream_details(start_bridge, state, reques
     assert out[0].text == "from the page"
 
     starts = len(lines(state, "starts"))
-    t_row = browser.find_element(By.CSS_SELECTOR, "#servers tr[data-server=t]")
-    t_row.find_element(By.XPATH, ".//button[text()='Restart']").click()
+
+    def click_restart(d) -> bool:
+        try:  # the rows are rebuilt when a server's state changes ("gone" keeps retrying)
+            row = d.find_element(By.CSS_SELECTOR, "#servers tr[data-server=t]")
+            row.find_element(By.XPATH, ".//button[text()='Restart']").click()
+            return True
+        except StaleElementReferenceException:
+            return False
+
+    _wait(browser, click_restart)
     wait_for(lambda: len(lines(state, "starts")) > starts, 30)
 
 
