@@ -197,6 +197,7 @@ function pendingCard(p) {
   const why = escalationBox(p.escalation);
   if (why) card.append(why);
   card.append(...context(p));
+  if (p.upstream) card.append(...upstreamDetails(p.upstream));
   const full = el("div", { class: "full" }, el("p", { class: "muted" }, "loading the full call…"));
   card.append(full);
   loadFull(p, full);
@@ -232,6 +233,46 @@ function tick() {
   }
 }
 
+// An upstream server's tool: whose it is, what it says it does (its words, not ours).
+function upstreamDetails(u) {
+  const parts = [el("p", { class: "label" }, "upstream server ", el("code", {}, u.server), " · tool ", el("code", {}, u.tool))];
+  if (u.changed) parts.push(el("p", { class: "why changed" }, "This tool's definition changed since it was approved — check its description before approving."));
+  parts.push(el("p", { class: "label" }, "description (from the server, untrusted)"));
+  parts.push(el("pre", { class: "description" }, u.description || "(none)"));
+  if (u.annotations && Object.keys(u.annotations).length) {
+    parts.push(el("p", { class: "label" }, "annotations (from the server, untrusted)"));
+    parts.push(el("pre", { class: "annotations" }, JSON.stringify(u.annotations, null, 2)));
+  }
+  return parts;
+}
+
+async function restartServer(name) {
+  try {
+    await api("POST", `/api/servers/${encodeURIComponent(name)}/restart`);
+    toast(`Restarting ${name}`);
+  } catch (e) { toast(e.message); }
+}
+
+// Upstream MCP servers: state, tool count, last error, stderr tail, Restart.
+function renderServers(s) {
+  const servers = s.servers || [];
+  const key = JSON.stringify(servers);
+  if (key === renderServers.last) return;  // unchanged: keep the rows (and a button mid-click)
+  renderServers.last = key;
+  $("servers-section").hidden = servers.length === 0;
+  $("server-count").textContent = servers.length;
+  $("servers").tBodies[0].replaceChildren(...servers.map((x) => el("tr", { "data-server": x.name },
+    el("td", {}, el("code", {}, x.name), el("br"), el("small", {}, `${x.kind}: ${x.target}`)),
+    el("td", { class: `state-${x.state}` }, x.state),
+    el("td", {}, x.state === "ready" ? x.tools : ""),
+    el("td", {},
+      x.last_error && x.state !== "ready" ? el("p", {}, x.last_error) : "",
+      x.changed.length ? el("p", { class: "why" }, `changed since approved: ${x.changed.join(", ")}`) : "",
+      x.stderr.length && x.state !== "ready" ? el("pre", { class: "stderr" }, x.stderr.join("\n")) : ""),
+    el("td", {}, el("button", { type: "button", onclick: () => restartServer(x.name) }, "Restart")),
+  )));
+}
+
 function render() {
   if (!state) return;
   const s = state;
@@ -260,6 +301,7 @@ function render() {
     render.pending = s.pending.length;
     loadAudit();
   }
+  renderServers(s);
   $("session-count").textContent = s.sessions.length;
   const tbody = $("sessions").tBodies[0];
   tbody.replaceChildren(...s.sessions.map((x) => el("tr", {},

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .paths import Escalation
 
 from .preview import build_preview, summary_of
+from .upstream_config import UpstreamInfo
 
 
 class Decision(enum.StrEnum):
@@ -68,6 +69,7 @@ class PendingCall:
     deadline: float | None = None  # wall clock of the auto-deny; None: waits until decided
     preview: dict[str, Any] = field(default_factory=dict)  # bounded safe context (preview.py)
     hidden: bool = False  # the agent's text carried bidi/invisible/control characters
+    upstream: UpstreamInfo | None = None  # an upstream MCP server's tool: server, description…
 
 
 def summarize(tool: str, args: dict[str, Any]) -> str:
@@ -137,6 +139,7 @@ class ApprovalBroker:
         timeout_s: float,
         escalation: Escalation | None = None,
         cwd: str | None = None,
+        upstream: UpstreamInfo | None = None,
         on_created: Callable[[PendingCall], None] = lambda p: None,
     ) -> Verdict:
         """Hold the call until a verdict; ``timeout_s`` 0 waits forever."""
@@ -162,6 +165,7 @@ class ApprovalBroker:
             deadline=now + timeout_s if timeout_s > 0 else None,
             preview=preview,
             hidden=summary.hidden or bool(preview.get("hidden")),
+            upstream=upstream,
         )
         fut: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
         self._pending[call.id] = (call, fut)

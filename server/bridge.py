@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Coroutine
@@ -37,6 +38,7 @@ from .tokens import TokenStore
 from .tools import pools
 from .tools.base import Tool, ToolContext, ToolError, ToolResult
 from .tools.registry import ToolRegistry
+from .upstream_config import ServerView
 
 log = logging.getLogger("a2a-bridge")
 
@@ -79,6 +81,7 @@ class Snapshot:
     token_source: str
     warnings: tuple[str, ...]
     calls_total: int
+    servers: tuple[ServerView, ...] = ()  # upstream MCP servers (server.upstream)
 
 
 @dataclass(slots=True)
@@ -96,6 +99,7 @@ class CallHandle:
     task: asyncio.Task[Any] | None = None  # set while the tool runs
     cancelled: bool = False
     disconnected: bool = False
+    cancel_on_disconnect: bool = False  # set while a tool runs that wants it (upstream calls)
 
 
 @dataclass(slots=True)
@@ -233,6 +237,22 @@ class Bridge:
         self._snapshot: Snapshot | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.audit.on_failure = self._audit_failed
+        self.upstreams: Any = None  # server.upstream.UpstreamManager, when servers are configured
+        if cfg.mcp_servers:
+            from .upstream import UpstreamManager  # imports the mcp SDK: only when needed
+
+            self.upstreams = UpstreamManager(
+                cfg.mcp_servers,
+                self.registry,
+                os.path.join(os.path.dirname(os.path.abspath(cfg.path)), "upstream-pins.json"),
+                lambda: self.tokens.token if self.tokens.state else None,
+                self._upstreams_changed,
+            )
+
+    def _upstreams_changed(self, tools: bool) -> None:
+        if tools:
+            self._listing = None  # tools/list is rebuilt from the registry
+        self._changed()
 
     def _audit_failed(self) -> None:
         """From the audit thread: republish so UIs show the warning."""
@@ -276,9 +296,13 @@ class Bridge:
 
     def listing(self) -> list[dict[str, Any]]:
         if self._listing is None:
-            self._listing = [
-                t.describe() for t in self.registry.all() if self.exposed(t.name) is not None
-            ]
+            # Built-in tools first in their order, then upstream tools by name: deterministic
+            # whichever upstream answered first.
+            tools = sorted(
+                self.registry.all(),
+                key=lambda t: (t.name.startswith("mcp__"), t.name if t.name[:5] == "mcp__" else ""),
+            )
+            self._listing = [t.describe() for t in tools if self.exposed(t.name) is not None]
         return self._listing
 
     # -- dispatch (steps 6-9 of the order of checks) ------------------------------------------
@@ -378,6 +402,9 @@ class Bridge:
         handle.disconnected = True
         if handle.pending_id is not None:
             self.broker.end(handle.pending_id, Ending.DISCONNECTED)
+        elif handle.cancel_on_disconnect and handle.task is not None and not handle.cancelled:
+            handle.cancelled = True  # an upstream call: the upstream is told it was cancelled
+            handle.task.cancel()
 
     # -- tools/call ------------------------------------------------------------------------------
 
@@ -495,11 +522,13 @@ class Bridge:
             return _Outcome(ToolResult.text(text, True), "error", "policy")
         ctx = ToolContext(call.id, session.sid, session.client, paths, self.config.limits)
         ctx.escalation = escalation
-        if self.tier(tool) == "allow" and escalation is None:
+        suspended = tool.grants_suspended()  # an upstream tool changed since it was approved
+        if self.tier(tool) == "allow" and escalation is None and not suspended:
+            tool.on_allowed("policy")
             return _Plan(tool, ctx, "policy", False, escalation)
         # "Allow for this session" never covers an escalated call (outside the roots,
         # protected, persistence): only a human decision on this very call does.
-        if escalation is None and name in session.allowed_tools:
+        if escalation is None and not suspended and name in session.allowed_tools:
             return _Plan(tool, ctx, "session_rule", False, escalation)
         return _Plan(tool, ctx, "user", True, escalation)
 
@@ -525,6 +554,7 @@ class Bridge:
                     timeout_s=self.config.approval_timeout_s,
                     escalation=step.escalation,
                     cwd=self._real_cwd(step, call.args),
+                    upstream=step.tool.approval_info(),
                     on_created=lambda p: setattr(handle, "pending_id", p.id),
                 )
             finally:
@@ -536,6 +566,8 @@ class Bridge:
                 refusal.wait_ms = wait_ms
                 return refusal
             step.ctx.approved = True
+            if verdict.decision is not None:
+                step.tool.on_allowed(verdict.decision.value)  # upstream tools re-pin
             if verdict.decision is Decision.ALLOW_SESSION:
                 session.allowed_tools.add(name)
             elif verdict.decision is Decision.ALLOW_ALWAYS:
@@ -548,6 +580,7 @@ class Bridge:
         me = asyncio.current_task()
         handle.task = me
         meter = pools.QueueMeter()
+        handle.cancel_on_disconnect = step.tool.cancel_on_disconnect
         try:
             with pools.queue_meter() as meter:
                 result = await step.tool.run(call.args, step.ctx)
@@ -670,6 +703,18 @@ class Bridge:
         self.broker.end_where(Ending.SHUTDOWN)
         self._changed(now=True)
 
+    def start_upstreams(self) -> None:
+        """Connect the configured upstream MCP servers in the background (never blocks)."""
+        if self.upstreams is not None:
+            self.upstreams.start()
+
+    async def stop_upstreams(self, timeout: float) -> None:
+        if self.upstreams is not None:
+            await self.upstreams.stop(timeout)
+
+    def restart_upstream(self, name: str) -> bool:
+        return self.upstreams is not None and self.upstreams.restart(name)
+
     def cancel_running(self) -> None:
         for handle in list(self._inflight.values()):
             if handle.task is not None:
@@ -714,6 +759,7 @@ class Bridge:
             token_source=state.source if state else "",
             warnings=tuple(self.warnings) + self._audit_warning(),
             calls_total=self.calls_total,
+            servers=self.upstreams.views() if self.upstreams is not None else (),
         )
 
     def _audit_warning(self) -> tuple[str, ...]:

@@ -111,6 +111,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     approvers = ", ".join(safe(a) for a in s["approvers"])
     print(f"  approvers: {approvers or 'none (prompt-tier calls are refused)'}")
     print(f"  token stored in: {s['token_source']}")
+    servers = s.get("servers") or []
+    if servers:
+        ready = sum(1 for x in servers if x["state"] == "ready")
+        print(f"  upstream MCP servers: {ready} of {len(servers)} ready ('a2a-bridge servers')")
     for w in s["warnings"]:
         print(f"  warning: {safe(w)}")
     return 0
@@ -156,6 +160,27 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(describe(call))
     print(describe_full(call))
     return 0
+
+
+def _server_line(x: dict) -> str:
+    line = f"{x['name']}  {x['state']}  {x['tools']} tool(s)  {x['kind']}: {x['target']}"
+    if x["last_error"]:
+        line += f"\n    last error: {x['last_error']}"
+    for name in x["changed"]:
+        line += f"\n    changed since approved: {name}"
+    for text in x["skipped"]:
+        line += f"\n    skipped: {text}"
+    if x["stderr"] and x["state"] != "ready":
+        line += "\n    stderr: " + "\n            ".join(x["stderr"][-5:])
+    return line
+
+
+def cmd_servers(args: argparse.Namespace) -> int:
+    if getattr(args, "restart", None):
+        ControlClient.connect().request("POST", f"/api/servers/{args.restart}/restart")
+        print(f"upstream server {args.restart} restarting")
+        return 0
+    return _listing(args, "servers", "no upstream MCP servers configured", _server_line)
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
@@ -370,6 +395,10 @@ def build_parser(
     sh.add_argument("id")
     sh.add_argument("--json", action="store_true", help="print the API's JSON")
     sh.set_defaults(func=cmd_show)
+    sv = sub.add_parser("servers", help="upstream MCP servers: state, tools, last error")
+    sv.add_argument("--json", action="store_true", help="print the API's JSON")
+    sv.add_argument("--restart", metavar="NAME", help="restart that server now")
+    sv.set_defaults(func=cmd_servers)
     ap = sub.add_parser("approve", help="approve a pending call")
     ap.add_argument("id")
     g = ap.add_mutually_exclusive_group()

@@ -20,6 +20,7 @@ import platformdirs
 from . import APP_NAME
 from .fsutil import write_private_atomic
 from .protected import known_removals
+from .upstream_config import McpServerSpec, _Fail, parse_mcp_servers
 
 TIERS = ("allow", "prompt", "deny")
 TOKEN_MIN_LENGTH = 32
@@ -89,6 +90,7 @@ class Config:
     audit_max_bytes: int = 10 * 1024 * 1024
     audit_keep: int = 5
     limits: Limits = Limits()
+    mcp_servers: tuple[McpServerSpec, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -227,6 +229,11 @@ def parse_config(path: str, raw: Any) -> Config:
     if not _is_int(keep) or not 1 <= keep <= 100:
         raise _fail(path, "audit.keep", "an integer in [1, 100]")
 
+    try:
+        mcp_servers = parse_mcp_servers(raw.get("mcp_servers"))
+    except _Fail as e:
+        raise _fail(path, e.name, e.what) from None
+
     return Config(
         path=path,
         host=host.strip(),
@@ -247,6 +254,7 @@ def parse_config(path: str, raw: Any) -> Config:
         audit_max_bytes=max_bytes,
         audit_keep=keep,
         limits=_limits(path, raw.get("limits")),
+        mcp_servers=mcp_servers,
         raw=raw,
     )
 

@@ -35,6 +35,7 @@ from .views import (
     audit_call_json,
     pending_full_json,
     pending_json,
+    server_json,
     session_json,
     snapshot_json,
 )
@@ -291,6 +292,21 @@ class SessionHandler(ControlHandler):
         self.finish()
 
 
+class ServersHandler(ControlHandler):
+    def get(self) -> None:
+        """Upstream MCP servers, with the whole stderr ring (the snapshot has its tail)."""
+        upstreams = self.state.bridge.upstreams
+        views = upstreams.views() if upstreams is not None else ()
+        self.send_json({"servers": [server_json(v) for v in views]})
+
+
+class ServerRestartHandler(ControlHandler):
+    def post(self, name: str) -> None:
+        if not self.state.bridge.restart_upstream(name):
+            raise Refused(404, f"no upstream server named {name}")
+        self.send_json({"ok": True, "name": name}, 202)
+
+
 class PauseHandler(ControlHandler):
     def post(self) -> None:
         paused = self.body_json().get("paused")
@@ -399,6 +415,8 @@ def control_app(state: ControlState) -> web.Application:
             (r"/api/sessions", SessionsHandler, kw),
             (r"/api/sessions/([A-Za-z0-9_-]+)", SessionHandler, kw),
             (r"/api/pause", PauseHandler, kw),
+            (r"/api/servers", ServersHandler, kw),
+            (r"/api/servers/([a-z0-9_]+)/restart", ServerRestartHandler, kw),
             (r"/api/token/rotate", RotateHandler, kw),
             (r"/api/client-config", ClientConfigHandler, kw),
             (r"/api/audit", AuditHandler, kw),

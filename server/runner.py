@@ -280,6 +280,7 @@ class BridgeRunner:
                 control_cap, b'{"error": "too many connections"}', "control API"
             )
             control_server.add_sockets(self._control_sockets)
+        bridge.start_upstreams()
         self._ready.set()
         await self._stop_event.wait()
 
@@ -292,8 +293,10 @@ class BridgeRunner:
         while mcp.active and self.loop.time() < deadline:
             await asyncio.sleep(0.02)
         bridge.cancel_running()
+        upstreams = asyncio.ensure_future(bridge.stop_upstreams(0.6))
         if mcp.active:
             await asyncio.wait(set(mcp.active), timeout=0.5)
+        await upstreams
         await server.close_all_connections()
         if control_server is not None:
             control_server.stop()
@@ -375,6 +378,12 @@ class BridgeRunner:
         assert self.bridge is not None
         bridge = self.bridge
         return self.call(lambda: bridge.end_session(sid))
+
+    def restart_server(self, name: str) -> bool:
+        """Restart an upstream MCP server now (its back-off starts afresh)."""
+        assert self.bridge is not None
+        bridge = self.bridge
+        return self.call(lambda: bridge.restart_upstream(name))
 
     def attach_approver(self, name: str) -> int:
         assert self.bridge is not None

@@ -10,6 +10,7 @@ from .bridge import SessionView, Snapshot
 from .preview import escalation_json, full_display
 from .sessions import sid_hash
 from .textsafe import shorten
+from .upstream_config import ServerView
 
 
 def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
@@ -36,6 +37,7 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
         "hidden": hidden,
         "escalation": escalation,
         "preview": p.preview,
+        "upstream": p.upstream.to_json() if p.upstream is not None else None,
         "arrived": p.arrived,
         "deadline": p.deadline,
         "waiting_s": round(max(now - p.arrived, 0.0), 1),
@@ -81,6 +83,24 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
         "counts": {"sessions": len(snap.sessions), "pending": len(snap.pending)},
         "sessions": [session_json(s) for s in snap.sessions],
         "pending": [pending_json(p, now) for p in snap.pending],
+        "servers": [server_json(s, stderr_lines=5) for s in snap.servers],
+    }
+
+
+def server_json(s: ServerView, stderr_lines: int | None = None) -> dict[str, Any]:
+    """An upstream MCP server; the snapshot carries only the last few stderr lines."""
+    stderr = list(s.stderr if stderr_lines is None else s.stderr[-stderr_lines:])
+    return {
+        "name": s.name,
+        "kind": s.kind,
+        "target": s.target,
+        "state": s.state,
+        "last_error": s.last_error,
+        "tools": s.tools,
+        "restarts": s.restarts,
+        "changed": list(s.changed),
+        "skipped": list(s.skipped),
+        "stderr": stderr,
     }
 
 

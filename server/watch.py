@@ -81,6 +81,7 @@ def describe(p: dict[str, Any], now: float | None = None) -> str:
             lines.append(f"   needs a human because {_t(esc.get('text'))}")
     elif esc:
         lines.append(f"   needs a human because {_t(esc)}")
+    lines += _upstream_lines(p.get("upstream"))
     pv = p.get("preview") or {}
     tool = p.get("tool")
     if "command" in pv:
@@ -108,6 +109,21 @@ def describe(p: dict[str, Any], now: float | None = None) -> str:
     if not pv or set(pv) <= {"hidden"}:
         lines.append(f"   {_t(p.get('summary'))}")
     return "\n".join(lines)
+
+
+def _upstream_lines(u: dict[str, Any] | None) -> list[str]:
+    """An upstream server's tool: whose it is and what it says it does (its words, untrusted
+    and rendered safe like any agent text)."""
+    if not u:
+        return []
+    lines = [f"   upstream server {_t(u.get('server'))}, tool {_t(u.get('tool'))}"]
+    if u.get("changed"):
+        lines.append("   ! its definition CHANGED since it was approved - read it again")
+    lines.append("   description (from the server, untrusted):")
+    lines += _block(u.get("description") or "(none)")
+    if u.get("annotations"):
+        lines.append(f"   annotations (untrusted): {_t(json.dumps(u['annotations']))}")
+    return lines
 
 
 def describe_full(call: dict[str, Any]) -> str:

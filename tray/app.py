@@ -383,6 +383,8 @@ class TrayApp:
                 runner.decide(p.id, "deny")
         elif kind == "end_session":
             runner.end_session(rest[0])
+        elif kind == "restart_server":
+            runner.restart_server(rest[0])
         elif kind == "pause":
             runner.pause(rest[0] == "on")
         elif kind == "autostart":

@@ -173,6 +173,8 @@ def menu_model(
             Item("Deny", ("decide", p.id, "deny")),
         )
         label = pending_label(p, now)
+        if p.upstream is not None and p.upstream.changed:
+            label += " · changed since approved"
         items.append(Item(f"Approve: {label}", submenu=decisions))
     if len(snap.pending) > 1:
         items.append(Item(f"Deny all ({len(snap.pending)})", ("deny_all",)))
@@ -188,6 +190,9 @@ def menu_model(
         for s in snap.sessions
     ) or (Item("No live sessions", enabled=False),)
     items.append(Item(f"Sessions ({n})", submenu=sessions))
+    servers = servers_menu(snap)
+    if servers is not None:
+        items.append(servers)
     if snap.control_url:
         items.append(Item("Open approval page", ("open_page",), default=True))
     items += [
@@ -210,6 +215,34 @@ def menu_model(
         Item("Quit", ("quit",)),
     ]
     return tuple(items)
+
+
+def server_label(name: str, state: str, tools: int, changed: int) -> str:
+    """``github — ready · 12 tools`` / ``db — failed``; changed tools are called out."""
+    label = f"{name} — {state}"
+    if state == "ready":
+        label += f" · {tools} tool{'s' if tools != 1 else ''}"
+    if changed:
+        label += f" · {changed} changed since approved"
+    return label
+
+
+def servers_menu(snap: Snapshot) -> Item | None:
+    """The "Servers" submenu (upstream MCP servers), or None when none are configured."""
+    if not snap.servers:
+        return None
+    entries = []
+    for s in snap.servers:
+        sub = []
+        if s.last_error and s.state != "ready":
+            sub.append(Item(f"Last error: {_shorten(s.last_error, 80)}", enabled=False))
+        sub.append(Item("Restart", ("restart_server", s.name)))
+        entries.append(
+            Item(server_label(s.name, s.state, s.tools, len(s.changed)), submenu=tuple(sub))
+        )
+    down = sum(1 for s in snap.servers if s.state != "ready")
+    head = f"Servers ({len(snap.servers)})" + (f" · {down} down" if down else "")
+    return Item(head, submenu=tuple(entries))
 
 
 def notification_for(new: list[PendingCall], total: int, now: float | None = None) -> str | None:

@@ -73,6 +73,24 @@ class Tool(abc.ABC):
     path_args: ClassVar[tuple[str, ...]] = ()
     writes: ClassVar[bool] = False  # path_args are written: persistence locations escalate too
     default_paths: ClassVar[dict[str, str]] = {}  # argument -> value used when it is absent
+    # A client that hangs up cancels the running call (upstream tools: the upstream is told).
+    cancel_on_disconnect: ClassVar[bool] = False
+
+    def grants_suspended(self) -> bool:
+        """True while no tier, session grant or rule may run this tool without a human.
+
+        Upstream tools whose definition changed since it was approved ("rug pull") say so.
+        """
+        return False
+
+    def on_allowed(self, how: str) -> None:
+        """A tier (``policy``), a ``rule`` or a human decision (``approve``, ``allow_session``,
+        ``allow_always``) let a call of this tool run; upstream tools pin their definition."""
+        return None
+
+    def approval_info(self) -> Any:
+        """Extra facts an approver must see (:class:`server.upstream_config.UpstreamInfo`)."""
+        return None
 
     def escalation(self, args: dict[str, Any], policy: PathPolicy | CallPaths) -> Escalation | None:
         """Why this call must not run unattended, or None."""

@@ -15,6 +15,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError, best_match
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
 
 from ..protocol import TOOL_NAME_RE
 from .base import Tool
@@ -31,8 +33,12 @@ class ToolRegistry:
         self.deny = deny
         self.deny_mcp_tools = deny_mcp_tools
         self._tools: dict[str, Tool] = {}
-        self._validators: dict[str, Draft202012Validator] = {}
+        self._validators: dict[str, Validator] = {}
         self._fast: dict[str, Callable[[dict[str, Any]], bool] | None] = {}
+        # "mcp__github" in deny withholds every tool of that upstream server
+        self._deny_prefixes = tuple(
+            d + "__" for d in deny if d.startswith("mcp__") and d.count("__") == 1
+        )
 
     def add(self, tool: Tool) -> None:
         name = tool.name
@@ -43,13 +49,21 @@ class ToolRegistry:
         schema = tool.input_schema
         if not isinstance(schema, dict) or schema.get("type") != "object":
             raise ValueError(f"tool {name!r}: inputSchema must be an object schema")
+        # 2020-12 unless the schema names its draft (upstream servers often say draft-07)
+        cls = validator_for(schema, default=Draft202012Validator)
         try:
-            Draft202012Validator.check_schema(schema)
+            cls.check_schema(schema)
         except SchemaError as e:
             raise ValueError(f"tool {name!r}: invalid inputSchema: {e.message}") from None
         self._tools[name] = tool
-        self._validators[name] = Draft202012Validator(schema)
+        self._validators[name] = cls(schema)
         self._fast[name] = compile_check(schema)
+
+    def remove(self, name: str) -> None:
+        """Withdraw a tool (an upstream server's tools come and go with it)."""
+        self._tools.pop(name, None)
+        self._validators.pop(name, None)
+        self._fast.pop(name, None)
 
     def discover(self) -> list[str]:
         """Load tools from the ``omp_a2a_bridge.tools`` entry points; a broken one is skipped."""
@@ -70,7 +84,9 @@ class ToolRegistry:
         return list(self._tools.values())
 
     def withheld(self, name: str) -> bool:
-        return name in self.deny or (self.deny_mcp_tools and name.startswith("mcp__"))
+        if name in self.deny or (self.deny_mcp_tools and name.startswith("mcp__")):
+            return True
+        return bool(self._deny_prefixes) and name.startswith(self._deny_prefixes)
 
     def get(self, name: str) -> Tool | None:
         """The registered, not-denied tool called ``name`` (tier ``deny`` is the caller's job)."""
