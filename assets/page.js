@@ -241,7 +241,7 @@ function upstreamDetails(u) {
   parts.push(el("pre", { class: "description" }, u.description || "(none)"));
   if (u.annotations && Object.keys(u.annotations).length) {
     parts.push(el("p", { class: "label" }, "annotations (from the server, untrusted)"));
-    parts.push(el("pre", { class: "annotations" }, JSON.stringify(u.annotations, null, 2)));
+    parts.push(el("pre", { class: "annotations" }, u.annotations_text));
   }
   return parts;
 }

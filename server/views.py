@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -25,7 +26,14 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
     client = shorten(p.client, 80)
     tool = shorten(p.tool, 80)
     escalation = escalation_json(p.escalation)
-    hidden = p.hidden or client.hidden or tool.hidden or bool(escalation and escalation["hidden"])
+    upstream = _upstream_json(p)
+    hidden = (
+        p.hidden
+        or client.hidden
+        or tool.hidden
+        or bool(escalation and escalation["hidden"])
+        or bool(upstream and upstream["hidden"])
+    )
     return {
         "id": p.id,
         "sid": p.sid,  # the authenticated control API only; UIs show the hash
@@ -37,12 +45,28 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
         "hidden": hidden,
         "escalation": escalation,
         "preview": p.preview,
-        "upstream": p.upstream.to_json() if p.upstream is not None else None,
+        "upstream": upstream,
         "arrived": p.arrived,
         "deadline": p.deadline,
         "waiting_s": round(max(now - p.arrived, 0.0), 1),
         "remaining_s": None if p.deadline is None else round(max(p.deadline - now, 0.0), 1),
     }
+
+
+def _upstream_json(p: PendingCall) -> dict[str, Any] | None:
+    """An upstream tool's own words (description, annotations) are untrusted text: rendered
+    safe and bounded like agent text, and a hidden character raises the call's warning."""
+    if p.upstream is None:
+        return None
+    out = p.upstream.to_json()
+    description = shorten(out["description"], 4000, multiline=True)
+    annotations = shorten(json.dumps(out["annotations"], ensure_ascii=False), 1000)
+    out["server"] = shorten(out["server"], 80).text
+    out["tool"] = shorten(out["tool"], 120).text
+    out["description"] = description.text
+    out["annotations_text"] = annotations.text
+    out["hidden"] = description.hidden or annotations.hidden
+    return out
 
 
 def pending_full_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:

@@ -618,7 +618,7 @@ def test_reference_server_everything_through_the_bridge(start_bridge, everything
     )
     # Not allowed by a tier: a human decides, and without one the call is refused.
     r = c.call("mcp__everything__get-resource-links", {"count": 1})
-    assert r.text == "approval required but no approver is available"
+    assert r.text.startswith("approval required but no approver is available")
 
 
 def test_inspector_cli_drives_an_upstream_tool(upstream):
@@ -761,7 +761,7 @@ def test_the_page_shows_servers_and_upstream_details(start_bridge, state, reques
     running = start_bridge({"mcp_servers": servers}, control=True)
     ready(running)
     info = running.runner.control
-    browser.get(f"{info.url}login?k={info.secret}")
+    browser.get(running.runner.login_url())
 
     def row(name: str):
         def text(d) -> str:
