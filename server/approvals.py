@@ -45,6 +45,7 @@ class Verdict:
     ending: Ending
     decision: Decision | None = None
     reason: str | None = None
+    rule: str | None = None  # ALLOW_ALWAYS: the rule(s) to save, one per line
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +60,7 @@ class PendingCall:
     summary: str
     arrived: float  # wall clock
     escalation: str | None = None  # why an allow-tier call needs a human
+    proposed_rule: str | None = None  # "Always allow calls like this": one rule per line
 
 
 def summarize(tool: str, args: dict[str, Any], limit: int = 80) -> str:
@@ -126,6 +128,7 @@ class ApprovalBroker:
         arguments: dict[str, Any],
         timeout_s: float,
         escalation: str | None = None,
+        proposed_rule: str | None = None,
         on_created: Callable[[PendingCall], None] = lambda p: None,
     ) -> Verdict:
         """Hold the call until a verdict; ``timeout_s`` 0 waits forever."""
@@ -140,6 +143,7 @@ class ApprovalBroker:
             summary=summarize(tool, arguments),
             arrived=time.time(),
             escalation=escalation,
+            proposed_rule=proposed_rule,
         )
         fut: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
         self._pending[call.id] = (call, fut)
@@ -155,14 +159,16 @@ class ApprovalBroker:
             if self._pending.pop(call.id, None) is not None:
                 self._on_change()
 
-    def decide(self, call_id: str, decision: Decision, reason: str | None = None) -> bool:
+    def decide(
+        self, call_id: str, decision: Decision, reason: str | None = None, rule: str | None = None
+    ) -> bool:
         """Apply a human decision; False when the call is no longer pending."""
         entry = self._pending.get(call_id)
         if entry is None or entry[1].done():
             return False
         ending = Ending.DENIED if decision is Decision.DENY else Ending.APPROVED
         reason = reason.strip() if isinstance(reason, str) and reason.strip() else None
-        entry[1].set_result(Verdict(ending, decision, reason))
+        entry[1].set_result(Verdict(ending, decision, reason, rule))
         return True
 
     def end(self, call_id: str, ending: Ending) -> bool:

@@ -26,11 +26,12 @@ from tornado.netutil import bind_sockets
 from .approvals import Decision
 from .audit import AuditLog
 from .bridge import Bridge, BridgeOptions, Snapshot
-from .config import Config, ConfigError, audit_path, load_config, update_config
+from .config import Config, ConfigError, audit_path, edit_config, load_config, update_config
 from .control import ControlState, control_app
 from .controlfile import AlreadyRunning, ControlInfo, claim, read_control, release
 from .http import BODY_TIMEOUT_S, IDLE_CONNECTION_TIMEOUT_S, McpServer
 from .protocol import is_loopback_name
+from .rules import RuleList, RuleSet, edit_raw_rules
 from .sessions import SessionTable
 from .tokens import KeyringStore, TokenStore
 from .tools.base import Tool
@@ -296,11 +297,35 @@ class BridgeRunner:
         unsubscribe = self.call(lambda: bridge.subscribe(callback))
         return lambda: self.call(unsubscribe) if self.running else None
 
-    def decide(self, call_id: str, decision: Decision | str, reason: str | None = None) -> bool:
+    def decide(
+        self,
+        call_id: str,
+        decision: Decision | str,
+        reason: str | None = None,
+        rule: str | None = None,
+    ) -> bool:
         assert self.bridge is not None
         bridge = self.bridge
         d = Decision(decision)
-        return self.call(lambda: bridge.decide(call_id, d, reason))
+        return self.call(lambda: bridge.decide(call_id, d, reason, rule))
+
+    def edit_rules(
+        self, which: RuleList | str, add: list[str] | None = None, remove: list[str] | None = None
+    ) -> RuleSet:
+        """Change a rule list in the config (on this thread: a file write), effective at once."""
+        assert self.bridge is not None
+        bridge = self.bridge
+        lst = RuleList(which)
+        cfg = edit_config(
+            bridge.config.path, lambda raw: edit_raw_rules(raw, lst, add or [], remove or [])
+        )
+        self.call(lambda: bridge.set_rules(cfg.rules))
+        return cfg.rules
+
+    def revoke_grant(self, sid: str, tool: str) -> bool:
+        assert self.bridge is not None
+        bridge = self.bridge
+        return self.call(lambda: bridge.revoke_grant(sid, tool))
 
     def pause(self, paused: bool) -> None:
         assert self.bridge is not None

@@ -19,6 +19,7 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
         "arguments": p.arguments,
         "summary": p.summary,
         "escalation": p.escalation,
+        "proposed_rule": p.proposed_rule,
         "arrived": p.arrived,
         "waiting_s": round(max(now - p.arrived, 0.0), 1),
     }
@@ -48,6 +49,8 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
         "counts": {"sessions": len(snap.sessions), "pending": len(snap.pending)},
         "sessions": [session_json(s) for s in snap.sessions],
         "pending": [pending_json(p, now) for p in snap.pending],
+        "rules": snap.rules.to_json(),
+        "grants": [{"sid": g.sid, "client": g.client, "tool": g.tool} for g in snap.grants],
     }
 
 
