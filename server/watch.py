@@ -19,7 +19,27 @@ from tornado.websocket import websocket_connect
 from .control_client import ControlClient, ControlError
 
 ANSWERS = {"a": "approve", "s": "allow_session", "A": "allow_always", "d": "deny"}
-PROMPT = "[a]pprove / allow for [s]ession / [A]lways / [d]eny? "
+PROMPT = "[a]pprove / allow for [s]ession / [A]lways allow calls like this / [d]eny? "
+PROMPT_NO_RULE = "[a]pprove / allow for [s]ession / [d]eny? "
+
+
+async def edit_rule(proposal: str, lines: asyncio.Queue[str | None], out: TextIO) -> str | None:
+    """Let the human keep, replace or drop each proposed rule; None when nothing is left."""
+    kept: list[str] = []
+    for rule in proposal.splitlines():
+        print(
+            f"   rule to save [{rule}] (Enter keeps it, '-' drops it, or type a rule): ",
+            end="",
+            file=out,
+        )
+        out.flush()
+        line = await lines.get()
+        if line is None:
+            return None
+        text = line.strip()
+        if text != "-":
+            kept.append(text or rule)
+    return "\n".join(kept) or None
 
 
 def describe(p: dict[str, Any]) -> str:
@@ -30,6 +50,8 @@ def describe(p: dict[str, Any]) -> str:
     ]
     if p.get("escalation"):
         lines.append(f"   needs a human because {p['escalation']}")
+    if p.get("proposed_rule"):
+        lines.append("   [A]lways would save: " + " + ".join(p["proposed_rule"].splitlines()))
     args = p.get("arguments") or {}
     if p["tool"] == "bash" and isinstance(args.get("command"), str):
         lines.append("   command:")
@@ -99,14 +121,22 @@ async def watch(client: ControlClient, stdin: TextIO, out: TextIO) -> int:
                 continue  # decided elsewhere or ended while an earlier one was on screen
             print(describe(p), file=out)
             decision = None
+            body: dict[str, Any] = {}
+            proposal = p.get("proposed_rule")
             while decision is None:
-                print(PROMPT, end="", file=out)
+                print(PROMPT if proposal else PROMPT_NO_RULE, end="", file=out)
                 out.flush()
                 line = await lines.get()
                 if line is None:
                     return 0
                 decision = ANSWERS.get(line.strip())
-            body: dict[str, Any] = {"decision": decision}
+                if decision == "allow_always":
+                    rule = await edit_rule(proposal, lines, out) if proposal else None
+                    if rule is None:
+                        decision = None
+                        continue
+                    body["rule"] = rule
+            body["decision"] = decision
             if decision == "deny":
                 print("reason (optional, shown to the agent): ", end="", file=out)
                 out.flush()

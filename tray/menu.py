@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from server.bridge import Snapshot
+from server.rules import RuleList
 
 Action = tuple[str, ...]
 DETAIL_MAX = 60
@@ -96,7 +97,7 @@ def menu_model(
         decisions = (
             Item("Approve", ("decide", p.id, "approve")),
             Item("Allow for this session", ("decide", p.id, "allow_session")),
-            Item("Always allow", ("decide", p.id, "allow_always")),
+            *always_allow_items(p.id, p.proposed_rule),
             Item("Deny", ("decide", p.id, "deny")),
         )
         label = pending_label(p.tool, p.summary, p.client, now - p.arrived)
@@ -115,6 +116,7 @@ def menu_model(
         for s in snap.sessions
     ) or (Item("No live sessions", enabled=False),)
     items.append(Item(f"Sessions ({n})", submenu=sessions))
+    items.append(rules_menu(snap))
     if snap.control_url:
         items.append(Item("Open approval page", ("open_page",), default=True))
     items += [
@@ -137,6 +139,42 @@ def menu_model(
         Item("Quit", ("quit",)),
     ]
     return tuple(items)
+
+
+RULE_MAX = 70
+
+
+def always_allow_items(call_id: str, proposal: str | None) -> tuple[Item, ...]:
+    """ "Always allow: bash(git log *)" — the rule it saves, or nothing when no rule could apply
+    (an escalated call that always asks)."""
+    if not proposal:
+        return ()
+    label = _shorten(" + ".join(proposal.splitlines()), RULE_MAX)
+    return (Item(f"Always allow: {label}", ("decide", call_id, "allow_always")),)
+
+
+def rules_menu(snap: Snapshot) -> Item:
+    """ "Rules (n)": each rule with Remove, then the live "Allow for this session" grants."""
+    entries: list[Item] = []
+    for which in ("deny", "ask", "allow"):
+        for rule in snap.rules.get(RuleList(which)):
+            entries.append(
+                Item(
+                    f"{which}: {_shorten(rule.text, RULE_MAX)}",
+                    submenu=(Item("Remove", ("rule_remove", which, rule.text)),),
+                )
+            )
+    for g in snap.grants:
+        entries.append(
+            Item(
+                f"session: {g.tool} for {_shorten(g.client, 30)}",
+                submenu=(Item("Revoke", ("grant_revoke", g.sid, g.tool)),),
+            )
+        )
+    n = len(entries)
+    if not entries:
+        entries.append(Item("No rules: every call follows its tool's tier", enabled=False))
+    return Item(f"Rules ({n})", submenu=tuple(entries))
 
 
 def notification_for(new: list[tuple[str, str, str]], total: int) -> str | None:
