@@ -99,6 +99,13 @@ _DANGER = {
     "unset_command": "unset",
     "function_definition": "a function definition",
 }
+_ANYWHERE = {
+    "command_substitution": "command substitution",
+    "process_substitution": "process substitution",
+    "arithmetic_expansion": "arithmetic expansion",
+    "ERROR": "the parser could not read all of it",
+}
+_SEPARATORS = frozenset({";", "\n", "&&", "||", "|", "|&", "(", ")", "{", "}", "!"})
 _HEREDOC_PARTS = frozenset({"heredoc_start", "heredoc_end", "heredoc_body", "heredoc_content"})
 _GLOB_CHARS = frozenset("*?[{}")
 _META = frozenset(";&|<>()`$\n'\"")  # never in a plain word: the parser and bash disagree
@@ -211,6 +218,8 @@ class _Walker:
             for c in inner:
                 if c.type == "expansion":
                     self.expansion(c)
+                elif c.type not in ("string_content", "simple_expansion"):
+                    self.flag(f"{c.type.replace('_', ' ')} in a string")
             return Word(raw, False)
         if t == "concatenation":
             parts = [self.word(c) for c in node.named_children]
@@ -253,6 +262,8 @@ class _Walker:
             if not c.is_named:
                 if c.type == "&":
                     self.flag("backgrounding with &")
+                elif c.type not in _SEPARATORS:
+                    self.flag(f"{c.type!r} where bash expects a command")
                 continue
             self.walk(c)
 
@@ -261,15 +272,18 @@ class _Walker:
             target = self._program_of(owner)
             if target is None or INTERPRETER.match(target):
                 self.flag(f"a here-doc feeding {target or 'a command'}")
-            for c in node.named_children:
-                if c.type not in _HEREDOC_PARTS:
-                    self.word(c)  # a here-string's word
+            extra = [c for c in node.named_children if c.type not in _HEREDOC_PARTS]
+            if node.type == "herestring_redirect" and extra:
+                self.word(extra.pop(0))  # the here-string itself
+            if extra:
+                self.flag("arguments after a redirection")
             return
         op = next((c.type for c in node.children if not c.is_named), "")
-        dest = node.child_by_field_name("destination")
-        if dest is None:
-            named = [c for c in node.named_children if c.type != "file_descriptor"]
-            dest = named[-1] if named else None
+        named = [c for c in node.named_children if c.type != "file_descriptor"]
+        dest = named[0] if named else None
+        if len(named) > 1:
+            # bash: words after a redirection are more arguments; tree-sitter files them here.
+            self.flag("arguments after a redirection")
         if dest is None:
             self.flag("a redirection the parser did not understand")
             return
@@ -406,6 +420,8 @@ def analyze(command: str, depth: int = 0) -> Analysis:
     # Commands inside substitutions, here-doc bodies and control flow: for deny and ask rules.
     seen = {id(c) for c in w.everywhere}
     for node in _descendants(root):
+        if node.type in _ANYWHERE:  # belt and braces: whatever the walk made of it
+            w.flag(_ANYWHERE[node.type])
         if node.type == "command" and not _inside_top(node, root):
             sub = _Walker(depth)
             sub.command(node)
@@ -414,9 +430,32 @@ def analyze(command: str, depth: int = 0) -> Analysis:
                     w.everywhere.append(c)
     if root.has_error:
         w.flag("the parser could not read all of it")
+    gap = _uncovered(root, command.encode("utf-8", "surrogatepass"))
+    if gap is not None:
+        w.flag(f"text the parser skipped ({gap!r})")
     if not w.commands:
         w.flag("no command")
     return Analysis(tuple(w.commands), tuple(w.everywhere), w.unsafe)
+
+
+_GAP = re.compile(rb"(?:[ \t\n]|\\\n)*")
+
+
+def _uncovered(root: tree_sitter.Node, source: bytes) -> str | None:
+    """Text between the parser's tokens that is not plain blank space or a line continuation.
+
+    tree-sitter-bash silently skips some bytes bash gives meaning to (``\\ `` is a literal
+    space in bash, nothing to the grammar): a call with such a gap is never allowed.
+    """
+    pos = 0
+    for node in _descendants(root):
+        if node.child_count == 0:
+            if node.start_byte > pos and not _GAP.fullmatch(source[pos : node.start_byte]):
+                return source[pos : node.start_byte].decode("utf-8", "replace")
+            pos = max(pos, node.end_byte)
+    if not _GAP.fullmatch(source[pos:]):
+        return source[pos:].decode("utf-8", "replace")
+    return None
 
 
 def _descendants(node: tree_sitter.Node) -> Iterator[tree_sitter.Node]:
@@ -466,7 +505,8 @@ class Rule:
         if self.kind is Kind.PATH:
             if real is None or self.spec is None:
                 return False
-            rel = real.replace(os.sep, "/").lstrip("/")
+            # Real paths come resolved; normalise anyway so "a/../b" can never match "a/**".
+            rel = os.path.normpath(real).replace(os.sep, "/").lstrip("/")
             if self.spec.match_file(rel):
                 return True
             return tool in WALK_TOOLS and self.spec.match_file(rel + "/")

@@ -119,7 +119,7 @@ def test_allow_for_session_does_not_cover_escalated_calls(running, approver, tmp
 
 
 def test_always_allow_is_persisted(running, approver):
-    """"Always allow" saves a narrow rule (the folder of the file), never the whole tool."""
+    """ "Always allow" saves a narrow rule (the folder of the file), never the whole tool."""
     c = running.client()
     t, out = in_thread(c.call, "write", _write_args(running))
     p = running.pending()[0]
