@@ -387,7 +387,8 @@ class Bridge:
             if not step.needs_human:
                 result = self._run_now(step, args)
                 if result is not None:
-                    return self._finish(call, _Outcome(result, _ok(result), step.decided_by))
+                    out = _Outcome(result, _ok(result), step.decided_by, rule=step.rule)
+                    return self._finish(call, out)
         except Exception:
             log.exception("internal error: tools/call %r", name)
             return self._finish(call, _internal(name))

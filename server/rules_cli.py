@@ -134,32 +134,35 @@ def add_rules_parser(sub: argparse._SubParsersAction) -> None:
         help="list, add, remove or test rules (e.g. bash(git status))",
         description="Rules decide per call: deny, then ask, then allow; no match: the tier.",
     )
-    r.add_argument("action", choices=["list", "add", "rm", "test"])
-    r.add_argument(
-        "rule",
-        nargs="?",
-        default="",
-        help="add/rm: the rule (rm: or its index); test: a bash command, or with --tool a "
-        "path or a JSON object of arguments",
-    )
-    g = r.add_mutually_exclusive_group()
-    for name in ("ask", "deny"):
-        g.add_argument(
-            f"--{name}",
-            dest="list",
-            action="store_const",
-            const=name,
-            help=f"add/rm in the {name} list (default: allow)",
-        )
-    r.add_argument("--tool", help="test: the tool to test (default: bash)")
-    r.add_argument("--json", action="store_true", help="print the API's JSON")
-    r.set_defaults(func=_run, list="allow")
+    actions = r.add_subparsers(dest="action", required=True)
+    specs = {
+        "list": None,
+        "add": "the rule, e.g. 'bash(git diff *)' or 'read(~/proj/**)'",
+        "rm": "the rule's text, or its index in the list",
+        "test": "a bash command (with --tool: a path, or a JSON object of arguments)",
+    }
+    for action, what in specs.items():
+        a = actions.add_parser(action, help=what or "show the rules and session grants")
+        if what is not None:
+            a.add_argument("rule", nargs="+", help=what)
+        if action in ("add", "rm"):
+            g = a.add_mutually_exclusive_group()
+            for name in ("ask", "deny"):
+                g.add_argument(
+                    f"--{name}",
+                    dest="list",
+                    action="store_const",
+                    const=name,
+                    help=f"the {name} list (default: allow)",
+                )
+        if action == "test":
+            a.add_argument("--tool", help="the tool to test (default: bash)")
+        a.add_argument("--json", action="store_true", help="print the API's JSON")
+        a.set_defaults(func=_run, list="allow", rule=[], tool=None)
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.action != "list" and not args.rule:
-        print(f"a2a-bridge: rules {args.action} needs a rule or a command", file=sys.stderr)
-        return 2
+    args.rule = " ".join(args.rule)  # one quoted argument, or the words of a command
     try:
         return cmd_rules(args)
     except RuleError as e:
