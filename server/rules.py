@@ -532,6 +532,10 @@ def _scalar(v: Any) -> bool:
 def _match_words(pattern: Sequence[str], words: Sequence[Word], allow: bool) -> bool:
     """``*`` matches any run of words. Allow: a dynamic word matches only ``*``. Deny/ask
     ("may it match?"): a dynamic word matches any single token."""
+    if pattern and words and pattern[0] != "*" and words[0].literal:
+        first = pattern[0]
+        if not any(c in first for c in "*?[") and first != words[0].text:
+            return False  # the common case: another program
 
     @functools.cache
     def m(i: int, j: int) -> bool:
@@ -744,6 +748,8 @@ class Verdict:
 def evaluate(rules: RuleSet, tool: str, args: Mapping[str, Any], real: str | None) -> Verdict:
     """deny, then ask, then allow; the first list with a match wins."""
     analysis = None
+    if not any(r.tool == tool for which in ORDER for r in rules.get(which)):
+        return Verdict(None)  # no rule names this tool: nothing to parse
     if tool == "bash":
         cmd = args.get("command")
         analysis = analyze(cmd) if isinstance(cmd, str) else Analysis((), (), "no command")
