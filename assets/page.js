@@ -176,8 +176,9 @@ function setupRules() {
     try {
       const r = await api("POST", "/api/rules/test", { command });
       const what = { allow: "runs unattended", ask: "asks a human", deny: "is refused" }[r.outcome];
-      let text = r.rule ? `${what}: rules.${r.list}[${r.index}] ${r.rule}` : `${what} (no rule matches; the ${r.decided_by} decides)`;
-      if (r.unsafe) text += ` — no allow rule can cover it: ${r.unsafe}`;
+      let text = `${what} (no rule matches; the ${r.decided_by} decides)`;
+      if (r.rule) text = `${what}: rules.${r.list}[${r.index}] ${r.rule}`;
+      else if (r.unsafe) text = `${what}: no allow rule can cover it: ${r.unsafe}`;
       $("rule-test-result").textContent = text;
     } catch (e) { $("rule-test-result").textContent = e.message; }
   });

@@ -649,7 +649,9 @@ class Bridge:
             real = self._main_path(tool, args, paths)
         v = evaluate(self.rules, name, args, real)
         tier = self.tier(tool) if tool is not None else None
-        if v.decision is RuleList.DENY or v.decision is RuleList.ASK:
+        if v.decision is RuleList.ASK and v.rule is None:
+            outcome, by = "ask", "guard"  # deny rules exist and the command is unreadable
+        elif v.decision is RuleList.DENY or v.decision is RuleList.ASK:
             outcome, by = v.decision.value, "rule"
         elif v.decision is RuleList.ALLOW:
             outcome, by = ("ask", "escalation") if always_asks(escalation) else ("allow", "rule")

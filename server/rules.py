@@ -42,7 +42,8 @@ WALK_TOOLS = frozenset({"ls", "find", "grep"})  # their path is a directory
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 RULE_MAX = 1000  # characters; a rule is something a human reads
-COMMAND_MAX = 100_000  # longer bash commands are never allowed by a rule (they ask)
+COMMAND_MAX = 20_000  # longer bash commands are never allowed by a rule (they ask)
+CACHE_MAX = 4096  # analyses of commands up to this long are cached (agents repeat themselves)
 REENTRY_DEPTH = 4  # nested ``sh -c`` strings searched for deny rules
 
 
@@ -406,9 +407,19 @@ def _normalise(words: list[Word]) -> tuple[Word, ...]:
     return tuple(kept + out[prog:])
 
 
-@functools.lru_cache(maxsize=1024)
 def analyze(command: str, depth: int = 0) -> Analysis:
     """Parse ``command`` like bash would and list what rules must judge."""
+    if len(command) <= CACHE_MAX:
+        return _analyze_cached(command, depth)
+    return _analyze(command, depth)
+
+
+@functools.lru_cache(maxsize=512)
+def _analyze_cached(command: str, depth: int) -> Analysis:
+    return _analyze(command, depth)
+
+
+def _analyze(command: str, depth: int) -> Analysis:
     if len(command) > COMMAND_MAX:
         return Analysis((), (), f"a command over {COMMAND_MAX} characters")
     if "\x00" in command:
@@ -768,6 +779,13 @@ def evaluate(rules: RuleSet, tool: str, args: Mapping[str, Any], real: str | Non
                     return Verdict(which, rule.text, i)
             elif rule.matches(tool, args, real, allow):
                 return Verdict(which, rule.text, i, analysis.unsafe if analysis else None)
+        unreadable = analysis is not None and analysis.unsafe is not None
+        if which is RuleList.DENY and unreadable and any(r.tool == "bash" for r in rules.deny):
+            # Deny rules exist and something in the command (eval of a computed string, a
+            # parse error...) could hide a denied command from the search: ask, never run it
+            # unattended, even on an allow tier.
+            assert analysis is not None
+            return Verdict(RuleList.ASK, None, None, analysis.unsafe)
         if allow and analysis is not None and analysis.unsafe is None:
             decided = _allow_bash(rules.allow, analysis.commands)
             if decided is not None:

@@ -119,10 +119,10 @@ def _explain(r: dict[str, Any]) -> str:
         line = f"{outcome}: rules.{r['list']}[{r['index']}] {r['rule']}"
         if r.get("decided_by") == "escalation":
             line = f"asks a human: {r['rule']} matches, but the path always asks"
+    elif r.get("unsafe"):
+        line = f"{outcome}: no allow rule can cover it: {r['unsafe']}"
     else:
         line = f"{outcome} (no rule matches; decided by the {r.get('decided_by')})"
-    if r.get("unsafe"):
-        line += f"\nno allow rule can cover it: {r['unsafe']}"
     if r.get("note"):
         line += f"\n({r['note']})"
     return line

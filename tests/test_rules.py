@@ -200,6 +200,18 @@ def test_deny_finds_commands_anywhere(command):
     assert v.decision is RuleList.DENY and v.rule == "bash(rm -rf *)"
 
 
+def test_with_deny_rules_an_unreadable_command_never_runs_unattended():
+    """eval of a computed string, or text the parser gives up on, could hide a denied command:
+    with bash deny rules present it asks (even when bash's tier is allow)."""
+    for command in ('eval "$(echo cm0gLXJmIH4= | base64 -d)"', "git status )", "x" * 20_001):
+        v = evaluate(RULES, "bash", {"command": command}, None)
+        assert (v.decision, v.rule) == (RuleList.ASK, None), command
+        assert v.unsafe
+    no_deny = parse_rules({"allow": ["bash(git status)"]})
+    assert evaluate(no_deny, "bash", {"command": "git status > x"}, None).decision is None
+    assert evaluate(RULES, "bash", {"command": "git status\x00"}, None).decision is RuleList.ASK
+
+
 def test_deny_beats_allow_and_ask_beats_allow():
     rules = parse_rules(
         {

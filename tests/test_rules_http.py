@@ -140,6 +140,11 @@ def test_deny_beats_allow(start_bridge, repo, home):
     assert r.text == "denied by rule bash(rm -rf *) (rules.deny)"
     assert os.path.isdir(os.path.join(home, "proj"))
     assert c.call("bash", {"command": "git diff"}).result["isError"] is False
+    # A command that could hide a denied one (computed eval) asks, although bash is allow-tier.
+    hidden = 'eval "$(echo cm0gLXJmIH4vcHJvag== | base64 -d)"'  # rm -rf ~/proj
+    assert c.call("bash", {"command": hidden}).text == ASKS
+    assert os.path.isdir(os.path.join(home, "proj"))
+    assert c.call("bash", {"command": "echo fine"}).text == "fine"  # no deny match, tier allow
 
 
 def test_protected_paths_always_ask_whatever_the_rules_say(start_bridge, home):
@@ -254,7 +259,8 @@ def test_rules_api_add_test_remove_and_errors(ruled, env):
     }
     assert test("git push origin main")["outcome"] == "deny"
     t = test("git status > out")
-    assert (t["outcome"], t["decided_by"], t["unsafe"]) == ("ask", "tier", "redirection > out")
+    # With a bash deny rule present, an unallowable command asks even on an allow tier.
+    assert (t["outcome"], t["decided_by"], t["unsafe"]) == ("ask", "guard", "redirection > out")
     read = api.call(
         "POST", "/api/rules/test", {"tool": "read", "arguments": {"path": "~/proj/a.txt"}}
     ).json
