@@ -433,6 +433,8 @@ def _analyze(command: str, depth: int) -> Analysis:
     for node in _descendants(root):
         if node.type in _ANYWHERE:  # belt and braces: whatever the walk made of it
             w.flag(_ANYWHERE[node.type])
+        elif node.type == "expansion":  # also in here-doc bodies, which the walk skips
+            w.expansion(node)
         if node.type == "command" and not _inside_top(node, root):
             sub = _Walker(depth)
             sub.command(node)

@@ -113,6 +113,8 @@ TRICKY = [
     "python3 <<'EOF'\nimport os\nEOF",
     "bash <<< 'git status'",
     "cat <<EOF > out\nx\nEOF",
+    "git diff <<EOF\n${x@P}\nEOF",
+    "git diff <<EOF\n$(id)\nEOF",
     "eval git status",
     "eval 'git status'",
     "source ./x.sh",
