@@ -334,3 +334,80 @@ def test_a_bad_rule_stops_the_start(start_bridge, env):
         f"invalid config at {env['config']}: rules.allow[1]: "
         "negation (!) is not supported: use a deny or ask rule"
     )
+
+
+def test_watch_edits_the_proposed_rule_before_saving(ruled, env):
+    c = ruled.client("watched")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server", "watch"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        wait_for(lambda: "terminal (watch)" in ruled.runner.snapshot().approvers)
+        t, out = in_thread(c.call, "bash", {"command": "git log --oneline"})
+        ruled.pending()
+        proc.stdin.write("A\nbash(git log --oneline)\n")  # [A]lways, then an edited rule
+        proc.stdin.flush()
+        t.join(10)
+        assert "init" in out[0].text
+        wait_for(
+            lambda: "bash(git log --oneline)" in ruled.runner.snapshot().rules.to_json()["allow"]
+        )
+        # Keeping the proposal: Enter.
+        t, out = in_thread(c.call, "bash", {"command": "git show --stat"})
+        ruled.pending()
+        proc.stdin.write("A\n\n")
+        proc.stdin.flush()
+        t.join(10)
+        wait_for(lambda: "bash(git show *)" in ruled.runner.snapshot().rules.to_json()["allow"])
+        proc.stdin.close()
+        proc.wait(10)
+        stdout = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "[A]lways would save: bash(git log *)" in stdout
+    assert "rule to save [bash(git show *)]" in stdout
+    assert c.call("bash", {"command": "git log --oneline"}).text != ASKS
+    saved = json.loads(read_text(env["config"]))["rules"]["allow"]
+    assert saved[-2:] == ["bash(git log --oneline)", "bash(git show *)"]
+
+
+def test_cli_approve_with_a_rule(ruled):
+    c = ruled.client()
+    approver = ruled.runner.attach_approver("test")
+    t, _ = in_thread(c.call, "bash", {"command": "git log -1"})
+    [p] = ruled.pending()
+    r = _cli("approve", p.id, "--rule", "bash(git log -1)")
+    assert r.returncode == 0, r.stderr
+    t.join(10)
+    ruled.runner.detach_approver(approver)
+    assert "bash(git log -1)" in ruled.runner.snapshot().rules.to_json()["allow"]
+
+
+def test_tray_rules_submenu_model(ruled):
+    from tray.menu import menu_model
+
+    c = ruled.client("granted")
+    approver = ruled.runner.attach_approver("test")
+    t, _ = in_thread(c.call, "write", {"path": "g.txt", "content": "x"})
+    [p] = ruled.pending()
+    ruled.runner.decide(p.id, "allow_session")
+    t.join(10)
+    ruled.runner.detach_approver(approver)
+    items = menu_model(ruled.runner.snapshot())
+    rules = next(i for i in items if i.text.startswith("Rules ("))
+    assert rules.text == "Rules (4)"
+    entries = [(i.text, i.submenu[0].text, i.submenu[0].action) for i in rules.submenu]
+    assert entries == [
+        ("allow: bash(git status)", "Remove", ("rule_remove", "allow", "bash(git status)")),
+        ("allow: bash(git diff *)", "Remove", ("rule_remove", "allow", "bash(git diff *)")),
+        ("allow: read(~/proj/**)", "Remove", ("rule_remove", "allow", "read(~/proj/**)")),
+        ("session: write for granted", "Revoke", ("grant_revoke", c.sid, "write")),
+    ]
+    assert ruled.runner.revoke_grant(c.sid, "write") is True
+    assert ruled.runner.snapshot().grants == ()
