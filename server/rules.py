@@ -329,6 +329,18 @@ class _Walker:
         self.commands.append(cmd)
         self.everywhere.append(cmd)
         self.check_program(cmd)
+        if _piped_into(node):
+            self.check_stdin_is_code(cmd)
+
+    def check_stdin_is_code(self, cmd: SimpleCommand) -> None:
+        """``curl x | sh``: a shell, or an interpreter given no script, runs its stdin."""
+        i = _program_index(cmd.words)
+        if i is None or not cmd.words[i].literal:
+            return
+        base = cmd.words[i].text.rsplit("/", 1)[-1]
+        script = any(w.literal and not w.text.startswith("-") for w in cmd.words[i + 1 :])
+        if base in SHELLS or (_SCRIPT_RUNNERS.match(base) and not script):
+            self.flag(f"piping into {base}, which runs what it reads")
 
     def check_program(self, cmd: SimpleCommand) -> None:
         words = cmd.words
@@ -362,6 +374,17 @@ class _Walker:
             if w.literal and not w.text.startswith("-") and w.text.strip():
                 inner = analyze(w.text, self.depth + 1)
                 self.everywhere.extend(inner.everywhere)
+
+
+def _piped_into(node: tree_sitter.Node) -> bool:
+    """The command reads a pipe: it is not the first stage of its pipeline."""
+    child, parent = node, node.parent
+    if parent is not None and parent.type == "redirected_statement":
+        child, parent = parent, parent.parent
+    if parent is None or parent.type != "pipeline":
+        return False
+    first = parent.named_children[0] if parent.named_children else None
+    return first is not None and first.id != child.id
 
 
 def _program_index(words: Sequence[Word]) -> int | None:
