@@ -370,10 +370,12 @@ class _Walker:
         """Search literal code strings (``sh -c 'rm -rf ~'``) for commands a deny rule names."""
         if self.depth >= REENTRY_DEPTH:
             return
-        for w in rest:
-            if w.literal and not w.text.startswith("-") and w.text.strip():
-                inner = analyze(w.text, self.depth + 1)
-                self.everywhere.extend(inner.everywhere)
+        # Computed words too (their source text): for a deny rule, "could be" is enough.
+        texts = [w.text for w in rest if w.text.strip() and not w.text.startswith("-")]
+        if len(rest) > 1:
+            texts.append(" ".join(w.text for w in rest))  # eval joins its arguments
+        for text in texts:
+            self.everywhere.extend(analyze(text, self.depth + 1).everywhere)
 
 
 def _piped_into(node: tree_sitter.Node) -> bool:

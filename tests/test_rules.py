@@ -195,6 +195,7 @@ def test_tricky_commands_are_never_allowed(command):
         "sh -c 'rm -rf ~'",
         'bash -c "cd /; rm -rf ~"',
         "eval 'rm -rf ~'",
+        "eval rm -rf ~",
         "cat <<EOF\n$(rm -rf ~)\nEOF",
         "'rm' -rf ~",
         "if true; then rm -rf ~; fi",
