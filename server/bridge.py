@@ -193,6 +193,7 @@ class Bridge:
         )
         self.tiers = dict(cfg.tiers)
         self.rules: RuleSet = cfg.rules
+        self._rule_saves = 0  # "always allow" saves still being written
         self.broker = ApprovalBroker(on_change=self._pending_changed)
         self.paused = False
         self.closing = False
@@ -626,15 +627,21 @@ class Bridge:
         new = tuple(r for r in parse_rule_lines("\n".join(texts), base=base) if r.text not in known)
         self.set_rules(RuleSet(**{**_lists(self.rules), which.value: current + new}))
         path = self.config.path
+        self._rule_saves += 1
+
+        def saved(rules: RuleSet | None) -> None:
+            self._rule_saves -= 1
+            if rules is not None and self._rule_saves == 0:
+                self.set_rules(rules)  # the file's rules: picks up edits made by hand too
 
         def persist() -> None:
+            rules = None
             try:
-                cfg = edit_config(path, lambda raw: edit_raw_rules(raw, which, add=texts))
+                rules = edit_config(path, lambda raw: edit_raw_rules(raw, which, add=texts)).rules
             except Exception as e:
                 log.warning("could not save the rule(s) %s to %s: %s", texts, path, e)
-                return
             if self.loop is not None:
-                self.loop.call_soon_threadsafe(self.set_rules, cfg.rules)
+                self.loop.call_soon_threadsafe(saved, rules)
 
         assert self.loop is not None
         self.loop.run_in_executor(None, persist)
