@@ -203,7 +203,7 @@ class _Walker:
         raw = _text(node)
         if t == "word":
             stripped = re.sub(r"\\.", "", raw, flags=re.S)
-            if any(c in _META for c in stripped):
+            if any(c in _META or c.isspace() for c in stripped):
                 self.flag(f"the parser and bash may read {raw!r} differently")
                 return Word(_unescape_word(raw), False)
             glob = any(c in _GLOB_CHARS for c in stripped) or stripped.startswith("~")

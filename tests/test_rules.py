@@ -101,6 +101,7 @@ TRICKY = [
     "git status >/dev/null rm -rf ~",  # bash: more arguments after the redirection
     "git status 2>&1 --output=out",
     "git status <<E --output=out\nE",
+    "git status <<< [ --output=out",  # the grammar reads "[ --output=out" as one word
     "git status \\ --porcelain",  # bash: the argument " --porcelain"; the grammar skips "\ "
     "git show >&file",
     "git status >&file",
