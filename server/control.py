@@ -353,10 +353,15 @@ class RulesTestHandler(ControlHandler):
                 raise Refused(400, "command must be a string")
             name, args = "bash", {"command": body["command"]}
         else:
-            name, args = body.get("tool"), body.get("arguments", {})
+            name, args = body.get("tool"), body.get("arguments", body.get("args", {}))
             if not isinstance(name, str) or not isinstance(args, dict):
                 raise Refused(400, "give command, or tool and arguments (an object)")
         self.send_json(self.state.bridge.explain(name, args))
+
+
+class GrantsHandler(ControlHandler):
+    def get(self) -> None:
+        self.send_json({"grants": rules_json(self.state.bridge)["grants"]})
 
 
 class GrantHandler(ControlHandler):
@@ -423,6 +428,7 @@ def control_app(state: ControlState) -> web.Application:
             (r"/api/rules", RulesHandler, kw),
             (r"/api/rules/test", RulesTestHandler, kw),
             (r"/api/rules/([a-z]+)/(.+)", RuleHandler, kw),
+            (r"/api/grants", GrantsHandler, kw),
             (r"/api/grants/([A-Za-z0-9_-]+)/([A-Za-z0-9_.-]+)", GrantHandler, kw),
         ],
         default_handler_class=NotFoundHandler,

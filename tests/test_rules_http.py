@@ -292,6 +292,7 @@ def test_session_grants_are_listed_and_revocable(ruled):
     grants = ruled.api.call("GET", "/api/rules").json["grants"]
     assert grants == [{"sid": c.sid, "client": "granted", "tool": "write"}]
     assert ruled.runner.snapshot().grants[0].tool == "write"
+    assert ruled.api.call("GET", "/api/grants").json == {"grants": grants}
     assert c.call("write", {"path": "g2.txt", "content": "y"}).result["isError"] is False
     assert ruled.api.call("DELETE", f"/api/grants/{c.sid}/write").status == 204
     assert ruled.api.call("DELETE", f"/api/grants/{c.sid}/write").status == 404
