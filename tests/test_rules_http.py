@@ -412,3 +412,17 @@ def test_tray_rules_submenu_model(ruled):
     ]
     assert ruled.runner.revoke_grant(c.sid, "write") is True
     assert ruled.runner.snapshot().grants == ()
+
+
+def test_outside_the_roots_a_rule_may_allow(start_bridge, env, home):
+    """Outside the roots is the one escalation a rule may cover (branch pathpolicy's
+    ``Escalation.always_asks`` is False for it); a plain-text escalation always asks."""
+    import server.paths
+
+    running = start_bridge({"roots": [env["root"]], "rules": {"allow": ["read(~/proj/**)"]}})
+    r = running.client().call("read", {"path": f"{home}/proj/a.txt"})
+    if hasattr(server.paths, "EscalationKind"):
+        assert "inside proj" in r.text
+        assert _done(running)["rule"] == "read(~/proj/**)"
+    else:
+        assert r.text == ASKS
