@@ -176,10 +176,11 @@ function metaText(p) {
   return `${p.client} · session ${p.session} · waiting ${ago(waited)}`;
 }
 
-async function decide(id, decision, reason) {
+async function decide(id, decision, reason, rule) {
   try {
     const body = { decision };
     if (reason) body.reason = reason;
+    if (rule) body.rule = rule;
     await api("POST", `/api/pending/${encodeURIComponent(id)}`, body);
     toast(decision === "deny" ? "Denied" : "Approved");
   } catch (e) {
@@ -204,7 +205,7 @@ function pendingCard(p) {
   card.append(el("div", { class: "actions" },
     el("button", { type: "button", class: "approve", onclick: () => decide(p.id, "approve") }, "Approve"),
     el("button", { type: "button", onclick: () => decide(p.id, "allow_session") }, "Allow for this session"),
-    el("button", { type: "button", onclick: () => decide(p.id, "allow_always") }, "Always allow"),
+    ...alwaysAllow(p),
     reason,
     el("button", { type: "button", class: "deny", onclick: () => decide(p.id, "deny", reason.value.trim()) }, "Deny"),
   ));
@@ -273,6 +274,82 @@ function renderServers(s) {
   )));
 }
 
+// -- Rules: "Always allow calls like this", the rule lists, session grants, a rule tester --------
+
+// The proposed rule, editable before saving; nothing when no rule could ever apply to the call.
+function alwaysAllow(p) {
+  if (!p.proposed_rule) return [];
+  const lines = p.proposed_rule.split("\n").length;
+  const rule = el("textarea", { class: "rule-edit", rows: String(lines), spellcheck: "false", "aria-label": `Rule to save for ${p.tool}` });
+  rule.value = p.proposed_rule;
+  return [
+    el("button", { type: "button", class: "always", onclick: () => decide(p.id, "allow_always", "", rule.value.trim()) }, "Always allow calls like this"),
+    rule,
+  ];
+}
+
+function renderRules(s) {
+  if (!s.rules) return;
+  const key = JSON.stringify([s.rules, s.grants]);
+  if (key === renderRules.key) return;  // keep focus and scroll when nothing changed
+  renderRules.key = key;
+  const items = [];
+  for (const list of ["deny", "ask", "allow"]) {
+    (s.rules[list] || []).forEach((text, i) => items.push(el("li", { class: `rule rule-${list}`, "data-list": list, "data-rule": text },
+      el("span", { class: "rule-list" }, list), " ", el("code", {}, text), " ",
+      el("button", { type: "button", onclick: () => removeRule(list, text) }, "Remove"),
+    )));
+  }
+  $("rule-count").textContent = items.length;
+  $("rules").replaceChildren(...items);
+  $("no-rules").hidden = items.length > 0;
+  const grants = (s.grants || []).map((g) => el("li", { class: "grant" },
+    el("code", {}, g.tool), ` for ${g.client} (session ${g.session}) `,
+    el("button", { type: "button", onclick: () => revokeGrant(g) }, "Revoke"),
+  ));
+  $("grants").replaceChildren(...grants);
+  $("no-grants").hidden = grants.length > 0;
+}
+
+async function removeRule(list, text) {
+  try {
+    await api("DELETE", `/api/rules/${list}/${encodeURIComponent(text)}`);
+    toast(`Removed ${text}`);
+  } catch (e) { toast(e.message); }
+}
+
+async function revokeGrant(g) {
+  try {
+    await api("DELETE", `/api/grants/${encodeURIComponent(g.sid)}/${encodeURIComponent(g.tool)}`);
+    toast(`Revoked ${g.tool} for ${g.client}`);
+  } catch (e) { toast(e.message); }
+}
+
+function setupRules() {
+  $("rule-add").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const rule = $("rule-text").value.trim();
+    if (!rule) return;
+    try {
+      await api("POST", "/api/rules", { list: $("rule-list").value, rule });
+      $("rule-text").value = "";
+      toast(`Added ${rule}`);
+    } catch (e) { toast(e.message); }
+  });
+  $("rule-test").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const command = $("rule-test-command").value;
+    try {
+      const r = await api("POST", "/api/rules/test", { command });
+      const what = { allow: "runs unattended", ask: "asks a human", deny: "is refused" }[r.outcome];
+      let text = `${what} (no rule matches; the ${r.decided_by} decides)`;
+      if (r.rule) text = `${what}: rules.${r.list}[${r.index}] ${r.rule}`;
+      else if (r.unsafe) text = `${what}: no allow rule can cover it: ${r.unsafe}`;
+      $("rule-test-result").textContent = text;
+    } catch (e) { $("rule-test-result").textContent = e.message; }
+  });
+}
+
 function render() {
   if (!state) return;
   const s = state;
@@ -302,6 +379,7 @@ function render() {
     loadAudit();
   }
   renderServers(s);
+  renderRules(s);
   $("session-count").textContent = s.sessions.length;
   const tbody = $("sessions").tBodies[0];
   tbody.replaceChildren(...s.sessions.map((x) => el("tr", {},
@@ -372,5 +450,6 @@ $("copy-config").addEventListener("click", async () => {
   try { copy(JSON.stringify(await api("GET", "/api/client-config"), null, 2), "client config"); }
   catch (e) { toast(e.message); }
 });
+setupRules();
 setInterval(tick, 1000);  // live "waiting" and "auto-deny in" on every card
 connect();

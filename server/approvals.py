@@ -52,6 +52,7 @@ class Verdict:
     decision: Decision | None = None
     reason: str | None = None
     approver: str | None = None  # which UI decided ("approval page", "tray", ...)
+    rule: str | None = None  # ALLOW_ALWAYS: the rule(s) to save, one per line
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,7 @@ class PendingCall:
     preview: dict[str, Any] = field(default_factory=dict)  # bounded safe context (preview.py)
     hidden: bool = False  # the agent's text carried bidi/invisible/control characters
     upstream: UpstreamInfo | None = None  # an upstream MCP server's tool: server, description…
+    proposed_rule: str | None = None  # "Always allow calls like this": one rule per line
 
 
 def summarize(tool: str, args: dict[str, Any]) -> str:
@@ -140,6 +142,7 @@ class ApprovalBroker:
         escalation: Escalation | None = None,
         cwd: str | None = None,
         upstream: UpstreamInfo | None = None,
+        proposed_rule: str | None = None,
         on_created: Callable[[PendingCall], None] = lambda p: None,
     ) -> Verdict:
         """Hold the call until a verdict; ``timeout_s`` 0 waits forever."""
@@ -166,6 +169,7 @@ class ApprovalBroker:
             preview=preview,
             hidden=summary.hidden or bool(preview.get("hidden")),
             upstream=upstream,
+            proposed_rule=proposed_rule,
         )
         fut: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
         self._pending[call.id] = (call, fut)
@@ -187,6 +191,7 @@ class ApprovalBroker:
         decision: Decision,
         reason: str | None = None,
         approver: str | None = None,
+        rule: str | None = None,
     ) -> bool:
         """Apply a human decision; False when the call is no longer pending."""
         entry = self._pending.get(call_id)
@@ -194,7 +199,7 @@ class ApprovalBroker:
             return False
         ending = Ending.DENIED if decision is Decision.DENY else Ending.APPROVED
         reason = reason.strip() if isinstance(reason, str) and reason.strip() else None
-        entry[1].set_result(Verdict(ending, decision, reason, approver))
+        entry[1].set_result(Verdict(ending, decision, reason, approver=approver, rule=rule))
         return True
 
     def end(self, call_id: str, ending: Ending) -> bool:

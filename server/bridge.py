@@ -20,7 +20,7 @@ from typing import Any
 from . import __version__
 from .approvals import ApprovalBroker, Decision, Ending, PendingCall, Verdict
 from .audit import AuditLog, utc_now
-from .config import Config, update_config
+from .config import Config, edit_config
 from .controlfile import runtime_dir
 from .paths import CallPaths, Escalation, EscalationKind, PathPolicy
 from .protocol import (
@@ -32,6 +32,16 @@ from .protocol import (
     initialize_result,
     not_exposed_text,
     result_body,
+)
+from .rules import (
+    PATH_TOOLS,
+    RuleError,
+    RuleList,
+    RuleSet,
+    edit_raw_rules,
+    evaluate,
+    parse_rule_lines,
+    propose,
 )
 from .sessions import Session, SessionTable
 from .tokens import TokenStore
@@ -82,6 +92,21 @@ class Snapshot:
     warnings: tuple[str, ...]
     calls_total: int
     servers: tuple[ServerView, ...] = ()  # upstream MCP servers (server.upstream)
+    rules: RuleSet = field(default_factory=RuleSet)
+    grants: tuple[GrantView, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GrantView:
+    """An "Allow for this session" grant: this session's calls of ``tool`` run unattended."""
+
+    sid: str
+    client: str
+    tool: str
+
+
+class DecisionError(ValueError):
+    """A decision that cannot be applied as asked (e.g. an invalid edited rule)."""
 
 
 @dataclass(slots=True)
@@ -111,6 +136,7 @@ class _Outcome:
     queue_ms: int = 0  # time the tool's work waited for a pool worker (tools/pools.py)
     reason: str | None = None  # the user's words on a deny, or why the bridge refused
     approver: str | None = None  # which UI decided
+    rule: str | None = None  # the rule that decided (or asked), for the audit record
 
 
 @dataclass(slots=True)
@@ -133,6 +159,16 @@ class _Plan:
     decided_by: str  # "policy" | "session_rule" | "user" (after approval)
     needs_human: bool
     escalation: Escalation | None
+    rule: str | None = None  # the rule that allowed or asked
+    can_propose: bool = True  # False: no allow rule could ever apply (ask rule, always-asks)
+
+
+def always_asks(escalation: object) -> bool:
+    """An escalation no rule may cover. Uses ``Escalation.always_asks`` (branch pathpolicy);
+    a plain-text escalation (today's) is treated as always asking."""
+    if escalation is None:
+        return False
+    return bool(getattr(escalation, "always_asks", True))
 
 
 def safe_body(req_id: Any, result: dict[str, Any] | None) -> bytes:
@@ -219,6 +255,8 @@ class Bridge:
             max_pending=cfg.max_pending,
             max_pending_per_session=cfg.max_pending_per_session,
         )
+        self.rules: RuleSet = cfg.rules
+        self._rule_saves = 0  # "always allow" saves still being written
         self.paused = False
         self.closing = False
         self.unauthorized = 0
@@ -435,7 +473,8 @@ class Bridge:
             if not step.needs_human:
                 result = self._run_now(step, args)
                 if result is not None:
-                    return self._finish(call, _Outcome(result, _ok(result), step.decided_by))
+                    out = _Outcome(result, _ok(result), step.decided_by, rule=step.rule)
+                    return self._finish(call, out)
         except (UnicodeError, ValueError) as e:
             return self._finish(call, _bad_input(name, e))
         except Exception:
@@ -474,6 +513,8 @@ class Bridge:
             rec["isError"] = True if out.result is None else out.result.is_error
             rec["outcome"] = out.outcome
             rec["decided_by"] = out.decided_by
+            if out.rule is not None:
+                rec["rule"] = out.rule
             rec["wait_ms"] = out.wait_ms
             rec["queue_ms"] = out.queue_ms
             if out.reason:
@@ -523,6 +564,10 @@ class Bridge:
         ctx = ToolContext(call.id, session.sid, session.client, paths, self.config.limits)
         ctx.escalation = escalation
         suspended = tool.grants_suspended()  # an upstream tool changed since it was approved
+        if self.rules:
+            ruled = self._apply_rules(tool, args, paths, escalation, ctx, suspended)
+            if ruled is not None:
+                return ruled
         if self.tier(tool) == "allow" and escalation is None and not suspended:
             tool.on_allowed("policy")
             return _Plan(tool, ctx, "policy", False, escalation)
@@ -531,6 +576,50 @@ class Bridge:
         if escalation is None and not suspended and name in session.allowed_tools:
             return _Plan(tool, ctx, "session_rule", False, escalation)
         return _Plan(tool, ctx, "user", True, escalation)
+
+    def _main_path(self, tool: Tool, args: dict[str, Any], paths: CallPaths) -> str | None:
+        """The real path a path tool's rule is matched against (resolved like the tool does)."""
+        if tool.name not in PATH_TOOLS or "path" not in tool.path_args:
+            return None
+        value = args.get("path", tool.default_paths.get("path"))
+        return paths.resolve(value) if isinstance(value, str) else None
+
+    def _apply_rules(
+        self,
+        tool: Tool,
+        args: dict[str, Any],
+        paths: CallPaths,
+        escalation: Escalation | None,
+        ctx: ToolContext,
+        suspended: bool = False,
+    ) -> _Outcome | _Plan | None:
+        """deny > ask > allow; an always-asking escalation overrides an allow rule, and so does
+        an upstream tool whose definition changed since it was approved (``suspended``)."""
+        v = evaluate(self.rules, tool.name, args, self._main_path(tool, args, paths))
+        if v.decision is None:
+            return None
+        if v.decision is RuleList.DENY:
+            text = f"denied by rule {v.rule} (rules.deny)"
+            return _Outcome(ToolResult.text(text, True), "denied", "rule", rule=v.rule)
+        if v.decision is RuleList.ASK:
+            return _Plan(tool, ctx, "user", True, escalation, v.rule, can_propose=False)
+        if always_asks(escalation):
+            return _Plan(tool, ctx, "user", True, escalation, can_propose=False)
+        if suspended:
+            return _Plan(tool, ctx, "user", True, escalation, v.rule)
+        tool.on_allowed("rule")
+        return _Plan(tool, ctx, "rule", False, escalation, v.rule)
+
+    def _proposal(self, call: _Call, step: _Plan) -> str | None:
+        """The narrow rule "Always allow calls like this" would save, or None."""
+        if not step.can_propose or always_asks(step.escalation):
+            return None
+        try:
+            real = self._main_path(step.tool, call.args, step.ctx.policy)  # type: ignore[arg-type]
+            return propose(call.name, call.args, real, base=self.policy.roots[0])
+        except Exception:
+            log.exception("no rule proposed for %r", call.name)
+            return None
 
     def _run_now(self, step: _Plan, args: dict[str, Any]) -> ToolResult | None:
         """The tool's result if it can answer without waiting (see ``Tool.run_now``)."""
@@ -555,6 +644,7 @@ class Bridge:
                     escalation=step.escalation,
                     cwd=self._real_cwd(step, call.args),
                     upstream=step.tool.approval_info(),
+                    proposed_rule=self._proposal(call, step),
                     on_created=lambda p: setattr(handle, "pending_id", p.id),
                 )
             finally:
@@ -570,11 +660,11 @@ class Bridge:
                 step.tool.on_allowed(verdict.decision.value)  # upstream tools re-pin
             if verdict.decision is Decision.ALLOW_SESSION:
                 session.allowed_tools.add(name)
-            elif verdict.decision is Decision.ALLOW_ALWAYS:
-                self._allow_always(name)
+            elif verdict.decision is Decision.ALLOW_ALWAYS and verdict.rule:
+                self.add_rules(RuleList.ALLOW, verdict.rule.splitlines())
             result = self._run_now(step, call.args)  # approved: may still finish at once
             if result is not None:
-                return _Outcome(result, _ok(result), step.decided_by, wait_ms)
+                return _Outcome(result, _ok(result), step.decided_by, wait_ms, rule=step.rule)
         # The tool runs inside this request's task (no extra Task per call); a cancel from the
         # client or the shutdown cancels this task while handle.task points at it.
         me = asyncio.current_task()
@@ -588,7 +678,7 @@ class Bridge:
             if me is None or not (handle.cancelled or self.closing):
                 raise
             me.uncancel()
-            return _Outcome(None, "cancelled", step.decided_by, wait_ms)
+            return _Outcome(None, "cancelled", step.decided_by, wait_ms, rule=step.rule)
         except ToolError as e:
             result = ToolResult.text(str(e), True)
         except (UnicodeError, ValueError) as e:
@@ -598,7 +688,9 @@ class Bridge:
             result = ToolResult.text(f"tool '{name}' failed: {type(e).__name__}", True)
         finally:
             handle.task = None
-        return _Outcome(result, _ok(result), step.decided_by, wait_ms, meter.queue_ms)
+        return _Outcome(
+            result, _ok(result), step.decided_by, wait_ms, meter.queue_ms, rule=step.rule
+        )
 
     def _real_cwd(self, step: _Plan, args: dict[str, Any]) -> str | None:
         """The working directory a human is asked about: the real path the tool will use."""
@@ -663,20 +755,6 @@ class Bridge:
             "the user must open the tray, the approval page or `a2a-bridge watch`"
         )
 
-    def _allow_always(self, name: str) -> None:
-        self.tiers[name] = "allow"
-        self._listing = None
-        path = self.config.path
-
-        def persist() -> None:
-            try:
-                update_config(path, {f"approval.tiers.{name}": "allow"})
-            except Exception as e:
-                log.warning("could not save 'always allow' for %s to %s: %s", name, path, e)
-
-        assert self.loop is not None
-        self.loop.run_in_executor(None, persist)
-
     # -- control (called on the bridge thread by the runner) ------------------------------------
 
     def decide(
@@ -685,8 +763,113 @@ class Bridge:
         decision: Decision,
         reason: str | None = None,
         approver: str | None = None,
+        rule: str | None = None,
     ) -> bool:
-        return self.broker.decide(call_id, decision, reason, approver)
+        """Apply a human decision; "Always allow" saves ``rule`` (edited) or the proposal.
+
+        Raises :class:`DecisionError` when there is no rule to save (the call always asks)
+        or the edited rule is invalid; False when the call is no longer pending.
+        """
+        if decision is Decision.ALLOW_ALWAYS:
+            p = self.broker.get(call_id)
+            if p is None:
+                return False
+            if p.proposed_rule is None:
+                raise DecisionError(
+                    "no rule can allow calls like this one (it always asks a human): "
+                    "approve it instead"
+                )
+            text = rule if isinstance(rule, str) and rule.strip() else p.proposed_rule
+            try:
+                parsed = parse_rule_lines(text, base=self.policy.roots[0])
+            except RuleError as e:
+                raise DecisionError(f"rule not saved: {e}") from None
+            rule = "\n".join(r.text for r in parsed)
+        return self.broker.decide(call_id, decision, reason, approver=approver, rule=rule)
+
+    # -- rules and grants (on the bridge thread; file writes happen in a worker) ----------------
+
+    def set_rules(self, rules: RuleSet) -> None:
+        self.rules = rules
+        self._changed(now=True)
+
+    def add_rules(self, which: RuleList, texts: list[str]) -> None:
+        """Effective at once in memory, then saved to the config (re-read, unknown keys kept)."""
+        texts = [t.strip() for t in texts if t.strip()]
+        base = self.policy.roots[0]
+        current = self.rules.get(which)
+        known = {r.text for r in current}
+        new = tuple(r for r in parse_rule_lines("\n".join(texts), base=base) if r.text not in known)
+        self.set_rules(RuleSet(**{**_lists(self.rules), which.value: current + new}))
+        path = self.config.path
+        self._rule_saves += 1
+
+        def saved(rules: RuleSet | None) -> None:
+            self._rule_saves -= 1
+            if rules is not None and self._rule_saves == 0:
+                self.set_rules(rules)  # the file's rules: picks up edits made by hand too
+
+        def persist() -> None:
+            rules = None
+            try:
+                rules = edit_config(path, lambda raw: edit_raw_rules(raw, which, add=texts)).rules
+            except Exception as e:
+                log.warning("could not save the rule(s) %s to %s: %s", texts, path, e)
+            if self.loop is not None:
+                self.loop.call_soon_threadsafe(saved, rules)
+
+        assert self.loop is not None
+        self.loop.run_in_executor(None, persist)
+
+    def explain(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        """What would happen to this call now (no session grant counted): for "test a rule"."""
+        tool = self.registry.get(name)
+        real = escalation = None
+        if tool is not None:
+            paths = CallPaths(self.policy)
+            escalation = tool.escalation(args, paths)
+            real = self._main_path(tool, args, paths)
+        v = evaluate(self.rules, name, args, real)
+        tier = self.tier(tool) if tool is not None else None
+        if v.decision is RuleList.ASK and v.rule is None:
+            outcome, by = "ask", "guard"  # deny rules exist and the command is unreadable
+        elif v.decision is RuleList.DENY or v.decision is RuleList.ASK:
+            outcome, by = v.decision.value, "rule"
+        elif v.decision is RuleList.ALLOW:
+            outcome, by = ("ask", "escalation") if always_asks(escalation) else ("allow", "rule")
+        elif tool is None or tier == "deny":
+            outcome, by = "deny", "not exposed"
+        elif tier == "allow":
+            outcome, by = ("ask", "escalation") if escalation is not None else ("allow", "tier")
+        else:
+            outcome, by = "ask", "tier"
+        esc = escalation.to_json() if hasattr(escalation, "to_json") else escalation
+        return {
+            "tool": name,
+            "outcome": outcome,
+            "decided_by": by,
+            "list": v.decision.value if v.decision else None,
+            "rule": v.rule,
+            "index": v.index,
+            "tier": tier,
+            "unsafe": v.unsafe,
+            "escalation": esc,
+        }
+
+    def grants(self) -> tuple[GrantView, ...]:
+        return tuple(
+            GrantView(s.sid, s.client_name, tool)
+            for s in self.sessions.all()
+            for tool in sorted(s.allowed_tools)
+        )
+
+    def revoke_grant(self, sid: str, tool: str) -> bool:
+        session = self.sessions.get(sid)
+        if session is None or tool not in session.allowed_tools:
+            return False
+        session.allowed_tools.discard(tool)
+        self._changed(now=True)
+        return True
 
     def set_paused(self, paused: bool) -> None:
         self.paused = paused
@@ -760,6 +943,8 @@ class Bridge:
             warnings=tuple(self.warnings) + self._audit_warning(),
             calls_total=self.calls_total,
             servers=self.upstreams.views() if self.upstreams is not None else (),
+            rules=self.rules,
+            grants=self.grants(),
         )
 
     def _audit_warning(self) -> tuple[str, ...]:
@@ -789,3 +974,7 @@ class Bridge:
                 cb(snap)
             except Exception:
                 log.exception("snapshot subscriber failed")
+
+
+def _lists(rules: RuleSet) -> dict[str, tuple[Any, ...]]:
+    return {k.value: rules.get(k) for k in RuleList}

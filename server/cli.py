@@ -18,6 +18,7 @@ from .config import ConfigError, audit_path, load_config
 from .control_client import ControlClient, ControlError, NotRunning
 from .controlfile import AlreadyRunning, read_control
 from .logsetup import setup_logging
+from .rules_cli import add_rules_parser
 from .runner import BridgeRunner, RunnerOptions, StartupError, url_for
 from .textsafe import safe, shorten
 from .tokens import TokenStore
@@ -184,8 +185,17 @@ def cmd_servers(args: argparse.Namespace) -> int:
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
-    decision = "allow_always" if args.always else "allow_session" if args.session else "approve"
-    ControlClient.connect().request("POST", f"/api/pending/{args.id}", {"decision": decision})
+    decision = (
+        "allow_always"
+        if args.always or args.rule
+        else "allow_session"
+        if args.session
+        else "approve"
+    )
+    body = {"decision": decision}
+    if args.rule:
+        body["rule"] = args.rule
+    ControlClient.connect().request("POST", f"/api/pending/{args.id}", body)
     print(f"{args.id}: {decision.replace('_', ' ')}")
     return 0
 
@@ -403,7 +413,10 @@ def build_parser(
     ap.add_argument("id")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--session", action="store_true", help="and allow the tool for that session")
-    g.add_argument("--always", action="store_true", help="and always allow the tool (saved)")
+    g.add_argument(
+        "--always", action="store_true", help="and always allow calls like this (saves a rule)"
+    )
+    g.add_argument("--rule", help="and always allow: save this rule instead of the proposal")
     ap.set_defaults(func=cmd_approve)
     dn = sub.add_parser("deny", help="deny a pending call")
     dn.add_argument("id")
@@ -416,6 +429,7 @@ def build_parser(
     sub.add_parser("resume", help="accept calls again").set_defaults(func=cmd_pause)
     sub.add_parser("open", help="open the approval page in the browser").set_defaults(func=cmd_open)
     sub.add_parser("watch", help="approve calls from this terminal").set_defaults(func=cmd_watch)
+    add_rules_parser(sub)
     if extend is not None:
         extend(sub)
     return p

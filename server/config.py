@@ -12,6 +12,8 @@ import copy
 import json
 import math
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,7 @@ import platformdirs
 from . import APP_NAME
 from .fsutil import write_private_atomic
 from .protected import known_removals
+from .rules import RuleError, RuleSet, parse_rules
 from .upstream_config import McpServerSpec, _Fail, parse_mcp_servers
 
 TIERS = ("allow", "prompt", "deny")
@@ -91,6 +94,7 @@ class Config:
     audit_keep: int = 5
     limits: Limits = Limits()
     mcp_servers: tuple[McpServerSpec, ...] = ()
+    rules: RuleSet = field(default_factory=RuleSet)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -233,6 +237,7 @@ def parse_config(path: str, raw: Any) -> Config:
         mcp_servers = parse_mcp_servers(raw.get("mcp_servers"))
     except _Fail as e:
         raise _fail(path, e.name, e.what) from None
+    rules = config_rules(path, raw.get("rules"), tuple(roots) or (os.path.expanduser("~"),))
 
     return Config(
         path=path,
@@ -255,8 +260,17 @@ def parse_config(path: str, raw: Any) -> Config:
         audit_keep=keep,
         limits=_limits(path, raw.get("limits")),
         mcp_servers=mcp_servers,
+        rules=rules,
         raw=raw,
     )
+
+
+def config_rules(path: str, raw: Any, roots: tuple[str, ...]) -> RuleSet:
+    """The ``rules`` object; ``~/`` is the real home, relative paths start at the first root."""
+    try:
+        return parse_rules(raw, base=os.path.realpath(os.path.expanduser(roots[0])))
+    except RuleError as e:
+        raise ConfigError(f"invalid config at {path}: {e}") from None
 
 
 def load_config(path: str | None = None) -> Config:
@@ -313,3 +327,29 @@ def update_config(path: str, changes: dict[str, Any]) -> dict[str, Any]:
     parse_config(path, raw)  # never write a file the next start would refuse
     save_raw(path, raw)
     return raw
+
+
+_EDIT_LOCK = threading.Lock()
+
+
+def edit_config(path: str, edit: Callable[[dict[str, Any]], None]) -> Config:
+    """Like :func:`update_config`, for changes that depend on what the file holds now.
+
+    ``edit`` changes the freshly read document in place (e.g. appends to ``rules.allow``); the
+    result is validated before it is written, and edits are serialised so two at once do not
+    lose one another. Returns the new config.
+    """
+    with _EDIT_LOCK:
+        try:
+            with open(path, "rb") as f:
+                raw = json.loads(f.read())
+        except FileNotFoundError:
+            raw = {}
+        except ValueError as e:
+            raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"invalid config at {path}: expected a JSON object")
+        edit(raw)
+        cfg = parse_config(path, raw)
+        save_raw(path, raw)
+        return cfg

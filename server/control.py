@@ -29,8 +29,10 @@ from assets import ASSETS_DIR
 
 from .approvals import Decision
 from .audit import pair_calls, recent_records
-from .bridge import Bridge, Snapshot
+from .bridge import Bridge, DecisionError, Snapshot
+from .config import ConfigError, edit_config
 from .protocol import bearer_token, host_name, is_loopback_name
+from .rules import RuleError, RuleList, edit_raw_rules
 from .views import (
     audit_call_json,
     pending_full_json,
@@ -273,7 +275,16 @@ class PendingHandler(ControlHandler):
             approver = by.strip()[:40]
         else:
             approver = "control API"
-        if not self.state.bridge.decide(call_id, Decision(decision), reason, approver):
+        rule = body.get("rule")
+        if rule is not None and not isinstance(rule, str):
+            raise Refused(400, "rule must be a string (one rule per line)")
+        try:
+            decided = self.state.bridge.decide(
+                call_id, Decision(decision), reason, approver=approver, rule=rule
+            )
+        except DecisionError as e:
+            raise Refused(400, str(e)) from None
+        if not decided:
             raise Refused(404, f"call {call_id} is no longer pending")
         self.send_json({"ok": True, "id": call_id, "decision": decision})
 
@@ -351,6 +362,100 @@ class AuditHandler(ControlHandler):
         self.send_json({"calls": calls})
 
 
+def rules_json(bridge: Bridge) -> dict[str, Any]:
+    """The three lists as saved, and the live "Allow for this session" grants."""
+    data: dict[str, Any] = bridge.rules.to_json()
+    data["grants"] = [{"sid": g.sid, "client": g.client, "tool": g.tool} for g in bridge.grants()]
+    return data
+
+
+def _rule_list(name: str) -> RuleList:
+    try:
+        return RuleList(name)
+    except ValueError:
+        raise Refused(400, "list must be one of allow, ask, deny") from None
+
+
+class _RuleEditing(ControlHandler):
+    async def _edit(self, which: RuleList, **change: list[str]) -> None:
+        bridge = self.state.bridge
+        loop = asyncio.get_running_loop()
+        try:
+            cfg = await loop.run_in_executor(
+                None,
+                edit_config,
+                bridge.config.path,
+                lambda raw: edit_raw_rules(raw, which, **change),
+            )
+        except RuleError as e:
+            raise Refused(404 if change.get("remove") else 400, str(e)) from None
+        except (ConfigError, OSError) as e:
+            raise Refused(400, str(e)) from None
+        bridge.set_rules(cfg.rules)
+
+
+class RulesHandler(_RuleEditing):
+    """GET the rules; POST ``{"list": "allow", "rule": "bash(git status)"}`` adds one."""
+
+    def get(self) -> None:
+        self.send_json(rules_json(self.state.bridge))
+
+    async def post(self) -> None:
+        body = self.body_json()
+        which = _rule_list(body.get("list", "allow"))
+        rule = body.get("rule")
+        if not isinstance(rule, str) or not rule.strip():
+            raise Refused(400, "rule must be a non-empty string, e.g. bash(git status)")
+        texts = [line.strip() for line in rule.splitlines() if line.strip()]
+        await self._edit(which, add=texts)
+        self.send_json(rules_json(self.state.bridge))
+
+
+class RuleHandler(_RuleEditing):
+    """DELETE /api/rules/<list>/<index or URL-encoded rule text>."""
+
+    async def delete(self, which: str, key: str) -> None:
+        lst = _rule_list(which)
+        current = [r.text for r in self.state.bridge.rules.get(lst)]
+        if key.isdigit():
+            if int(key) >= len(current):
+                raise Refused(404, f"rules.{lst.value} has no entry {key}")
+            key = current[int(key)]
+        await self._edit(lst, remove=[key])
+        self.send_json(rules_json(self.state.bridge))
+
+
+class RulesTestHandler(ControlHandler):
+    """POST ``{"command": "..."}`` or ``{"tool": "read", "arguments": {...}}``: who decides."""
+
+    def post(self) -> None:
+        body = self.body_json()
+        if "command" in body:
+            if not isinstance(body["command"], str):
+                raise Refused(400, "command must be a string")
+            name, args = "bash", {"command": body["command"]}
+        else:
+            name, args = body.get("tool"), body.get("arguments", body.get("args", {}))
+            if not isinstance(name, str) or not isinstance(args, dict):
+                raise Refused(400, "give command, or tool and arguments (an object)")
+        self.send_json(self.state.bridge.explain(name, args))
+
+
+class GrantsHandler(ControlHandler):
+    def get(self) -> None:
+        self.send_json({"grants": rules_json(self.state.bridge)["grants"]})
+
+
+class GrantHandler(ControlHandler):
+    """DELETE /api/grants/<sid>/<tool>: revoke an "Allow for this session" grant."""
+
+    def delete(self, sid: str, tool: str) -> None:
+        if not self.state.bridge.revoke_grant(sid, tool):
+            raise Refused(404, "no such grant")
+        self.set_status(204)
+        self.finish()
+
+
 class EventsHandler(websocket.WebSocketHandler, ControlHandler):
     """Pushes the snapshot on connect and on every change; an open socket is an approver."""
 
@@ -421,6 +526,11 @@ def control_app(state: ControlState) -> web.Application:
             (r"/api/client-config", ClientConfigHandler, kw),
             (r"/api/audit", AuditHandler, kw),
             (r"/api/events", EventsHandler, kw),
+            (r"/api/rules", RulesHandler, kw),
+            (r"/api/rules/test", RulesTestHandler, kw),
+            (r"/api/rules/([a-z]+)/(.+)", RuleHandler, kw),
+            (r"/api/grants", GrantsHandler, kw),
+            (r"/api/grants/([A-Za-z0-9_-]+)/([A-Za-z0-9_.-]+)", GrantHandler, kw),
         ],
         default_handler_class=NotFoundHandler,
         default_handler_args=kw,

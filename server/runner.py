@@ -26,7 +26,7 @@ from tornado.netutil import bind_sockets
 from .approvals import Decision
 from .audit import AuditLog
 from .bridge import Bridge, BridgeOptions, Snapshot
-from .config import Config, ConfigError, audit_path, load_config, update_config
+from .config import Config, ConfigError, audit_path, edit_config, load_config, update_config
 from .control import ControlState, control_app
 from .controlfile import (
     AlreadyRunning,
@@ -41,6 +41,7 @@ from .controlfile import (
 from .http import BODY_TIMEOUT_S, IDLE_CONNECTION_TIMEOUT_S, McpServer
 from .netlimits import LimitedHTTPServer, connection_caps, raise_nofile
 from .protocol import is_loopback_name
+from .rules import RuleList, RuleSet, edit_raw_rules
 from .sessions import SessionTable
 from .tokens import KeyringStore, TokenStore
 from .tools.base import Tool
@@ -363,11 +364,30 @@ class BridgeRunner:
         decision: Decision | str,
         reason: str | None = None,
         approver: str | None = "tray",
+        rule: str | None = None,
     ) -> bool:
         assert self.bridge is not None
         bridge = self.bridge
         d = Decision(decision)
-        return self.call(lambda: bridge.decide(call_id, d, reason, approver))
+        return self.call(lambda: bridge.decide(call_id, d, reason, approver, rule))
+
+    def edit_rules(
+        self, which: RuleList | str, add: list[str] | None = None, remove: list[str] | None = None
+    ) -> RuleSet:
+        """Change a rule list in the config (on this thread: a file write), effective at once."""
+        assert self.bridge is not None
+        bridge = self.bridge
+        lst = RuleList(which)
+        cfg = edit_config(
+            bridge.config.path, lambda raw: edit_raw_rules(raw, lst, add or [], remove or [])
+        )
+        self.call(lambda: bridge.set_rules(cfg.rules))
+        return cfg.rules
+
+    def revoke_grant(self, sid: str, tool: str) -> bool:
+        assert self.bridge is not None
+        bridge = self.bridge
+        return self.call(lambda: bridge.revoke_grant(sid, tool))
 
     def pause(self, paused: bool) -> None:
         assert self.bridge is not None

@@ -10,7 +10,7 @@ from .approvals import PendingCall
 from .bridge import SessionView, Snapshot
 from .preview import escalation_json, full_display
 from .sessions import sid_hash
-from .textsafe import shorten
+from .textsafe import render, shorten
 from .upstream_config import ServerView
 
 
@@ -46,6 +46,7 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
         "escalation": escalation,
         "preview": p.preview,
         "upstream": upstream,
+        "proposed_rule": _proposal_json(p.proposed_rule),
         "arrived": p.arrived,
         "deadline": p.deadline,
         "waiting_s": round(max(now - p.arrived, 0.0), 1),
@@ -67,6 +68,15 @@ def _upstream_json(p: PendingCall) -> dict[str, Any] | None:
     out["annotations_text"] = annotations.text
     out["hidden"] = description.hidden or annotations.hidden
     return out
+
+
+def _proposal_json(rule: str | None) -> str | None:
+    """The rule "Always allow calls like this" would save, exactly as it would be saved (the
+    page lets the human edit it). A proposal that carries hidden characters or is very long is
+    not offered: such a call is approved once, never turned into a standing rule."""
+    if rule is None or len(rule) > 500 or render(rule, multiline=True).hidden:
+        return None
+    return rule
 
 
 def pending_full_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
@@ -108,6 +118,16 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
         "sessions": [session_json(s) for s in snap.sessions],
         "pending": [pending_json(p, now) for p in snap.pending],
         "servers": [server_json(s, stderr_lines=5) for s in snap.servers],
+        "rules": snap.rules.to_json(),
+        "grants": [
+            {
+                "sid": g.sid,
+                "session": sid_hash(g.sid),
+                "client": shorten(g.client, 80).text,
+                "tool": g.tool,
+            }
+            for g in snap.grants
+        ],
     }
 
 

@@ -34,7 +34,10 @@ from .control_client import ControlClient, ControlError
 from .textsafe import HIDDEN_WARNING, render, safe
 
 ANSWERS = {"a": "approve", "s": "allow_session", "A": "allow_always", "d": "deny"}
-PROMPT = "[a]pprove / allow for [s]ession / [A]lways / [d]eny? ([f] full call) "
+PROMPT = (
+    "[a]pprove / allow for [s]ession / [A]lways allow calls like this / [d]eny? ([f] full call) "
+)
+PROMPT_NO_RULE = "[a]pprove / allow for [s]ession / [d]eny? ([f] full call) "
 RECONNECT_S = 1.0
 
 
@@ -82,6 +85,8 @@ def describe(p: dict[str, Any], now: float | None = None) -> str:
     elif esc:
         lines.append(f"   needs a human because {_t(esc)}")
     lines += _upstream_lines(p.get("upstream"))
+    if p.get("proposed_rule"):
+        lines.append("   [A]lways would save: " + _t(" + ".join(p["proposed_rule"].splitlines())))
     pv = p.get("preview") or {}
     tool = p.get("tool")
     if "command" in pv:
@@ -253,14 +258,25 @@ async def watch(
     current: dict[str, Any] | None = None
     stage = "decision"
     warned_at_10: set[str] = set()
+    # "Always allow calls like this": each proposed rule is kept (Enter), replaced (typed) or
+    # dropped ("-") before anything is saved.
+    rules_left: list[str] = []
+    rules_kept: list[str] = []
 
     def prompt() -> None:
         assert current is not None
         if stage == "reason":
             screen.prompt("reason (optional, shown to the agent): ")
             return
+        if stage == "rule":
+            screen.prompt(
+                f"   rule to save [{_t(rules_left[0])}] (Enter keeps it, '-' drops it, "
+                "or type a rule): "
+            )
+            return
         left = countdown_text(current)
-        screen.prompt((f"({left}) " if left and tty else "") + PROMPT)
+        text = PROMPT if current.get("proposed_rule") else PROMPT_NO_RULE
+        screen.prompt((f"({left}) " if left and tty else "") + text)
 
     def pick() -> None:
         nonlocal current, stage
@@ -318,6 +334,23 @@ async def watch(
                     await send(p, body)
                     pick()
                     continue
+                if stage == "rule":
+                    typed = data.strip()
+                    if typed != "-":
+                        rules_kept.append(typed or rules_left[0])
+                    rules_left.pop(0)
+                    if rules_left:
+                        prompt()
+                        continue
+                    stage = "decision"
+                    if not rules_kept:
+                        prompt()  # every proposed rule dropped: ask for a decision again
+                        continue
+                    answered.add(p["id"])
+                    current = None
+                    await send(p, {"decision": "allow_always", "rule": "\n".join(rules_kept)})
+                    pick()
+                    continue
                 answer = data.strip()
                 if answer == "f":
                     try:
@@ -334,7 +367,14 @@ async def watch(
                         prompt()
                     continue
                 decision = ANSWERS.get(answer)
+                if decision == "allow_always" and not p.get("proposed_rule"):
+                    decision = None  # no rule can cover this call: approve it instead
                 if decision is None:
+                    prompt()
+                elif decision == "allow_always":
+                    stage = "rule"
+                    rules_left = p["proposed_rule"].splitlines()
+                    rules_kept = []
                     prompt()
                 elif decision == "deny":
                     stage = "reason"

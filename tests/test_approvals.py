@@ -121,22 +121,26 @@ def test_allow_for_session_does_not_cover_escalated_calls(running, approver, tmp
 
 
 def test_always_allow_is_persisted(running, approver):
+    """ "Always allow" saves a narrow rule (the folder of the file), never the whole tool."""
     c = running.client()
     t, out = in_thread(c.call, "write", _write_args(running))
-    running.runner.decide(running.pending()[0].id, "allow_always")
+    p = running.pending()[0]
+    assert p.proposed_rule == f"write({running.env['root']}/**)"
+    running.runner.decide(p.id, "allow_always")
     t.join(10)
     assert out[0].result["isError"] is False
 
     def saved():
         with open(running.env["config"]) as f:
-            return json.load(f).get("approval", {}).get("tiers", {}).get("write")
+            return json.load(f).get("rules", {}).get("allow")
 
-    assert wait_for(saved) == "allow"
+    assert wait_for(saved) == [p.proposed_rule]
     with open(running.env["config"]) as f:
         cfg = json.load(f)
     assert cfg["roots"] == [running.env["root"]]  # the rest of the file is intact
     assert cfg["approval"]["timeout_s"] == 30
-    # A new session calls write without a prompt now.
+    assert "write" not in cfg["approval"].get("tiers", {})  # the tool's tier is untouched
+    # A new session calls write in that folder without a prompt now.
     r = running.client("other").call("write", _write_args(running, "again.txt"))
     assert r.result["isError"] is False
 

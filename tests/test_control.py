@@ -386,7 +386,7 @@ def test_watch_approves_and_denies_from_piped_input(ctl):
             proc.kill()
     assert proc.returncode == 0
     assert "echo watched-ok" in stdout and "line two" in stdout
-    assert stdout.count("[a]pprove / allow for [s]ession / [A]lways / [d]eny?") == 3
+    assert stdout.count("[a]pprove / allow for [s]ession / [A]lways allow calls like this") == 3
     assert "→ approve" in stdout and "→ deny" in stdout
 
 

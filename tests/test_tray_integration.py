@@ -150,7 +150,7 @@ def test_pending_call_appears_and_approve_runs_it(tray):
     assert [i.text for i in item.submenu][-4:] == [
         "Approve",
         "Allow for this session",
-        "Always allow",
+        "Always allow: bash(echo via-tray *)",
         "Deny",
     ]
     # "Show full call…" opens the page at that call (the fragment survives the login redirect).
@@ -201,8 +201,16 @@ def test_always_allow_is_persisted(tray, env):
     tray.click(tray.find("Always allow", item.submenu))
     th.join(10)
     assert out[0].text == "replaced 1 occurrence in e.txt"
-    wait_for(lambda: json.loads(read_text(env["config"])).get("approval", {}).get("tiers"))
-    assert json.loads(read_text(env["config"]))["approval"]["tiers"] == {"edit": "allow"}
+    saved = f"edit({os.path.realpath(env['root'])}/**)"
+    wait_for(lambda: json.loads(read_text(env["config"])).get("rules", {}).get("allow"))
+    assert json.loads(read_text(env["config"]))["rules"]["allow"] == [saved]
+    # The Rules submenu lists it; Remove takes it out of the config and of the bridge at once.
+    rules = tray.wait_item("Rules (1)")
+    entry = tray.find("allow: edit(", rules.submenu)  # long paths are shortened
+    tray.click(tray.find("Remove", entry.submenu))
+    wait_for(lambda: json.loads(read_text(env["config"]))["rules"]["allow"] == [])
+    wait_for(lambda: len(tray.runner.snapshot().rules) == 0)
+    tray.wait_item("Rules (0)")
 
 
 def test_deny_all(tray):

@@ -42,8 +42,12 @@ def session(sid="s1", client="claude-code", version="1.0.3", calls=5, seen=4.0) 
     return SessionView(sid, client, version, NOW - 100, NOW - seen, calls, 0)
 
 
-def pending(i=1, tool="bash", summary="bash: git push origin main", waited=12.0) -> PendingCall:
-    return PendingCall(f"a{i}", "s1", "claude-code", tool, {}, summary, NOW - waited)
+def pending(
+    i=1, tool="bash", summary="bash: git push origin main", waited=12.0, rule="bash(git push *)"
+) -> PendingCall:
+    return PendingCall(
+        f"a{i}", "s1", "claude-code", tool, {}, summary, NOW - waited, proposed_rule=rule
+    )
 
 
 def texts(items):
@@ -105,7 +109,7 @@ def test_menu_pending_first_with_decisions_and_deny_all():
     assert [(i.text, i.action) for i in sub if i.action and i.action[0] == "decide"] == [
         ("Approve", ("decide", "a1", "approve")),
         ("Allow for this session", ("decide", "a1", "allow_session")),
-        ("Always allow", ("decide", "a1", "allow_always")),
+        ("Always allow: bash(git push *)", ("decide", "a1", "allow_always")),
         ("Deny", ("decide", "a1", "deny")),
     ]
     one = menu_model(snap(pending=[pending()]), now=NOW)

@@ -760,7 +760,6 @@ def test_the_page_shows_servers_and_upstream_details(start_bridge, state, reques
     servers = {"t": stdio_spec(state), "gone": {"command": str(tmp_path / "missing")}}
     running = start_bridge({"mcp_servers": servers}, control=True)
     ready(running)
-    info = running.runner.control
     browser.get(running.runner.login_url())
 
     def row(name: str):

@@ -385,6 +385,10 @@ class TrayApp:
             runner.end_session(rest[0])
         elif kind == "restart_server":
             runner.restart_server(rest[0])
+        elif kind == "rule_remove":
+            self._in_worker(self._remove_rule, rest[0], rest[1])
+        elif kind == "grant_revoke":
+            runner.revoke_grant(rest[0], rest[1])
         elif kind == "pause":
             runner.pause(rest[0] == "on")
         elif kind == "autostart":
@@ -413,6 +417,14 @@ class TrayApp:
 
     def _in_worker(self, fn: Callable[..., None], *args: Any) -> None:
         threading.Thread(target=fn, args=args, daemon=True).start()
+
+    def _remove_rule(self, which: str, rule: str) -> None:
+        try:
+            self.runner.edit_rules(which, remove=[rule])
+        except Exception as e:
+            self.notify(f"Rule not removed: {e}")
+            return
+        self.notify(f"Removed the rule {rule} ({which}).")
 
     def _copy(self, text: str, what: str, may_show: bool) -> None:
         problem = copy_text(text, copier=self.copier)

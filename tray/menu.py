@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from server.approvals import PendingCall
 from server.bridge import Snapshot
 from server.preview import escalation_json, short_session
+from server.rules import RuleList
 from server.textsafe import HIDDEN_WARNING, safe, shorten
 
 Action = tuple[str, ...]
@@ -169,7 +170,7 @@ def menu_model(
             SEPARATOR,
             Item("Approve", ("decide", p.id, "approve")),
             Item("Allow for this session", ("decide", p.id, "allow_session")),
-            Item("Always allow", ("decide", p.id, "allow_always")),
+            *always_allow_items(p.id, p.proposed_rule),
             Item("Deny", ("decide", p.id, "deny")),
         )
         label = pending_label(p, now)
@@ -193,6 +194,7 @@ def menu_model(
     servers = servers_menu(snap)
     if servers is not None:
         items.append(servers)
+    items.append(rules_menu(snap))
     if snap.control_url:
         items.append(Item("Open approval page", ("open_page",), default=True))
     items += [
@@ -243,6 +245,42 @@ def servers_menu(snap: Snapshot) -> Item | None:
     down = sum(1 for s in snap.servers if s.state != "ready")
     head = f"Servers ({len(snap.servers)})" + (f" · {down} down" if down else "")
     return Item(head, submenu=tuple(entries))
+
+
+RULE_MAX = 70
+
+
+def always_allow_items(call_id: str, proposal: str | None) -> tuple[Item, ...]:
+    """ "Always allow: bash(git log *)" — the rule it saves, or nothing when no rule could apply
+    (an escalated call that always asks)."""
+    if not proposal:
+        return ()
+    label = _shorten(" + ".join(proposal.splitlines()), RULE_MAX)
+    return (Item(f"Always allow: {label}", ("decide", call_id, "allow_always")),)
+
+
+def rules_menu(snap: Snapshot) -> Item:
+    """ "Rules (n)": each rule with Remove, then the live "Allow for this session" grants."""
+    entries: list[Item] = []
+    for which in ("deny", "ask", "allow"):
+        for rule in snap.rules.get(RuleList(which)):
+            entries.append(
+                Item(
+                    f"{which}: {_shorten(rule.text, RULE_MAX)}",
+                    submenu=(Item("Remove", ("rule_remove", which, rule.text)),),
+                )
+            )
+    for g in snap.grants:
+        entries.append(
+            Item(
+                f"session: {g.tool} for {_shorten(g.client, 30)}",
+                submenu=(Item("Revoke", ("grant_revoke", g.sid, g.tool)),),
+            )
+        )
+    n = len(entries)
+    if not entries:
+        entries.append(Item("No rules: every call follows its tool's tier", enabled=False))
+    return Item(f"Rules ({n})", submenu=tuple(entries))
 
 
 def notification_for(new: list[PendingCall], total: int, now: float | None = None) -> str | None:

@@ -1,0 +1,170 @@
+"""``a2a-bridge rules list|add|rm|test``: read and change the rules, live.
+
+With a bridge running, everything goes through its control API, so a change takes effect at
+once (and is saved to the config by the bridge). Without one, ``list``/``add``/``rm`` edit the
+config file directly (atomically, other keys kept) and ``test`` judges with the saved rules
+alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.parse
+from typing import Any
+
+from .config import edit_config, load_config
+from .control_client import ControlClient
+from .controlfile import read_control
+from .rules import RuleError, RuleList, edit_raw_rules, evaluate
+
+
+def _client() -> ControlClient | None:
+    return ControlClient.connect() if read_control() is not None else None
+
+
+def _print(data: Any, as_json: bool, text: str) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False) if as_json else text)
+
+
+def _offline_rules() -> dict[str, Any]:
+    data: dict[str, Any] = load_config().rules.to_json()
+    data["grants"] = []
+    return data
+
+
+def _listing(data: dict[str, Any]) -> str:
+    lines: list[str] = []
+    for which in (RuleList.DENY, RuleList.ASK, RuleList.ALLOW):
+        for i, text in enumerate(data.get(which.value, [])):
+            lines.append(f"{which.value}[{i}]  {text}")
+    if not lines:
+        lines.append("no rules (every call follows its tool's tier)")
+    for g in data.get("grants", []):
+        lines.append(f"session grant  {g['tool']}  for {g['client']} (session {g['sid'][:8]})")
+    return "\n".join(lines)
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    client = _client()
+    action = args.action
+    if action == "list":
+        data = client.request("GET", "/api/rules") if client else _offline_rules()
+        _print(data, args.json, _listing(data))
+        return 0
+    which = RuleList(args.list)
+    if action == "add":
+        if client:
+            data = client.request("POST", "/api/rules", {"list": which.value, "rule": args.rule})
+        else:
+            cfg = edit_config(
+                load_config().path, lambda raw: edit_raw_rules(raw, which, add=[args.rule])
+            )
+            data = cfg.rules.to_json()
+        _print(data, args.json, f"added to rules.{which.value}: {args.rule}")
+        return 0
+    if action == "rm":
+        if client:
+            key = urllib.parse.quote(args.rule, safe="")
+            data = client.request("DELETE", f"/api/rules/{which.value}/{key}")
+        else:
+            text = args.rule
+            if text.isdigit():
+                current = load_config().rules.to_json()[which.value]
+                if int(text) >= len(current):
+                    raise RuleError(f"rules.{which.value} has no entry {text}")
+                text = current[int(text)]
+            cfg = edit_config(
+                load_config().path, lambda raw: edit_raw_rules(raw, which, remove=[text])
+            )
+            data = cfg.rules.to_json()
+        _print(data, args.json, f"removed from rules.{which.value}: {args.rule}")
+        return 0
+    # test
+    if args.tool:
+        try:
+            arguments = json.loads(args.rule) if args.rule.strip().startswith("{") else None
+        except ValueError:
+            arguments = None
+        if arguments is None:
+            arguments = {"path": args.rule}
+        body: dict[str, Any] = {"tool": args.tool, "arguments": arguments}
+    else:
+        body = {"command": args.rule}
+    if client:
+        result = client.request("POST", "/api/rules/test", body)
+    else:
+        name = body.get("tool", "bash")
+        arguments = body.get("arguments") or {"command": body["command"]}
+        v = evaluate(load_config().rules, name, arguments, None)
+        result = {
+            "tool": name,
+            "outcome": v.decision.value if v.decision else None,
+            "decided_by": "rule" if v.decision else "tier",
+            "list": v.decision.value if v.decision else None,
+            "rule": v.rule,
+            "index": v.index,
+            "unsafe": v.unsafe,
+            "note": "the bridge is not running: only the saved rules were consulted",
+        }
+    _print(result, args.json, _explain(result))
+    return 0
+
+
+def _explain(r: dict[str, Any]) -> str:
+    outcomes = {"allow": "runs unattended", "ask": "asks a human", "deny": "is refused"}
+    outcome = outcomes.get(r.get("outcome") or "", "falls back to the tool's tier")
+    if r.get("rule"):
+        line = f"{outcome}: rules.{r['list']}[{r['index']}] {r['rule']}"
+        if r.get("decided_by") == "escalation":
+            line = f"asks a human: {r['rule']} matches, but the path always asks"
+    elif r.get("unsafe"):
+        line = f"{outcome}: no allow rule can cover it: {r['unsafe']}"
+    else:
+        line = f"{outcome} (no rule matches; decided by the {r.get('decided_by')})"
+    if r.get("note"):
+        line += f"\n({r['note']})"
+    return line
+
+
+def add_rules_parser(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser(
+        "rules",
+        help="list, add, remove or test rules (e.g. bash(git status))",
+        description="Rules decide per call: deny, then ask, then allow; no match: the tier.",
+    )
+    actions = r.add_subparsers(dest="action", required=True)
+    specs = {
+        "list": None,
+        "add": "the rule, e.g. 'bash(git diff *)' or 'read(~/proj/**)'",
+        "rm": "the rule's text, or its index in the list",
+        "test": "a bash command (with --tool: a path, or a JSON object of arguments)",
+    }
+    for action, what in specs.items():
+        a = actions.add_parser(action, help=what or "show the rules and session grants")
+        if what is not None:
+            a.add_argument("rule", nargs="+", help=what)
+        if action in ("add", "rm"):
+            g = a.add_mutually_exclusive_group()
+            for name in ("ask", "deny"):
+                g.add_argument(
+                    f"--{name}",
+                    dest="list",
+                    action="store_const",
+                    const=name,
+                    help=f"the {name} list (default: allow)",
+                )
+        if action == "test":
+            a.add_argument("--tool", help="the tool to test (default: bash)")
+        a.add_argument("--json", action="store_true", help="print the API's JSON")
+        a.set_defaults(func=_run, list="allow", rule=[], tool=None)
+
+
+def _run(args: argparse.Namespace) -> int:
+    args.rule = " ".join(args.rule)  # one quoted argument, or the words of a command
+    try:
+        return cmd_rules(args)
+    except RuleError as e:
+        print(f"a2a-bridge: {e}", file=sys.stderr)
+        return 1

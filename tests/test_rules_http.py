@@ -1,0 +1,428 @@
+"""Rules end to end: a real bridge, real MCP calls over HTTP, the control API and the CLI.
+
+With no approver attached, a call that needs a human is refused at once with
+"approval required but no approver is available" - which is how these tests see "it asks"
+without waiting on a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.parse
+
+import pytest
+
+from server.bridge import NO_APPROVER_TEXT
+
+from .conftest import require_system
+from .control_helpers import Api
+from .helpers import in_thread, read_text, wait_for
+from .test_rules import TRICKY
+
+ASKS = NO_APPROVER_TEXT
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A private home with ~/proj; the bridge (and git, and ~ in rules) see it as HOME."""
+    h = tmp_path / "home"
+    (h / "proj" / "src").mkdir(parents=True)
+    (h / "proj" / "a.txt").write_text("inside proj\n")
+    (h / "other.txt").write_text("outside proj\n")
+    (h / ".ssh").mkdir()
+    (h / ".ssh" / "id_rsa").write_text("-----BEGIN KEY-----\n")
+    monkeypatch.setenv("HOME", str(h))
+    return str(h)
+
+
+@pytest.fixture
+def repo(env, home):
+    """The first root is a git repository with one commit."""
+    require_system("git", packages="git")
+    root = env["root"]
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "init"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args],
+            cwd=root,
+            check=True,
+            capture_output=True,
+        )
+    return root
+
+
+@pytest.fixture
+def ruled(start_bridge, repo, home):
+    running = start_bridge(
+        {
+            "roots": [repo, home],
+            "approval": {"timeout_s": 20, "tiers": {"read": "prompt"}},
+            "rules": {
+                "allow": ["bash(git status)", "bash(git diff *)", "read(~/proj/**)"],
+                "keep_me": "unknown keys inside rules survive",
+            },
+            "future_key": {"x": 1},
+        },
+        control=True,
+    )
+    running.api = Api(running.runner.control)
+    return running
+
+
+def _done(running, call_id=None):
+    records = [r for r in running.audit() if r["phase"] == "done"]
+    return records[-1] if call_id is None else next(r for r in records if r["id"] == call_id)
+
+
+def _cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "server", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=dict(os.environ),
+    )
+
+
+def test_rules_allow_exactly_what_they_say(ruled, home):
+    c = ruled.client("agent")
+    r = c.call("bash", {"command": "git status"})
+    assert r.text != ASKS and "branch" in r.text.lower(), r.text
+    done = _done(ruled)
+    assert (done["decided_by"], done["rule"], done["outcome"]) == ("rule", "bash(git status)", "ok")
+    r = c.call("bash", {"command": "git diff --stat HEAD"})
+    assert r.text != ASKS and _done(ruled)["rule"] == "bash(git diff *)"
+    r = c.call("read", {"path": os.path.join(home, "proj", "a.txt")})
+    assert "inside proj" in r.text
+    assert _done(ruled)["rule"] == "read(~/proj/**)"
+    # The real path decides: a relative path or a .. that lands in ~/proj is in, others out.
+    assert "inside proj" in c.call("read", {"path": f"{home}/proj/src/../a.txt"}).text
+    assert c.call("read", {"path": f"{home}/proj/../other.txt"}).text == ASKS
+    assert c.call("read", {"path": f"{home}/other.txt"}).text == ASKS
+    # Near misses ask.
+    for command in ("git status --short", "git stash", "git log", "echo hi"):
+        assert c.call("bash", {"command": command}).text == ASKS, command
+        assert _done(ruled)["decided_by"] == "policy"  # no approver: refused by policy
+
+
+@pytest.mark.parametrize("command", [t for t in TRICKY if t != "git status; "])
+def test_every_tricky_variant_asks_over_http(ruled, command):
+    r = ruled.client().call("bash", {"command": command})
+    assert r.result["isError"] is True
+    assert r.text == ASKS, (command, r.text)
+
+
+def test_deny_beats_allow(start_bridge, repo, home):
+    running = start_bridge(
+        {
+            "roots": [repo, home],
+            "approval": {"tiers": {"bash": "allow"}},
+            "rules": {
+                "allow": ["bash(git diff *)"],
+                "deny": ["bash(git diff --stat *)", "bash(rm -rf *)"],
+            },
+        }
+    )
+    c = running.client()
+    r = c.call("bash", {"command": "git diff --stat"})
+    assert r.result["isError"] is True
+    assert r.text == "denied by rule bash(git diff --stat *) (rules.deny)"
+    done = _done(running)
+    assert (done["outcome"], done["decided_by"], done["rule"]) == (
+        "denied",
+        "rule",
+        "bash(git diff --stat *)",
+    )
+    # Even inside a substitution, and even though bash's tier is allow.
+    r = c.call("bash", {"command": "echo $(rm -rf ~/proj)"})
+    assert r.text == "denied by rule bash(rm -rf *) (rules.deny)"
+    assert os.path.isdir(os.path.join(home, "proj"))
+    assert c.call("bash", {"command": "git diff"}).result["isError"] is False
+    # A command that could hide a denied one (computed eval) asks, although bash is allow-tier.
+    hidden = 'eval "$(echo cm0gLXJmIH4vcHJvag== | base64 -d)"'  # rm -rf ~/proj
+    assert c.call("bash", {"command": hidden}).text == ASKS
+    assert os.path.isdir(os.path.join(home, "proj"))
+    assert c.call("bash", {"command": "echo fine"}).text == "fine"  # no deny match, tier allow
+
+
+def test_protected_paths_always_ask_whatever_the_rules_say(start_bridge, home):
+    running = start_bridge(
+        {
+            "roots": [home],
+            "rules": {"allow": ["read(~/.ssh/**)", "read"]},
+        },
+        control=True,
+    )
+    c = running.client()
+    assert c.call("read", {"path": f"{home}/.ssh/id_rsa"}).text == ASKS
+    assert "outside proj" in c.call("read", {"path": f"{home}/other.txt"}).text
+    # And "always allow" offers no rule for it: none could ever apply.
+    running.runner.attach_approver("test")
+    t, out = in_thread(c.call, "read", {"path": f"{home}/.ssh/id_rsa"})
+    [p] = running.pending()
+    assert p.proposed_rule is None
+    api = Api(running.runner.control)
+    assert api.call("GET", f"/api/pending/{p.id}").json["proposed_rule"] is None
+    r = api.call("POST", f"/api/pending/{p.id}", {"decision": "allow_always"})
+    assert r.status == 400 and "no rule can allow" in r.json["error"]
+    api.call("POST", f"/api/pending/{p.id}", {"decision": "deny"})
+    t.join(10)
+    assert out[0].text == "denied by the user"
+
+
+def test_always_allow_saves_a_narrow_rule_and_the_cli_removes_it(ruled, env):
+    c = ruled.client("claude-code")
+    approver = ruled.runner.attach_approver("test")
+    t, out = in_thread(c.call, "bash", {"command": "git log --oneline"})
+    [p] = ruled.pending()
+    pending = ruled.api.call("GET", f"/api/pending/{p.id}").json
+    assert pending["proposed_rule"] == "bash(git log *)"
+    r = ruled.api.call("POST", f"/api/pending/{p.id}", {"decision": "allow_always"})
+    assert r.status == 200, r
+    t.join(10)
+    assert "init" in out[0].text
+    ruled.runner.detach_approver(approver)  # from here on, "asks" is an immediate refusal
+
+    # Effective at once (before the file write lands), and saved with the rest kept.
+    r = c.call("bash", {"command": "git log -5"})
+    assert "init" in r.text
+    assert _done(ruled)["rule"] == "bash(git log *)"
+    assert c.call("bash", {"command": "git push"}).text == ASKS
+    cfg = wait_for(
+        lambda: (
+            (d := json.loads(read_text(env["config"])))["rules"]["allow"][-1] == "bash(git log *)"
+            and d
+        )
+    )
+    assert cfg["future_key"] == {"x": 1}
+    assert cfg["rules"]["keep_me"] == "unknown keys inside rules survive"
+    assert "approval" in cfg and "bash" not in cfg["approval"].get("tiers", {})
+
+    listed = json.loads(_cli("rules", "list", "--json").stdout)
+    assert listed["allow"][-1] == "bash(git log *)"
+    r = _cli("rules", "rm", "bash(git log *)")
+    assert r.returncode == 0, r.stderr
+    assert c.call("bash", {"command": "git log -5"}).text == ASKS  # at once, no restart
+    assert "bash(git log *)" not in json.loads(read_text(env["config"]))["rules"]["allow"]
+
+
+def test_always_allow_with_an_edited_rule(ruled, env):
+    c = ruled.client()
+    approver = ruled.runner.attach_approver("test")
+    t, _ = in_thread(c.call, "bash", {"command": "git log --oneline"})
+    [p] = ruled.pending()
+    bad = ruled.api.call(
+        "POST", f"/api/pending/{p.id}", {"decision": "allow_always", "rule": "bash(git log; x)"}
+    )
+    assert bad.status == 400 and bad.json["error"].startswith("rule not saved: ")
+    assert ruled.runner.snapshot().pending  # still waiting
+    r = ruled.api.call(
+        "POST", f"/api/pending/{p.id}", {"decision": "allow_always", "rule": "bash(git log -5)"}
+    )
+    assert r.status == 200
+    t.join(10)
+    ruled.runner.detach_approver(approver)
+    assert "init" in c.call("bash", {"command": "git log -5"}).text
+    assert c.call("bash", {"command": "git log -6"}).text == ASKS
+    wait_for(lambda: "bash(git log -5)" in read_text(env["config"]))
+
+
+def test_rules_api_add_test_remove_and_errors(ruled, env):
+    api = ruled.api
+    data = api.call("GET", "/api/rules").json
+    assert data["allow"] == ["bash(git status)", "bash(git diff *)", "read(~/proj/**)"]
+    assert data["ask"] == data["deny"] == data["grants"] == []
+
+    r = api.call("POST", "/api/rules", {"list": "deny", "rule": "bash(git push *)"})
+    assert r.status == 200 and r.json["deny"] == ["bash(git push *)"]
+    bad = api.call("POST", "/api/rules", {"list": "allow", "rule": "bash(a && b)"})
+    assert bad.status == 400
+    assert bad.json["error"].startswith(f"invalid config at {env['config']}: rules.allow[3]: ")
+    assert api.call("POST", "/api/rules", {"list": "maybe", "rule": "x"}).status == 400
+    assert api.call("POST", "/api/rules", {"rule": ""}).status == 400
+
+    def test(command):
+        return api.call("POST", "/api/rules/test", {"command": command}).json
+
+    assert test("git status") | {"escalation": None} == {
+        "tool": "bash",
+        "outcome": "allow",
+        "decided_by": "rule",
+        "list": "allow",
+        "rule": "bash(git status)",
+        "index": 0,
+        "tier": "prompt",
+        "unsafe": None,
+        "escalation": None,
+    }
+    assert test("git push origin main")["outcome"] == "deny"
+    t = test("git status > out")
+    # With a bash deny rule present, an unallowable command asks even on an allow tier.
+    assert (t["outcome"], t["decided_by"], t["unsafe"]) == ("ask", "guard", "redirection > out")
+    read = api.call(
+        "POST", "/api/rules/test", {"tool": "read", "arguments": {"path": "~/proj/a.txt"}}
+    ).json
+    assert read["rule"] == "read(~/proj/**)" and read["outcome"] == "allow"
+    assert api.call("POST", "/api/rules/test", {"command": 3}).status == 400
+
+    # Remove by index and by URL-encoded text; a stale one is a 404.
+    assert api.call("DELETE", "/api/rules/deny/0").json["deny"] == []
+    key = urllib.parse.quote("read(~/proj/**)", safe="")
+    assert "read(~/proj/**)" not in api.call("DELETE", f"/api/rules/allow/{key}").json["allow"]
+    assert api.call("DELETE", f"/api/rules/allow/{key}").status == 404
+    assert api.call("DELETE", "/api/rules/allow/99").status == 404
+    assert api.call("DELETE", "/api/rules/nope/0").status == 400
+    saved = json.loads(read_text(env["config"]))
+    assert saved["rules"]["allow"] == ["bash(git status)", "bash(git diff *)"]
+    assert saved["future_key"] == {"x": 1}
+    # Without the secret: nothing.
+    assert Api(ruled.runner.control, secret=False).call("GET", "/api/rules").status == 401
+
+
+def test_session_grants_are_listed_and_revocable(ruled):
+    c = ruled.client("granted")
+    approver = ruled.runner.attach_approver("test")
+    t, _ = in_thread(c.call, "write", {"path": "g.txt", "content": "x"})
+    [p] = ruled.pending()
+    ruled.api.call("POST", f"/api/pending/{p.id}", {"decision": "allow_session"})
+    t.join(10)
+    ruled.runner.detach_approver(approver)
+    grants = ruled.api.call("GET", "/api/rules").json["grants"]
+    assert grants == [{"sid": c.sid, "client": "granted", "tool": "write"}]
+    assert ruled.runner.snapshot().grants[0].tool == "write"
+    assert ruled.api.call("GET", "/api/grants").json == {"grants": grants}
+    assert c.call("write", {"path": "g2.txt", "content": "y"}).result["isError"] is False
+    assert ruled.api.call("DELETE", f"/api/grants/{c.sid}/write").status == 204
+    assert ruled.api.call("DELETE", f"/api/grants/{c.sid}/write").status == 404
+    assert c.call("write", {"path": "g3.txt", "content": "z"}).text == ASKS
+
+
+def test_cli_rules_add_test_rm_and_offline(ruled, env):
+    r = _cli("rules", "add", "bash(npm test *)")
+    assert r.returncode == 0 and "added to rules.allow: bash(npm test *)" in r.stdout
+    r = _cli("rules", "add", "--deny", "bash(git push *)", "--json")
+    assert json.loads(r.stdout)["deny"] == ["bash(git push *)"]
+    out = _cli("rules", "list").stdout
+    assert "deny[0]  bash(git push *)" in out and "allow[3]  bash(npm test *)" in out
+    r = _cli("rules", "test", "git status && rm -rf ~")
+    assert r.returncode == 0 and "asks a human" in r.stdout
+    r = _cli("rules", "test", "git push --force")
+    assert "is refused: rules.deny[0] bash(git push *)" in r.stdout
+    j = json.loads(_cli("rules", "test", "--json", "npm test --watch").stdout)
+    assert (j["outcome"], j["rule"]) == ("allow", "bash(npm test *)")
+    r = _cli("rules", "add", "bash(a; b)")
+    assert r.returncode == 1 and "rules.allow[4]" in r.stderr
+    assert _cli("rules", "rm", "--deny", "0").returncode == 0
+    assert ruled.runner.snapshot().rules.deny == ()
+    assert _cli("rules", "rm", "bash(not there)").returncode == 1
+
+    ruled.runner.stop()  # without a bridge, the CLI edits the file
+    assert _cli("rules", "add", "--ask", "write(**/*.lock)").returncode == 0
+    saved = json.loads(read_text(env["config"]))
+    assert saved["rules"]["ask"] == ["write(**/*.lock)"] and saved["future_key"] == {"x": 1}
+    r = _cli("rules", "test", "git status")
+    assert "rules.allow[0] bash(git status)" in r.stdout and "not running" in r.stdout
+
+
+def test_a_bad_rule_stops_the_start(start_bridge, env):
+    from server.runner import StartupError
+
+    with pytest.raises(StartupError) as e:
+        start_bridge({"rules": {"allow": ["bash(git status)", "read(!x)"]}})
+    assert str(e.value) == (
+        f"invalid config at {env['config']}: rules.allow[1]: "
+        "negation (!) is not supported: use a deny or ask rule"
+    )
+
+
+def test_watch_edits_the_proposed_rule_before_saving(ruled, env):
+    c = ruled.client("watched")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server", "watch"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    try:
+        wait_for(lambda: "terminal (watch)" in ruled.runner.snapshot().approvers)
+        t, out = in_thread(c.call, "bash", {"command": "git log --oneline"})
+        ruled.pending()
+        proc.stdin.write("A\nbash(git log --oneline)\n")  # [A]lways, then an edited rule
+        proc.stdin.flush()
+        t.join(10)
+        assert "init" in out[0].text
+        wait_for(
+            lambda: "bash(git log --oneline)" in ruled.runner.snapshot().rules.to_json()["allow"]
+        )
+        # Keeping the proposal: Enter.
+        t, out = in_thread(c.call, "bash", {"command": "git show --stat"})
+        ruled.pending()
+        proc.stdin.write("A\n\n")
+        proc.stdin.flush()
+        t.join(10)
+        wait_for(lambda: "bash(git show *)" in ruled.runner.snapshot().rules.to_json()["allow"])
+        proc.stdin.close()
+        proc.wait(10)
+        stdout = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "[A]lways would save: bash(git log *)" in stdout
+    assert "rule to save [bash(git show *)]" in stdout
+    assert c.call("bash", {"command": "git log --oneline"}).text != ASKS
+    saved = json.loads(read_text(env["config"]))["rules"]["allow"]
+    assert saved[-2:] == ["bash(git log --oneline)", "bash(git show *)"]
+
+
+def test_cli_approve_with_a_rule(ruled):
+    c = ruled.client()
+    approver = ruled.runner.attach_approver("test")
+    t, _ = in_thread(c.call, "bash", {"command": "git log -1"})
+    [p] = ruled.pending()
+    r = _cli("approve", p.id, "--rule", "bash(git log -1)")
+    assert r.returncode == 0, r.stderr
+    t.join(10)
+    ruled.runner.detach_approver(approver)
+    assert "bash(git log -1)" in ruled.runner.snapshot().rules.to_json()["allow"]
+
+
+def test_tray_rules_submenu_model(ruled):
+    from tray.menu import menu_model
+
+    c = ruled.client("granted")
+    approver = ruled.runner.attach_approver("test")
+    t, _ = in_thread(c.call, "write", {"path": "g.txt", "content": "x"})
+    [p] = ruled.pending()
+    ruled.runner.decide(p.id, "allow_session")
+    t.join(10)
+    ruled.runner.detach_approver(approver)
+    items = menu_model(ruled.runner.snapshot())
+    rules = next(i for i in items if i.text.startswith("Rules ("))
+    assert rules.text == "Rules (4)"
+    entries = [(i.text, i.submenu[0].text, i.submenu[0].action) for i in rules.submenu]
+    assert entries == [
+        ("allow: bash(git status)", "Remove", ("rule_remove", "allow", "bash(git status)")),
+        ("allow: bash(git diff *)", "Remove", ("rule_remove", "allow", "bash(git diff *)")),
+        ("allow: read(~/proj/**)", "Remove", ("rule_remove", "allow", "read(~/proj/**)")),
+        ("session: write for granted", "Revoke", ("grant_revoke", c.sid, "write")),
+    ]
+    assert ruled.runner.revoke_grant(c.sid, "write") is True
+    assert ruled.runner.snapshot().grants == ()
+
+
+def test_outside_the_roots_a_rule_may_allow(start_bridge, env, home):
+    """Outside the roots is the one escalation a rule may cover (branch pathpolicy's
+    ``Escalation.always_asks`` is False for it); a plain-text escalation always asks."""
+    import server.paths
+
+    running = start_bridge({"roots": [env["root"]], "rules": {"allow": ["read(~/proj/**)"]}})
+    r = running.client().call("read", {"path": f"{home}/proj/a.txt"})
+    if hasattr(server.paths, "EscalationKind"):
+        assert "inside proj" in r.text
+        assert _done(running)["rule"] == "read(~/proj/**)"
+    else:
+        assert r.text == ASKS
