@@ -16,8 +16,7 @@ def test_page_adds_tests_and_removes_a_rule(start_bridge, browser, env):
     running = start_bridge(
         {"approval": {"timeout_s": 30}, "rules": {"deny": ["bash(rm -rf *)"]}}, control=True
     )
-    info = running.runner.control
-    browser.get(f"{info.url}login?k={info.secret}")
+    browser.get(running.runner.login_url())
     _wait(browser, lambda d: d.find_element(By.ID, "rule-count").text == "1")
     assert "bash(rm -rf *)" in browser.find_element(By.ID, "rules").text
 
@@ -64,8 +63,7 @@ def test_page_always_allow_saves_the_edited_rule(start_bridge, browser, env):
     from selenium.webdriver.common.by import By
 
     running = start_bridge({"approval": {"timeout_s": 30}}, control=True)
-    info = running.runner.control
-    browser.get(f"{info.url}login?k={info.secret}")
+    browser.get(running.runner.login_url())
     _wait(browser, lambda d: "session(s)" in d.find_element(By.ID, "status").text)
     agent = running.client("claude-code")
     t, out = in_thread(agent.call, "bash", {"command": "echo one two"})

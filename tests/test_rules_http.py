@@ -15,14 +15,12 @@ import urllib.parse
 
 import pytest
 
-from server.bridge import NO_APPROVER_TEXT
-
 from .conftest import require_system
 from .control_helpers import Api
 from .helpers import in_thread, read_text, wait_for
 from .test_rules import TRICKY
 
-ASKS = NO_APPROVER_TEXT
+ASKS = "approval required but no approver is available"  # + why, when a path escalated
 
 
 @pytest.fixture
@@ -89,21 +87,21 @@ def _cli(*args):
 def test_rules_allow_exactly_what_they_say(ruled, home):
     c = ruled.client("agent")
     r = c.call("bash", {"command": "git status"})
-    assert r.text != ASKS and "branch" in r.text.lower(), r.text
+    assert not r.text.startswith(ASKS) and "branch" in r.text.lower(), r.text
     done = _done(ruled)
     assert (done["decided_by"], done["rule"], done["outcome"]) == ("rule", "bash(git status)", "ok")
     r = c.call("bash", {"command": "git diff --stat HEAD"})
-    assert r.text != ASKS and _done(ruled)["rule"] == "bash(git diff *)"
+    assert not r.text.startswith(ASKS) and _done(ruled)["rule"] == "bash(git diff *)"
     r = c.call("read", {"path": os.path.join(home, "proj", "a.txt")})
     assert "inside proj" in r.text
     assert _done(ruled)["rule"] == "read(~/proj/**)"
     # The real path decides: a relative path or a .. that lands in ~/proj is in, others out.
     assert "inside proj" in c.call("read", {"path": f"{home}/proj/src/../a.txt"}).text
-    assert c.call("read", {"path": f"{home}/proj/../other.txt"}).text == ASKS
-    assert c.call("read", {"path": f"{home}/other.txt"}).text == ASKS
+    assert c.call("read", {"path": f"{home}/proj/../other.txt"}).text.startswith(ASKS)
+    assert c.call("read", {"path": f"{home}/other.txt"}).text.startswith(ASKS)
     # Near misses ask.
     for command in ("git status --short", "git stash", "git log", "echo hi"):
-        assert c.call("bash", {"command": command}).text == ASKS, command
+        assert c.call("bash", {"command": command}).text.startswith(ASKS), command
         assert _done(ruled)["decided_by"] == "policy"  # no approver: refused by policy
 
 
@@ -111,7 +109,7 @@ def test_rules_allow_exactly_what_they_say(ruled, home):
 def test_every_tricky_variant_asks_over_http(ruled, command):
     r = ruled.client().call("bash", {"command": command})
     assert r.result["isError"] is True
-    assert r.text == ASKS, (command, r.text)
+    assert r.text.startswith(ASKS), (command, r.text)
 
 
 def test_deny_beats_allow(start_bridge, repo, home):
@@ -142,7 +140,7 @@ def test_deny_beats_allow(start_bridge, repo, home):
     assert c.call("bash", {"command": "git diff"}).result["isError"] is False
     # A command that could hide a denied one (computed eval) asks, although bash is allow-tier.
     hidden = 'eval "$(echo cm0gLXJmIH4vcHJvag== | base64 -d)"'  # rm -rf ~/proj
-    assert c.call("bash", {"command": hidden}).text == ASKS
+    assert c.call("bash", {"command": hidden}).text.startswith(ASKS)
     assert os.path.isdir(os.path.join(home, "proj"))
     assert c.call("bash", {"command": "echo fine"}).text == "fine"  # no deny match, tier allow
 
@@ -156,7 +154,7 @@ def test_protected_paths_always_ask_whatever_the_rules_say(start_bridge, home):
         control=True,
     )
     c = running.client()
-    assert c.call("read", {"path": f"{home}/.ssh/id_rsa"}).text == ASKS
+    assert c.call("read", {"path": f"{home}/.ssh/id_rsa"}).text.startswith(ASKS)
     assert "outside proj" in c.call("read", {"path": f"{home}/other.txt"}).text
     # And "always allow" offers no rule for it: none could ever apply.
     running.runner.attach_approver("test")
@@ -189,7 +187,7 @@ def test_always_allow_saves_a_narrow_rule_and_the_cli_removes_it(ruled, env):
     r = c.call("bash", {"command": "git log -5"})
     assert "init" in r.text
     assert _done(ruled)["rule"] == "bash(git log *)"
-    assert c.call("bash", {"command": "git push"}).text == ASKS
+    assert c.call("bash", {"command": "git push"}).text.startswith(ASKS)
     cfg = wait_for(
         lambda: (
             (d := json.loads(read_text(env["config"])))["rules"]["allow"][-1] == "bash(git log *)"
@@ -204,7 +202,7 @@ def test_always_allow_saves_a_narrow_rule_and_the_cli_removes_it(ruled, env):
     assert listed["allow"][-1] == "bash(git log *)"
     r = _cli("rules", "rm", "bash(git log *)")
     assert r.returncode == 0, r.stderr
-    assert c.call("bash", {"command": "git log -5"}).text == ASKS  # at once, no restart
+    assert c.call("bash", {"command": "git log -5"}).text.startswith(ASKS)  # at once, no restart
     assert "bash(git log *)" not in json.loads(read_text(env["config"]))["rules"]["allow"]
 
 
@@ -225,7 +223,7 @@ def test_always_allow_with_an_edited_rule(ruled, env):
     t.join(10)
     ruled.runner.detach_approver(approver)
     assert "init" in c.call("bash", {"command": "git log -5"}).text
-    assert c.call("bash", {"command": "git log -6"}).text == ASKS
+    assert c.call("bash", {"command": "git log -6"}).text.startswith(ASKS)
     wait_for(lambda: "bash(git log -5)" in read_text(env["config"]))
 
 
@@ -296,7 +294,7 @@ def test_session_grants_are_listed_and_revocable(ruled):
     assert c.call("write", {"path": "g2.txt", "content": "y"}).result["isError"] is False
     assert ruled.api.call("DELETE", f"/api/grants/{c.sid}/write").status == 204
     assert ruled.api.call("DELETE", f"/api/grants/{c.sid}/write").status == 404
-    assert c.call("write", {"path": "g3.txt", "content": "z"}).text == ASKS
+    assert c.call("write", {"path": "g3.txt", "content": "z"}).text.startswith(ASKS)
 
 
 def test_cli_rules_add_test_rm_and_offline(ruled, env):
@@ -425,4 +423,4 @@ def test_outside_the_roots_a_rule_may_allow(start_bridge, env, home):
         assert "inside proj" in r.text
         assert _done(running)["rule"] == "read(~/proj/**)"
     else:
-        assert r.text == ASKS
+        assert r.text.startswith(ASKS)
