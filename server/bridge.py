@@ -27,6 +27,7 @@ from .protocol import (
     SERVER_ERROR,
     error_body,
     initialize_result,
+    negotiate_version,
     not_exposed_text,
     result_body,
 )
@@ -53,6 +54,7 @@ class SessionView:
     last_seen: float
     calls: int
     pending: int
+    protocol: str = "2025-11-25"  # the MCP revision negotiated in initialize
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,7 @@ class Reply:
     status: int
     body: bytes = b""
     headers: dict[str, str] | None = None
+    after: Callable[[], None] | None = None  # runs once the response is written (or failed)
 
 
 @dataclass(slots=True)
@@ -93,7 +96,7 @@ class CallHandle:
 
 @dataclass(slots=True)
 class _Outcome:
-    result: ToolResult | None  # None: cancelled, the reply is a -32800 error
+    result: ToolResult | None  # None: cancelled (202 if by the client, else a -32800 error)
     outcome: str
     decided_by: str
     wait_ms: int = 0
@@ -263,24 +266,38 @@ class Bridge:
     def _initialize(self, msg: dict[str, Any]) -> Reply:
         params = msg.get("params")
         info = params.get("clientInfo") if isinstance(params, dict) else None
-        session, evicted = self.sessions.create(info)
+        protocol_version = negotiate_version(params)
+        session, evicted = self.sessions.create(info, protocol_version)
         if evicted is not None:
             self.broker.end_where(Ending.SESSION_ENDED, evicted.sid)
         self._changed()
         return Reply(
             200,
-            result_body(msg.get("id"), initialize_result(__version__)),
+            result_body(msg.get("id"), initialize_result(__version__, protocol_version)),
             {"mcp-session-id": session.sid},
         )
 
     def end_session(self, sid: str) -> bool:
-        """DELETE, the tray's "End session", or eviction: pending calls of it end at once."""
-        session = self.sessions.remove(sid)
-        if session is None:
+        """The tray's "End session" or the control API: pending calls of it end at once."""
+        if not self.remove_session(sid):
             return False
-        self.broker.end_where(Ending.SESSION_ENDED, sid)
+        self.end_held_calls(sid)
+        return True
+
+    def remove_session(self, sid: str) -> bool:
+        """Drop the session from the table (later requests naming it get 404)."""
+        if self.sessions.remove(sid) is None:
+            return False
         self._changed()
         return True
+
+    def end_held_calls(self, sid: str) -> None:
+        """End the calls of an ended session that still wait for approval.
+
+        A DELETE runs this only once its 204 is on the wire: an SDK transport that closes its
+        stream on the 204 must not see the held call's answer first (it logs a parse error).
+        """
+        self.broker.end_where(Ending.SESSION_ENDED, sid)
 
     # -- cancellation and disconnects ------------------------------------------------------------
 
@@ -302,10 +319,10 @@ class Bridge:
         return True
 
     async def _after_cancel(self) -> Reply:
-        """Answer the notification only after the cancelled call has had its turn to answer.
+        """Answer the notification only after the cancelled call's POST has had its turn.
 
-        Its ``-32800`` then reaches the client before the ``202``; a client that tears down
-        right after its timeout (the official SDK does) is less likely to find a late reply.
+        That POST ends with its own bare ``202`` first, so a client that tears down right after
+        its timeout (the official SDKs do) finds nothing of the call still open.
         """
         for _ in range(3):
             await asyncio.sleep(0)
@@ -370,7 +387,12 @@ class Bridge:
         finally:
             if registered:
                 self._inflight.pop(key, None)
-        return self._finish(call, out)
+        reply = self._finish(call, out)
+        if out.result is None and handle.cancelled:
+            # The client cancelled: MCP says no response is sent for the request, so the held
+            # POST ends with a bare 202 (a -32800 body here crashed SDK clients at teardown).
+            return Reply(202)
+        return reply
 
     def _audit(self, call: _Call, phase: str, out: _Outcome | None = None) -> None:
         rec: dict[str, Any] = {
@@ -571,6 +593,7 @@ class Bridge:
                     s.last_seen_wall,
                     s.calls,
                     s.pending,
+                    s.protocol_version,
                 )
                 for s in self.sessions.all()
             ),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from tornado import gen, httputil
@@ -192,8 +192,8 @@ class McpExchange(httputil.HTTPMessageDelegate):
             return Reply(UNAUTHORIZED.status, UNAUTHORIZED.body())
         if method == "DELETE":
             sid = headers.get("mcp-session-id")
-            if sid:
-                bridge.end_session(sid)
+            if sid and bridge.remove_session(sid):
+                return Reply(204, after=lambda: bridge.end_held_calls(sid))
             return Reply(204)
         return None
 
@@ -232,10 +232,12 @@ class McpExchange(httputil.HTTPMessageDelegate):
             headers.update(reply.headers)
         start = httputil.ResponseStartLine("HTTP/1.1", reply.status, _REASONS.get(reply.status, ""))
         try:
-            self.conn.write_headers(start, headers, reply.body or None)
+            written = self.conn.write_headers(start, headers, reply.body or None)
             self.conn.finish()
         except StreamClosedError:
-            pass  # the client left; its call was already audited
+            written = None  # the client left; its call was already audited
+        if reply.after is not None:
+            _run_after(written, reply.after)
 
     def _refuse_oversized(self, declared: int) -> None:
         """Answer 413 without buffering the body, then close the connection.
@@ -254,6 +256,26 @@ class McpExchange(httputil.HTTPMessageDelegate):
         task = asyncio.ensure_future(_linger(stream, head + body, declared))
         self.server.active.add(task)
         task.add_done_callback(self.server.active.discard)
+
+
+def _run_after(written: Any, action: Callable[[], None]) -> None:
+    """Run ``action`` once the response has been handed to the socket (or could not be)."""
+    if written is None:
+        action()
+        return
+    done = False
+
+    def once(_: object = None) -> None:
+        nonlocal done
+        if not done:
+            done = True
+            try:
+                action()
+            except Exception:
+                log.exception("internal error: after a response")
+
+    written.add_done_callback(once)
+    IOLoop.current().call_later(1.0, once)  # in case a dead connection never completes the write
 
 
 async def _linger(stream: IOStream, response: bytes, declared: int) -> None:
