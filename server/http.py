@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any
 
 from tornado import gen, httputil
@@ -96,7 +96,7 @@ class McpServer(httputil.HTTPServerConnectionDelegate):
 class McpExchange(httputil.HTTPMessageDelegate):
     """One request/response on a connection."""
 
-    __slots__ = ("chunks", "conn", "handle", "headers", "method", "server", "size")
+    __slots__ = ("answered", "chunks", "conn", "handle", "headers", "method", "server", "size")
 
     def __init__(self, server: McpServer, conn: httputil.HTTPConnection) -> None:
         self.server = server
@@ -106,6 +106,7 @@ class McpExchange(httputil.HTTPMessageDelegate):
         self.method = ""
         self.headers: httputil.HTTPHeaders | None = None
         self.handle: CallHandle | None = None
+        self.answered = False
 
     # -- tornado callbacks ----------------------------------------------------------------------
 
@@ -148,6 +149,8 @@ class McpExchange(httputil.HTTPMessageDelegate):
             return
         # Tornado reports a hang-up during the async part only through this callback.
         self.conn.set_close_callback(self.on_connection_close)
+        if self.handle is not None:
+            self.handle.answer = self._respond  # a cancel or a DELETE may answer it early
         task = asyncio.ensure_future(self._process(reply))
         self.server.active.add(task)
         task.add_done_callback(self.server.active.discard)
@@ -193,7 +196,8 @@ class McpExchange(httputil.HTTPMessageDelegate):
         if method == "DELETE":
             sid = headers.get("mcp-session-id")
             if sid and bridge.remove_session(sid):
-                return Reply(204, after=lambda: bridge.end_held_calls(sid))
+                # Its held calls end first, each with a bare 202 (see Bridge.end_held_calls).
+                bridge.end_held_calls(sid)
             return Reply(204)
         return None
 
@@ -223,6 +227,10 @@ class McpExchange(httputil.HTTPMessageDelegate):
     # -- writing ---------------------------------------------------------------------------------
 
     def _respond(self, reply: Reply) -> None:
+        """Write the response; only the first answer counts (a cancel may have answered)."""
+        if self.answered:
+            return
+        self.answered = True
         headers = httputil.HTTPHeaders()
         if reply.body:
             headers["Content-Type"] = "application/json"
@@ -232,12 +240,10 @@ class McpExchange(httputil.HTTPMessageDelegate):
             headers.update(reply.headers)
         start = httputil.ResponseStartLine("HTTP/1.1", reply.status, _REASONS.get(reply.status, ""))
         try:
-            written = self.conn.write_headers(start, headers, reply.body or None)
+            self.conn.write_headers(start, headers, reply.body or None)
             self.conn.finish()
         except StreamClosedError:
-            written = None  # the client left; its call was already audited
-        if reply.after is not None:
-            _run_after(written, reply.after)
+            pass  # the client left; its call was already audited
 
     def _refuse_oversized(self, declared: int) -> None:
         """Answer 413 without buffering the body, then close the connection.
@@ -256,26 +262,6 @@ class McpExchange(httputil.HTTPMessageDelegate):
         task = asyncio.ensure_future(_linger(stream, head + body, declared))
         self.server.active.add(task)
         task.add_done_callback(self.server.active.discard)
-
-
-def _run_after(written: Any, action: Callable[[], None]) -> None:
-    """Run ``action`` once the response has been handed to the socket (or could not be)."""
-    if written is None:
-        action()
-        return
-    done = False
-
-    def once(_: object = None) -> None:
-        nonlocal done
-        if not done:
-            done = True
-            try:
-                action()
-            except Exception:
-                log.exception("internal error: after a response")
-
-    written.add_done_callback(once)
-    IOLoop.current().call_later(1.0, once)  # in case a dead connection never completes the write
 
 
 async def _linger(stream: IOStream, response: bytes, declared: int) -> None:
