@@ -41,14 +41,23 @@ class Reject:
     code: int | None = None
     message: str = ""
     id: Any = None
+    data: str | None = None
 
     def body(self) -> bytes:
         if self.code is None:
             return b""
-        return error_body(self.id, self.code, self.message)
+        return error_body(self.id, self.code, self.message, self.data)
 
 
-UNAUTHORIZED = Reject(401, SERVER_ERROR, "unauthorized")
+# A wrong token sends OAuth-capable clients (Inspector, mcp-remote) into OAuth discovery, which
+# fails on its own terms ("Dynamic Client Registration rejected (HTTP 401)"); each of them, and
+# Claude Code, prints the 401 body, so the body says what is actually wrong. The same text for
+# every 401: it tells nothing about the real token.
+UNAUTHORIZED_HINT = (
+    "wrong or missing bearer token; this server has no OAuth: send the header "
+    "'Authorization: Bearer <token>' with the token 'a2a-bridge client-config' prints"
+)
+UNAUTHORIZED = Reject(401, SERVER_ERROR, "unauthorized", data=UNAUTHORIZED_HINT)
 FORBIDDEN_ORIGIN = Reject(403, SERVER_ERROR, "forbidden origin")
 FORBIDDEN_HOST = Reject(403, SERVER_ERROR, "forbidden host")
 BODY_TOO_LARGE = Reject(413, INVALID_REQUEST, "request body too large")
@@ -56,10 +65,12 @@ METHOD_NOT_ALLOWED = Reject(405)
 INTERNAL = Reject(500, INTERNAL_ERROR, "internal error")
 
 
-def error_body(request_id: Any, code: int, message: str) -> bytes:
+def error_body(request_id: Any, code: int, message: str, data: str | None = None) -> bytes:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
     return json.dumps(
-        {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}},
-        separators=(",", ":"),
+        {"jsonrpc": "2.0", "id": request_id, "error": error}, separators=(",", ":")
     ).encode()
 
 

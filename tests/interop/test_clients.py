@@ -274,3 +274,37 @@ def test_gemini_cli_mcp_list_says_connected(peers: Peers, peer_bridge: Running):
     assert re.search(r"omp-host: http://127\.0\.0\.1:\d+/ \(http\) - Connected", out), out
     sessions = peer_bridge.runner.snapshot().sessions
     assert sessions == () or {s.protocol for s in sessions} == {"2025-06-18"}
+
+
+# -- a wrong token shows up as a wrong token ------------------------------------------------------
+
+
+def test_wrong_token_is_reported_as_such_by_inspector_mcp_remote_and_claude_code(
+    peers: Peers, peer_bridge: Running
+):
+    """OAuth-capable clients turn a 401 into OAuth discovery, which then fails on its own terms
+    (``Dynamic Client Registration rejected (HTTP 401)``); each prints the 401 body, whose
+    ``data`` says what is really wrong. Nothing else about auth changes (no OAuth endpoints)."""
+    hint = "wrong or missing bearer token"
+    r = _inspector(peers, peer_bridge, "--stored-auth-only", "--method", "tools/list", token="bad")
+    assert r.returncode != 0 and hint in r.stdout + r.stderr, r.stdout + r.stderr
+
+    remote = peers.run(
+        [
+            tools.npm_bin("mcp-remote", "mcp-remote"),
+            peer_bridge.runner.url,
+            "--header",
+            "Authorization:Bearer bad",
+        ],
+        timeout=60,
+    )
+    assert remote.returncode != 0 and hint in remote.stderr, remote.stderr[-3000:]
+
+    claude = tools.npm_bin("claude-code", "claude")
+    recipe = clientconfig.recipe(ClientKind.CLAUDE_CODE, peer_bridge.runner.url, "bad")
+    assert (
+        peers.run(["bash", "-c", recipe.text.replace("claude ", f"{claude} ", 1)]).returncode == 0
+    )
+    listed = peers.run([claude, "mcp", "list"], timeout=180)
+    assert "Failed to connect" in listed.stdout and hint in listed.stdout, listed.stdout
+    assert peer_bridge.runner.snapshot().sessions == ()
