@@ -238,6 +238,7 @@ def test_cancelled_call_gets_bare_202_other_endings_keep_their_answer(start_brid
     assert (out[0].status, out[0].raw) == (202, b"")
     # A cancel naming nothing (or an already finished call) changes nothing.
     assert other.rpc("notifications/cancelled", {"requestId": "call-1"}, req_id=None).status == 202
+    wait_for(lambda: running.runner.snapshot().pending == ())
     # A call ended by the tray (not cancelled by the client) still gets an answer.
     c2 = running.client()
     t2, out2 = in_thread(c2.call, "write", args, 9)
@@ -246,7 +247,9 @@ def test_cancelled_call_gets_bare_202_other_endings_keep_their_answer(start_brid
     t2.join(10)
     assert out2[0].status == 200 and out2[0].json["id"] == 9
     assert out2[0].result["isError"] is True
-    done = [r["outcome"] for r in running.audit() if r["phase"] == "done"]
+    done = wait_for(
+        lambda: len(d := [r["outcome"] for r in running.audit() if r["phase"] == "done"]) == 2 and d
+    )
     assert done == ["cancelled", "cancelled"]
 
 

@@ -189,9 +189,19 @@ def test_python_sdk_connects_and_tears_down_cleanly(peers, peer_bridge, which):
     out = peers.json_line([*base, "timeout-leave", str(LOOPS)])
     assert len(out["results"]) == LOOPS and set(out["results"]) <= {"McpError", "MCPError"}, out
     assert (out["crashes"], out["logged"]) == ([], []), out
-    wait_for(lambda: peer_bridge.runner.snapshot().pending == (), timeout=10)
-    done = [r for r in peer_bridge.audit() if r["phase"] == "done" and r["tool"] == "write"]
-    assert len(done) == LOOPS and {r["outcome"] for r in done} == {"cancelled"}
+    done = wait_for(
+        lambda: (
+            len(
+                d := [
+                    r for r in peer_bridge.audit() if r["phase"] == "done" and r["tool"] == "write"
+                ]
+            )
+            == LOOPS
+            and d
+        ),
+        timeout=10,
+    )
+    assert {r["outcome"] for r in done} == {"cancelled"}
 
 
 # -- mcp-remote over stdio (Claude Desktop's recipe) -------------------------------------------
