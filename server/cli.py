@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from . import clientconfig
 from .audit import pair_calls, read_records
 from .config import ConfigError, audit_path, load_config
 from .control_client import ControlClient, ControlError, NotRunning
@@ -253,6 +254,17 @@ def cmd_client_config(args: argparse.Namespace) -> int:
     url = _configured_url()
     store = TokenStore(load_config())
     token = store.resolve().token
+    kind = getattr(args, "for_client", None)
+    ssh = getattr(args, "ssh", None)
+    if kind is not None:
+        print(clientconfig.render(clientconfig.ClientKind(kind), url, token, ssh))
+        return 0
+    if ssh is not None:
+        tunnel, remote_url = clientconfig.ssh_tunnel(url, ssh)
+        print("# 1. on this machine: keep this tunnel open (Ctrl-C ends it)")
+        print(tunnel)
+        print(f"# 2. on {ssh}: the MCP client config")
+        url = remote_url
     print(json.dumps(client_config(url, token), indent=2))
     return 0
 
@@ -386,9 +398,22 @@ def build_parser(
     t.add_argument("action", choices=["show", "rotate"])
     t.set_defaults(func=cmd_token)
     sub.add_parser("url", help="print the connection URL").set_defaults(func=cmd_url)
-    sub.add_parser(
-        "client-config", help="print the MCP client config snippet (includes the token)"
-    ).set_defaults(func=cmd_client_config)
+    cc = sub.add_parser(
+        "client-config",
+        help="print the MCP client config snippet, or one client's setup (includes the token)",
+    )
+    cc.add_argument(
+        "--for",
+        dest="for_client",
+        choices=[k.value for k in clientconfig.ClientKind],
+        help="print the exact command or config for this client",
+    )
+    cc.add_argument(
+        "--ssh",
+        metavar="USER@HOST",
+        help="the agent runs on USER@HOST: print the tunnel command and the config to use there",
+    )
+    cc.set_defaults(func=cmd_client_config)
     a = sub.add_parser("audit", help="show recent tool calls (start and done paired)")
     a.add_argument("--follow", "-f", action="store_true", help="keep printing new calls")
     a.add_argument("--limit", "-n", type=int, default=50, help="how many calls (0 = all)")

@@ -103,7 +103,7 @@ class McpServer(httputil.HTTPServerConnectionDelegate):
 class McpExchange(httputil.HTTPMessageDelegate):
     """One request/response on a connection."""
 
-    __slots__ = ("chunks", "conn", "handle", "headers", "method", "server", "size")
+    __slots__ = ("answered", "chunks", "conn", "handle", "headers", "method", "server", "size")
 
     def __init__(self, server: McpServer, conn: httputil.HTTPConnection) -> None:
         self.server = server
@@ -113,6 +113,7 @@ class McpExchange(httputil.HTTPMessageDelegate):
         self.method = ""
         self.headers: httputil.HTTPHeaders | None = None
         self.handle: CallHandle | None = None
+        self.answered = False
 
     # -- tornado callbacks ----------------------------------------------------------------------
 
@@ -155,6 +156,8 @@ class McpExchange(httputil.HTTPMessageDelegate):
             return
         # Tornado reports a hang-up during the async part only through this callback.
         self.conn.set_close_callback(self.on_connection_close)
+        if self.handle is not None:
+            self.handle.answer = self._respond  # a cancel or a DELETE may answer it early
         task = asyncio.ensure_future(self._process(reply))
         self.server.active.add(task)
         task.add_done_callback(self.server.active.discard)
@@ -199,8 +202,9 @@ class McpExchange(httputil.HTTPMessageDelegate):
             return Reply(UNAUTHORIZED.status, UNAUTHORIZED.body())
         if method == "DELETE":
             sid = headers.get("mcp-session-id")
-            if sid:
-                bridge.end_session(sid)
+            if sid and bridge.remove_session(sid):
+                # Its held calls end first, each with a bare 202 (see Bridge.end_held_calls).
+                bridge.end_held_calls(sid)
             return Reply(204)
         return None
 
@@ -230,6 +234,10 @@ class McpExchange(httputil.HTTPMessageDelegate):
     # -- writing ---------------------------------------------------------------------------------
 
     def _respond(self, reply: Reply) -> None:
+        """Write the response; only the first answer counts (a cancel may have answered)."""
+        if self.answered:
+            return
+        self.answered = True
         headers = httputil.HTTPHeaders()
         if reply.body:
             headers["Content-Type"] = "application/json"

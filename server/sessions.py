@@ -34,6 +34,7 @@ class Session:
     calls: int = 0
     pending: int = 0
     allowed_tools: set[str] = field(default_factory=set)
+    protocol_version: str = "2025-11-25"  # negotiated in initialize, shown with the client
     sid_hash: str = ""
 
     def __post_init__(self) -> None:
@@ -61,7 +62,9 @@ class SessionTable:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def create(self, client_info: object) -> tuple[Session, Session | None]:
+    def create(
+        self, client_info: object, protocol_version: str = "2025-11-25"
+    ) -> tuple[Session, Session | None]:
         """A new session; returns it and the one evicted to make room, if any."""
         evicted = None
         if len(self._sessions) >= self.max_sessions:
@@ -69,6 +72,7 @@ class SessionTable:
         name, version = _client_info(client_info)
         now = self.clock()
         s = Session(secrets.token_hex(16), name, version, time.time(), now, time.time())
+        s.protocol_version = protocol_version
         self._sessions[s.sid] = s
         return s, evicted
 

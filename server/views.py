@@ -102,6 +102,7 @@ def session_json(s: SessionView) -> dict[str, Any]:
         "last_seen": s.last_seen,
         "calls": s.calls,
         "pending": s.pending,
+        "protocol": s.protocol,
     }
 
 

@@ -8,6 +8,8 @@ import socket
 
 import pytest
 
+from server.protocol import UNAUTHORIZED_HINT
+
 from .helpers import TOKEN, Http, Mcp
 
 
@@ -64,7 +66,7 @@ def test_unauthorized(running, auth):
     assert r.json == {
         "jsonrpc": "2.0",
         "id": None,
-        "error": {"code": -32000, "message": "unauthorized"},
+        "error": {"code": -32000, "message": "unauthorized", "data": UNAUTHORIZED_HINT},
     }
     assert "WWW-Authenticate" not in r.headers
     assert len(running.runner.snapshot().sessions) == 0

@@ -10,7 +10,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from .helpers import TOKEN, in_thread
+from .helpers import TOKEN, in_thread, wait_for
 
 
 async def _session(url: str, mode: str, body):
@@ -81,5 +81,5 @@ def test_sdk_client_timeout_cancels_a_pending_approval(start_bridge):
     while running.runner.snapshot().pending and time.monotonic() < deadline:
         time.sleep(0.02)
     assert running.runner.snapshot().pending == ()
-    done = [r for r in running.audit() if r["phase"] == "done"]
+    done = wait_for(lambda: [r for r in running.audit() if r["phase"] == "done"])
     assert done and done[0]["outcome"] == "cancelled"

@@ -349,9 +349,10 @@ def test_bash_cancel_via_notification_kills_the_child(bridge, root):
     other.sid = c.sid
     assert other.rpc("notifications/cancelled", {"requestId": 99}, req_id=None).status == 202
     t.join(10)
-    assert out[0].json["error"] == {"code": -32800, "message": "request cancelled"}
+    assert (out[0].status, out[0].raw) == (202, b"")  # the client cancelled: no response
     wait_for(lambda: _gone(int(read_text(pidfile))), timeout=5)
-    done = [r for r in bridge.audit() if r["phase"] == "done"]
+    # The 202 goes out at once; the call's done record follows when the kill has finished.
+    done = wait_for(lambda: [r for r in bridge.audit() if r["phase"] == "done"])
     assert done[-1]["outcome"] == "cancelled"
 
 

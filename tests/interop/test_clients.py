@@ -1,0 +1,320 @@
+"""Real MCP clients against a real bridge on port 0 (issue 17).
+
+Each client is the published package, installed once into a cache (see ``tools.py``): the
+official conformance suite, the Inspector CLI, the TypeScript SDK (current and a pre-2025-11-25
+release), the Python SDK (2.x, newest 1.x and a pre-2025-11-25 1.x), mcp-remote over stdio, and
+Claude Code and Gemini CLI driven by the exact commands ``a2a-bridge client-config`` prints.
+Teardown races are measured in loops: "time out, then leave" 40 times per SDK, 0 errors.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server import clientconfig
+from server.clientconfig import ClientKind
+
+from ..conftest import Running
+from ..helpers import TOKEN, wait_for
+from . import tools
+from .authproxy import AuthProxy
+from .conftest import Peers
+
+HERE = Path(__file__).resolve().parent
+CLIENTS = HERE / "clients"
+LOOPS = 40
+NOT_FOUND_TEXT = "hello.txt: not found"
+
+
+def _write_args(running: Running) -> dict[str, str]:
+    return {"path": os.path.join(running.env["root"], "out.txt"), "content": "approved"}
+
+
+def _approve_next(running: Running) -> threading.Thread:
+    """Approve the next call that waits, like the human at the tray would."""
+
+    def approve() -> None:
+        [p] = running.pending(1, timeout=60)
+        running.runner.decide(p.id, "approve")
+
+    t = threading.Thread(target=approve, daemon=True)
+    t.start()
+    return t
+
+
+# -- the official conformance suite -------------------------------------------------------------
+
+
+def test_conformance_suite_matches_the_baseline(peers: Peers, peer_bridge: Running, tmp_path):
+    """Every scenario passes except the baseline's, each a feature the bridge lacks on purpose.
+
+    The suite cannot send a header, so a loopback proxy adds the bearer token (the bridge's
+    auth rules are unchanged); Host and Origin pass through for the DNS-rebinding scenario.
+    """
+    conformance = tools.npm_bin("conformance", "conformance")
+    baseline = HERE / "conformance-baseline.yml"
+    with AuthProxy(peer_bridge.port, TOKEN) as proxy:
+        r = peers.run(
+            [
+                conformance,
+                "server",
+                "--url",
+                proxy.url,
+                "--expected-failures",
+                str(baseline),
+                "-o",
+                str(tmp_path / "results"),
+            ],
+            timeout=300,
+        )
+    summary = r.stdout[r.stdout.find("=== SUMMARY ===") :]
+    assert r.returncode == 0, summary or r.stdout[-3000:] + r.stderr[-3000:]
+    for scenario in ("server-initialize", "ping", "tools-list", "dns-rebinding-protection"):
+        assert re.search(rf"✓ {scenario}: \d+ passed, 0 failed", summary), summary
+
+
+# -- the Inspector CLI ---------------------------------------------------------------------------
+
+
+def _inspector(peers: Peers, running: Running, *args: str, token: str = TOKEN) -> Any:
+    argv = [tools.npm_bin("inspector", "inspector"), "--cli", running.runner.url]
+    argv += ["--transport", "http", "--header", f"Authorization: Bearer {token}", *args]
+    return peers.run(argv, timeout=120)
+
+
+def test_inspector_lists_calls_gets_approval_and_times_out(peers: Peers, peer_bridge: Running):
+    r = _inspector(peers, peer_bridge, "--method", "tools/list")
+    assert r.returncode == 0, r.stdout + r.stderr
+    names = [t["name"] for t in json.loads(r.stdout)["tools"]]
+    assert names == ["read", "ls", "find", "grep", "write", "edit", "bash"]
+
+    r = _inspector(
+        peers, peer_bridge, "--method", "tools/call", "--tool-name", "read",
+        "--tool-arg", "path=hello.txt",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "hello from the bridge" in json.loads(r.stdout)["content"][0]["text"]
+
+    # A prompt-tier call: held until the human approves, then it runs.
+    approver = _approve_next(peer_bridge)
+    args = _write_args(peer_bridge)
+    r = _inspector(
+        peers, peer_bridge, "--method", "tools/call", "--tool-name", "write",
+        "--tool-arg", f"path={args['path']}", "content=approved",
+    )  # fmt: skip
+    approver.join(10)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["isError"] is False
+    assert Path(args["path"]).read_text() == "approved"
+
+    # Nobody decides: the approval times out (approval.timeout_s = 3) with a clear result.
+    r = _inspector(
+        peers, peer_bridge, "--method", "tools/call", "--tool-name", "write",
+        "--tool-arg", f"path={args['path']}", "content=never",
+    )  # fmt: skip
+    out = json.loads(r.stdout)
+    assert out["isError"] is True and out["content"][0]["text"] == "approval timed out after 3 s"
+    assert Path(args["path"]).read_text() == "approved"
+    sessions = peer_bridge.runner.snapshot().sessions
+    assert {s.protocol for s in sessions} <= {"2025-11-25"}
+
+
+# -- the TypeScript SDK ---------------------------------------------------------------------------
+
+
+TS = {"current": ("ts-sdk", "2025-11-25"), "pre-2025-11-25": ("ts-sdk-old", "2025-06-18")}
+
+
+def _ts(peers: Peers, running: Running, which: str, *args: str) -> dict[str, Any]:
+    sdk = tools.npm_package_dir(TS[which][0], "@modelcontextprotocol/sdk")
+    node = os.path.join(tools.node_bin_dir(), "node")
+    return peers.json_line(
+        [node, str(CLIENTS / "ts_client.mjs"), sdk, running.runner.url, TOKEN, *args]
+    )
+
+
+@pytest.mark.parametrize("which", list(TS))
+def test_typescript_sdk_connects_and_tears_down_cleanly(peers, peer_bridge, which):
+    out = _ts(peers, peer_bridge, which, "basic")
+    assert out["crashes"] == [] and out["logged"] == [], out
+    [res] = out["results"]
+    assert res["protocol"] == TS[which][1]  # an older client gets its own version back
+    assert res["tools"][0] == "read" and "hello from the bridge" in res["read"]
+
+    # Time out (the SDK sends notifications/cancelled), then leave: 40 times, 0 errors.
+    out = _ts(peers, peer_bridge, which, "timeout-leave", str(LOOPS), "20")
+    assert out["results"] == ["McpError"] * LOOPS, out
+    assert (out["crashes"], out["logged"]) == ([], []), out
+
+    # Leaving at the very instant of the timeout: the only reports allowed are the SDK aborting
+    # its own still-unsent cancellation at close (it does the same against the SDK's own
+    # server); nothing the bridge sent, e.g. "Received a response for an unknown message ID".
+    out = _ts(peers, peer_bridge, which, "timeout-leave", "20")
+    assert out["crashes"] == [], out
+    own_aborts = [m for m in out["logged"] if m.endswith("This operation was aborted")]
+    assert own_aborts == out["logged"], out
+    wait_for(lambda: peer_bridge.runner.snapshot().pending == (), timeout=10)
+
+
+# -- the Python SDK -------------------------------------------------------------------------------
+
+
+PY = {
+    "2.x": (None, "2025-11-25"),
+    "newest-1.x": ("py-mcp-1.30.0", "2025-11-25"),
+    "pre-2025-11-25": ("py-mcp-1.22.0", "2025-06-18"),
+}
+
+
+@pytest.mark.parametrize("which", list(PY))
+def test_python_sdk_connects_and_tears_down_cleanly(peers, peer_bridge, which):
+    venv, protocol = PY[which]
+    python = tools.py_python(venv) if venv else sys.executable
+    base = [python, "-W", "ignore", str(CLIENTS / "py_client.py"), peer_bridge.runner.url, TOKEN]
+    out = peers.json_line([*base, "basic"])
+    assert out["crashes"] == [] and out["logged"] == [], out
+    [res] = out["results"]
+    assert res["protocol"] == protocol
+    assert res["tools"][0] == "read" and "hello from the bridge" in res["read"]
+
+    out = peers.json_line([*base, "timeout-leave", str(LOOPS)])
+    assert len(out["results"]) == LOOPS and set(out["results"]) <= {"McpError", "MCPError"}, out
+    assert (out["crashes"], out["logged"]) == ([], []), out
+    done = wait_for(
+        lambda: (
+            len(
+                d := [
+                    r for r in peer_bridge.audit() if r["phase"] == "done" and r["tool"] == "write"
+                ]
+            )
+            == LOOPS
+            and d
+        ),
+        timeout=10,
+    )
+    assert {r["outcome"] for r in done} == {"cancelled"}
+
+
+# -- mcp-remote over stdio (Claude Desktop's recipe) -------------------------------------------
+
+
+def test_mcp_remote_over_stdio_with_the_claude_desktop_recipe(peers: Peers, peer_bridge: Running):
+    recipe = clientconfig.recipe(ClientKind.CLAUDE_DESKTOP, peer_bridge.runner.url, TOKEN)
+    server = json.loads(recipe.text)["mcpServers"]["omp-host"]
+    assert server["args"][:2] == ["-y", "mcp-remote"]
+    argv = [tools.npm_bin("mcp-remote", "mcp-remote"), *server["args"][2:]]
+    env = dict(peers.env, **server["env"])
+    proc = subprocess.Popen(
+        argv, env=env, cwd=peers.home, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+
+        def rpc(msg: dict[str, Any]) -> dict[str, Any] | None:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(json.dumps(msg) + "\n")
+            proc.stdin.flush()
+            if "id" not in msg:
+                return None
+            while True:
+                line = proc.stdout.readline()
+                assert line, "mcp-remote closed its stdout"
+                reply = json.loads(line)
+                if reply.get("id") == msg["id"]:
+                    return reply
+
+        init = rpc(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "stdio-desktop", "version": "1"}}}
+        )  # fmt: skip
+        assert init is not None and init["result"]["protocolVersion"] == "2025-06-18"
+        rpc({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        listing = rpc({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+        assert listing is not None and listing["result"]["tools"][0]["name"] == "read"
+        call = rpc(
+            {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+             "params": {"name": "read", "arguments": {"path": "hello.txt"}}}
+        )  # fmt: skip
+        assert call is not None and "hello from the bridge" in call["result"]["content"][0]["text"]
+        # The stdio client's version reached the bridge (mcp-remote may also keep a probe session).
+        sessions = peer_bridge.runner.snapshot().sessions
+        assert "2025-06-18" in {s.protocol for s in sessions}, sessions
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+# -- Claude Code and Gemini CLI: the printed recipes, run for real ------------------------------
+
+
+def _mcp_list(peers: Peers, kind: ClientKind, exe: str, running: Running) -> str:
+    recipe = clientconfig.recipe(kind, running.runner.url, TOKEN)
+    env = dict(peers.env, PATH=os.pathsep.join([str(Path(exe).parent), peers.env["PATH"]]))
+    if recipe.env is not None:
+        env["A2A_BRIDGE_TOKEN"] = TOKEN
+    added = peers.run(["bash", "-c", recipe.text], env=env)
+    assert added.returncode == 0, added.stdout + added.stderr
+    listed = peers.run([exe, "mcp", "list"], env=env, timeout=180)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    return listed.stdout + listed.stderr
+
+
+def test_claude_code_mcp_list_says_connected(peers: Peers, peer_bridge: Running):
+    out = _mcp_list(
+        peers, ClientKind.CLAUDE_CODE, tools.npm_bin("claude-code", "claude"), peer_bridge
+    )
+    assert re.search(r"omp-host: http://127\.0\.0\.1:\d+/ \(HTTP\) - ✔ Connected", out), out
+
+
+def test_gemini_cli_mcp_list_says_connected(peers: Peers, peer_bridge: Running):
+    # A fresh home is an untrusted folder, where Gemini CLI disables every MCP server.
+    peers.env["GEMINI_CLI_TRUST_WORKSPACE"] = "true"
+    out = _mcp_list(peers, ClientKind.GEMINI, tools.npm_bin("gemini", "gemini"), peer_bridge)
+    assert re.search(r"omp-host: http://127\.0\.0\.1:\d+/ \(http\) - Connected", out), out
+    sessions = peer_bridge.runner.snapshot().sessions
+    assert sessions == () or {s.protocol for s in sessions} == {"2025-06-18"}
+
+
+# -- a wrong token shows up as a wrong token ------------------------------------------------------
+
+
+def test_wrong_token_is_reported_as_such_by_inspector_mcp_remote_and_claude_code(
+    peers: Peers, peer_bridge: Running
+):
+    """OAuth-capable clients turn a 401 into OAuth discovery, which then fails on its own terms
+    (``Dynamic Client Registration rejected (HTTP 401)``); each prints the 401 body, whose
+    ``data`` says what is really wrong. Nothing else about auth changes (no OAuth endpoints)."""
+    hint = "wrong or missing bearer token"
+    r = _inspector(peers, peer_bridge, "--stored-auth-only", "--method", "tools/list", token="bad")
+    assert r.returncode != 0 and hint in r.stdout + r.stderr, r.stdout + r.stderr
+
+    remote = peers.run(
+        [
+            tools.npm_bin("mcp-remote", "mcp-remote"),
+            peer_bridge.runner.url,
+            "--header",
+            "Authorization:Bearer bad",
+        ],
+        timeout=60,
+    )
+    assert remote.returncode != 0 and hint in remote.stderr, remote.stderr[-3000:]
+
+    claude = tools.npm_bin("claude-code", "claude")
+    recipe = clientconfig.recipe(ClientKind.CLAUDE_CODE, peer_bridge.runner.url, "bad")
+    assert (
+        peers.run(["bash", "-c", recipe.text.replace("claude ", f"{claude} ", 1)]).returncode == 0
+    )
+    listed = peers.run([claude, "mcp", "list"], timeout=180)
+    assert "Failed to connect" in listed.stdout and hint in listed.stdout, listed.stdout
+    assert peer_bridge.runner.snapshot().sessions == ()
