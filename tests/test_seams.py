@@ -1,0 +1,160 @@
+"""Attacks on the seams between features built separately (path policy, rules, grants, search,
+bash, upstream tools, rendering), against a real ``a2a-bridge serve`` whose HOME is full of
+planted secrets (see :mod:`tests.test_attack_paths`).
+
+Rules and tiers here are as generous as a user might make them; with no approver attached,
+anything that needs a human is refused, so a secret marker in any response, or a planted
+persistence file that changed, means a rule or grant covered what it never may.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .test_attack_paths import NO_APPROVER, SECRETS, Serve, _leaks, _start, _stop
+
+RULES = {
+    "allow": [
+        "bash(cat *)",
+        "bash(git diff *)",
+        "bash(head *)",
+        "bash(cp *)",
+        "bash(ls *)",
+        "read(~/**)",
+        "write(~/**)",
+        "edit(~/**)",
+        "grep",
+        "find(~/**)",
+        "ls",
+    ],
+}
+
+
+def _serve_with_rules(base: Path) -> Serve:
+    """The attack bridge, with bash at the prompt tier and broad allow rules in the config."""
+    s = _start(base, {"read": "allow", "write": "prompt", "edit": "prompt", "bash": "prompt"})
+    cfg_path = s.home / ".config" / "omp-a2a-bridge" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["rules"] = RULES
+    _stop(s)
+    cfg_path.write_text(json.dumps(cfg))
+    return _start_again(base, s)
+
+
+def _start_again(base: Path, old: Serve) -> Serve:
+    import subprocess
+    import sys
+
+    log = base / "serve2.log"
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "server", "serve", "--port", "0"],
+            env=old.env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert "listening on" in line, (line, log.read_text())
+    port = int(line.strip().rsplit(":", 1)[1].strip("/").split("/")[0])
+    return Serve(old.home, proc, port, old.env, old.outside, log)
+
+
+@pytest.fixture(scope="module")
+def ruled(tmp_path_factory) -> Iterator[Serve]:
+    s = _serve_with_rules(tmp_path_factory.mktemp("seams"))
+    yield s
+    _stop(s)
+
+
+BASH_READS = [
+    "cat ~/.ssh/id_rsa",
+    "cat $HOME/.ssh/id_rsa",
+    "cat ${HOME}/.ssh/id_rsa",
+    "cat {home}/.ssh/id_rsa",
+    "cat ~/.s\\sh/id_rsa",
+    "cat ~/'.ssh'/id_rsa",
+    "cat proj/links/l0",
+    "cat proj/hard/h0.txt",
+    "cat proj/dirlinks/d0/id_rsa",
+    "cat ~/.ssh/id_*",
+    "cat ~/.ss?/id_rsa",
+    "cat ~/.{{ssh,aws}}/id_rsa",
+    "cat .aws/credentials",
+    "cat ./.aws/../.aws/credentials",
+    "cat proj/.env",
+    "head -c 100 ~/.bash_history",
+    "git diff --no-index /dev/null ~/.ssh/id_rsa",
+    "cat --file=x ~/.netrc",
+    "cat ~/.config/omp-a2a-bridge/config.json",
+]
+
+
+@pytest.mark.parametrize("command", BASH_READS)
+def test_a_bash_allow_rule_never_reads_a_protected_path(ruled, command):
+    command = command.format(home=ruled.home)
+    r = ruled.client().call("bash", {"command": command})
+    assert _leaks(ruled, r) == [], (command, r.text)
+    assert r.text.startswith(NO_APPROVER), (command, r.text)
+
+
+def test_a_bash_allow_rule_in_a_protected_cwd_asks(ruled):
+    r = ruled.client().call("bash", {"command": "cat id_rsa", "cwd": "~/.ssh"})
+    assert _leaks(ruled, r) == [] and r.text.startswith(NO_APPROVER), r.text
+
+
+@pytest.mark.parametrize(
+    "command", ["cp proj/README.md ~/.bashrc", "cp proj/README.md .local/bin/git"]
+)
+def test_a_bash_allow_rule_never_writes_a_persistence_path(ruled, command):
+    before = (ruled.home / ".bashrc").read_text()
+    r = ruled.client().call("bash", {"command": command})
+    assert r.text.startswith(NO_APPROVER), (command, r.text)
+    assert (ruled.home / ".bashrc").read_text() == before
+    assert not (ruled.home / ".local" / "bin" / "git").exists()
+
+
+def test_bash_allow_rules_still_run_harmless_commands(ruled):
+    c = ruled.client()
+    r = c.call("bash", {"command": "cat proj/README.md"})
+    assert "PUBLIC-readme" in r.text and not r.result["isError"], r.text
+    r = c.call("bash", {"command": "cat ~/.bashrc proj/id_ed25519.pub"})
+    assert "PUBLIC-pubkey" in r.text, r.text
+    r = c.call("bash", {"command": "ls -la /dev/null /usr/bin"})
+    assert not r.result["isError"], r.text
+
+
+def test_path_rules_never_cover_protected_or_persistence(ruled):
+    c = ruled.client()
+    for rel in SECRETS:
+        r = c.call("read", {"path": "~/" + rel})
+        assert _leaks(ruled, r) == [] and r.text.startswith(NO_APPROVER), (rel, r.text)
+    for rel in (".bashrc", ".ssh/authorized_keys", "proj/.git/hooks/pre-commit", ".local/bin/x"):
+        r = c.call("write", {"path": "~/" + rel, "content": "evil"})
+        assert r.text.startswith(NO_APPROVER), (rel, r.text)
+        r = c.call("edit", {"path": "~/" + rel, "old_string": "PUBLIC", "new_string": "evil"})
+        assert r.text.startswith(NO_APPROVER), (rel, r.text)
+    assert (ruled.home / ".bashrc").read_text() == "PUBLIC-bashrc\n"
+    r = c.call("write", {"path": "proj/ok.txt", "content": "fine"})
+    assert not r.result["isError"], r.text
+
+
+def test_search_rules_keep_the_per_entry_policy(ruled):
+    c = ruled.client()
+    for args in (
+        {"pattern": "SECRET", "path": "~"},
+        {"pattern": "SECRET", "path": "proj"},
+        {"pattern": "SECRET", "path": "~", "hidden": True},
+    ):
+        r = c.call("grep", args)
+        assert _leaks(ruled, r) == [], (args, r.text)
+    for args in ({"pattern": "**", "path": "~"}, {"pattern": "*", "path": "proj/links"}):
+        r = c.call("find", args)
+        assert _leaks(ruled, r) == [], (args, r.text)
+    r = c.call("ls", {"path": "~/.ssh"})
+    assert _leaks(ruled, r) == [] and r.result["isError"], r.text
