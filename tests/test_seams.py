@@ -75,7 +75,7 @@ def ruled(tmp_path_factory) -> Iterator[Serve]:
 BASH_READS = [
     "cat ~/.ssh/id_rsa",
     "cat $HOME/.ssh/id_rsa",
-    "cat ${HOME}/.ssh/id_rsa",
+    "cat ${{HOME}}/.ssh/id_rsa",
     "cat {home}/.ssh/id_rsa",
     "cat ~/.s\\sh/id_rsa",
     "cat ~/'.ssh'/id_rsa",
@@ -123,7 +123,7 @@ def test_bash_allow_rules_still_run_harmless_commands(ruled):
     c = ruled.client()
     r = c.call("bash", {"command": "cat proj/README.md"})
     assert "PUBLIC-readme" in r.text and not r.result["isError"], r.text
-    r = c.call("bash", {"command": "cat ~/.bashrc proj/id_ed25519.pub"})
+    r = c.call("bash", {"command": "cat proj/.env.example proj/id_ed25519.pub"})
     assert "PUBLIC-pubkey" in r.text, r.text
     r = c.call("bash", {"command": "ls -la /dev/null /usr/bin"})
     assert not r.result["isError"], r.text
@@ -131,6 +131,7 @@ def test_bash_allow_rules_still_run_harmless_commands(ruled):
 
 def test_path_rules_never_cover_protected_or_persistence(ruled):
     c = ruled.client()
+    bashrc = (ruled.home / ".bashrc").read_text()
     for rel in SECRETS:
         r = c.call("read", {"path": "~/" + rel})
         assert _leaks(ruled, r) == [] and r.text.startswith(NO_APPROVER), (rel, r.text)
@@ -139,7 +140,7 @@ def test_path_rules_never_cover_protected_or_persistence(ruled):
         assert r.text.startswith(NO_APPROVER), (rel, r.text)
         r = c.call("edit", {"path": "~/" + rel, "old_string": "PUBLIC", "new_string": "evil"})
         assert r.text.startswith(NO_APPROVER), (rel, r.text)
-    assert (ruled.home / ".bashrc").read_text() == "PUBLIC-bashrc\n"
+    assert (ruled.home / ".bashrc").read_text() == bashrc
     r = c.call("write", {"path": "proj/ok.txt", "content": "fine"})
     assert not r.result["isError"], r.text
 

@@ -1,0 +1,96 @@
+"""Protected and persistence paths named in a ``bash`` command line.
+
+A rule such as ``bash(cat *)`` (or a session grant, or the allow tier) lets a command run
+unattended, but "rules never cover protected or persistence locations": ``cat ~/.ssh/id_rsa``
+and ``cp x ~/.bashrc`` must still ask a human. The bridge cannot know what a program will open,
+so this is a deliberate over-approximation over the command *text*: every word-like token
+(after ``$VAR``/``${VAR}`` and ``~`` expansion, quote and backslash removal, brace expansion,
+``--opt=value`` and ``a:b`` splitting, and a bounded glob expansion) is resolved against the
+working directory and judged by the path policy as a write (a command may write any path it
+names). Any token that lands in a protected, persistence or own-file location makes the whole
+call always ask. Code that computes a path at run time (``python -c`` joining strings, ``$(...)``
+output) is not seen: a rule for an interpreter is the user's informed choice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import itertools
+import os
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..paths import CallPaths, Escalation, PathPolicy
+
+MAX_TOKENS = 4000  # judged per command; the rest of a huge command is judged as a whole below
+MAX_GLOB = 256  # matches of one glob that are judged
+MAX_BRACES = 64  # words one brace expression may expand to
+MAX_TOKEN_LEN = 4096  # longer than PATH_MAX: the OS cannot open it anyway
+
+_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_SPLIT = re.compile(r"[\s;&|<>()`]+")
+_SUB_SPLIT = re.compile(r"[=:,]+")
+_BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")
+_GLOB = re.compile(r"[*?\[]")
+
+
+def _expand_vars(text: str) -> str:
+    env = os.environ
+    return _VAR.sub(lambda m: env.get(m.group(1) or m.group(2) or "", ""), text)
+
+
+def _braces(word: str) -> list[str]:
+    """``a{b,c}d`` -> ``abd acd`` (nested and repeated), at most MAX_BRACES results."""
+    out: list[str] = []
+    todo = [word]
+    while todo and len(out) < MAX_BRACES:
+        w = todo.pop()
+        m = _BRACE.search(w)
+        if m is None:
+            out.append(w)
+            continue
+        for alt in m.group(1).split(","):
+            todo.append(w[: m.start()] + alt + w[m.end() :])
+    return out + todo[: max(MAX_BRACES - len(out), 0)]
+
+
+def tokens(command: str) -> list[str]:
+    """Every path-like candidate in ``command``, in order, without duplicates."""
+    seen: dict[str, None] = {}
+    for text in (command, _expand_vars(command)):
+        text = re.sub(r"\\(.)", r"\1", text, flags=re.S).replace("'", "").replace('"', "")
+        for word in _SPLIT.split(text):
+            if not word:
+                continue
+            for w in _braces(word):
+                seen.setdefault(w, None)
+                for part in _SUB_SPLIT.split(w):
+                    if part:
+                        seen.setdefault(part, None)
+            if len(seen) >= MAX_TOKENS:
+                return list(seen)
+    return list(seen)
+
+
+def command_escalation(command: str, cwd: str, policy: PathPolicy | CallPaths) -> Escalation | None:
+    """The first protected/persistence/own-file location the command names, or None."""
+    for tok in tokens(command):
+        if len(tok) > MAX_TOKEN_LEN:
+            continue
+        p = os.path.expanduser(tok) if tok.startswith("~") else tok
+        if not os.path.isabs(p):
+            p = os.path.join(cwd, p)
+        candidates = [p]
+        if _GLOB.search(p):
+            with contextlib.suppress(OSError, ValueError, RecursionError):
+                candidates += itertools.islice(glob.iglob(p, recursive=False), MAX_GLOB)
+        for c in candidates:
+            try:
+                esc = policy.escalation(c, write=True)
+            except (OSError, ValueError):
+                continue
+            if esc is not None and esc.always_asks:
+                return esc
+    return None
