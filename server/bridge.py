@@ -35,6 +35,7 @@ from .protocol import (
 )
 from .rules import (
     PATH_TOOLS,
+    Kind,
     RuleError,
     RuleList,
     RuleSet,
@@ -784,6 +785,9 @@ class Bridge:
                 parsed = parse_rule_lines(text, base=self.policy.roots[0])
             except RuleError as e:
                 raise DecisionError(f"rule not saved: {e}") from None
+            problem = _not_like_this(p.tool, parsed)
+            if problem is not None:
+                raise DecisionError(f"rule not saved: {problem}")
             rule = "\n".join(r.text for r in parsed)
         return self.broker.decide(call_id, decision, reason, approver=approver, rule=rule)
 
@@ -974,6 +978,24 @@ class Bridge:
                 cb(snap)
             except Exception:
                 log.exception("snapshot subscriber failed")
+
+
+def _not_like_this(tool: str, parsed: list[Any]) -> str | None:
+    """Why an edited "Always allow calls like this" rule is not about calls like this one.
+
+    It must name the call's own tool and must not be a catch-all (``bash``, ``bash(*)``): a
+    click on one prompt never widens to another tool or to every call of it. A deliberate
+    broad rule is added from the Rules section or ``a2a-bridge rules add`` instead.
+    """
+    for r in parsed:
+        if r.tool != tool:
+            return f"{r.text} is not a rule for {tool}; add it from the Rules section instead"
+        if r.kind is Kind.ANY or (r.kind is Kind.BASH and set(r.words) <= {"*"}):
+            return (
+                f"{r.text} would allow every {tool} call; add a broad rule from the Rules "
+                "section or `a2a-bridge rules add` instead"
+            )
+    return None
 
 
 def _lists(rules: RuleSet) -> dict[str, tuple[Any, ...]]:

@@ -159,3 +159,73 @@ def test_search_rules_keep_the_per_entry_policy(ruled):
         assert _leaks(ruled, r) == [], (args, r.text)
     r = c.call("ls", {"path": "~/.ssh"})
     assert _leaks(ruled, r) == [] and r.result["isError"], r.text
+
+
+# -- "Always allow calls like this" with an edited rule ---------------------------------------
+
+
+@pytest.fixture
+def prompted(start_bridge, env, tmp_path, monkeypatch):
+    """A bridge with a control API; bash and read ask; a private HOME with a key."""
+    from .control_helpers import Api
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("SECRET-edited-rule\n")
+    monkeypatch.setenv("HOME", str(home))
+    running = start_bridge(
+        {"roots": [env["root"], str(home)], "approval": {"tiers": {"read": "prompt"}}},
+        control=True,
+    )
+    running.api = Api(running.runner.control)
+    return running
+
+
+@pytest.mark.parametrize(
+    "edited",
+    ["bash(*)", "bash", "bash(* *)", "read(/**)", "bash(echo *)\nread(~/**)", "mcp__x__y"],
+)
+def test_an_edited_always_allow_rule_cannot_smuggle_a_broad_or_foreign_rule(prompted, edited):
+    from .helpers import in_thread
+
+    c = prompted.client()
+    approver = prompted.runner.attach_approver("test")
+    try:
+        t, _ = in_thread(c.call, "bash", {"command": "echo hi"})
+        [p] = wait_pending(prompted)
+        r = prompted.api.call(
+            "POST", f"/api/pending/{p.id}", {"decision": "allow_always", "rule": edited}
+        )
+        assert r.status == 400 and r.json["error"].startswith("rule not saved: "), r.json
+        assert len(prompted.runner.bridge.rules) == 0
+        assert prompted.api.call("POST", f"/api/pending/{p.id}", {"decision": "deny"}).status == 200
+        t.join(10)
+    finally:
+        prompted.runner.detach_approver(approver)
+    r = c.call("read", {"path": "~/.ssh/id_rsa"})
+    assert "SECRET-edited-rule" not in r.text and r.result["isError"]
+
+
+def test_an_edited_rule_for_the_same_tool_is_still_saved(prompted):
+    from .helpers import in_thread
+
+    c = prompted.client()
+    approver = prompted.runner.attach_approver("test")
+    try:
+        t, _ = in_thread(c.call, "bash", {"command": "echo hi"})
+        [p] = wait_pending(prompted)
+        r = prompted.api.call(
+            "POST", f"/api/pending/{p.id}", {"decision": "allow_always", "rule": "bash(echo *)"}
+        )
+        assert r.status == 200, r.json
+        t.join(10)
+    finally:
+        prompted.runner.detach_approver(approver)
+    assert "there" in c.call("bash", {"command": "echo there"}).text
+
+
+def wait_pending(running):
+    from .helpers import wait_for
+
+    wait_for(lambda: running.runner.snapshot().pending)
+    return list(running.runner.snapshot().pending)
