@@ -785,7 +785,7 @@ class Bridge:
                 parsed = parse_rule_lines(text, base=self.policy.roots[0])
             except RuleError as e:
                 raise DecisionError(f"rule not saved: {e}") from None
-            problem = _not_like_this(p.tool, parsed)
+            problem = None if text.strip() == p.proposed_rule else _not_like_this(p.tool, parsed)
             if problem is not None:
                 raise DecisionError(f"rule not saved: {problem}")
             rule = "\n".join(r.text for r in parsed)
@@ -985,7 +985,9 @@ def _not_like_this(tool: str, parsed: list[Any]) -> str | None:
 
     It must name the call's own tool and must not be a catch-all (``bash``, ``bash(*)``): a
     click on one prompt never widens to another tool or to every call of it. A deliberate
-    broad rule is added from the Rules section or ``a2a-bridge rules add`` instead.
+    broad rule is added from the Rules section or ``a2a-bridge rules add`` instead. (The
+    bridge's own proposal is taken as it is: for a tool without string arguments it is the
+    tool alone.)
     """
     for r in parsed:
         if r.tool != tool:

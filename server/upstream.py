@@ -48,7 +48,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from . import __version__
 from .fsutil import write_private_atomic
+from .paths import CallPaths, Escalation, PathPolicy
 from .tools.base import Tool, ToolContext, ToolResult
+from .tools.bashpaths import arguments_escalation
 from .upstream_config import McpServerSpec, ServerView, UpstreamInfo
 
 log = logging.getLogger("a2a-bridge")
@@ -284,6 +286,12 @@ class UpstreamTool(Tool):
         d = super().describe()
         d.update(self.extra)
         return d
+
+    def escalation(self, args: dict[str, Any], policy: PathPolicy | CallPaths) -> Escalation | None:
+        """A string argument naming a protected or persistence location always asks: the
+        bridge cannot know what the upstream opens (a filesystem server reads what it is told),
+        and no rule or tier may cover those locations."""
+        return arguments_escalation(args, policy)
 
     def grants_suspended(self) -> bool:
         pin = self.server.pins.get(self.name)

@@ -10,11 +10,13 @@ persistence file that changed, means a rule or grant covered what it never may.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from .helpers import wait_for
 from .test_attack_paths import NO_APPROVER, SECRETS, Serve, _leaks, _start, _stop
 
 RULES = {
@@ -229,3 +231,38 @@ def wait_pending(running):
 
     wait_for(lambda: running.runner.snapshot().pending)
     return list(running.runner.snapshot().pending)
+
+
+# -- upstream tools: rules, pins and protected paths ------------------------------------------
+
+
+def test_an_upstream_rule_never_covers_a_protected_path_and_a_changed_tool_asks(
+    start_bridge, tmp_path, monkeypatch
+):
+    """``mcp__t__echo(text=*)`` stands in for a local filesystem server's ``read_file(path=*)``:
+    the bridge cannot know what the upstream opens, but a string argument that names a
+    protected or persistence location always asks; other calls run, until the tool changes."""
+    from .test_upstream import ready, stdio_spec
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    state = str(tmp_path / "state")
+    os.makedirs(state)
+    running = start_bridge(
+        {
+            "mcp_servers": {"t": stdio_spec(state)},
+            "rules": {"allow": ["mcp__t__echo(text=*)", "mcp__t__mutate"]},
+        }
+    )
+    ready(running)
+    c = running.client()
+    for text in (f"{home}/.ssh/id_rsa", "~/.ssh/id_rsa", "file://" + str(home) + "/.netrc"):
+        r = c.call("mcp__t__echo", {"text": text})
+        assert r.text.startswith(NO_APPROVER), (text, r.text)
+    for text in ("~/.bashrc", "see ~/.config/autostart/x.desktop"):
+        assert c.call("mcp__t__echo", {"text": text}).text.startswith(NO_APPROVER), text
+    assert c.call("mcp__t__echo", {"text": "hello"}).text == "hello"  # allowed by rule: pinned
+    assert c.call("mcp__t__mutate").text == "mutated"
+    wait_for(lambda: running.runner.snapshot().servers[0].changed == ("mcp__t__echo",))
+    assert c.call("mcp__t__echo", {"text": "again"}).text.startswith(NO_APPROVER)

@@ -34,6 +34,9 @@ _SPLIT = re.compile(r"[\s;&|<>()`]+")
 _SUB_SPLIT = re.compile(r"[=:,]+")
 _BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")
 _GLOB = re.compile(r"[*?\[]")
+_FILE_URL = re.compile(r"file://(?:localhost)?(?=/)", re.I)
+MAX_STRINGS = 64  # string arguments of one call that are judged (arguments_escalation)
+MAX_STRING_LEN = 65536  # of each, the first characters are judged
 
 
 def _expand_vars(text: str) -> str:
@@ -61,6 +64,7 @@ def tokens(command: str) -> list[str]:
     seen: dict[str, None] = {}
     for text in (command, _expand_vars(command)):
         text = re.sub(r"\\(.)", r"\1", text, flags=re.S).replace("'", "").replace('"', "")
+        text = _FILE_URL.sub("", text)
         for word in _SPLIT.split(text):
             if not word:
                 continue
@@ -93,4 +97,30 @@ def command_escalation(command: str, cwd: str, policy: PathPolicy | CallPaths) -
                 continue
             if esc is not None and esc.always_asks:
                 return esc
+    return None
+
+
+def _strings(value: object, out: list[str], depth: int = 0) -> None:
+    if len(out) >= MAX_STRINGS or depth > 8:
+        return
+    if isinstance(value, str):
+        out.append(value[:MAX_STRING_LEN])
+    elif isinstance(value, dict):
+        for v in value.values():
+            _strings(v, out, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, out, depth + 1)
+
+
+def arguments_escalation(args: object, policy: PathPolicy | CallPaths) -> Escalation | None:
+    """The same judgement over every string argument of a tool whose meaning the bridge does
+    not know (an upstream ``mcp__`` tool): relative names are taken from the first root."""
+    strings: list[str] = []
+    _strings(args, strings)
+    cwd = policy.resolve(None)
+    for s in strings:
+        esc = command_escalation(s, cwd, policy)
+        if esc is not None:
+            return esc
     return None
