@@ -266,3 +266,42 @@ def test_an_upstream_rule_never_covers_a_protected_path_and_a_changed_tool_asks(
     assert c.call("mcp__t__mutate").text == "mutated"
     wait_for(lambda: running.runner.snapshot().servers[0].changed == ("mcp__t__echo",))
     assert c.call("mcp__t__echo", {"text": "again"}).text.startswith(NO_APPROVER)
+
+
+# -- grep: nothing about a left-out file's content reaches the agent ---------------------------
+
+
+def _grep_text(s: Serve, pattern: str, path: str) -> str:
+    r = s.client().call("grep", {"pattern": pattern, "path": path, "hidden": True})
+    text = r.text.replace(pattern, "<pattern>")  # the agent's own pattern, echoed
+    assert [m for m in s.markers if m in text] == [], text
+    return text
+
+
+@pytest.mark.parametrize(
+    ("path", "hit", "miss"),
+    [
+        ("proj", "^SECRET-dotenv$", "^SECRET-dotenX$"),  # a secret by its name (.env)
+        ("proj/hard", "^SECRET-ssh-rsa$", "^SECRET-ssh-rsX$"),  # hard links to ~/.ssh/id_rsa
+        ("proj", "^SECRET-pem$", "^SECRET-peX$"),
+    ],
+)
+def test_grep_is_no_oracle_for_the_content_of_left_out_files(ruled, path, hit, miss):
+    """Whether a left-out file matched must change nothing in the answer: else a regex
+    bisection reads the secret one character at a time."""
+    assert _grep_text(ruled, hit, path) == _grep_text(ruled, miss, path)
+
+
+def test_grep_more_matches_count_is_no_oracle(ruled):
+    """Past the match cap the rest is only counted: a left-out file must not count either."""
+    decoy = ruled.home / "proj" / "aaa-decoy"
+    decoy.mkdir(exist_ok=True)
+    (decoy / "d.txt").write_text("DECOY\n" * 600)
+    try:
+        hit = _grep_text(ruled, "DECOY|^SECRET-dotenv$", "proj")
+        miss = _grep_text(ruled, "DECOY|^SECRET-dotenX$", "proj")
+        assert "more matches not shown" in hit
+        assert hit == miss
+    finally:
+        (decoy / "d.txt").unlink()
+        decoy.rmdir()
