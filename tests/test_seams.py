@@ -305,3 +305,32 @@ def test_grep_more_matches_count_is_no_oracle(ruled):
     finally:
         (decoy / "d.txt").unlink()
         decoy.rmdir()
+
+
+# -- session grants in the rules listing: agent text and session ids --------------------------
+
+EVIL_CLIENT = "evil\x1b]0;pwned\x07\x1b[2J\u202egnp.exe"
+
+
+def test_rules_list_renders_a_grant_safely_and_never_shows_the_session_id(prompted):
+    from .helpers import Mcp, in_thread
+    from .test_rules_http import _cli
+
+    c = Mcp(prompted.port, client=EVIL_CLIENT)
+    c.initialize()
+    approver = prompted.runner.attach_approver("test")
+    try:
+        t, _ = in_thread(c.call, "bash", {"command": "echo hi"})
+        [p] = wait_pending(prompted)
+        assert prompted.runner.decide(p.id, "allow_session")
+        t.join(10)
+    finally:
+        prompted.runner.detach_approver(approver)
+    assert prompted.runner.snapshot().grants
+    for args in (["rules", "list"], ["rules", "list", "--json"]):
+        out = _cli(*args)
+        assert out.returncode == 0, out.stderr
+        assert "\x1b" not in out.stdout and "\u202e" not in out.stdout, out.stdout
+    text = _cli("rules", "list").stdout
+    assert "session grant  bash  for evil" in text
+    assert c.sid is not None and c.sid[:8] not in text, text  # the hash, not the id
