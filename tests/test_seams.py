@@ -334,3 +334,33 @@ def test_rules_list_renders_a_grant_safely_and_never_shows_the_session_id(prompt
     text = _cli("rules", "list").stdout
     assert "session grant  bash  for evil" in text
     assert c.sid is not None and c.sid[:8] not in text, text  # the hash, not the id
+
+
+def test_an_upstream_servers_stderr_reaches_no_terminal_raw(start_bridge, env):
+    """A server's stderr and exit reason are its words: ``a2a-bridge servers`` and the status
+    API show them rendered safe, like agent text."""
+    import sys
+
+    from .control_helpers import Api
+    from .test_rules_http import _cli
+
+    script = (
+        "import sys; print('bad \\x1b]0;pwned\\x07\\x1b[2J\\u202egnp.exe \\x9b31m', "
+        "file=sys.stderr); sys.exit(3)"
+    )
+    running = start_bridge(
+        {"mcp_servers": {"quits": {"command": sys.executable, "args": ["-c", script]}}},
+        control=True,
+    )
+
+    def failed():
+        return any(s.state == "failed" for s in running.runner.snapshot().servers)
+
+    wait_for(failed, 20)
+    out = _cli("servers")
+    assert out.returncode == 0, out.stderr
+    assert "bad" in out.stdout and "pwned" in out.stdout
+    for raw in ("\x1b", "\x07", "\u202e", "\x9b"):
+        assert raw not in out.stdout, (raw, out.stdout)
+    status = Api(running.runner.control).call("GET", "/api/status").json
+    assert "\x1b" not in json.dumps(status["servers"], ensure_ascii=False)
