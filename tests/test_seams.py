@@ -21,6 +21,7 @@ from .test_attack_paths import NO_APPROVER, SECRETS, Serve, _leaks, _start, _sto
 
 RULES = {
     "allow": [
+        "bash(cd *)",
         "bash(cat *)",
         "bash(git diff *)",
         "bash(head *)",
@@ -103,6 +104,25 @@ def test_a_bash_allow_rule_never_reads_a_protected_path(ruled, command):
     r = ruled.client().call("bash", {"command": command})
     assert _leaks(ruled, r) == [], (command, r.text)
     assert r.text.startswith(NO_APPROVER), (command, r.text)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cd .. && cat .aws/credentials",
+        "cd ../.. && cat home/.netrc",
+        "cd .. ; cd .aws ; cat credentials",
+        "cd .. && cd .local && cd bin && cp ../../proj/README.md git",
+        "cd / && ls",
+    ],
+)
+def test_a_bash_allow_rule_after_cd_still_sees_the_protected_path(ruled, command):
+    r = ruled.client().call("bash", {"command": command, "cwd": "proj"})
+    assert _leaks(ruled, r) == [], (command, r.text)
+    if command != "cd / && ls":
+        assert r.text.startswith(NO_APPROVER), (command, r.text)
+    else:
+        assert not r.result["isError"], r.text  # "/" itself is nothing protected
 
 
 def test_a_bash_allow_rule_in_a_protected_cwd_asks(ruled):
