@@ -384,3 +384,21 @@ def test_an_upstream_servers_stderr_reaches_no_terminal_raw(start_bridge, env):
         assert raw not in out.stdout, (raw, out.stdout)
     status = Api(running.runner.control).call("GET", "/api/status").json
     assert "\x1b" not in json.dumps(status["servers"], ensure_ascii=False)
+
+
+def test_allow_for_this_session_on_bash_never_covers_a_protected_path(prompted):
+    from .helpers import in_thread
+
+    c = prompted.client()
+    approver = prompted.runner.attach_approver("test")
+    try:
+        t, _ = in_thread(c.call, "bash", {"command": "echo hi"})
+        [p] = wait_pending(prompted)
+        assert prompted.runner.decide(p.id, "allow_session")
+        t.join(10)
+    finally:
+        prompted.runner.detach_approver(approver)
+    assert "granted" in c.call("bash", {"command": "echo granted"}).text
+    for command in ("cat ~/.ssh/id_rsa", "cd ~ && cat .ssh/id_*", "cp /dev/null ~/.bashrc"):
+        r = c.call("bash", {"command": command})
+        assert "SECRET-edited-rule" not in r.text and r.text.startswith(NO_APPROVER), r.text
