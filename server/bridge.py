@@ -246,6 +246,8 @@ class Bridge:
             own_files=(
                 (cfg.path, "bridge config, may hold the token"),
                 (opts.audit.path, "audit log"),
+                # Pins decide whether a changed upstream tool keeps its allow rules.
+                (self._pins_path(cfg), "upstream tool pins"),
             ),
             own_dirs=((runtime_dir(), "bridge control file"),),
             remove=cfg.protected_remove,
@@ -283,10 +285,14 @@ class Bridge:
             self.upstreams = UpstreamManager(
                 cfg.mcp_servers,
                 self.registry,
-                os.path.join(os.path.dirname(os.path.abspath(cfg.path)), "upstream-pins.json"),
+                self._pins_path(cfg),
                 lambda: self.tokens.token if self.tokens.state else None,
                 self._upstreams_changed,
             )
+
+    @staticmethod
+    def _pins_path(cfg: Config) -> str:
+        return os.path.join(os.path.dirname(os.path.abspath(cfg.path)), "upstream-pins.json")
 
     def _upstreams_changed(self, tools: bool) -> None:
         if tools:

@@ -402,3 +402,23 @@ def test_allow_for_this_session_on_bash_never_covers_a_protected_path(prompted):
     for command in ("cat ~/.ssh/id_rsa", "cd ~ && cat .ssh/id_*", "cp /dev/null ~/.bashrc"):
         r = c.call("bash", {"command": command})
         assert "SECRET-edited-rule" not in r.text and r.text.startswith(NO_APPROVER), r.text
+
+
+def test_the_upstream_pins_file_is_the_bridges_own_wherever_the_config_is(start_bridge, env):
+    """Pins decide whether a changed upstream tool keeps its allow rules: an agent that could
+    write them (a ``write(/**)`` rule, a config outside the default folder) would re-approve
+    its own changed tool."""
+    pins = os.path.join(os.path.dirname(env["config"]), "upstream-pins.json")
+    running = start_bridge(
+        {
+            "roots": [env["root"], os.path.dirname(env["config"])],
+            "approval": {"tiers": {"write": "allow", "read": "allow"}},
+            "rules": {"allow": ["write(/**)", "read(/**)"]},
+        }
+    )
+    c = running.client()
+    r = c.call("write", {"path": pins, "content": '{"tools": {}}'})
+    assert r.text.startswith(NO_APPROVER), r.text
+    assert not os.path.exists(pins)
+    r = c.call("write", {"path": os.path.join(env["root"], "ok.txt"), "content": "x"})
+    assert not r.result["isError"], r.text
