@@ -230,6 +230,7 @@ class PinStore:
     def __init__(self, path: str) -> None:
         self.path = path
         self.pins: dict[str, str] = {}
+        self.unreadable = False  # then no tool counts as approved: each asks once again
         self._lock = threading.Lock()
         try:
             with open(path, "rb") as f:
@@ -239,6 +240,7 @@ class PinStore:
         except FileNotFoundError:
             pass
         except (OSError, ValueError, AttributeError) as e:
+            self.unreadable = True
             log.warning("tool pins at %s unreadable (%s): every upstream tool asks again", path, e)
 
     def get(self, name: str) -> str | None:
@@ -295,12 +297,18 @@ class UpstreamTool(Tool):
 
     def grants_suspended(self) -> bool:
         pin = self.server.pins.get(self.name)
-        return pin is not None and pin != self.fingerprint
+        if pin is None:
+            return self.server.pins.unreadable  # a lost pin is not "never approved"
+        return pin != self.fingerprint
 
     def on_allowed(self, how: str) -> None:
         if how == "session_rule":
             return
-        if how == "approve" and self.server.pins.get(self.name) is None:
+        if (
+            how == "approve"
+            and self.server.pins.get(self.name) is None
+            and not self.server.pins.unreadable
+        ):
             return  # "approve once" remembers nothing
         self.server.pins.set(self.name, self.fingerprint)
         self.server.changed()

@@ -422,3 +422,38 @@ def test_the_upstream_pins_file_is_the_bridges_own_wherever_the_config_is(start_
     assert not os.path.exists(pins)
     r = c.call("write", {"path": os.path.join(env["root"], "ok.txt"), "content": "x"})
     assert not r.result["isError"], r.text
+
+
+def test_unreadable_pins_suspend_every_upstream_allow(start_bridge, env, tmp_path):
+    """A pins file that cannot be read (corrupted, or planted) must not turn every upstream
+    tool into "never approved, pin it now": each asks once again, as the log says."""
+    from .test_upstream import ready, stdio_spec
+
+    pins = os.path.join(os.path.dirname(env["config"]), "upstream-pins.json")
+    os.makedirs(os.path.dirname(pins), exist_ok=True)
+    with open(pins, "w") as f:
+        f.write("{not json")
+    state = str(tmp_path / "state")
+    os.makedirs(state)
+    running = start_bridge(
+        {
+            "mcp_servers": {"t": stdio_spec(state)},
+            "rules": {"allow": ["mcp__t__echo"]},
+            "approval": {"tiers": {"mcp__t__image": "allow"}},
+        }
+    )
+    ready(running)
+    c = running.client()
+    assert c.call("mcp__t__echo", {"text": "x"}).text.startswith(NO_APPROVER)
+    assert c.call("mcp__t__image").text.startswith(NO_APPROVER)
+    from .helpers import in_thread
+
+    approver = running.runner.attach_approver("test")
+    t, out = in_thread(c.call, "mcp__t__echo", {"text": "y"})
+    [p] = wait_pending(running)
+    assert p.upstream is not None and p.upstream.changed
+    running.runner.decide(p.id, "approve")  # the human saw this definition: pinned again
+    t.join(10)
+    assert out[0].text == "y"
+    running.runner.detach_approver(approver)
+    assert c.call("mcp__t__echo", {"text": "z"}).text == "z"  # the rule applies again
