@@ -36,6 +36,7 @@ from .protocol import (
 )
 from .rules import (
     PATH_TOOLS,
+    Kind,
     RuleError,
     RuleList,
     RuleSet,
@@ -248,6 +249,8 @@ class Bridge:
             own_files=(
                 (cfg.path, "bridge config, may hold the token"),
                 (opts.audit.path, "audit log"),
+                # Pins decide whether a changed upstream tool keeps its allow rules.
+                (self._pins_path(cfg), "upstream tool pins"),
             ),
             own_dirs=((runtime_dir(), "bridge control file"),),
             remove=cfg.protected_remove,
@@ -285,10 +288,14 @@ class Bridge:
             self.upstreams = UpstreamManager(
                 cfg.mcp_servers,
                 self.registry,
-                os.path.join(os.path.dirname(os.path.abspath(cfg.path)), "upstream-pins.json"),
+                self._pins_path(cfg),
                 lambda: self.tokens.token if self.tokens.state else None,
                 self._upstreams_changed,
             )
+
+    @staticmethod
+    def _pins_path(cfg: Config) -> str:
+        return os.path.join(os.path.dirname(os.path.abspath(cfg.path)), "upstream-pins.json")
 
     def _upstreams_changed(self, tools: bool) -> None:
         if tools:
@@ -814,6 +821,9 @@ class Bridge:
                 parsed = parse_rule_lines(text, base=self.policy.roots[0])
             except RuleError as e:
                 raise DecisionError(f"rule not saved: {e}") from None
+            problem = None if text.strip() == p.proposed_rule else _not_like_this(p.tool, parsed)
+            if problem is not None:
+                raise DecisionError(f"rule not saved: {problem}")
             rule = "\n".join(r.text for r in parsed)
         return self.broker.decide(call_id, decision, reason, approver=approver, rule=rule)
 
@@ -1005,6 +1015,26 @@ class Bridge:
                 cb(snap)
             except Exception:
                 log.exception("snapshot subscriber failed")
+
+
+def _not_like_this(tool: str, parsed: list[Any]) -> str | None:
+    """Why an edited "Always allow calls like this" rule is not about calls like this one.
+
+    It must name the call's own tool and must not be a catch-all (``bash``, ``bash(*)``): a
+    click on one prompt never widens to another tool or to every call of it. A deliberate
+    broad rule is added from the Rules section or ``a2a-bridge rules add`` instead. (The
+    bridge's own proposal is taken as it is: for a tool without string arguments it is the
+    tool alone.)
+    """
+    for r in parsed:
+        if r.tool != tool:
+            return f"{r.text} is not a rule for {tool}; add it from the Rules section instead"
+        if r.kind is Kind.ANY or (r.kind is Kind.BASH and set(r.words) <= {"*"}):
+            return (
+                f"{r.text} would allow every {tool} call; add a broad rule from the Rules "
+                "section or `a2a-bridge rules add` instead"
+            )
+    return None
 
 
 def _lists(rules: RuleSet) -> dict[str, tuple[Any, ...]]:

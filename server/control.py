@@ -33,6 +33,8 @@ from .bridge import Bridge, DecisionError, Snapshot
 from .config import ConfigError, edit_config
 from .protocol import bearer_token, host_name, is_loopback_name
 from .rules import RuleError, RuleList, edit_raw_rules
+from .sessions import sid_hash
+from .textsafe import shorten
 from .views import (
     audit_call_json,
     pending_full_json,
@@ -365,7 +367,17 @@ class AuditHandler(ControlHandler):
 def rules_json(bridge: Bridge) -> dict[str, Any]:
     """The three lists as saved, and the live "Allow for this session" grants."""
     data: dict[str, Any] = bridge.rules.to_json()
-    data["grants"] = [{"sid": g.sid, "client": g.client, "tool": g.tool} for g in bridge.grants()]
+    # The client name is agent text (rendered like everywhere else); "sid" is for revoking
+    # through this API only, "session" is what a UI shows.
+    data["grants"] = [
+        {
+            "sid": g.sid,
+            "session": sid_hash(g.sid),
+            "client": shorten(g.client, 80).text,
+            "tool": g.tool,
+        }
+        for g in bridge.grants()
+    ]
     return data
 
 

@@ -18,6 +18,7 @@ from .config import edit_config, load_config
 from .control_client import ControlClient
 from .controlfile import read_control
 from .rules import RuleError, RuleList, edit_raw_rules, evaluate
+from .textsafe import safe
 
 
 def _client() -> ControlClient | None:
@@ -25,7 +26,8 @@ def _client() -> ControlClient | None:
 
 
 def _print(data: Any, as_json: bool, text: str) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False) if as_json else text)
+    # ASCII JSON: an agent-named path in a rule never reaches the terminal as a raw C1 or bidi
+    print(json.dumps(data, indent=2, ensure_ascii=True) if as_json else text)
 
 
 def _offline_rules() -> dict[str, Any]:
@@ -38,11 +40,14 @@ def _listing(data: dict[str, Any]) -> str:
     lines: list[str] = []
     for which in (RuleList.DENY, RuleList.ASK, RuleList.ALLOW):
         for i, text in enumerate(data.get(which.value, [])):
-            lines.append(f"{which.value}[{i}]  {text}")
+            lines.append(f"{which.value}[{i}]  {safe(text)}")  # may hold a path an agent named
     if not lines:
         lines.append("no rules (every call follows its tool's tier)")
     for g in data.get("grants", []):
-        lines.append(f"session grant  {g['tool']}  for {g['client']} (session {g['sid'][:8]})")
+        lines.append(
+            f"session grant  {safe(g['tool'])}  for {safe(g['client'])} "
+            f"(session {safe(g.get('session', ''))})"
+        )
     return "\n".join(lines)
 
 

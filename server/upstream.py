@@ -48,7 +48,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from . import __version__
 from .fsutil import write_private_atomic
+from .paths import CallPaths, Escalation, PathPolicy
 from .tools.base import Tool, ToolContext, ToolResult
+from .tools.bashpaths import arguments_escalation
 from .upstream_config import McpServerSpec, ServerView, UpstreamInfo
 
 log = logging.getLogger("a2a-bridge")
@@ -228,6 +230,7 @@ class PinStore:
     def __init__(self, path: str) -> None:
         self.path = path
         self.pins: dict[str, str] = {}
+        self.unreadable = False  # then no tool counts as approved: each asks once again
         self._lock = threading.Lock()
         try:
             with open(path, "rb") as f:
@@ -237,6 +240,7 @@ class PinStore:
         except FileNotFoundError:
             pass
         except (OSError, ValueError, AttributeError) as e:
+            self.unreadable = True
             log.warning("tool pins at %s unreadable (%s): every upstream tool asks again", path, e)
 
     def get(self, name: str) -> str | None:
@@ -285,14 +289,26 @@ class UpstreamTool(Tool):
         d.update(self.extra)
         return d
 
+    def escalation(self, args: dict[str, Any], policy: PathPolicy | CallPaths) -> Escalation | None:
+        """A string argument naming a protected or persistence location always asks: the
+        bridge cannot know what the upstream opens (a filesystem server reads what it is told),
+        and no rule or tier may cover those locations."""
+        return arguments_escalation(args, policy)
+
     def grants_suspended(self) -> bool:
         pin = self.server.pins.get(self.name)
-        return pin is not None and pin != self.fingerprint
+        if pin is None:
+            return self.server.pins.unreadable  # a lost pin is not "never approved"
+        return pin != self.fingerprint
 
     def on_allowed(self, how: str) -> None:
         if how == "session_rule":
             return
-        if how == "approve" and self.server.pins.get(self.name) is None:
+        if (
+            how == "approve"
+            and self.server.pins.get(self.name) is None
+            and not self.server.pins.unreadable
+        ):
             return  # "approve once" remembers nothing
         self.server.pins.set(self.name, self.fingerprint)
         self.server.changed()

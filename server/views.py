@@ -10,7 +10,7 @@ from .approvals import PendingCall
 from .bridge import SessionView, Snapshot
 from .preview import escalation_json, full_display
 from .sessions import sid_hash
-from .textsafe import render, shorten
+from .textsafe import render, safe, shorten
 from .upstream_config import ServerView
 
 
@@ -134,17 +134,19 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
 
 def server_json(s: ServerView, stderr_lines: int | None = None) -> dict[str, Any]:
     """An upstream MCP server; the snapshot carries only the last few stderr lines."""
-    stderr = list(s.stderr if stderr_lines is None else s.stderr[-stderr_lines:])
+    # The server's stderr, its exit reason and its skipped tools' names are its own words:
+    # rendered safe like agent text (a terminal or the tray never gets a raw escape).
+    stderr = [safe(x) for x in (s.stderr if stderr_lines is None else s.stderr[-stderr_lines:])]
     return {
         "name": s.name,
         "kind": s.kind,
-        "target": s.target,
+        "target": safe(s.target),
         "state": s.state,
-        "last_error": s.last_error,
+        "last_error": None if s.last_error is None else safe(s.last_error),
         "tools": s.tools,
         "restarts": s.restarts,
         "changed": list(s.changed),
-        "skipped": list(s.skipped),
+        "skipped": [safe(x) for x in s.skipped],
         "stderr": stderr,
     }
 

@@ -288,7 +288,8 @@ def test_session_grants_are_listed_and_revocable(ruled):
     t.join(10)
     ruled.runner.detach_approver(approver)
     grants = ruled.api.call("GET", "/api/rules").json["grants"]
-    assert grants == [{"sid": c.sid, "client": "granted", "tool": "write"}]
+    session = grants[0]["session"]  # the hash UIs show
+    assert grants == [{"sid": c.sid, "session": session, "client": "granted", "tool": "write"}]
     assert ruled.runner.snapshot().grants[0].tool == "write"
     assert ruled.api.call("GET", "/api/grants").json == {"grants": grants}
     assert c.call("write", {"path": "g2.txt", "content": "y"}).result["isError"] is False

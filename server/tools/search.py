@@ -10,9 +10,12 @@ directories are excluded up front with ``--glob`` so ``rg`` never even opens the
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
+import itertools
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass, field
@@ -340,6 +343,9 @@ class GrepTool(Tool):
         return matches.collect(run)
 
 
+_RECORD_PATH = re.compile(rb"(?m)^([^\0\n]*)\0")  # the path of each ``path NUL line`` record
+
+
 @dataclass(slots=True)
 class _GrepMatches:
     """Parses ``rg --null --line-number`` output: ``path NUL line:text LF`` per match."""
@@ -402,12 +408,23 @@ class _GrepMatches:
         return self
 
     def _count_rest(self, buf: bytes, chunks: Any, run: RgRun) -> None:
-        """Past the cap: count the remaining records up to COUNT_LIMIT, then stop rg. These
-        are not judged one by one (their names and lines are never shown)."""
+        """Past the cap: count the remaining records up to COUNT_LIMIT, then stop rg. Their
+        names and lines are never shown, but each *file* is still judged (once): a left-out
+        file must not count, or the total would tell whether a secret matched the regex.
+        The records' paths are found and tallied in C (``findall`` + ``Counter``)."""
         limit = self.cap + COUNT_LIMIT
-        self.total += buf.count(b"\0")
-        for block in chunks:
-            self.total += block.count(b"\0")
+        verdicts: dict[bytes, bool] = {}
+        carry = b""
+        for block in itertools.chain((buf,), chunks):
+            data = carry + block if carry else block
+            cut = data.rfind(b"\n") + 1
+            whole, carry = data[:cut], data[cut:]
+            for path, n in collections.Counter(_RECORD_PATH.findall(whole)).items():
+                ok = verdicts.get(path)
+                if ok is None:
+                    ok = verdicts[path] = self._judge(path)[0]
+                if ok:
+                    self.total += n
             if self.total >= limit:
                 self.stopped = True
                 run.kill()
@@ -420,7 +437,8 @@ class _GrepMatches:
             st: os.stat_result | None = os.lstat(real)
         except OSError:
             st = None
-        if self.gate.refuses(real, st):
+        # Not counted in the closing note: whether a left-out file *matched* is its content.
+        if self.gate.refuses(real, st, count=False):
             return False, ""
         return True, shown_bytes(rel)
 

@@ -23,10 +23,12 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .base import Tool, ToolContext, ToolError, ToolResult
+from .bashpaths import command_escalation
 from .fileio import io_error
 
 if TYPE_CHECKING:
     from ..config import Limits
+    from ..paths import CallPaths, Escalation, PathPolicy
 
 DRAIN_AFTER_EXIT_S = 0.2
 SUPERVISOR_EXIT_S = 2.0  # the supervisor ends everything in ~0.3 s; this only bounds a bug
@@ -318,6 +320,19 @@ class BashTool(Tool):
     default_tier = "prompt"
     path_args = ("cwd",)
     default_paths = {"cwd": ""}
+
+    def escalation(self, args: dict[str, Any], policy: PathPolicy | CallPaths) -> Escalation | None:
+        """The working directory, then every protected or persistence path the command names
+        (:mod:`server.tools.bashpaths`): no rule, grant or tier runs ``cat ~/.ssh/id_rsa``."""
+        esc = super().escalation(args, policy)
+        command = args.get("command")
+        if (esc is not None and esc.always_asks) or not isinstance(command, str):
+            return esc
+        cwd = args.get("cwd")
+        named = command_escalation(
+            command, policy.resolve(cwd if isinstance(cwd, str) else None), policy
+        )
+        return named or esc
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         limits = ctx.limits

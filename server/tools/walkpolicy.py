@@ -66,11 +66,14 @@ class EntryGate:
         approved_protected = _always_asks(policy.judge(base))
         return cls(policy, base, active=not approved_protected)
 
-    def refuses(self, real: str, st: os.stat_result | None = None) -> bool:
-        """True (and counted once per path) when ``real`` must be left out."""
+    def refuses(self, real: str, st: os.stat_result | None = None, *, count: bool = True) -> bool:
+        """True (and, with ``count``, counted once per path) when ``real`` must be left out.
+
+        grep passes ``count=False``: it only meets files that matched, so counting them would
+        tell the agent whether a secret's content matched its regex."""
         if not self.active or not judge_entry(self.policy, real, st):
             return False
-        if real not in self._seen:
+        if count and real not in self._seen:
             self._seen.add(real)
             self.left_out += 1
         return True
