@@ -787,8 +787,12 @@ class Bridge:
                 f"{head}: {escalation.text}; outside the allowed roots: ask the user to add the "
                 f"folder to roots, or use a path under {roots}"
             )
+        where = {
+            EscalationKind.PERSISTENCE: "is a persistence location (startup files, hooks)",
+            EscalationKind.OWN_FILE: "is one of the bridge's own files",
+        }.get(escalation.kind, "is in a protected location")
         return (
-            f"{head}: the path is in a {escalation.kind.value.replace('_', ' ')} location; "
+            f"{head}: the path {where}; "
             "the user must open the tray, the approval page or `a2a-bridge watch`"
         )
 

@@ -45,6 +45,10 @@ MAX_BASES = 64
 _FILE_URL = re.compile(r"file://(?:localhost)?(?=/)", re.I)
 MAX_STRINGS = 64  # string arguments of one call that are judged (arguments_escalation)
 MAX_STRING_LEN = 65536  # of each, the first characters are judged
+# Past these the command is not analysed at all but always asks: the check runs on the bridge
+# loop (it stats and globs), so an agent must not be able to make it arbitrarily long.
+MAX_COMMAND_CHARS = 16384
+MAX_JUDGED = 2000  # candidate paths judged per command
 
 
 def _expand_vars(text: str) -> str:
@@ -109,6 +113,8 @@ def command_escalation(command: str, cwd: str, policy: PathPolicy | CallPaths) -
     ancestors and the home directory, and every word is tried, not only path-like ones
     (``cd .. && cat .aws/credentials``, ``cd .ssh; cat id_rsa``).
     """
+    if len(command) > MAX_COMMAND_CHARS:
+        return _unchecked(cwd, f"command of {len(command)} characters, too long to check")
     found = tokens(command)
     moves = any(t in _MOVES or t.startswith(_MOVE_OPTS) for t in found)
     bases = _bases(cwd) if moves else [cwd]
@@ -118,6 +124,7 @@ def command_escalation(command: str, cwd: str, policy: PathPolicy | CallPaths) -
             t = os.path.expanduser(target)
             more = [os.path.normpath(os.path.join(b, t)) for b in bases]
             bases = list(dict.fromkeys(bases + more))[:MAX_BASES]
+    judged = 0
     for tok in found:
         if len(tok) > MAX_TOKEN_LEN or not (moves or _PATHLIKE.search(tok)):
             continue
@@ -129,11 +136,21 @@ def command_escalation(command: str, cwd: str, policy: PathPolicy | CallPaths) -
                 with contextlib.suppress(OSError, ValueError, RecursionError):
                     candidates += itertools.islice(glob.iglob(name, recursive=False), MAX_GLOB)
         bare = "/" not in tok
+        judged += len(candidates)
+        if judged > MAX_JUDGED:
+            return _unchecked(cwd, f"command names over {MAX_JUDGED} paths, too many to check")
         for c in candidates:
             esc = _judge(c, policy, bare and c in names)
             if esc is not None:
                 return esc
     return None
+
+
+def _unchecked(cwd: str, why: str) -> Escalation:
+    """A command whose paths were not checked always asks; the reason says why."""
+    from ..paths import Escalation, EscalationKind
+
+    return Escalation(EscalationKind.PROTECTED, why, cwd)
 
 
 def _judge(path: str, policy: PathPolicy | CallPaths, bare: bool = False) -> Escalation | None:
