@@ -368,8 +368,7 @@ class Bridge:
         if version_header_reject is not None:
             return Reply(version_header_reject.status, version_header_reject.body())
         if method.startswith("notifications/"):
-            cancelled = method == "notifications/cancelled" and session is not None
-            if cancelled:
+            if method == "notifications/cancelled" and session is not None:
                 self._cancel(session.sid, msg.get("params"))
             return Reply(202)
         if method == "initialize":
@@ -873,7 +872,7 @@ class Bridge:
             outcome, by = ("ask", "escalation") if escalation is not None else ("allow", "tier")
         else:
             outcome, by = "ask", "tier"
-        esc = escalation.to_json() if hasattr(escalation, "to_json") else escalation
+        esc = escalation.to_json() if escalation is not None else None
         return {
             "tool": name,
             "outcome": outcome,

@@ -44,20 +44,20 @@ _SERVERS: weakref.WeakSet[LimitedHTTPServer] = weakref.WeakSet()
 
 def nofile_limit() -> int | None:
     """The soft RLIMIT_NOFILE, or None where there is none (Windows)."""
-    try:
-        import resource
-    except ImportError:
+    if sys.platform == "win32":
         return None
+    import resource
+
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return None if soft == resource.RLIM_INFINITY else soft
 
 
 def raise_nofile() -> int | None:
     """Raise the soft descriptor limit to the hard one; returns the soft limit now in force."""
-    try:
-        import resource
-    except ImportError:
+    if sys.platform == "win32":  # no resource module
         return None
+    import resource
+
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     targets = [hard]
     if sys.platform == "darwin":  # an "unlimited" hard limit is refused there; OPEN_MAX is not

@@ -33,8 +33,10 @@ class Registry(Protocol):
 
 class WinRegistry:
     def get(self, key: str, name: str) -> object | None:
-        import winreg  # type: ignore[import-not-found]
+        import winreg
 
+        if sys.platform != "win32":  # never: the import failed; mypy checks the rest as win32
+            raise ImportError("winreg")
         try:
             with winreg.OpenKey(winreg.HKEY_CURRENT_USER, key) as k:
                 return winreg.QueryValueEx(k, name)[0]
@@ -42,14 +44,18 @@ class WinRegistry:
             return None
 
     def set(self, key: str, name: str, value: str) -> None:
-        import winreg  # type: ignore[import-not-found]
+        import winreg
 
+        if sys.platform != "win32":  # never: the import failed; mypy checks the rest as win32
+            raise ImportError("winreg")
         with winreg.CreateKey(winreg.HKEY_CURRENT_USER, key) as k:
             winreg.SetValueEx(k, name, 0, winreg.REG_SZ, value)
 
     def delete(self, key: str, name: str) -> None:
-        import winreg  # type: ignore[import-not-found]
+        import winreg
 
+        if sys.platform != "win32":  # never: the import failed; mypy checks the rest as win32
+            raise ImportError("winreg")
         try:
             with winreg.OpenKey(winreg.HKEY_CURRENT_USER, key, 0, winreg.KEY_SET_VALUE) as k:
                 winreg.DeleteValue(k, name)

@@ -72,7 +72,11 @@ def pixmaps(image: Image.Image, sizes: Sequence[int] = PIXMAP_SIZES) -> list[lis
     rgba = image.convert("RGBA")
     out: list[list[Any]] = []
     for size in sizes:
-        img = rgba if rgba.size == (size, size) else rgba.resize((size, size), Image.LANCZOS)
+        img = (
+            rgba
+            if rgba.size == (size, size)
+            else rgba.resize((size, size), Image.Resampling.LANCZOS)
+        )
         r, g, b, a = img.split()  # Pillow has no ARGB packer: reorder the bands
         out.append([size, size, Image.merge("RGBA", (a, r, g, b)).tobytes()])
     return out

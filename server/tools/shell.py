@@ -139,7 +139,7 @@ class ShellRun:
             self.proc = await asyncio.create_subprocess_exec(
                 *self.argv,
                 stdin=subprocess.DEVNULL,
-                creationflags=subprocess.CREATE_NEW_PROCESS_GROUP,  # type: ignore[attr-defined]
+                creationflags=subprocess.CREATE_NEW_PROCESS_GROUP,
                 **common,
             )
         else:
@@ -186,7 +186,7 @@ class ShellRun:
     async def _shell_exit(self) -> None:
         """Until the shell itself exits; sets ``code`` (negative: killed by that signal)."""
         assert self.proc is not None
-        if self._status is None:  # Windows: no supervisor
+        if sys.platform == "win32" or self._status is None:  # Windows: no supervisor
             self.code = await self.proc.wait()
             return
         line = (await self._status.readline()).decode("ascii", "replace").split()
@@ -247,9 +247,9 @@ class ShellRun:
         try:
             await asyncio.wait_for(asyncio.shield(self._supervisor_exit()), SUPERVISOR_EXIT_S)
         except TimeoutError:
-            # Never expected: the supervisor itself is stuck. Take its session down by force.
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+            # Never expected: the supervisor itself is stuck. Take its session down by force
+            # (on Windows: the shell's process tree, as there is no os.killpg).
+            kill_group(proc, getattr(signal, "SIGKILL", signal.SIGTERM))
         finally:
             if proc.stdin is not None:
                 with contextlib.suppress(OSError, RuntimeError):
