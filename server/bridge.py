@@ -606,7 +606,9 @@ class Bridge:
             return _Plan(tool, ctx, "session_rule", False, escalation)
         return _Plan(tool, ctx, "user", True, escalation)
 
-    def _main_path(self, tool: Tool, args: dict[str, Any], paths: CallPaths) -> str | None:
+    def _main_path(
+        self, tool: Tool, args: dict[str, Any], paths: PathPolicy | CallPaths
+    ) -> str | None:
         """The real path a path tool's rule is matched against (resolved like the tool does)."""
         if tool.name not in PATH_TOOLS or "path" not in tool.path_args:
             return None
@@ -644,7 +646,7 @@ class Bridge:
         if not step.can_propose or always_asks(step.escalation):
             return None
         try:
-            real = self._main_path(step.tool, call.args, step.ctx.policy)  # type: ignore[arg-type]
+            real = self._main_path(step.tool, call.args, step.ctx.policy)
             return propose(call.name, call.args, real, base=self.policy.roots[0])
         except Exception:
             log.exception("no rule proposed for %r", call.name)

@@ -160,7 +160,7 @@ class LimitedHTTPServer(HTTPServer):
 
     def _accept_on(self, sock: socket.socket) -> Any:
         loop = IOLoop.current()
-        state = {"removed": False, "watching": True}
+        state: dict[str, Any] = {"removed": False, "watching": True}
 
         def handler(fd: Any, events: int) -> None:
             for _ in range(ACCEPT_BATCH):
@@ -193,7 +193,7 @@ class LimitedHTTPServer(HTTPServer):
                 state["watching"] = False
                 loop.remove_handler(sock)
 
-        state["handler"] = handler  # type: ignore[assignment]
+        state["handler"] = handler
         loop.add_handler(sock, handler, IOLoop.READ)
         return remove
 

@@ -118,7 +118,7 @@ class Autostart:
 
     def desktop_entry(self) -> str:
         cp = configparser.ConfigParser(interpolation=None)
-        cp.optionxform = str  # type: ignore[assignment,method-assign]
+        cp.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case (stdlib idiom)
         cp["Desktop Entry"] = {
             "Type": "Application",
             "Name": "omp A2A bridge",
@@ -193,7 +193,7 @@ class Autostart:
                 return False, f"{path} has RunAtLoad off"
             return True, f"{path} ({' '.join(data.get('ProgramArguments', []))})"
         cp = configparser.ConfigParser(interpolation=None)
-        cp.optionxform = str  # type: ignore[assignment,method-assign]
+        cp.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case (stdlib idiom)
         cp.read(path)
         entry = cp["Desktop Entry"] if cp.has_section("Desktop Entry") else {}
         if entry.get("Hidden", "false").lower() == "true":

@@ -515,8 +515,9 @@ class SniIcon:
                 bus.disconnect()
 
     async def _register(self) -> None:
+        assert self.bus is not None
         reply = await asyncio.wait_for(
-            self.bus.call(  # type: ignore[union-attr]
+            self.bus.call(
                 Message(
                     destination=WATCHER,
                     path=WATCHER_PATH,

@@ -163,9 +163,9 @@ class ShellRun:
             finally:
                 os.close(w)
             loop = asyncio.get_running_loop()
-            self._status = asyncio.StreamReader()
+            status = self._status = asyncio.StreamReader()
             self._status_transport, _ = await loop.connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(self._status),  # type: ignore[arg-type]
+                lambda: asyncio.StreamReaderProtocol(status),
                 os.fdopen(r, "rb", 0),
             )
         self._reader = asyncio.ensure_future(self._pump())
