@@ -375,8 +375,7 @@ class Bridge:
         if version_header_reject is not None:
             return Reply(version_header_reject.status, version_header_reject.body())
         if method.startswith("notifications/"):
-            cancelled = method == "notifications/cancelled" and session is not None
-            if cancelled:
+            if method == "notifications/cancelled" and session is not None:
                 self._cancel(session.sid, msg.get("params"))
             return Reply(202)
         if method == "initialize":
@@ -614,7 +613,9 @@ class Bridge:
             return _Plan(tool, ctx, "session_rule", False, escalation)
         return _Plan(tool, ctx, "user", True, escalation)
 
-    def _main_path(self, tool: Tool, args: dict[str, Any], paths: CallPaths) -> str | None:
+    def _main_path(
+        self, tool: Tool, args: dict[str, Any], paths: PathPolicy | CallPaths
+    ) -> str | None:
         """The real path a path tool's rule is matched against (resolved like the tool does)."""
         if tool.name not in PATH_TOOLS or "path" not in tool.path_args:
             return None
@@ -652,7 +653,7 @@ class Bridge:
         if not step.can_propose or always_asks(step.escalation):
             return None
         try:
-            real = self._main_path(step.tool, call.args, step.ctx.policy)  # type: ignore[arg-type]
+            real = self._main_path(step.tool, call.args, step.ctx.policy)
             return propose(call.name, call.args, real, base=self.policy.roots[0])
         except Exception:
             log.exception("no rule proposed for %r", call.name)
@@ -887,7 +888,7 @@ class Bridge:
             outcome, by = ("ask", "escalation") if escalation is not None else ("allow", "tier")
         else:
             outcome, by = "ask", "tier"
-        esc = escalation.to_json() if hasattr(escalation, "to_json") else escalation
+        esc = escalation.to_json() if escalation is not None else None
         return {
             "tool": name,
             "outcome": outcome,

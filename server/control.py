@@ -336,7 +336,9 @@ class RotateHandler(ControlHandler):
             await loop.run_in_executor(None, self.state.rotate_token)
         except Exception as e:
             raise Refused(500, f"token not rotated: {e}") from None
-        self.send_json({"ok": True, "token_source": self.state.bridge.tokens.state.source})
+        token = self.state.bridge.tokens.state
+        assert token is not None  # rotated, so resolved
+        self.send_json({"ok": True, "token_source": token.source})
 
 
 class ClientConfigHandler(ControlHandler):
@@ -442,6 +444,8 @@ class RulesTestHandler(ControlHandler):
 
     def post(self) -> None:
         body = self.body_json()
+        name: object
+        args: object
         if "command" in body:
             if not isinstance(body["command"], str):
                 raise Refused(400, "command must be a string")

@@ -155,7 +155,8 @@ class McpExchange(httputil.HTTPMessageDelegate):
             self._respond(reply)  # answered without a Task or another loop turn
             return
         # Tornado reports a hang-up during the async part only through this callback.
-        self.conn.set_close_callback(self.on_connection_close)
+        # Tornado's HTTPServer passes an HTTP1Connection; the HTTPConnection interface lacks this.
+        self.conn.set_close_callback(self.on_connection_close)  # type: ignore[attr-defined]
         if self.handle is not None:
             self.handle.answer = self._respond  # a cancel or a DELETE may answer it early
         task = asyncio.ensure_future(self._process(reply))

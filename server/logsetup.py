@@ -12,7 +12,7 @@ def setup_logging(level: int = logging.INFO) -> None:
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("[a2a-bridge] %(message)s"))
-    handler._a2a = True  # type: ignore[attr-defined]
+    handler._a2a = True  # type: ignore[attr-defined]  # our marker on a stdlib handler
     logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = False

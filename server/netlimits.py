@@ -44,20 +44,20 @@ _SERVERS: weakref.WeakSet[LimitedHTTPServer] = weakref.WeakSet()
 
 def nofile_limit() -> int | None:
     """The soft RLIMIT_NOFILE, or None where there is none (Windows)."""
-    try:
-        import resource
-    except ImportError:
+    if sys.platform == "win32":
         return None
+    import resource
+
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return None if soft == resource.RLIM_INFINITY else soft
 
 
 def raise_nofile() -> int | None:
     """Raise the soft descriptor limit to the hard one; returns the soft limit now in force."""
-    try:
-        import resource
-    except ImportError:
+    if sys.platform == "win32":  # no resource module
         return None
+    import resource
+
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     targets = [hard]
     if sys.platform == "darwin":  # an "unlimited" hard limit is refused there; OPEN_MAX is not
@@ -160,7 +160,7 @@ class LimitedHTTPServer(HTTPServer):
 
     def _accept_on(self, sock: socket.socket) -> Any:
         loop = IOLoop.current()
-        state = {"removed": False, "watching": True}
+        state: dict[str, Any] = {"removed": False, "watching": True}
 
         def handler(fd: Any, events: int) -> None:
             for _ in range(ACCEPT_BATCH):
@@ -193,7 +193,7 @@ class LimitedHTTPServer(HTTPServer):
                 state["watching"] = False
                 loop.remove_handler(sock)
 
-        state["handler"] = handler  # type: ignore[assignment]
+        state["handler"] = handler
         loop.add_handler(sock, handler, IOLoop.READ)
         return remove
 

@@ -497,9 +497,9 @@ class Matcher:
                 hit = Hit(loc.category, loc.kind, real)
                 self.locations.append((real, hit))
                 key = fold(real).rstrip("/") or "/"
-                rx = re.compile(_glob_rx(key) + "(?:/|$)") if _has_glob(key) else None
+                key_rx = re.compile(_glob_rx(key) + "(?:/|$)") if _has_glob(key) else None
                 literal = len(_GLOB_CHARS.split(key, 1)[0])
-                entry = (literal, key, rx, hit)
+                entry = (literal, key, key_rx, hit)
                 bucket = self._bucket(key)
                 if bucket is None or _has_glob(bucket) or self._fhome.startswith(key):
                     wild.append(entry)

@@ -407,24 +407,27 @@ class BridgeRunner:
 
     def attach_approver(self, name: str) -> int:
         assert self.bridge is not None
-        handle = self.bridge.broker.attach(name)
+        bridge = self.bridge
+        handle = bridge.broker.attach(name)
         if self.running:
-            self.call(lambda: self.bridge and self.bridge._changed(now=True))
+            self.call(lambda: bridge._changed(now=True))
         return handle
 
     def detach_approver(self, handle: int) -> None:
         assert self.bridge is not None
-        self.bridge.broker.detach(handle)
+        bridge = self.bridge
+        bridge.broker.detach(handle)
         if self.running:
-            self.call(lambda: self.bridge and self.bridge._changed(now=True))
+            self.call(lambda: bridge._changed(now=True))
 
     def rotate_token(self) -> str:
         """Store a new token first, then switch; runs the keyring call on this thread."""
         assert self.bridge is not None
-        new = self.bridge.tokens.rotate()
+        bridge = self.bridge
+        new = bridge.tokens.rotate()
         log.info("token rotated - update remote client configs")
         if self.running:
-            self.call(lambda: self.bridge and self.bridge._changed(now=True))
+            self.call(lambda: bridge._changed(now=True))
         return new
 
     def login_url(self) -> str:

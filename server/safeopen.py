@@ -135,10 +135,12 @@ def open_nofollow(path: str, flags: int, mode: int = 0o600) -> int:
 
 def _verify_getpath(fd: int, path: str) -> None:
     """macOS: the descriptor's own path (``F_GETPATH``) must be the path that was judged."""
+    if sys.platform != "darwin":  # only macOS has F_GETPATH
+        return
     try:
         import fcntl
 
-        got = fcntl.fcntl(fd, fcntl.F_GETPATH, bytes(1024)).split(b"\0", 1)[0]  # type: ignore[attr-defined]
+        got = fcntl.fcntl(fd, fcntl.F_GETPATH, bytes(1024)).split(b"\0", 1)[0]
     except (ImportError, AttributeError, OSError):
         return
     if os.fsdecode(got).casefold() != path.casefold():
@@ -283,6 +285,8 @@ def replace_in(dir_fd: int, name: str, data: bytes, path: str) -> bool:
     a directory entry and never writes through a link. An existing ``name`` that is now a
     symlink (it was none when judged) is :class:`PathChanged`. True when ``name`` existed.
     """
+    if sys.platform == "win32":  # no dir_fd there: callers check WRITE_AT_SUPPORTED first
+        raise NotImplementedError("dir_fd unavailable on this platform")
     try:
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:

@@ -76,6 +76,8 @@ BASE_ENV = (
         "SYSTEMROOT", "TEMP", "TMP", "USERNAME", "USERPROFILE", "PROCESSOR_ARCHITECTURE",
     )
 )  # fmt: skip
+# Results as plain JSON. The SDK's send_request takes a TypeAdapter of any type, but its TypeVar
+# is bound to BaseModel: hence the type-var ignores where _RAW is passed.
 _RAW = TypeAdapter(dict[str, Any])
 TIMED_OUT = "Request 'tools/call' timed out"  # the SDK's own text when our deadline passes
 
@@ -201,7 +203,8 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
         """Close stdin (the spec's polite stop), then SIGTERM, then SIGKILL the group."""
         with contextlib.suppress(Exception):
             await proc.stdin.aclose()
-        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        # Windows has no SIGKILL (there, proc.kill() below is the hard stop).
+        for sig in (None, signal.SIGTERM, getattr(signal, "SIGKILL", signal.SIGTERM)):
             if sig is not None and sys.platform != "win32":
                 with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
                     os.killpg(proc.pid, sig)
@@ -281,7 +284,9 @@ class UpstreamTool(Tool):
         self.description = str(definition.get("description") or "")
         self.input_schema = definition.get("inputSchema") or {"type": "object"}
         self.annotations = dict(definition.get("annotations") or {})
-        self.extra = {k: definition[k] for k in ("title", "outputSchema") if k in definition}
+        self.extra: dict[str, Any] = {
+            k: definition[k] for k in ("title", "outputSchema") if k in definition
+        }
         self.fingerprint = fingerprint(definition)
 
     def describe(self) -> dict[str, Any]:
@@ -511,7 +516,7 @@ class UpstreamServer:
             if stdio is None and not (self._stopping or self._restart or self._wake.is_set()):
                 pings += 1
                 try:
-                    await client.session.send_request(
+                    await client.session.send_request(  # type: ignore[type-var]  # _RAW
                         types.PingRequest(), _RAW, request_read_timeout_seconds=5.0
                     )
                 except Exception:
@@ -529,7 +534,8 @@ class UpstreamServer:
         cursor: str | None = None
         for _ in range(TOOL_PAGES_MAX):
             params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.send_request(types.ListToolsRequest(params=params), _RAW)
+            request = types.ListToolsRequest(params=params)
+            page = await session.send_request(request, _RAW)  # type: ignore[type-var]  # _RAW
             tools = page.get("tools")
             if isinstance(tools, list):
                 defs += [t for t in tools if isinstance(t, dict)]
@@ -615,7 +621,7 @@ class UpstreamServer:
             )
         params = types.CallToolRequestParams(name=tool, arguments=args)
         try:
-            raw = await client.session.send_request(
+            raw = await client.session.send_request(  # type: ignore[type-var]  # _RAW
                 types.CallToolRequest(params=params),
                 _RAW,
                 request_read_timeout_seconds=self.spec.timeout_s,

@@ -45,7 +45,7 @@ NOTIFY_GAP_S = 2.0  # at most one "waiting for approval" notification per gap (c
 def open_path(path: str) -> None:
     """Open a file or folder with the desktop's default application."""
     if sys.platform == "win32":
-        os.startfile(path)  # type: ignore[attr-defined]  # noqa: S606
+        os.startfile(path)  # noqa: S606
     elif sys.platform == "darwin":
         subprocess.Popen(["open", path])
     else:
@@ -268,6 +268,7 @@ class TrayApp:
         return render_icon(state, len(snap.pending), ICON_SIZE)
 
     def _menu_items(self) -> list[Any]:
+        assert self.pystray is not None  # only the pystray backend's menu calls this
         if self.snap is None:
             return to_pystray(self.pystray, (), self.perform)
         model = menu_model(self.snap, autostart=self._autostart_on, error=self.error)

@@ -33,8 +33,10 @@ class Registry(Protocol):
 
 class WinRegistry:
     def get(self, key: str, name: str) -> object | None:
-        import winreg  # type: ignore[import-not-found]
+        import winreg
 
+        if sys.platform != "win32":  # never: the import failed; mypy checks the rest as win32
+            raise ImportError("winreg")
         try:
             with winreg.OpenKey(winreg.HKEY_CURRENT_USER, key) as k:
                 return winreg.QueryValueEx(k, name)[0]
@@ -42,14 +44,18 @@ class WinRegistry:
             return None
 
     def set(self, key: str, name: str, value: str) -> None:
-        import winreg  # type: ignore[import-not-found]
+        import winreg
 
+        if sys.platform != "win32":  # never: the import failed; mypy checks the rest as win32
+            raise ImportError("winreg")
         with winreg.CreateKey(winreg.HKEY_CURRENT_USER, key) as k:
             winreg.SetValueEx(k, name, 0, winreg.REG_SZ, value)
 
     def delete(self, key: str, name: str) -> None:
-        import winreg  # type: ignore[import-not-found]
+        import winreg
 
+        if sys.platform != "win32":  # never: the import failed; mypy checks the rest as win32
+            raise ImportError("winreg")
         try:
             with winreg.OpenKey(winreg.HKEY_CURRENT_USER, key, 0, winreg.KEY_SET_VALUE) as k:
                 winreg.DeleteValue(k, name)
@@ -112,7 +118,7 @@ class Autostart:
 
     def desktop_entry(self) -> str:
         cp = configparser.ConfigParser(interpolation=None)
-        cp.optionxform = str  # type: ignore[assignment,method-assign]
+        cp.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case (stdlib idiom)
         cp["Desktop Entry"] = {
             "Type": "Application",
             "Name": "omp A2A bridge",
@@ -187,7 +193,7 @@ class Autostart:
                 return False, f"{path} has RunAtLoad off"
             return True, f"{path} ({' '.join(data.get('ProgramArguments', []))})"
         cp = configparser.ConfigParser(interpolation=None)
-        cp.optionxform = str  # type: ignore[assignment,method-assign]
+        cp.optionxform = str  # type: ignore[assignment,method-assign]  # keep key case (stdlib idiom)
         cp.read(path)
         entry = cp["Desktop Entry"] if cp.has_section("Desktop Entry") else {}
         if entry.get("Hidden", "false").lower() == "true":

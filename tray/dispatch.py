@@ -27,7 +27,7 @@ def ui_poster(backend: str) -> Post:
     ``AppHelper.callAfter``. Windows: ``update_menu`` races the message loop, so serialise.
     """
     if backend == "darwin" or (backend == "" and sys.platform == "darwin"):
-        from PyObjCTools import AppHelper  # type: ignore[import-not-found]
+        from PyObjCTools import AppHelper
 
         return AppHelper.callAfter
     if backend == "win32":

@@ -21,7 +21,10 @@ import threading
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported lazily at run time: its backends load on first use
+    from desktop_notifier import DesktopNotifier
 
 log = logging.getLogger("a2a-bridge")
 
@@ -54,7 +57,7 @@ class ActionableNotifier:
         self.app_name = app_name
         self.reply = False  # the server has a reply field: Deny can carry a reason
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._notifier: object | None = None
+        self._notifier: DesktopNotifier | None = None
         self._live: dict[str, str] = {}  # call id -> notification identifier (loop thread)
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -219,7 +222,7 @@ class ActionableNotifier:
 
         notifier = self._notifier
         assert notifier is not None
-        identifier = await notifier.send(  # type: ignore[attr-defined]
+        identifier = await notifier.send(
             notice.title,
             notice.message,
             urgency=Urgency.Critical,  # stays until answered or withdrawn
@@ -241,10 +244,10 @@ class ActionableNotifier:
 
     async def _withdraw(self, call_id: str) -> None:
         identifier = self._live.pop(call_id, None)
-        if identifier is None:
+        if identifier is None or self._notifier is None:
             return
         with contextlib.suppress(Exception):  # already closed by the user or the server
-            await self._notifier.clear(identifier)  # type: ignore[union-attr]
+            await self._notifier.clear(identifier)
 
     async def _clear_all(self) -> None:
         for call_id in list(self._live):

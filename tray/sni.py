@@ -72,7 +72,11 @@ def pixmaps(image: Image.Image, sizes: Sequence[int] = PIXMAP_SIZES) -> list[lis
     rgba = image.convert("RGBA")
     out: list[list[Any]] = []
     for size in sizes:
-        img = rgba if rgba.size == (size, size) else rgba.resize((size, size), Image.LANCZOS)
+        img = (
+            rgba
+            if rgba.size == (size, size)
+            else rgba.resize((size, size), Image.Resampling.LANCZOS)
+        )
         r, g, b, a = img.split()  # Pillow has no ARGB packer: reorder the bands
         out.append([size, size, Image.merge("RGBA", (a, r, g, b)).tobytes()])
     return out
@@ -511,8 +515,9 @@ class SniIcon:
                 bus.disconnect()
 
     async def _register(self) -> None:
+        assert self.bus is not None
         reply = await asyncio.wait_for(
-            self.bus.call(  # type: ignore[union-attr]
+            self.bus.call(
                 Message(
                     destination=WATCHER,
                     path=WATCHER_PATH,

@@ -65,10 +65,11 @@ class Tool(abc.ABC):
     outside (see :class:`server.paths.PathPolicy`).
     """
 
-    name: ClassVar[str]
-    description: ClassVar[str]
-    input_schema: ClassVar[dict[str, Any]]
-    annotations: ClassVar[dict[str, Any]] = {}
+    # Class attributes on the built-in tools, per instance on upstream tools (one class, many).
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] = {}
     default_tier: ClassVar[str | None] = None  # None: the config's approval.default_tier
     path_args: ClassVar[tuple[str, ...]] = ()
     writes: ClassVar[bool] = False  # path_args are written: persistence locations escalate too

@@ -28,6 +28,9 @@ import os
 import sys
 import time
 
+# POSIX only (Windows shells run without it); also tells mypy to check the rest as POSIX code.
+assert sys.platform != "win32"
+
 # Numeric on purpose: importing ``signal`` (and ``threading``, ``contextlib``) is a noticeable
 # share of this process's start-up, which every bash call pays. Same numbers on Linux and macOS.
 SIGTERM = 15

@@ -75,19 +75,19 @@ class RgRun:
 
     def start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RIPGREP_")}
-        kwargs: dict[str, object] = {}
+        creationflags = 0  # Popen's defaults, unless set below
+        process_group: int | None = None
         argv = self.argv
         if sys.platform == "win32":
-            kwargs["creationflags"] = (
-                subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
-                | subprocess.BELOW_NORMAL_PRIORITY_CLASS  # type: ignore[attr-defined]
+            creationflags = (
+                subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.BELOW_NORMAL_PRIORITY_CLASS
             )
         else:
             if NICE is not None:
                 argv = [NICE, "-n", "10", *argv]  # nice execs rg: same pid, same group
             # Its own process group, but not a new session: on Linux a new session is a new
             # scheduler autogroup, which measurably slowed rg down on a busy machine.
-            kwargs["process_group"] = 0
+            process_group = 0
         with self._lock:
             if self.killed:
                 return
@@ -98,7 +98,8 @@ class RgRun:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,  # small: --no-messages leaves only fatal errors
                 env=env,
-                **kwargs,  # type: ignore[arg-type]
+                creationflags=creationflags,
+                process_group=process_group,
             )
         with _live_lock:
             _live.add(self)

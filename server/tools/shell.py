@@ -141,7 +141,7 @@ class ShellRun:
             self.proc = await asyncio.create_subprocess_exec(
                 *self.argv,
                 stdin=subprocess.DEVNULL,
-                creationflags=subprocess.CREATE_NEW_PROCESS_GROUP,  # type: ignore[attr-defined]
+                creationflags=subprocess.CREATE_NEW_PROCESS_GROUP,
                 **common,
             )
         else:
@@ -165,9 +165,9 @@ class ShellRun:
             finally:
                 os.close(w)
             loop = asyncio.get_running_loop()
-            self._status = asyncio.StreamReader()
+            status = self._status = asyncio.StreamReader()
             self._status_transport, _ = await loop.connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(self._status),  # type: ignore[arg-type]
+                lambda: asyncio.StreamReaderProtocol(status),
                 os.fdopen(r, "rb", 0),
             )
         self._reader = asyncio.ensure_future(self._pump())
@@ -188,7 +188,7 @@ class ShellRun:
     async def _shell_exit(self) -> None:
         """Until the shell itself exits; sets ``code`` (negative: killed by that signal)."""
         assert self.proc is not None
-        if self._status is None:  # Windows: no supervisor
+        if sys.platform == "win32" or self._status is None:  # Windows: no supervisor
             self.code = await self.proc.wait()
             return
         line = (await self._status.readline()).decode("ascii", "replace").split()
@@ -249,9 +249,9 @@ class ShellRun:
         try:
             await asyncio.wait_for(asyncio.shield(self._supervisor_exit()), SUPERVISOR_EXIT_S)
         except TimeoutError:
-            # Never expected: the supervisor itself is stuck. Take its session down by force.
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+            # Never expected: the supervisor itself is stuck. Take its session down by force
+            # (on Windows: the shell's process tree, as there is no os.killpg).
+            kill_group(proc, getattr(signal, "SIGKILL", signal.SIGTERM))
         finally:
             if proc.stdin is not None:
                 with contextlib.suppress(OSError, RuntimeError):

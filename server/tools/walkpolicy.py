@@ -13,41 +13,27 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
-from ..paths import PathPolicy, is_within
-
-_OUTSIDE = "outside the configured roots"
+from ..paths import CallPaths, Escalation, PathPolicy
 
 
-def policy_of(ctx_policy: Any) -> PathPolicy:
+def policy_of(ctx_policy: PathPolicy | CallPaths) -> PathPolicy:
     """The :class:`PathPolicy` behind a tool context's policy (``CallPaths`` wraps it)."""
-    return getattr(ctx_policy, "policy", ctx_policy)
+    return ctx_policy.policy if isinstance(ctx_policy, CallPaths) else ctx_policy
 
 
-def _always_asks(escalation: Any) -> bool:
-    if escalation is None:
-        return False
-    if isinstance(escalation, str):  # the policy before per-entry judgement existed
-        return _OUTSIDE not in escalation
-    return bool(getattr(escalation, "always_asks", True))
+def _always_asks(escalation: Escalation | None) -> bool:
+    return escalation is not None and escalation.always_asks
 
 
 def judge_entry(policy: PathPolicy, real: str, st: os.stat_result | None) -> bool:
     """True when the policy refuses this walked entry (its real path; ``st`` from lstat)."""
-    judge = getattr(policy, "judge_entry", None)
-    if judge is not None:
-        return judge(real, st) is not None
-    reason = policy.judge(real)  # fallback: protected locations and own files, by prefix
-    return reason is not None and _OUTSIDE not in reason
+    return policy.judge_entry(real, st) is not None
 
 
 def protected_dirs_under(policy: PathPolicy, base: str) -> list[str]:
     """Real paths of protected directories strictly below ``base``, to prune up front."""
-    under = getattr(policy, "protected_dirs_under", None)
-    if under is not None:
-        return [d for d in under(base) if d != base]
-    return [p for p in policy.sensitive if p != base and is_within(p, base)]
+    return [d for d in policy.protected_dirs_under(base) if d != base]
 
 
 @dataclass(slots=True)
@@ -61,7 +47,7 @@ class EntryGate:
     _seen: set[str] = field(default_factory=set)
 
     @classmethod
-    def for_base(cls, ctx_policy: Any, base: str) -> EntryGate:
+    def for_base(cls, ctx_policy: PathPolicy | CallPaths, base: str) -> EntryGate:
         policy = policy_of(ctx_policy)
         approved_protected = _always_asks(policy.judge(base))
         return cls(policy, base, active=not approved_protected)
