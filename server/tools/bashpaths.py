@@ -158,7 +158,7 @@ def _judge(path: str, policy: PathPolicy | CallPaths, bare: bool = False) -> Esc
     (a symlink or a hard link could be on the way), the real path and the file's identity."""
     try:
         raw = policy.policy if hasattr(policy, "policy") else policy
-        esc = raw.judge(os.path.normpath(path), write=True)  # type: ignore[union-attr]
+        esc = raw.judge(os.path.normpath(path), write=True)
         if esc is not None and esc.always_asks:
             return esc
         # Nothing there and its folder not there either: nothing on the way can be a link.
