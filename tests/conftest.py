@@ -129,6 +129,18 @@ def bridge(start_bridge) -> Running:
 
 
 @pytest.fixture
+def c(bridge) -> Mcp:
+    """An initialized MCP session on the all-allow ``bridge`` (the tool tests' client)."""
+    return bridge.client()
+
+
+@pytest.fixture
+def root(bridge) -> str:
+    """The ``bridge``'s first root, where the tool tests plant their files."""
+    return bridge.env["root"]
+
+
+@pytest.fixture
 def log_records(caplog) -> Any:
     """The bridge's own log lines (the logger does not propagate; attach caplog directly)."""
     logger = logging.getLogger("a2a-bridge")

@@ -22,16 +22,6 @@ from .helpers import in_thread, wait_for
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process checks")
 
 
-@pytest.fixture
-def c(bridge):
-    return bridge.client()
-
-
-@pytest.fixture
-def root(bridge):
-    return bridge.env["root"]
-
-
 def put(root, rel, data):
     path = os.path.join(root, rel)
     os.makedirs(os.path.dirname(path), exist_ok=True)

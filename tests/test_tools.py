@@ -15,16 +15,6 @@ from PIL import Image
 from .helpers import in_thread, read_text, wait_for
 
 
-@pytest.fixture
-def c(bridge):
-    return bridge.client()
-
-
-@pytest.fixture
-def root(bridge):
-    return bridge.env["root"]
-
-
 def put(root, rel, data):
     path = os.path.join(root, rel)
     os.makedirs(os.path.dirname(path), exist_ok=True)
