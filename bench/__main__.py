@@ -231,7 +231,9 @@ def bench_tools() -> list[str]:
 
     def start(env: dict[str, str]) -> Server:
         port = free_port()
-        return Server.start("bridge", [py, "-m", "server", "serve", "--port", str(port)], env, port)
+        return Server.start(
+            "bridge", [py, "-m", "omp_a2a_bridge.server", "serve", "--port", str(port)], env, port
+        )
 
     return tools_section(py, dict(os.environ), TOKEN, start)
 
@@ -292,7 +294,10 @@ def main() -> int:
     py = sys.executable
     ours_port, sdk_port, floor_port = free_port(), free_port(), free_port()
     ours = Server.start(
-        "bridge", [py, "-m", "server", "serve", "--port", str(ours_port)], env, ours_port
+        "bridge",
+        [py, "-m", "omp_a2a_bridge.server", "serve", "--port", str(ours_port)],
+        env,
+        ours_port,
     )
     time.sleep(1.0)
     idle_rss = ours.rss_mb()

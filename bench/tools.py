@@ -150,7 +150,7 @@ def rss_kb(pid: int, field: str = "VmHWM") -> int:
 
 
 def _rg() -> str:
-    from server.tools.rg import rg_path
+    from omp_a2a_bridge.server.tools.rg import rg_path
 
     return rg_path() or "rg"
 

@@ -35,11 +35,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from server.controlfile import read_control  # noqa: E402
+from omp_a2a_bridge.server.controlfile import read_control  # noqa: E402
+from omp_a2a_bridge.tray.sni import SniUnavailable, watcher_reason  # noqa: E402
 from tests.dbus_fakes import PrivateBus  # noqa: E402
 from tests.helpers import Mcp, wait_for  # noqa: E402
 from tests.xsession import XSession  # noqa: E402
-from tray.sni import SniUnavailable, watcher_reason  # noqa: E402
 
 TOKEN = secrets.token_urlsafe(32)
 # A spoofing attempt: blank-looking U+2800 padding and a U+202E hide a dangerous tail; the
@@ -132,7 +132,7 @@ def main() -> int:
         subprocess.run(["xdotool", "windowsize", win, "900", "32"], env=env, check=False)
         subprocess.run(["xdotool", "windowmove", win, "0", "0"], env=env, check=False)
     tray = subprocess.Popen(
-        [sys.executable, "-m", "tray", "tray"],
+        [sys.executable, "-m", "omp_a2a_bridge.tray", "tray"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

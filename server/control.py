@@ -25,7 +25,7 @@ from typing import Any
 from tornado import web, websocket
 from tornado.iostream import StreamClosedError
 
-from assets import ASSETS_DIR
+from omp_a2a_bridge.assets import ASSETS_DIR
 
 from .approvals import Decision
 from .audit import pair_calls, recent_records

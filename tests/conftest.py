@@ -15,9 +15,9 @@ import pytest
 from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
 
-from server.audit import read_records
-from server.logsetup import setup_logging
-from server.runner import BridgeRunner, RunnerOptions
+from omp_a2a_bridge.server.audit import read_records
+from omp_a2a_bridge.server.logsetup import setup_logging
+from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
 
 from .helpers import RESPONSES, TOKEN, Mcp, wait_for
 

@@ -10,7 +10,7 @@ import time
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
-from server.controlfile import ControlInfo
+from omp_a2a_bridge.server.controlfile import ControlInfo
 
 from .helpers import Http
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from server.approvals import Ending
-from server.audit import RECORD_CAP, cap_record, pair_calls, read_records
-from server.controlfile import read_control
-from server.tools.shell import check_timeout
+from omp_a2a_bridge.server.approvals import Ending
+from omp_a2a_bridge.server.audit import RECORD_CAP, cap_record, pair_calls, read_records
+from omp_a2a_bridge.server.controlfile import read_control
+from omp_a2a_bridge.server.tools.shell import check_timeout
 
 from .conftest import write_config
 from .control_helpers import Api, WsApprover
@@ -64,7 +64,7 @@ class Serve:
                 resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
 
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "serve", "--port", "0"],
+            [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
             cwd=REPO,
             env=e,
             stdout=subprocess.PIPE,
@@ -101,7 +101,7 @@ def run_serve(env: dict[str, str], extra_env: dict[str, str] | None = None) -> t
     e = dict(os.environ)
     e.update(extra_env or {})
     r = subprocess.run(
-        [sys.executable, "-m", "server", "serve", "--port", "0"],
+        [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
         cwd=REPO,
         env={k: v for k, v in e.items() if v is not None},
         capture_output=True,
@@ -270,7 +270,7 @@ def test_stale_control_file_with_a_reused_pid(env):
     s = Serve(env)
     try:
         r = subprocess.run(
-            [sys.executable, "-m", "server", "status"],
+            [sys.executable, "-m", "omp_a2a_bridge.server", "status"],
             cwd=REPO,
             capture_output=True,
             text=True,
@@ -655,7 +655,7 @@ def test_bash_timeout_must_be_finite_and_within_the_maximum(bridge, raw):
 
 
 def test_check_timeout_refuses_non_finite_values():
-    from server.config import Limits
+    from omp_a2a_bridge.server.config import Limits
 
     limits = Limits()
     for bad in (math.nan, math.inf, -math.inf, 0, -1, True, "5", 10_000):
@@ -682,7 +682,7 @@ def test_bash_output_past_the_kill_limit_stops_the_command(start_bridge):
 
 
 def test_login_code_works_once_and_expires(start_bridge, monkeypatch):
-    import server.control as control
+    import omp_a2a_bridge.server.control as control
 
     running = start_bridge(control=True)
     info = running.runner.control

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from server.approvals import Decision
-from server.bridge import NO_APPROVER_TEXT
+from omp_a2a_bridge.server.approvals import Decision
+from omp_a2a_bridge.server.bridge import NO_APPROVER_TEXT
 
 from .helpers import TOKEN, in_thread, wait_for
 

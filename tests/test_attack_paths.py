@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from server.controlfile import read_control
+from omp_a2a_bridge.server.controlfile import read_control
 
 from .control_helpers import Api, WsApprover
 from .helpers import TOKEN, Mcp, Response, wait_for
@@ -226,7 +226,7 @@ def _start(base: Path, tiers: dict[str, str]) -> Serve:
     log = base / "serve.log"
     with open(log, "w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "serve", "--port", "0"],
+            [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=err,

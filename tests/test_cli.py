@@ -14,7 +14,7 @@ import pytest
 from .conftest import write_config
 from .helpers import Mcp, read_text
 
-EXE = [sys.executable, "-m", "server"]
+EXE = [sys.executable, "-m", "omp_a2a_bridge.server"]
 
 
 @pytest.fixture
@@ -139,7 +139,7 @@ def test_audit_command_pairs_calls(cli_env, env):
 
 def test_plain_command_without_tray_serves_and_says_so(cli_env):
     p = subprocess.Popen(
-        [sys.executable, "-m", "tray"],
+        [sys.executable, "-m", "omp_a2a_bridge.tray"],
         env=cli_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from server import clientconfig as cc
-from server.clientconfig import ClientKind
+from omp_a2a_bridge.server import clientconfig as cc
+from omp_a2a_bridge.server.clientconfig import ClientKind
 
 from .conftest import write_config
 from .helpers import TOKEN
@@ -125,7 +125,7 @@ def test_readme_section_is_the_generators_output():
 @pytest.mark.reveals_token
 def test_cli_for_each_client_and_ssh(env, monkeypatch):
     write_config(env["config"], {"roots": [env["root"]], "port": 41234})
-    exe = [sys.executable, "-m", "server", "client-config"]
+    exe = [sys.executable, "-m", "omp_a2a_bridge.server", "client-config"]
 
     def run(*args: str) -> str:
         r = subprocess.run([*exe, *args], capture_output=True, text=True, timeout=30, check=True)

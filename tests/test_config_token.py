@@ -9,9 +9,14 @@ import stat
 
 import pytest
 
-from server.config import ConfigError, load_config, update_config
-from server.runner import BridgeRunner, RunnerOptions, StartupError
-from server.tokens import KeyringStore, KeyringUnavailable, TokenStore, generate_token
+from omp_a2a_bridge.server.config import ConfigError, load_config, update_config
+from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions, StartupError
+from omp_a2a_bridge.server.tokens import (
+    KeyringStore,
+    KeyringUnavailable,
+    TokenStore,
+    generate_token,
+)
 
 from .conftest import write_config
 from .helpers import Mcp, read_text

@@ -11,8 +11,8 @@ import urllib.parse
 
 import pytest
 
-from server.controlfile import control_path, read_control
-from server.runner import BridgeRunner, RunnerOptions
+from omp_a2a_bridge.server.controlfile import control_path, read_control
+from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
 
 from .conftest import write_config
 from .control_helpers import Api, WsApprover
@@ -85,12 +85,15 @@ def test_second_serve_process_says_already_running(env):
     e = dict(os.environ, PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")
     write_config(env["config"], {"roots": [env["root"]]})
     first = subprocess.Popen(
-        [sys.executable, "-m", "server", "serve"], env=e, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-m", "omp_a2a_bridge.server", "serve"],
+        env=e,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert "listening" in first.stdout.readline()
         second = subprocess.run(
-            [sys.executable, "-m", "server", "serve"],
+            [sys.executable, "-m", "omp_a2a_bridge.server", "serve"],
             env=e,
             capture_output=True,
             text=True,
@@ -307,7 +310,7 @@ def test_websocket_refuses_foreign_origin_and_no_secret(ctl):
 
 def _cli(*args, stdin: str | None = None, timeout: float = 20):
     return subprocess.run(
-        [sys.executable, "-m", "server", *args],
+        [sys.executable, "-m", "omp_a2a_bridge.server", *args],
         input=stdin,
         capture_output=True,
         text=True,
@@ -357,7 +360,7 @@ def test_cli_status_pending_approve_deny_sessions(ctl):
 def test_watch_approves_and_denies_from_piped_input(ctl):
     c = ctl.client("watched")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server", "watch"],
+        [sys.executable, "-m", "omp_a2a_bridge.server", "watch"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -402,7 +405,7 @@ def test_cli_token_rotate_rotates_the_running_bridge(ctl, memory_keyring):
 def test_cli_open_hands_the_login_link_to_the_browser(ctl):
     env = dict(os.environ, BROWSER="echo")  # webbrowser runs $BROWSER with the URL
     r = subprocess.run(
-        [sys.executable, "-m", "server", "open"],
+        [sys.executable, "-m", "omp_a2a_bridge.server", "open"],
         env=env,
         capture_output=True,
         text=True,
@@ -418,7 +421,7 @@ def test_cli_open_hands_the_login_link_to_the_browser(ctl):
 
 def test_cli_audit_follow_prints_new_calls(ctl):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server", "audit", "--follow", "-n", "0"],
+        [sys.executable, "-m", "omp_a2a_bridge.server", "audit", "--follow", "-n", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from server.tools.builtin import builtin_tools
-from server.tools.fastcheck import compile_check
+from omp_a2a_bridge.server.tools.builtin import builtin_tools
+from omp_a2a_bridge.server.tools.fastcheck import compile_check
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.audit import pair_calls, read_records
-from server.logsetup import setup_logging
-from server.runner import BridgeRunner, RunnerOptions
+from omp_a2a_bridge.server.audit import pair_calls, read_records
+from omp_a2a_bridge.server.logsetup import setup_logging
+from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
 
 from .helpers import TOKEN, Mcp
 

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from server.audit import pair_calls, read_records
+from omp_a2a_bridge.server.audit import pair_calls, read_records
 
 from .conftest import write_config
 from .control_helpers import WsApprover
@@ -148,7 +148,7 @@ def test_audit_on_a_full_disk(start_bridge, monkeypatch, log_records):
 def _serve(env_paths: dict[str, str], config: dict) -> tuple[subprocess.Popen, int]:
     write_config(env_paths["config"], {"roots": [env_paths["root"]], **config})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server", "serve", "--port", "0"],
+        [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
         env=dict(os.environ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -192,7 +192,7 @@ def test_kill_9_under_load_leaves_a_parseable_audit_log(env):
 def test_sigterm_with_calls_in_flight(env):
     proc, port = _serve(env, {"approval": {"tiers": {"bash": "allow"}, "timeout_s": 30}})
     try:
-        from server.controlfile import read_control
+        from omp_a2a_bridge.server.controlfile import read_control
 
         info = wait_for(read_control)
         ws = WsApprover(info)

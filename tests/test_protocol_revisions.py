@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from server.protocol import (
+from omp_a2a_bridge.server.protocol import (
     PARSE_ERROR,
     PROTOCOL_VERSION,
     negotiate_version,
@@ -160,7 +160,7 @@ def test_initialize_negotiates_and_the_session_keeps_it(running, asked, answered
 
 
 def test_session_json_shows_the_negotiated_version(running):
-    from server.views import session_json
+    from omp_a2a_bridge.server.views import session_json
 
     c = Mcp(running.port)
     _init(c, "2025-06-18")

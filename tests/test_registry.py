@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from server.tools import Tool, ToolContext, ToolResult
-from server.tools.registry import ToolRegistry
+from omp_a2a_bridge.server.tools import Tool, ToolContext, ToolResult
+from omp_a2a_bridge.server.tools.registry import ToolRegistry
 
 
 class Echo(Tool):
@@ -70,7 +70,7 @@ def test_entry_point_discovery(tmp_path, monkeypatch, start_bridge):
     pkg.write_text(
         textwrap.dedent(
             """
-            from server.tools import Tool, ToolResult
+            from omp_a2a_bridge.server.tools import Tool, ToolResult
 
             class Shout(Tool):
                 name = "shout"

@@ -22,8 +22,8 @@ import unicodedata
 
 import pytest
 
-from server.controlfile import read_control
-from server.textsafe import BIDI
+from omp_a2a_bridge.server.controlfile import read_control
+from omp_a2a_bridge.server.textsafe import BIDI
 
 from .conftest import write_config
 from .control_helpers import Api, WsApprover
@@ -61,7 +61,7 @@ def assert_clean(out: str) -> None:
 
 def _cli(*args: str, timeout: float = 20) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "server", *args],
+        [sys.executable, "-m", "omp_a2a_bridge.server", *args],
         capture_output=True,
         text=True,
         encoding="utf-8",
@@ -83,7 +83,7 @@ class Watch:
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "watch"],
+            [sys.executable, "-m", "omp_a2a_bridge.server", "watch"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -231,7 +231,7 @@ def test_every_verb_is_quiet_in_a_closed_pipe(ctl):
             os.close(r)  # the reader left before the first byte (like `| head` after a line)
             try:
                 proc = subprocess.run(
-                    [sys.executable, "-m", "server", *verb],
+                    [sys.executable, "-m", "omp_a2a_bridge.server", *verb],
                     stdout=w,
                     stderr=subprocess.PIPE,
                     text=True,
@@ -351,7 +351,7 @@ def test_watch_stops_at_once(ctl, watcher, sig):
 
 def _serve(env: dict[str, str]) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server", "serve", "--port", "0"],
+        [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
         env=dict(os.environ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -396,7 +396,7 @@ def test_watch_in_a_closed_pipe_exits_quietly(ctl):
     os.close(r)
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "server", "watch"],
+            [sys.executable, "-m", "omp_a2a_bridge.server", "watch"],
             stdin=subprocess.PIPE,
             stdout=wfd,
             stderr=subprocess.PIPE,
@@ -412,7 +412,7 @@ def test_watch_in_a_closed_pipe_exits_quietly(ctl):
 
 
 def _tray_snapshot(*pending):
-    from server.bridge import Snapshot
+    from omp_a2a_bridge.server.bridge import Snapshot
 
     return Snapshot(
         1,
@@ -432,8 +432,8 @@ def _tray_snapshot(*pending):
 
 
 def _pending_call(tool: str, args: dict, escalation=None, client: str = "claude-code"):
-    from server.approvals import PendingCall
-    from server.preview import build_preview, summary_of
+    from omp_a2a_bridge.server.approvals import PendingCall
+    from omp_a2a_bridge.server.preview import build_preview, summary_of
 
     now = 1_000_000.0
     summary = summary_of(tool, args)
@@ -461,7 +461,7 @@ def _walk(items):
 
 
 def test_tray_labels_show_head_tail_length_warning_reason_and_countdown():
-    from tray.menu import menu_model, notification_for
+    from omp_a2a_bridge.tray.menu import menu_model, notification_for
 
     p = _pending_call("bash", {"command": HOSTILE_COMMAND}, client=HOSTILE_CLIENT)
     items = menu_model(_tray_snapshot(p), now=1_000_000.0)
@@ -486,7 +486,7 @@ def test_tray_labels_show_head_tail_length_warning_reason_and_countdown():
 
 
 def test_tray_shows_why_a_call_escalated_and_the_size_of_writes_and_edits():
-    from tray.menu import menu_model, notification_for
+    from omp_a2a_bridge.tray.menu import menu_model, notification_for
 
     class Escalation:  # the shape branch pathpolicy provides
         kind = "protected"
@@ -526,7 +526,7 @@ def test_watch_on_a_terminal_ticks_the_countdown_and_writes_only_its_own_escapes
 
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server", "watch"],
+        [sys.executable, "-m", "omp_a2a_bridge.server", "watch"],
         stdin=subprocess.PIPE,
         stdout=slave,
         stderr=subprocess.PIPE,

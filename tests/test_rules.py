@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from server.config import ConfigError, parse_config
-from server.rules import (
+from omp_a2a_bridge.server.config import ConfigError, parse_config
+from omp_a2a_bridge.server.rules import (
     RuleError,
     RuleList,
     analyze,

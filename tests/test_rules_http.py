@@ -76,7 +76,7 @@ def _done(running, call_id=None):
 
 def _cli(*args):
     return subprocess.run(
-        [sys.executable, "-m", "server", *args],
+        [sys.executable, "-m", "omp_a2a_bridge.server", *args],
         capture_output=True,
         text=True,
         timeout=30,
@@ -326,7 +326,7 @@ def test_cli_rules_add_test_rm_and_offline(ruled, env):
 
 
 def test_a_bad_rule_stops_the_start(start_bridge, env):
-    from server.runner import StartupError
+    from omp_a2a_bridge.server.runner import StartupError
 
     with pytest.raises(StartupError) as e:
         start_bridge({"rules": {"allow": ["bash(git status)", "read(!x)"]}})
@@ -339,7 +339,7 @@ def test_a_bad_rule_stops_the_start(start_bridge, env):
 def test_watch_edits_the_proposed_rule_before_saving(ruled, env):
     c = ruled.client("watched")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server", "watch"],
+        [sys.executable, "-m", "omp_a2a_bridge.server", "watch"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -390,7 +390,7 @@ def test_cli_approve_with_a_rule(ruled):
 
 
 def test_tray_rules_submenu_model(ruled):
-    from tray.menu import menu_model
+    from omp_a2a_bridge.tray.menu import menu_model
 
     c = ruled.client("granted")
     approver = ruled.runner.attach_approver("test")
@@ -416,11 +416,11 @@ def test_tray_rules_submenu_model(ruled):
 def test_outside_the_roots_a_rule_may_allow(start_bridge, env, home):
     """Outside the roots is the one escalation a rule may cover (branch pathpolicy's
     ``Escalation.always_asks`` is False for it); a plain-text escalation always asks."""
-    import server.paths
+    from omp_a2a_bridge.server import paths
 
     running = start_bridge({"roots": [env["root"]], "rules": {"allow": ["read(~/proj/**)"]}})
     r = running.client().call("read", {"path": f"{home}/proj/a.txt"})
-    if hasattr(server.paths, "EscalationKind"):
+    if hasattr(paths, "EscalationKind"):
         assert "inside proj" in r.text
         assert _done(running)["rule"] == "read(~/proj/**)"
     else:

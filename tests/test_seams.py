@@ -55,7 +55,7 @@ def _start_again(base: Path, old: Serve) -> Serve:
     log = base / "serve2.log"
     with open(log, "w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "server", "serve", "--port", "0"],
+            [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
             env=old.env,
             stdout=subprocess.PIPE,
             stderr=err,

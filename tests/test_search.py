@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from server.tools.fileio import glob_regex, is_binary, walk_files
-from server.tools.rg import rg_path
+from omp_a2a_bridge.server.tools.fileio import glob_regex, is_binary, walk_files
+from omp_a2a_bridge.server.tools.rg import rg_path
 
 from .helpers import in_thread, wait_for
 
@@ -340,7 +340,7 @@ def test_queued_work_shows_in_the_audit_and_ls_is_not_starved_by_greps(bridge, r
     """Eight greps that run until cancelled fill the search pool and its queue; an ls of a
     small directory still answers (it has its own pool), and a cancelled queued grep never
     starts rg."""
-    from server.tools import pools
+    from omp_a2a_bridge.server.tools import pools
 
     sparse(root)
     os.mkdir(os.path.join(root, "small"))
@@ -368,7 +368,7 @@ def test_queued_work_shows_in_the_audit_and_ls_is_not_starved_by_greps(bridge, r
 
 def test_queue_wait_is_recorded(start_bridge, monkeypatch):
     """With a one-worker search pool, a second find waits for the first: its queue_ms > 0."""
-    from server.tools import pools
+    from omp_a2a_bridge.server.tools import pools
 
     running = start_bridge({"approval": {"tiers": {"grep": "allow", "find": "allow"}}})
     sparse(running.env["root"])

@@ -13,7 +13,7 @@ import threading
 import pytest
 from PIL import Image
 
-from server.runner import BridgeRunner, RunnerOptions
+from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
 
 from .conftest import require_system, write_config
 from .dbus_fakes import FakeNotifications, FakeWatcher, PrivateBus
@@ -40,9 +40,9 @@ class SniTray:
     """A TrayApp with the SNI backend on a real bridge, its icon loop on a thread."""
 
     def __init__(self, env, notifier: bool = False) -> None:
-        from tray.app import TrayApp
-        from tray.autostart import Autostart
-        from tray.sni import SniIcon
+        from omp_a2a_bridge.tray.app import TrayApp
+        from omp_a2a_bridge.tray.autostart import Autostart
+        from omp_a2a_bridge.tray.sni import SniIcon
 
         self.opened: list[str] = []
         self.runner = BridgeRunner(RunnerOptions(port=0, control=True, discover_tools=False))
@@ -237,7 +237,7 @@ def test_quit_from_the_menu_stops_the_bridge(watcher, env):
 
 
 def test_pixmaps_are_argb_in_network_order():
-    from tray.sni import pixmaps
+    from omp_a2a_bridge.tray.sni import pixmaps
 
     img = Image.new("RGBA", (2, 2), (10, 20, 30, 40))
     [(w, h, data)] = pixmaps(img, (2,))
@@ -321,7 +321,7 @@ def test_notification_click_opens_the_page(noti_tray, notifications):
 
 
 def test_without_a_notification_server_the_plain_notification_stays(watcher, env):
-    from tray.notifier import ActionableNotifier, NotifierUnavailable
+    from omp_a2a_bridge.tray.notifier import ActionableNotifier, NotifierUnavailable
 
     n = ActionableNotifier(lambda *a: None, lambda call_id: None)
     with pytest.raises(NotifierUnavailable, match="no notification server"):
@@ -329,7 +329,7 @@ def test_without_a_notification_server_the_plain_notification_stays(watcher, env
 
 
 def test_a_server_without_actions_is_not_actionable(dbus):
-    from tray.notifier import ActionableNotifier, NotifierUnavailable
+    from omp_a2a_bridge.tray.notifier import ActionableNotifier, NotifierUnavailable
 
     server = FakeNotifications(dbus.address, caps=("body",))
     try:
@@ -356,8 +356,8 @@ def test_the_icon_registers_again_with_a_new_watcher(tray, watcher, dbus):
 
 
 def test_ids_follow_actions_not_positions():
-    from tray.dbusmenu import IdTable, build, diff
-    from tray.menu import SEPARATOR, Item
+    from omp_a2a_bridge.tray.dbusmenu import IdTable, build, diff
+    from omp_a2a_bridge.tray.menu import SEPARATOR, Item
 
     ids = IdTable()
     a = (Item("Approve: a", submenu=(Item("Approve", ("decide", "a1", "approve")),)),)

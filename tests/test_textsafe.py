@@ -7,8 +7,8 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from server.preview import build_preview, full_display, summary_of
-from server.textsafe import BIDI, lines_preview, render, shorten
+from omp_a2a_bridge.server.preview import build_preview, full_display, summary_of
+from omp_a2a_bridge.server.textsafe import BIDI, lines_preview, render, shorten
 
 # Characters an attacker would use, mixed into ordinary text so shrinking finds small cases.
 HOSTILE = st.sampled_from(

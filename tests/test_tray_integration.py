@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from server.runner import BridgeRunner, RunnerOptions
+from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
 
 from .conftest import write_config
 from .helpers import Mcp, in_thread, read_text, wait_for
@@ -85,8 +85,8 @@ class Tray:
     """A TrayApp on a real bridge, its icon loop on a thread, and helpers to click."""
 
     def __init__(self, pystray, env, has_menu=True):
-        from tray.app import TrayApp
-        from tray.autostart import Autostart
+        from omp_a2a_bridge.tray.app import TrayApp
+        from omp_a2a_bridge.tray.autostart import Autostart
 
         self.opened: list[str] = []
         self.copied: list[str] = []

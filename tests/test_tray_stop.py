@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from server.controlfile import read_control
+from omp_a2a_bridge.server.controlfile import read_control
 
 from .conftest import require_system, write_config
 from .dbus_fakes import FakeWatcher, PrivateBus
@@ -33,7 +33,7 @@ class Proc:
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.p = subprocess.Popen(
-            [sys.executable, "-m", "tray", *args],
+            [sys.executable, "-m", "omp_a2a_bridge.tray", *args],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -168,7 +168,7 @@ def test_no_session_bus_says_so_in_one_line(proc_env, env, tmp_path):
     proc_env["DBUS_SESSION_BUS_ADDRESS"] = f"unix:path={tmp_path}/no-bus-here"
     proc_env["A2A_BRIDGE_TRAY"] = "sni"
     r = subprocess.run(
-        [sys.executable, "-m", "tray", "tray"],
+        [sys.executable, "-m", "omp_a2a_bridge.tray", "tray"],
         env=proc_env,
         capture_output=True,
         text=True,

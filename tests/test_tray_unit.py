@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from server.approvals import PendingCall
-from server.bridge import SessionView, Snapshot
-from tray.autostart import APPROVED_KEY, RUN_KEY, Autostart
-from tray.clipboard import copy_text
-from tray.dispatch import Dispatcher
-from tray.icons import COLORS, IconState, render_icon, state_for
-from tray.menu import menu_model, notification_for, pending_label, title
+from omp_a2a_bridge.server.approvals import PendingCall
+from omp_a2a_bridge.server.bridge import SessionView, Snapshot
+from omp_a2a_bridge.tray.autostart import APPROVED_KEY, RUN_KEY, Autostart
+from omp_a2a_bridge.tray.clipboard import copy_text
+from omp_a2a_bridge.tray.dispatch import Dispatcher
+from omp_a2a_bridge.tray.icons import COLORS, IconState, render_icon, state_for
+from omp_a2a_bridge.tray.menu import menu_model, notification_for, pending_label, title
 
 NOW = 1_000_000.0
 
@@ -234,7 +234,10 @@ def test_autostart_macos_launch_agent(tmp_path):
 def test_autostart_windows_registry_and_startup_approved(tmp_path):
     reg = FakeRegistry()
     a = Autostart(
-        "win32", home=str(tmp_path), registry=reg, command=["C:\\Py\\pythonw.exe", "-m", "tray"]
+        "win32",
+        home=str(tmp_path),
+        registry=reg,
+        command=["C:\\Py\\pythonw.exe", "-m", "omp_a2a_bridge.tray"],
     )
     a.enable()
     a.enable()

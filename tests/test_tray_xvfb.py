@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from server.controlfile import read_control
+from omp_a2a_bridge.server.controlfile import read_control
 
 from .conftest import require_system, write_config
 from .helpers import Mcp, read_text, wait_for
@@ -33,7 +33,7 @@ def test_tray_starts_serves_and_exits_cleanly_on_sigterm(xsession, env):
     e.pop("PYSTRAY_BACKEND", None)
     e["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/nonexistent/a2a-test-bus"  # no SNI watcher
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tray", "tray"],
+        [sys.executable, "-m", "omp_a2a_bridge.tray", "tray"],
         env=e,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -50,7 +50,7 @@ def test_tray_starts_serves_and_exits_cleanly_on_sigterm(xsession, env):
         assert next(t["name"] for t in c.rpc("tools/list").result["tools"]) == "read"
         # A second instance says so and leaves the first alone.
         second = subprocess.run(
-            [sys.executable, "-m", "tray", "tray"],
+            [sys.executable, "-m", "omp_a2a_bridge.tray", "tray"],
             env=e,
             capture_output=True,
             text=True,
@@ -85,7 +85,7 @@ def test_xorg_icon_click_opens_the_approval_page(xsession, env, tmp_path):
     e["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/nonexistent/a2a-test-bus"
     e.pop("PYSTRAY_BACKEND", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tray", "tray"],
+        [sys.executable, "-m", "omp_a2a_bridge.tray", "tray"],
         env=e,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -22,7 +22,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from server.config import ConfigError, parse_config
+from omp_a2a_bridge.server.config import ConfigError, parse_config
 
 from .helpers import TOKEN, in_thread, wait_for
 from .test_browser import _wait
@@ -479,7 +479,7 @@ def test_sdk_client_drives_an_upstream_tool(upstream):
 
 
 def test_servers_in_status_api_cli_and_restart(start_bridge, state, tmp_path):
-    from server.views import snapshot_json
+    from omp_a2a_bridge.server.views import snapshot_json
 
     from .control_helpers import Api
     from .test_control import _cli
@@ -525,7 +525,7 @@ def test_servers_in_status_api_cli_and_restart(start_bridge, state, tmp_path):
 
 
 def test_tray_servers_submenu(upstream, state):
-    from tray.menu import menu_model
+    from omp_a2a_bridge.tray.menu import menu_model
 
     running = upstream(ALLOW)
     items = menu_model(running.runner.snapshot())
@@ -702,9 +702,9 @@ def test_a_definition_that_changes_while_the_call_waits_is_not_run(upstream, sta
 
 
 def test_terminal_and_tray_show_upstream_details(upstream, state):
-    from server.views import pending_json
-    from server.watch import describe
-    from tray.menu import menu_model
+    from omp_a2a_bridge.server.views import pending_json
+    from omp_a2a_bridge.server.watch import describe
+    from omp_a2a_bridge.tray.menu import menu_model
 
     running = upstream({"approval": {"tiers": {"mcp__t__echo": "allow"}}})
     running.runner.attach_approver("test")
@@ -801,9 +801,9 @@ def test_the_page_shows_servers_and_upstream_details(start_bridge, state, reques
 def test_http_tools_are_relisted_without_a_notification(
     start_bridge, http_upstream, state, monkeypatch
 ):
-    import server.upstream
+    from omp_a2a_bridge.server import upstream
 
-    monkeypatch.setattr(server.upstream, "PING_EVERY_S", 0.1)
+    monkeypatch.setattr(upstream, "PING_EVERY_S", 0.1)
     url, _ = http_upstream
     running = start_bridge({"mcp_servers": {"h": {"url": url}}})
     ready(running, "h")

@@ -20,11 +20,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from server.bridge import Snapshot
-from server.cli import client_config
-from server.config import audit_path
-from server.controlfile import AlreadyRunning
-from server.runner import BridgeRunner, RunnerOptions, StartupError
+from omp_a2a_bridge.server.bridge import Snapshot
+from omp_a2a_bridge.server.cli import client_config
+from omp_a2a_bridge.server.config import audit_path
+from omp_a2a_bridge.server.controlfile import AlreadyRunning
+from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions, StartupError
 
 from .autostart import Autostart
 from .backend import capabilities
@@ -210,7 +210,7 @@ class TrayApp:
 
     def _force_cleanup(self) -> None:
         """The watchdog's last resort: the control file must not outlive the process."""
-        from server.controlfile import release
+        from omp_a2a_bridge.server.controlfile import release
 
         if self.runner.control is not None:
             release(self.runner.control)

@@ -76,7 +76,7 @@ def launch_command() -> list[str]:
     exe = sys.executable
     if sys.platform == "win32" and exe.lower().endswith("python.exe"):
         exe = exe[: -len("python.exe")] + "pythonw.exe"  # no console window at login
-    return [os.path.abspath(exe), "-m", "tray"]
+    return [os.path.abspath(exe), "-m", "omp_a2a_bridge.tray"]
 
 
 def _quote(arg: str) -> str:

@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from PIL import Image, ImageDraw, ImageFont
 
-from assets import ASSETS_DIR
+from omp_a2a_bridge.assets import ASSETS_DIR
 
 
 class IconState(StrEnum):

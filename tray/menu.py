@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from server.approvals import PendingCall
-from server.bridge import Snapshot
-from server.preview import escalation_json, short_session
-from server.rules import RuleList
-from server.textsafe import HIDDEN_WARNING, safe, shorten
+from omp_a2a_bridge.server.approvals import PendingCall
+from omp_a2a_bridge.server.bridge import Snapshot
+from omp_a2a_bridge.server.preview import escalation_json, short_session
+from omp_a2a_bridge.server.rules import RuleList
+from omp_a2a_bridge.server.textsafe import HIDDEN_WARNING, safe, shorten
 
 Action = tuple[str, ...]
 DETAIL_MAX = 70  # head + "…" + tail, then the total length: the end is never cut off
