@@ -20,6 +20,7 @@ from typing import Any
 from . import __version__
 from .approvals import ApprovalBroker, Decision, Ending, PendingCall, Verdict
 from .audit import AuditLog, utc_now
+from .childenv import build_env
 from .config import Config, edit_config
 from .controlfile import runtime_dir
 from .paths import CallPaths, Escalation, EscalationKind, PathPolicy
@@ -281,6 +282,7 @@ class Bridge:
         self._snapshot: Snapshot | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.audit.on_failure = self._audit_failed
+        self._bash_env: tuple[str | None, dict[str, str]] | None = None
         self.upstreams: Any = None  # server.upstream.UpstreamManager, when servers are configured
         if cfg.mcp_servers:
             from .upstream import UpstreamManager  # imports the mcp SDK: only when needed
@@ -292,6 +294,26 @@ class Bridge:
                 lambda: self.tokens.token if self.tokens.state else None,
                 self._upstreams_changed,
             )
+
+    def child_env(self) -> dict[str, str]:
+        """What ``bash`` runs with: the safe list plus ``bash.env`` (server/childenv.py).
+
+        Built once per token (a value holding the token is withheld), not per call; the
+        names the config asked for but that were refused are logged once.
+        """
+        secret = self.tokens.token if self.tokens.state else None
+        cached = self._bash_env
+        if cached is not None and cached[0] == secret:
+            return cached[1]
+        built = build_env(self.config.bash_env, secret)
+        if built.withheld and cached is None:
+            log.warning(
+                "bash environment: %s withheld (secret-looking names reached by a bash.env.pass "
+                "glob, or holding the token); list a name exactly in bash.env.pass to pass it",
+                ", ".join(built.withheld),
+            )
+        self._bash_env = (secret, built.env)
+        return built.env
 
     @staticmethod
     def _pins_path(cfg: Config) -> str:
@@ -599,6 +621,7 @@ class Bridge:
             return _Outcome(ToolResult.text(text, True), "error", "policy")
         ctx = ToolContext(call.id, session.sid, session.client, paths, self.config.limits)
         ctx.escalation = escalation
+        ctx.env = self.child_env()
         suspended = tool.grants_suspended()  # an upstream tool changed since it was approved
         if self.rules:
             ruled = self._apply_rules(tool, args, paths, escalation, ctx, suspended)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from . import clientconfig
 from .audit import pair_calls, read_records
+from .childenv import hide_own_environment
 from .config import ConfigError, audit_path, load_config
 from .control_client import ControlClient, ControlError, NotRunning
 from .controlfile import AlreadyRunning, read_control
@@ -47,6 +48,7 @@ class StopRequested(BaseException):
 def cmd_serve(args: argparse.Namespace) -> int:
     """Headless bridge. A requested stop (SIGTERM/SIGINT) exits 0 within ~2 s in every state,
     a failure exits 1 with one line on stderr; nothing prints a traceback."""
+    hide_own_environment()  # /proc/<pid>/environ unreadable to the agent's processes
     runner = BridgeRunner(RunnerOptions(host=args.host, port=args.port, control=True))
     stop = threading.Event()
     starting = [True]

@@ -20,6 +20,7 @@ from typing import Any
 import platformdirs
 
 from . import APP_NAME
+from .childenv import EnvSpec, EnvSpecError, parse_env_spec
 from .fsutil import write_private_atomic
 from .protected import known_removals
 from .rules import RuleError, RuleSet, parse_rules
@@ -95,6 +96,7 @@ class Config:
     limits: Limits = Limits()
     mcp_servers: tuple[McpServerSpec, ...] = ()
     rules: RuleSet = field(default_factory=RuleSet)
+    bash_env: EnvSpec = field(default_factory=EnvSpec)  # bash's additions (server/childenv.py)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -175,6 +177,18 @@ def _protected(path: str, raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
                 "the bridge's own files cannot be removed)",
             )
     return tuple(add), tuple(remove)
+
+
+def _bash(path: str, raw: Any) -> EnvSpec:
+    """``bash``: ``{"env": {"pass": [...], "set": {...}}}``; other keys are kept, not read."""
+    if raw is None:
+        return EnvSpec()
+    if not isinstance(raw, dict):
+        raise _fail(path, "bash", 'an object {"env": {"pass": [...], "set": {...}}}')
+    try:
+        return parse_env_spec(raw.get("env"), "bash.env")
+    except EnvSpecError as e:
+        raise _fail(path, e.name, e.what) from None
 
 
 def parse_config(path: str, raw: Any) -> Config:
@@ -261,6 +275,7 @@ def parse_config(path: str, raw: Any) -> Config:
         limits=_limits(path, raw.get("limits")),
         mcp_servers=mcp_servers,
         rules=rules,
+        bash_env=_bash(path, raw.get("bash")),
         raw=raw,
     )
 

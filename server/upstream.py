@@ -47,6 +47,7 @@ from mcp_types.jsonrpc import REQUEST_TIMEOUT
 from pydantic import TypeAdapter, ValidationError
 
 from . import __version__
+from .childenv import EnvSpec, build_env
 from .fsutil import write_private_atomic
 from .paths import CallPaths, Escalation, PathPolicy
 from .tools.base import Tool, ToolContext, ToolResult
@@ -68,14 +69,6 @@ LINE_MAX_BYTES = 32 * 1024 * 1024
 STOP_GRACE_S = 0.2  # after stdin closes, before SIGTERM; then as long again before SIGKILL
 TOOL_PAGES_MAX = 50
 TOOLS_MAX = 1000  # per server; more are skipped (and said so)
-BASE_ENV = (
-    ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR")
-    if sys.platform != "win32"
-    else (
-        "APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT", "SYSTEMDRIVE",
-        "SYSTEMROOT", "TEMP", "TMP", "USERNAME", "USERPROFILE", "PROCESSOR_ARCHITECTURE",
-    )
-)  # fmt: skip
 # Results as plain JSON. The SDK's send_request takes a TypeAdapter of any type, but its TypeVar
 # is bound to BaseModel: hence the type-var ignores where _RAW is passed.
 _RAW = TypeAdapter(dict[str, Any])
@@ -90,12 +83,14 @@ class ServerState(enum.StrEnum):
 
 
 def child_env(spec: McpServerSpec, secret: str | None) -> dict[str, str]:
-    """A minimal base plus the configured variables; never the bridge's own.
+    """The same safe allow-list ``bash`` starts from (:mod:`server.childenv`, like the SDK's
+    ``get_default_environment()``) plus the server's configured ``env``, which is explicit and
+    passes as written; never the bridge's own variables.
 
     Refused: any ``A2A_BRIDGE_*`` name, and any value that contains the bridge's token (a
     token pasted into a server's ``env`` by mistake).
     """
-    env = {k: v for k in BASE_ENV if (v := os.environ.get(k)) is not None}
+    env = build_env(EnvSpec()).env
     env.update(spec.env)
     for k in list(env):
         if k.upper().startswith("A2A_BRIDGE_") or (secret and secret in env[k]):

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from omp_a2a_bridge.server import cli as server_cli
+from omp_a2a_bridge.server.childenv import hide_own_environment
 
 from . import tray_available
 
@@ -26,6 +27,7 @@ def cmd_tray(args: argparse.Namespace) -> int:
     ok, why = tray_available()
     if not ok:
         return server_cli.fail(f"cannot show a tray: {why}")
+    hide_own_environment()  # /proc/<pid>/environ unreadable to the agent's processes
     from .app import run_tray
     from .stopping import exit_now
 
@@ -39,6 +41,7 @@ def cmd_default(args: argparse.Namespace) -> int:
     ok, why = tray_available()
     if ok:
         print("a2a-bridge: starting the tray", file=sys.stderr)
+        hide_own_environment()
         from .app import run_tray
         from .stopping import exit_now
 

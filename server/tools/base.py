@@ -52,6 +52,9 @@ class ToolContext:
     # a tool that opens something else than what was judged refuses instead of running.
     escalation: Escalation | None = None
     approved: bool = False
+    # The environment a process started for this call gets (``bash``); None = the safe list
+    # alone (server/childenv.py). Never the bridge's own environment.
+    env: dict[str, str] | None = None
 
     def resolve(self, path: str | None) -> str:
         return self.policy.resolve(path)

@@ -5,8 +5,9 @@ shutdown, when its output passes ``limits.output_kill_bytes`` and when the shell
 Linux including ``setsid`` and double-forked ones, through a child-subreaper supervisor
 (:mod:`server.tools.reaper`). The call returns when the shell exits, whatever its background
 children do with the pipe. Output is stdout and stderr merged in order; when it is too long the
-head and tail are kept and the middle is elided. The shell gets the bridge's environment
-without any ``A2A_BRIDGE_*`` variable.
+head and tail are kept and the middle is elided. The shell and its supervisor get a scrubbed
+environment (:mod:`server.childenv`): a safe allow-list plus the config's ``bash.env``, never a
+secret-looking variable the user did not name, never ``A2A_BRIDGE_*``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..childenv import EnvSpec, build_env
 from .base import Tool, ToolContext, ToolError, ToolResult
 from .bashpaths import command_escalation
 from .fileio import io_error
@@ -33,7 +35,6 @@ if TYPE_CHECKING:
 DRAIN_AFTER_EXIT_S = 0.2
 SUPERVISOR_EXIT_S = 2.0  # the supervisor ends everything in ~0.3 s; this only bounds a bug
 REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
-ENV_PREFIX = "A2A_BRIDGE_"
 _CLOSING: set[asyncio.Future[None]] = set()  # supervisors finishing after their call answered
 
 
@@ -106,8 +107,8 @@ def check_timeout(value: Any, limits: Limits) -> float:
 
 
 def child_env() -> dict[str, str]:
-    """The bridge's environment minus its own ``A2A_BRIDGE_*`` variables (the token among them)."""
-    return {k: v for k, v in os.environ.items() if not k.upper().startswith(ENV_PREFIX)}
+    """The safe allow-list alone (a call whose context carries no configured environment)."""
+    return build_env(EnvSpec()).env
 
 
 class ShellRun:
@@ -118,10 +119,13 @@ class ShellRun:
     left behind is then ended by the supervisor.
     """
 
-    def __init__(self, argv: list[str], cwd: str, limits: Limits) -> None:
+    def __init__(
+        self, argv: list[str], cwd: str, limits: Limits, env: dict[str, str] | None = None
+    ) -> None:
         self.argv = argv
         self.cwd = cwd
         self.limits = limits
+        self.env = child_env() if env is None else env
         self.output = CappedOutput(limits.output_max_bytes)
         self.proc: asyncio.subprocess.Process | None = None
         self.code: int | None = None
@@ -135,7 +139,7 @@ class ShellRun:
             "cwd": self.cwd,
             "stdout": subprocess.PIPE,
             "stderr": subprocess.STDOUT,
-            "env": child_env(),
+            "env": self.env,  # the supervisor's too: /proc/$PPID/environ holds no more
         }
         if sys.platform == "win32":
             self.proc = await asyncio.create_subprocess_exec(
@@ -341,7 +345,7 @@ class BashTool(Tool):
         cwd = ctx.resolve(args.get("cwd"))
         if not os.path.isdir(cwd):
             raise ToolError(f"cwd {shown_cwd}: not a directory")
-        run = ShellRun(shell_argv(args["command"]), cwd, limits)
+        run = ShellRun(shell_argv(args["command"]), cwd, limits, ctx.env)
         try:
             await run.start()
         except OSError as e:
