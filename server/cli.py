@@ -142,7 +142,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         "sessions",
         "no live sessions",
         lambda x: (
-            f"{safe(x['sid'])}  {safe(x['client'])} {safe(x['version'])}  {x['calls']} call(s)  "
+            f"{safe(x['sid_hash'])}  {safe(x['client'])} {safe(x['version'])}  "
+            f"{x['calls']} call(s)  "
             f"{x['pending']} waiting  last seen {_ago(x['last_seen'])} ago"
             + ("  ⚠ contains hidden characters" if x.get("hidden") else "")
         ),
@@ -213,8 +214,18 @@ def cmd_deny(args: argparse.Namespace) -> int:
 
 
 def cmd_end_session(args: argparse.Namespace) -> int:
-    ControlClient.connect().request("DELETE", f"/api/sessions/{args.sid}")
-    print(f"session {args.sid} ended")
+    """End a session named by the 12-hex hash every UI shows (or its full id, from the API).
+
+    The full id is a secret (it is what a client sends), so no listing prints it; the hash
+    is resolved to it through the authenticated control API.
+    """
+    client = ControlClient.connect()
+    sessions = client.request("GET", "/api/sessions")["sessions"]
+    match = [x for x in sessions if args.sid in (x["sid"], x["sid_hash"])]
+    if not match:
+        return fail(f"no live session {safe(args.sid)} (see 'a2a-bridge sessions')")
+    client.request("DELETE", f"/api/sessions/{match[0]['sid']}")
+    print(f"session {match[0]['sid_hash']} ended")
     return 0
 
 
@@ -450,7 +461,7 @@ def build_parser(
     dn.add_argument("--reason", help="told to the agent")
     dn.set_defaults(func=cmd_deny)
     es = sub.add_parser("end-session", help="end a live session (like the client's DELETE)")
-    es.add_argument("sid")
+    es.add_argument("sid", help="the session's 12-hex hash, as 'a2a-bridge sessions' shows it")
     es.set_defaults(func=cmd_end_session)
     sub.add_parser("pause", help="refuse every new call until resumed").set_defaults(func=cmd_pause)
     sub.add_parser("resume", help="accept calls again").set_defaults(func=cmd_pause)

@@ -13,6 +13,7 @@ import pytest
 
 from omp_a2a_bridge.server.controlfile import control_path, read_control
 from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
+from omp_a2a_bridge.server.sessions import sid_hash
 
 from .conftest import write_config
 from .control_helpers import Api, WsApprover
@@ -331,7 +332,9 @@ def test_cli_status_pending_approve_deny_sessions(ctl):
         r = _cli("status")
         assert r.returncode == 0 and f"running on {ctl.runner.url}" in r.stdout
         assert json.loads(_cli("status", "--json").stdout)["counts"]["sessions"] == 1
-        assert c.sid in _cli("sessions").stdout
+        # Session ids are secrets: the listing shows the 12-hex hash every UI shows.
+        listing = _cli("sessions").stdout
+        assert sid_hash(c.sid) in listing and c.sid not in listing, listing
         t, out = in_thread(c.call, "bash", {"command": "echo from-cli"})
         [p] = ctl.pending()
         listing = _cli("pending").stdout
@@ -351,8 +354,14 @@ def test_cli_status_pending_approve_deny_sessions(ctl):
         assert _cli("pause").stdout.strip() == "bridge paused"
         assert ctl.runner.snapshot().paused is True
         assert _cli("resume").stdout.strip() == "bridge resumed"
-        assert _cli("end-session", c.sid).returncode == 0
+        r = _cli("end-session", "0123456789ab")
+        assert r.returncode == 1 and "no live session 0123456789ab" in r.stderr, r
+        r = _cli("end-session", sid_hash(c.sid))  # the hash is enough to end it
+        assert r.returncode == 0 and r.stdout.strip() == f"session {sid_hash(c.sid)} ended", r
         assert c.rpc("ping").status == 404
+        other = ctl.client("other")
+        assert _cli("end-session", other.sid).returncode == 0  # the full id still works
+        assert other.rpc("ping").status == 404
     finally:
         ws.close()
 
