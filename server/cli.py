@@ -239,8 +239,9 @@ def cmd_pause(args: argparse.Namespace) -> int:
 def cmd_open(args: argparse.Namespace) -> int:
     import webbrowser
 
-    url = ControlClient.connect().login_url()
-    if not webbrowser.open(url):
+    client = ControlClient.connect()
+    if not webbrowser.open(client.login_page()):
+        url = client.login_url()
         print(f"open this address in a browser on this machine within 60 s: {url}")
     return 0
 

@@ -3,9 +3,11 @@
 It binds ``127.0.0.1`` on a free port with a fresh secret per run. A request is allowed with
 ``Authorization: Bearer <secret>`` (the CLI, the tray) or with the page's cookie, set by
 ``/login?code=<code>``; cookie requests that change state must carry the page's CSRF token.
-The code comes from ``POST /api/login-code`` (bearer only), works once and expires after 60 s:
-the browser's command line and history, where other local users or later readers can see it,
-never hold anything that still opens the API.
+The code comes from ``POST /api/login-code`` (bearer only), works once and expires after 60 s.
+The CLI and the tray do not put it on the browser's command line (``ps`` shows that to every
+local user while the code is fresh): they open a 0600 page in the runtime directory by path
+(:meth:`ControlState.login_file`), which POSTs the code to ``/login``; the history, where a
+later reader could see it, never holds anything that still opens the API.
 ``Host`` must be a loopback name and a foreign ``Origin`` is refused, so a web page elsewhere
 can neither read nor drive it. An open ``/api/events`` WebSocket counts as an approver.
 """
@@ -13,10 +15,13 @@ can neither read nor drive it. An open ``/api/events`` WebSocket counts as an ap
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
+import html
 import json
 import logging
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable
@@ -31,6 +36,7 @@ from .approvals import Decision
 from .audit import pair_calls, recent_records
 from .bridge import Bridge, DecisionError, Snapshot
 from .config import ConfigError, edit_config
+from .controlfile import runtime_dir
 from .protocol import bearer_token, host_name, is_loopback_name
 from .rules import RuleError, RuleList, edit_raw_rules
 from .sessions import sid_hash
@@ -51,6 +57,28 @@ LOGIN_CODE_TTL_S = 60.0
 MAX_LOGIN_CODES = 16
 MAX_PAGE_SESSIONS = 64
 DECISIONS = {d.value for d in Decision}
+LOGIN_FILE_PREFIX = "login-"
+# Where the page opens after a login: the page itself or one call's card (the tray's
+# "Show full call..."); anything else is dropped, so /login redirects nowhere else.
+_NEXT = re.compile(r"#call-[A-Za-z0-9_-]{1,64}\Z")
+# The page the browser is given by path: it sends the code in a POST body, so the code is on
+# no command line, in no address bar and in no history entry.
+LOGIN_FILE_HTML = """<!doctype html>
+<html><head><meta charset="utf-8"><meta name="referrer" content="no-referrer">
+<title>omp A2A bridge - opening the approval page</title></head>
+<body><form id="login" method="post" action="{action}">
+<input type="hidden" name="code" value="{code}"><input type="hidden" name="next" value="{next}">
+<p>Opening the approval page... <button type="submit">Open it</button> (this link works once,
+for 60 s)</p></form>
+<script>document.getElementById("login").submit();</script></body></html>
+"""
+# After a POST login: a same-origin refresh, not a redirect, so the first request that carries
+# the SameSite=Strict cookie starts on this origin (a redirect would continue the file page's
+# cross-site navigation, and the cookie would not be sent with it).
+LOGGED_IN_HTML = """<!doctype html><html><head><meta charset="utf-8">
+<meta http-equiv="refresh" content="0;url=/{next}"><title>omp A2A bridge</title></head>
+<body><p><a href="/{next}">Open the approval page</a></p></body></html>
+"""
 
 
 class ControlState:
@@ -63,26 +91,70 @@ class ControlState:
         self.port = 0
         self.page_sessions: dict[str, str] = {}  # cookie value -> CSRF token
         self.login_codes: dict[str, float] = {}  # one-time code -> expiry (monotonic)
+        self.login_files: dict[str, str] = {}  # code -> the login page file holding it
 
     def new_login_code(self) -> str:
         """A one-time login code, valid for ``LOGIN_CODE_TTL_S``; at most a few outstanding."""
         now = time.monotonic()
         for code, expires in list(self.login_codes.items()):
             if expires <= now:
-                del self.login_codes[code]
+                self._forget(code)
         while len(self.login_codes) >= MAX_LOGIN_CODES:
-            del self.login_codes[next(iter(self.login_codes))]  # the oldest
+            self._forget(next(iter(self.login_codes)))  # the oldest
         code = secrets.token_urlsafe(24)
         self.login_codes[code] = now + LOGIN_CODE_TTL_S
         return code
 
+    def _forget(self, code: str) -> None:
+        """Drop a code and delete the login page that holds it, if any."""
+        self.login_codes.pop(code, None)
+        path = self.login_files.pop(code, None)
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
     def use_login_code(self, code: str) -> bool:
         """True once for a fresh code; the code is gone afterwards whatever the answer."""
-        expires = self.login_codes.pop(code, None)
+        expires = self.login_codes.get(code)
+        self._forget(code)
         return expires is not None and time.monotonic() < expires
 
     def login_url(self, base_url: str) -> str:
         return f"{base_url}login?code={self.new_login_code()}"
+
+    def login_file(self, anchor: str = "") -> str:
+        """A fresh one-time login as a page in the runtime directory (0600, created
+        exclusively, no symlink followed), for the browser to open by path: the command line
+        that starts the browser then names a file, not the code. ``anchor`` (``#call-<id>``)
+        is where the page opens. The file is deleted when its code is used, when it expires
+        (at the next code or after 60 s) and when the bridge stops.
+        """
+        code = self.new_login_code()
+        body = LOGIN_FILE_HTML.format(
+            action=f"http://127.0.0.1:{self.port}/login",
+            code=html.escape(code),
+            next=html.escape(anchor if _NEXT.match(anchor) else ""),
+        ).encode()
+        path = os.path.join(runtime_dir(), f"{LOGIN_FILE_PREFIX}{secrets.token_hex(8)}.html")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            os.write(fd, body)
+        finally:
+            os.close(fd)
+        self.login_files[code] = path
+        with contextlib.suppress(RuntimeError):  # no loop (a test): the next code cleans up
+            asyncio.get_running_loop().call_later(LOGIN_CODE_TTL_S + 1, self._expire, code)
+        return path
+
+    def _expire(self, code: str) -> None:
+        if code in self.login_files:
+            self._forget(code)
+
+    def close(self) -> None:
+        """The bridge stops: no login page outlives it."""
+        for code in list(self.login_files):
+            self._forget(code)
 
     def own_origins(self) -> set[str]:
         return {f"http://{h}:{self.port}" for h in ("127.0.0.1", "localhost", "[::1]")}
@@ -111,11 +183,13 @@ class ControlHandler(web.RequestHandler):
         self.set_header("X-Frame-Options", "DENY")
         self.set_header("Referrer-Policy", "no-referrer")
 
-    def check_request(self, *, auth: bool = True) -> None:
+    def check_request(self, *, auth: bool = True, null_origin: bool = False) -> None:
         host = self.request.headers.get("Host")
         if host is None or not is_loopback_name(host_name(host)):
             raise Refused(403, "forbidden host")
         origin = self.request.headers.get("Origin")
+        if null_origin and origin == "null":
+            origin = None
         if origin is not None and origin.rstrip("/").lower() not in self.state.own_origins():
             raise Refused(403, "forbidden origin")
         if not auth:
@@ -177,13 +251,17 @@ class ControlHandler(web.RequestHandler):
 
 
 class LoginHandler(ControlHandler):
+    """``GET /login?code=`` (a link) or ``POST /login`` with ``code`` and ``next`` in a form
+    body (the login page file the CLI and the tray open by path)."""
+
     page = True
 
     def prepare(self) -> None:
-        self.check_request(auth=False)
+        # The login page file is a file:// page, whose form posts with ``Origin: null``.
+        # Harmless here: without a fresh one-time code the POST logs nobody in.
+        self.check_request(auth=False, null_origin=self.request.method == "POST")
 
-    def get(self) -> None:
-        code = self.get_query_argument("code", "")
+    def _log_in(self, code: str) -> None:
         if not code or not self.state.use_login_code(code):
             raise Refused(
                 401, "this login link has expired or was already used (each works once, for 60 s)"
@@ -194,7 +272,16 @@ class LoginHandler(ControlHandler):
         value = secrets.token_urlsafe(32)
         sessions[value] = secrets.token_urlsafe(24)
         self.set_cookie(COOKIE, value, httponly=True, samesite="Strict", path="/")
+
+    def get(self) -> None:
+        self._log_in(self.get_query_argument("code", ""))
         self.redirect("/", status=303)  # drops the (used) code from the address bar
+
+    def post(self) -> None:
+        self._log_in(self.get_body_argument("code", ""))
+        anchor = self.get_body_argument("next", "")
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        self.finish(LOGGED_IN_HTML.format(next=html.escape(anchor if _NEXT.match(anchor) else "")))
 
 
 class LoginCodeHandler(ControlHandler):
@@ -203,6 +290,14 @@ class LoginCodeHandler(ControlHandler):
     def post(self) -> None:
         if self.via_cookie:
             raise Refused(403, "login codes are for the CLI and the tray")
+        body = self.body_json() if self.request.body else {}
+        if body.get("file"):  # the login page file: what a browser should be started with
+            anchor = body.get("next", "")
+            if not isinstance(anchor, str):
+                raise Refused(400, "next must be a string like #call-a3")
+            path = self.state.login_file(anchor)
+            self.send_json({"file": path, "expires_s": LOGIN_CODE_TTL_S})
+            return
         code = self.state.new_login_code()
         base = f"http://127.0.0.1:{self.state.port}/"
         self.send_json(

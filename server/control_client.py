@@ -60,6 +60,15 @@ class ControlClient:
             raise NotRunning() from e
         return json.loads(raw) if raw else None
 
+    def login_page(self) -> str:
+        """A ``file://`` URL of a one-time login page (0600, runtime directory): started with
+        it, the browser's command line names a file, not the code."""
+        import pathlib
+
+        return pathlib.Path(
+            self.request("POST", "/api/login-code", {"file": True})["file"]
+        ).as_uri()
+
     def login_url(self) -> str:
         """A one-time page link (60 s, first use): never the secret itself, which would sit
         on the browser's command line for every local user to read."""

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import logging
 import os
+import pathlib
 import secrets
 import socket
 import threading
@@ -302,6 +303,8 @@ class BridgeRunner:
         if control_server is not None:
             control_server.stop()
             await control_server.close_all_connections()
+        if self._control_state is not None:
+            self._control_state.close()  # login page files
         await self.loop.run_in_executor(None, bridge.audit.flush, 2.0)
         bridge.audit.close(1.0)
         # Done serving. Say so now rather than after asyncio.run() returns: that waits for the
@@ -436,6 +439,15 @@ class BridgeRunner:
         if state is None or control is None:
             raise RuntimeError("the control API is not running")
         return self.call(lambda: state.login_url(control.url))
+
+    def login_page(self, anchor: str = "") -> str:
+        """A ``file://`` URL of a one-time login page (0600, in the runtime directory) that
+        opens the approval page at ``anchor``: what a browser is started with, so the code
+        is never on its command line (see :meth:`ControlState.login_file`)."""
+        state = self._control_state
+        if state is None or self.control is None:
+            raise RuntimeError("the control API is not running")
+        return pathlib.Path(self.call(lambda: state.login_file(anchor))).as_uri()
 
     @property
     def token(self) -> str:

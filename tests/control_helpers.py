@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import stat
 import threading
 import time
+import urllib.parse
+import urllib.request
 
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
@@ -61,3 +65,18 @@ class WsApprover:
         time.sleep(0.1)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
+
+
+def login_page_text(url: str) -> str:
+    """What a browser was started with to open the page: a ``file://`` URL of a 0600 login
+    page whose one-time code is inside the file, never in the URL. Returns the page."""
+    assert url.startswith("file:///") and "code" not in url, url
+    path = urllib.request.url2pathname(urllib.parse.urlsplit(url).path)
+    assert os.path.basename(path).startswith("login-"), path
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with open(path) as f:
+        return f.read()
+
+
+def login_page_code(url: str) -> str:
+    return login_page_text(url).split('name="code" value="', 1)[1].split('"', 1)[0]

@@ -174,3 +174,56 @@ def test_spoofed_and_escalated_calls_show_the_tail_the_reason_and_a_countdown(
         running.runner.decide(p.id, "deny")
     t1.join(10)
     t2.join(10)
+
+
+def test_login_page_file_keeps_the_code_off_the_command_line(start_bridge, browser):
+    """What the tray and ``a2a-bridge open`` start the browser with is a ``file://`` URL of a
+    0600 page in the runtime directory; the one-time code is only inside it. Opened in real
+    Chromium, it logs in (the SameSite=Strict cookie reaches the page), lands on the call's
+    card, and the file is gone once used."""
+    import stat
+    import urllib.parse
+    import urllib.request
+
+    from selenium.webdriver.common.by import By
+
+    from .helpers import wait_for
+
+    running = start_bridge({"approval": {"timeout_s": 60}}, control=True)
+    info = running.runner.control
+    running.runner.attach_approver("pytest")  # the call waits until the page is up
+    agent = running.client("claude-code")
+    t, out = in_thread(agent.call, "bash", {"command": "echo via-login-file"})
+    [p] = running.pending(1)
+    page = running.runner.login_page(f"#call-{p.id}")
+    assert page.startswith("file:///") and "code" not in page and info.secret not in page
+    path = urllib.request.url2pathname(urllib.parse.urlsplit(page).path)
+    assert os.path.dirname(path) == running.env["runtime"]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with open(path) as f:
+        text = f.read()
+    code = text.split('name="code" value="', 1)[1].split('"', 1)[0]
+    assert len(code) >= 32 and code not in page
+
+    browser.get(page)
+    card = _wait(browser, lambda d: d.find_elements(By.ID, f"call-{p.id}"))[0]
+    _wait(browser, lambda d: "highlight" in card.get_attribute("class"))
+    assert browser.current_url == f"{info.url}#call-{p.id}"
+    assert code not in browser.page_source and info.secret not in browser.page_source
+    assert "approval page" in running.runner.snapshot().approvers
+    wait_for(lambda: not os.path.exists(path))  # used: deleted
+    card.find_element(By.XPATH, ".//button[text()='Approve']").click()
+    t.join(10)
+    assert out[0].text == "via-login-file"
+    # The code worked once: the same page again (re-created by hand) logs nobody in.
+    with open(path, "w") as f:
+        f.write(text)
+    browser.delete_all_cookies()
+    browser.get(page)
+    _wait(browser, lambda d: "expired or was already used" in d.page_source)
+    os.unlink(path)
+    # Unused pages do not outlive the bridge.
+    spare = urllib.request.url2pathname(urllib.parse.urlsplit(running.runner.login_page()).path)
+    assert os.path.exists(spare)
+    running.runner.stop()
+    assert not os.path.exists(spare)

@@ -16,7 +16,7 @@ from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
 from omp_a2a_bridge.server.sessions import sid_hash
 
 from .conftest import write_config
-from .control_helpers import Api, WsApprover
+from .control_helpers import Api, WsApprover, login_page_code
 from .helpers import in_thread, read_text, wait_for
 
 
@@ -421,11 +421,19 @@ def test_cli_open_hands_the_login_link_to_the_browser(ctl):
         timeout=20,
     )
     assert r.returncode == 0
-    assert f"{ctl.info.url}login?code=" in r.stdout and ctl.info.secret not in r.stdout
-    link = r.stdout.split(ctl.info.url, 1)[1].split()[0]
+    # The browser's command line (here: echo's) names a 0600 file; the code is only inside.
+    url = r.stdout.strip()
+    assert ctl.info.secret not in url and "code=" not in url
+    code = login_page_code(url)
     page = Api(ctl.info, secret=None)
-    assert page.call("GET", "/" + link).status == 303  # the code works once...
-    assert page.call("GET", "/" + link).status == 401  # ...and only once
+    form = {"Content-Type": "application/x-www-form-urlencoded", "Origin": "null"}
+    body = "code=" + urllib.parse.quote(code)
+    r1 = page.call("POST", "/login", body, headers=form)
+    assert r1.status == 200 and "a2a_page=" in r1.headers["Set-Cookie"]  # the code works once...
+    assert page.call("POST", "/login", body, headers=form).status == 401  # ...and only once
+    # A file:// page posts with Origin: null; any real foreign origin is still refused.
+    evil = dict(form, Origin="http://evil.example")
+    assert page.call("POST", "/login", body, headers=evil).status == 403
 
 
 def test_cli_audit_follow_prints_new_calls(ctl):

@@ -18,6 +18,7 @@ import pytest
 from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
 
 from .conftest import write_config
+from .control_helpers import login_page_text
 from .helpers import Mcp, in_thread, read_text, wait_for
 
 
@@ -157,8 +158,9 @@ def test_pending_call_appears_and_approve_runs_it(tray):
     [p] = tray.runner.snapshot().pending
     tray.click(tray.find("Show full call…", item.submenu))
     wait_for(lambda: tray.opened)
-    assert tray.opened[-1].startswith(tray.runner.control.url + "login?code=")
-    assert tray.opened[-1].endswith(f"#call-{p.id}")
+    # A 0600 login page opened by path: the one-time code is not on the browser's command line.
+    page = login_page_text(tray.opened[-1])
+    assert f'name="next" value="#call-{p.id}"' in page and 'name="code"' in page
     # The icon shows attention with a badge, the title counts it, a notification was raised.
     wait_for(lambda: "1 waiting for approval" in tray.icon.title)
     assert "icon" in tray.icon.calls
@@ -262,7 +264,7 @@ def test_copy_items_and_open_items(tray):
     tray.click(tray.find("Open approval page"))
     assert tray.opened[0].endswith("audit.jsonl")
     assert tray.opened[1] == os.path.dirname(tray.runner.config.path)
-    assert tray.opened[2].startswith(tray.runner.control.url + "login?code=")
+    assert 'name="code"' in login_page_text(tray.opened[2])
     assert tray.runner.control.secret not in tray.opened[2]
 
 
@@ -330,7 +332,7 @@ def test_no_menu_backend_uses_the_approval_page(pystray, env):
         assert t.runner.snapshot().approvers == ()
         assert any("click the icon" in n for n in t.app.notifications)
         t.icon()  # a click: the default item (Open approval page)
-        assert t.opened and "login?code=" in t.opened[-1]
+        assert t.opened and 'name="code"' in login_page_text(t.opened[-1])
     finally:
         t.app.quit()
 

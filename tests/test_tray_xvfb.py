@@ -92,7 +92,7 @@ def test_xorg_icon_click_opens_the_approval_page(xsession, env, tmp_path):
         text=True,
     )
     try:
-        info = wait_for(read_control, timeout=20)
+        wait_for(read_control, timeout=20)
 
         def icon_window() -> str | None:
             r = subprocess.run(
@@ -114,7 +114,9 @@ def test_xorg_icon_click_opens_the_approval_page(xsession, env, tmp_path):
             return opened.exists() and opened.read_text().strip() != ""
 
         wait_for(clicked, timeout=15)  # docking is asynchronous: click until it lands
-        assert opened.read_text().splitlines()[0].startswith(f"{info.url}login?code=")
+        # The one-time login page, opened by path (the code is inside the 0600 file).
+        first = opened.read_text().splitlines()[0]
+        assert first.startswith("file:///") and "/login-" in first and "code" not in first
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=15)
     finally:

@@ -409,10 +409,10 @@ class TrayApp:
             self._open(os.path.dirname(runner.config.path))
         elif kind in ("open_page", "open_call"):
             if runner.control is not None:
-                # A one-time code, never the secret; the fragment survives the login
-                # redirect, so the page scrolls to that call.
+                # A one-time login page opened by path: the code is never on the browser's
+                # command line; it opens the page at that call.
                 anchor = f"#call-{rest[0]}" if kind == "open_call" else ""
-                self.browser(runner.login_url() + anchor)
+                self.browser(runner.login_page(anchor))
         elif kind == "quit":
             self.request_stop()
 
