@@ -240,6 +240,11 @@ def cmd_open(args: argparse.Namespace) -> int:
     import webbrowser
 
     client = ControlClient.connect()
+    if getattr(args, "link", False):
+        print(f"open this address in a browser on this machine within 60 s: {client.login_url()}")
+        return 0
+    # The browser gets the path of a 0600 login page, never the code: a command line is
+    # visible to every local user (ps) while the code is still fresh.
     if not webbrowser.open(client.login_page()):
         url = client.login_url()
         print(f"open this address in a browser on this machine within 60 s: {url}")
@@ -466,7 +471,14 @@ def build_parser(
     es.set_defaults(func=cmd_end_session)
     sub.add_parser("pause", help="refuse every new call until resumed").set_defaults(func=cmd_pause)
     sub.add_parser("resume", help="accept calls again").set_defaults(func=cmd_pause)
-    sub.add_parser("open", help="open the approval page in the browser").set_defaults(func=cmd_open)
+    op = sub.add_parser("open", help="open the approval page in the browser")
+    op.add_argument(
+        "--link",
+        action="store_true",
+        help="print a one-time link to paste instead (for a browser that cannot read the "
+        "runtime directory, e.g. a confined snap or flatpak)",
+    )
+    op.set_defaults(func=cmd_open)
     sub.add_parser("watch", help="approve calls from this terminal").set_defaults(func=cmd_watch)
     add_rules_parser(sub)
     if extend is not None:

@@ -431,6 +431,16 @@ def test_cli_open_hands_the_login_link_to_the_browser(ctl):
     r1 = page.call("POST", "/login", body, headers=form)
     assert r1.status == 200 and "a2a_page=" in r1.headers["Set-Cookie"]  # the code works once...
     assert page.call("POST", "/login", body, headers=form).status == 401  # ...and only once
+    r = subprocess.run(
+        [sys.executable, "-m", "omp_a2a_bridge.server", "open", "--link"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert r.returncode == 0 and f"{ctl.info.url}login?code=" in r.stdout, r
+    link = r.stdout.split(ctl.info.url, 1)[1].split()[0]
+    assert page.call("GET", "/" + link).status == 303  # printed for pasting, never run
     # A file:// page posts with Origin: null; any real foreign origin is still refused.
     evil = dict(form, Origin="http://evil.example")
     assert page.call("POST", "/login", body, headers=evil).status == 403
