@@ -278,6 +278,26 @@ TABLE: tuple[Location, ...] = (
         "/dev/mem",
         "/dev/kmem",
     ),
+    # Sockets that act with the user's keys: bash gets no SSH_AUTH_SOCK or session bus address
+    # (server/childenv.py), so a command that names one by path always asks.
+    *_many(
+        "agent and session sockets",
+        P,
+        "/tmp/ssh-*",  # noqa: S108 - OpenSSH ssh-agent
+        "/tmp/com.apple.launchd.*",  # noqa: S108 - macOS SSH_AUTH_SOCK
+        "/private/tmp/com.apple.launchd.*",
+        "/run/user/*/keyring",  # gnome-keyring: its ssh agent and control sockets
+        "/run/user/*/gcr",  # gcr-ssh-agent (GNOME 46+)
+        "/run/user/*/gnupg",  # gpg-agent, also as an ssh agent
+        "/run/user/*/ssh-agent.socket",
+        "/run/user/*/openssh_agent",
+        "/run/user/*/bus",  # the D-Bus session bus: the Secret Service keyring
+        "/run/user/*/docker.sock",  # rootless Docker
+        "/run/docker.sock",  # Docker: root on this machine
+        "/var/run/docker.sock",
+        "~/.1password/agent.sock",
+        "~/.bitwarden-ssh-agent.sock",
+    ),
     # -- secret-looking files, wherever they are --------------------------------------------------
     Location(".env", SECRET_FILE),
     Location(

@@ -203,6 +203,25 @@ def test_ssh_agent_is_not_reachable_through_the_environment(served):
     assert "Could not open a connection to your authentication agent" in r.text, r.text
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "SSH_AUTH_SOCK=/tmp/ssh-XXXXabcd/agent.1234 ssh-add -L",
+        "ls /tmp/ssh-*/agent.*",
+        "SSH_AUTH_SOCK=/run/user/1000/keyring/ssh git push",
+        "DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/1000/bus secret-tool lookup a b",
+        "GNUPGHOME=x gpg-connect-agent -S /run/user/1000/gnupg/S.gpg-agent",
+        "curl --unix-socket /var/run/docker.sock http://x/containers/json",
+    ],
+)
+def test_agent_sockets_named_by_path_always_ask(served, command):
+    """The scrub takes the socket addresses away; naming a socket by path is then a
+    protected location: bash at the allow tier still asks (and, with nobody to ask, refuses)."""
+    r = _bash(served, command)
+    assert r.result["isError"], r
+    assert r.text.startswith("approval required but no approver is available: the path is in a"), r
+
+
 def _approved(s: Serve, command: str) -> tuple[dict, Response]:
     """Run ``command`` through a human approval (protected paths always ask): the worst case,
     where the user let it run. Returns the pending call as the approver saw it and the result."""
