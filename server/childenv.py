@@ -22,6 +22,7 @@ MCP SDK also skips). This module reads the environment and nothing else: no SDK 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 import sys
@@ -96,18 +97,26 @@ class EnvSpec:
     passed: tuple[str, ...] = ()  # exact names or globs (``*``, ``?``)
     set: dict[str, str] = field(default_factory=dict)
 
+    @functools.cached_property
+    def _exact(self) -> frozenset[str]:
+        return frozenset(_key(p) for p in self.passed if "*" not in p and "?" not in p)
+
+    @functools.cached_property
+    def _globs(self) -> re.Pattern[str] | None:
+        globs = [fnmatch.translate(_key(p)) for p in self.passed if "*" in p or "?" in p]
+        return re.compile("|".join(globs)) if globs else None
+
     def passes(self, name: str) -> bool:
         """Copied from the bridge's environment: the safe list, an exact ``pass`` entry, or a
         ``pass`` glob that does not reach a secret-looking name."""
         key = _key(name)
-        if key in SAFE_NAMES or key.startswith(SAFE_PREFIXES):
+        if key in SAFE_NAMES or key.startswith(SAFE_PREFIXES) or key in self._exact:
             return True
-        exact = {_key(p) for p in self.passed if "*" not in p and "?" not in p}
-        if key in exact:
-            return True
-        if looks_secret(name):
-            return False
-        return any(fnmatch.fnmatchcase(key, _key(p)) for p in self.passed if "*" in p or "?" in p)
+        return self.globbed(name) and not looks_secret(name)
+
+    def globbed(self, name: str) -> bool:
+        """A ``pass`` glob matches ``name``."""
+        return self._globs is not None and self._globs.match(_key(name)) is not None
 
 
 class EnvSpecError(ValueError):
@@ -166,13 +175,11 @@ def build_env(
     source = os.environ if environ is None else environ
     env: dict[str, str] = {}
     withheld: list[str] = []
-    globs = [p for p in spec.passed if "*" in p or "?" in p]
     for name, value in source.items():
         if is_bridge_name(name) or value.startswith("()"):
             continue
         if not spec.passes(name):
-            key = _key(name)
-            if looks_secret(name) and any(fnmatch.fnmatchcase(key, _key(g)) for g in globs):
+            if spec.globbed(name):  # reached by a glob, refused as secret-looking
                 withheld.append(name)
             continue
         env[name] = value
