@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import __version__
-from .approvals import ApprovalBroker, Decision, Ending, PendingCall, Verdict
+from .approvals import ApprovalBroker, Decision, Ending, Verdict
 from .audit import AuditLog, utc_now
 from .config import Config, edit_config
 from .controlfile import runtime_dir
@@ -46,11 +46,11 @@ from .rules import (
     propose,
 )
 from .sessions import Session, SessionTable
+from .snapshot import DecisionError, GrantView, SessionView, Snapshot
 from .tokens import TokenStore
 from .tools import pools
 from .tools.base import Tool, ToolContext, ToolError, ToolResult
 from .tools.registry import ToolRegistry
-from .upstream_config import ServerView
 
 log = logging.getLogger("a2a-bridge")
 
@@ -63,53 +63,6 @@ SHUTDOWN_TEXT = "bridge shutting down"
 SESSION_ENDED_TEXT = "session ended before the call was approved"
 TOO_MANY_TEXT = "too many calls waiting for approval"
 DISCONNECTED_TEXT = "client disconnected before the call was approved"
-
-
-@dataclass(frozen=True, slots=True)
-class SessionView:
-    sid: str
-    client: str
-    version: str
-    created: float
-    last_seen: float
-    calls: int
-    pending: int
-    protocol: str = "2025-11-25"  # the MCP revision negotiated in initialize
-
-
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """An immutable picture of the bridge for UIs on other threads."""
-
-    seq: int
-    url: str
-    control_url: str
-    host: str
-    port: int
-    paused: bool
-    running: bool
-    sessions: tuple[SessionView, ...]
-    pending: tuple[PendingCall, ...]
-    approvers: tuple[str, ...]
-    token_source: str
-    warnings: tuple[str, ...]
-    calls_total: int
-    servers: tuple[ServerView, ...] = ()  # upstream MCP servers (server.upstream)
-    rules: RuleSet = field(default_factory=RuleSet)
-    grants: tuple[GrantView, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class GrantView:
-    """An "Allow for this session" grant: this session's calls of ``tool`` run unattended."""
-
-    sid: str
-    client: str
-    tool: str
-
-
-class DecisionError(ValueError):
-    """A decision that cannot be applied as asked (e.g. an invalid edited rule)."""
 
 
 @dataclass(slots=True)

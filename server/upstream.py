@@ -49,9 +49,10 @@ from pydantic import TypeAdapter, ValidationError
 from . import __version__
 from .fsutil import write_private_atomic
 from .paths import CallPaths, Escalation, PathPolicy
+from .snapshot import ServerView, UpstreamInfo
 from .tools.base import Tool, ToolContext, ToolResult
 from .tools.bashpaths import arguments_escalation
-from .upstream_config import McpServerSpec, ServerView, UpstreamInfo
+from .upstream_config import McpServerSpec
 
 log = logging.getLogger("a2a-bridge")
 

@@ -90,7 +90,7 @@ class Tool(abc.ABC):
         return None
 
     def approval_info(self) -> Any:
-        """Extra facts an approver must see (:class:`server.upstream_config.UpstreamInfo`)."""
+        """Extra facts an approver must see (:class:`server.snapshot.UpstreamInfo`)."""
         return None
 
     def escalation(self, args: dict[str, Any], policy: PathPolicy | CallPaths) -> Escalation | None:
