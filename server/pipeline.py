@@ -18,7 +18,6 @@ hands those to the pipeline as its :class:`PipelineHost`.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
@@ -26,35 +25,33 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .approvals import ApprovalBroker, Decision, Ending, Verdict
+from .approvals import ApprovalBroker, Decision
 from .audit import AuditLog, utc_now
 from .config import Config
-from .paths import CallPaths, Escalation, EscalationKind, PathPolicy, always_asks
+from .outcome import (
+    PAUSED_TEXT,
+    SHUTDOWN_TEXT,
+    Outcome,
+    bad_input,
+    internal,
+    ok_or_error,
+    refusal_for,
+    refused,
+    safe_body,
+)
+from .paths import CallPaths, Escalation, PathPolicy, always_asks
 from .protocol import (
-    INTERNAL_ERROR,
-    REQUEST_CANCELLED,
     Reply,
-    error_body,
     not_exposed_text,
-    result_body,
 )
 from .rules import PATH_TOOLS, RuleList, RuleSet, evaluate, propose
 from .sessions import Session
 from .tools import pools
 from .tools.base import Tool, ToolContext, ToolError, ToolResult
 from .tools.registry import ToolRegistry
+from .vocab import AuditPhase, CallOutcome, DecidedBy, Tier
 
 log = logging.getLogger("a2a-bridge")
-
-PAUSED_TEXT = "bridge paused by the user"
-NO_APPROVER_TEXT = (
-    "approval required but no approver is available: the user must open the tray, "
-    "the approval page or `a2a-bridge watch`"
-)
-SHUTDOWN_TEXT = "bridge shutting down"
-SESSION_ENDED_TEXT = "session ended before the call was approved"
-TOO_MANY_TEXT = "too many calls waiting for approval"
-DISCONNECTED_TEXT = "client disconnected before the call was approved"
 
 
 @dataclass(slots=True)
@@ -67,18 +64,6 @@ class CallHandle:
     disconnected: bool = False
     cancel_on_disconnect: bool = False  # set while a tool runs that wants it (upstream calls)
     answer: Callable[[Reply], None] | None = None  # the HTTP layer's writer for this call
-
-
-@dataclass(slots=True)
-class Outcome:
-    result: ToolResult | None  # None: cancelled (202 if by the client, else a -32800 error)
-    outcome: str
-    decided_by: str
-    wait_ms: int = 0
-    queue_ms: int = 0  # time the tool's work waited for a pool worker (tools/pools.py)
-    reason: str | None = None  # the user's words on a deny, or why the bridge refused
-    approver: str | None = None  # which UI decided
-    rule: str | None = None  # the rule that decided (or asked), for the audit record
 
 
 @dataclass(slots=True)
@@ -98,57 +83,11 @@ class Plan:
 
     tool: Tool
     ctx: ToolContext
-    decided_by: str  # "policy" | "session_rule" | "user" (after approval)
+    decided_by: DecidedBy  # POLICY, RULE, SESSION_RULE, or USER (after approval)
     needs_human: bool
     escalation: Escalation | None
     rule: str | None = None  # the rule that allowed or asked
     can_propose: bool = True  # False: no allow rule could ever apply (ask rule, always-asks)
-
-
-def safe_body(req_id: Any, result: dict[str, Any] | None) -> bytes:
-    """A JSON-RPC result (or ``-32800`` when ``result`` is None) that always serialises.
-
-    Client text can carry lone surrogates (a path, an id) that UTF-8 cannot encode: those are
-    written as ``\\uXXXX`` escapes instead of failing the reply (and, once, auditing the call
-    twice).
-    """
-    try:
-        if result is None:
-            return error_body(req_id, REQUEST_CANCELLED, "request cancelled")
-        return result_body(req_id, result)
-    except (UnicodeEncodeError, ValueError, TypeError, RecursionError):
-        pass
-    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": req_id}
-    if result is None:
-        msg["error"] = {"code": REQUEST_CANCELLED, "message": "request cancelled"}
-    else:
-        msg["result"] = result
-    try:
-        return json.dumps(msg, separators=(",", ":")).encode()  # ASCII: surrogates escaped
-    except (ValueError, TypeError, RecursionError):
-        log.error("reply to a tools/call could not be serialised; answered with an error")
-        return error_body(None, INTERNAL_ERROR, "internal error")
-
-
-def _ok(result: ToolResult) -> str:
-    return "error" if result.is_error else "ok"
-
-
-def _bad_input(name: str, e: Exception, decided_by: str = "policy", wait_ms: int = 0) -> Outcome:
-    """Arguments the OS cannot take (lone surrogates, NUL bytes): one line, no traceback."""
-    if isinstance(e, UnicodeError):
-        why = "a string is not valid Unicode (lone surrogate?)"
-    else:
-        why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
-    log.info("tools/call %r refused: %s", name[:64], why)
-    text = f"invalid arguments for '{name[:64]}': {why}"
-    return Outcome(ToolResult.text(text, True), "error", decided_by, wait_ms)
-
-
-def _internal(name: str) -> Outcome:
-    return Outcome(
-        ToolResult.text(f"tool '{name}' failed: internal error", True), "error", "policy"
-    )
 
 
 class PipelineHost(Protocol):
@@ -184,12 +123,12 @@ class CallPipeline:
         self.rules: RuleSet = config.rules
         self.calls_total = 0
 
-    def tier(self, tool: Tool) -> str:
+    def tier(self, tool: Tool) -> Tier:
         return self.tiers.get(tool.name) or tool.default_tier or self.config.default_tier
 
     def exposed(self, name: str) -> Tool | None:
         tool = self.registry.get(name)
-        if tool is None or self.tier(tool) == "deny":
+        if tool is None or self.tier(tool) == Tier.DENY:
             return None
         return tool
 
@@ -212,7 +151,7 @@ class CallPipeline:
         call = Call(session, req_id, str(uuid.uuid4()), name, args, time.monotonic())
         self.calls_total += 1
         session.calls += 1
-        self._audit(call, "start")
+        self._audit(call, AuditPhase.START)
         try:
             step = self._prepare(call)
             if isinstance(step, Outcome):
@@ -220,13 +159,13 @@ class CallPipeline:
             if not step.needs_human:
                 result = self._run_now(step, args)
                 if result is not None:
-                    out = Outcome(result, _ok(result), step.decided_by, rule=step.rule)
+                    out = Outcome(result, ok_or_error(result), step.decided_by, rule=step.rule)
                     return self._finish(call, out)
         except (UnicodeError, ValueError) as e:
-            return self._finish(call, _bad_input(name, e))
+            return self._finish(call, bad_input(name, e))
         except Exception:
             log.exception("internal error: tools/call %r", name)
-            return self._finish(call, _internal(name))
+            return self._finish(call, internal(name))
         return self._tools_call_async(call, step, handle or CallHandle())
 
     async def _tools_call_async(self, call: Call, step: Plan, handle: CallHandle) -> Reply:
@@ -239,7 +178,7 @@ class CallPipeline:
             out = await self._run_plan(call, step, handle)
         except Exception:
             log.exception("internal error: tools/call %r", call.name)
-            out = _internal(call.name)
+            out = internal(call.name)
         finally:
             if registered:
                 self.host.inflight.pop(key, None)
@@ -250,7 +189,7 @@ class CallPipeline:
             return Reply(202)
         return reply
 
-    def _audit(self, call: Call, phase: str, out: Outcome | None = None) -> None:
+    def _audit(self, call: Call, phase: AuditPhase, out: Outcome | None = None) -> None:
         """Queue one audit record; never raises (the writer thread caps and serialises it)."""
         rec: dict[str, Any] = {
             "ts": utc_now(),
@@ -284,7 +223,7 @@ class CallPipeline:
         if not call.finished:
             call.finished = True
             try:
-                self._audit(call, "done", out)
+                self._audit(call, AuditPhase.DONE, out)
             except Exception:
                 log.exception("internal error: audit record of %r", call.name)
         if out.result is None:
@@ -295,24 +234,28 @@ class CallPipeline:
         """Every check that needs no waiting: a refusal, or the plan to run the tool."""
         name, args, session = call.name, call.args, call.session
         if self.host.closing:
-            return Outcome(ToolResult.text(SHUTDOWN_TEXT, True), "denied", "policy")
+            return refused(SHUTDOWN_TEXT, CallOutcome.DENIED)
         if self.host.paused:
-            return Outcome(ToolResult.text(PAUSED_TEXT, True), "paused", "policy")
+            return refused(PAUSED_TEXT, CallOutcome.PAUSED)
         tool = self.exposed(name)
         if tool is None:
-            return Outcome(ToolResult.text(not_exposed_text(name), True), "not_exposed", "policy")
+            return refused(
+                not_exposed_text(name),
+                CallOutcome.NOT_EXPOSED,
+                DecidedBy.POLICY,
+            )
         if not isinstance(args, dict):
             text = f"invalid arguments for '{name}': arguments must be an object"
-            return Outcome(ToolResult.text(text, True), "error", "policy")
+            return refused(text, CallOutcome.ERROR)
         problem = self.registry.validate(name, args)
         if problem is not None:
-            return Outcome(ToolResult.text(problem, True), "error", "policy")
+            return refused(problem, CallOutcome.ERROR)
         paths = CallPaths(self.policy)
         try:
             escalation = tool.escalation(args, paths)
         except ValueError as e:  # a NUL in a path argument: the OS cannot even name it
             text = f"invalid path for '{name}': {e}"
-            return Outcome(ToolResult.text(text, True), "error", "policy")
+            return refused(text, CallOutcome.ERROR)
         ctx = ToolContext(call.id, session.sid, session.client, paths, self.config.limits)
         ctx.escalation = escalation
         suspended = tool.grants_suspended()  # an upstream tool changed since it was approved
@@ -320,14 +263,14 @@ class CallPipeline:
             ruled = self._apply_rules(tool, args, paths, escalation, ctx, suspended)
             if ruled is not None:
                 return ruled
-        if self.tier(tool) == "allow" and escalation is None and not suspended:
-            tool.on_allowed("policy")
-            return Plan(tool, ctx, "policy", False, escalation)
+        if self.tier(tool) == Tier.ALLOW and escalation is None and not suspended:
+            tool.on_allowed(DecidedBy.POLICY)
+            return Plan(tool, ctx, DecidedBy.POLICY, False, escalation)
         # "Allow for this session" never covers an escalated call (outside the roots,
         # protected, persistence): only a human decision on this very call does.
         if escalation is None and not suspended and name in session.allowed_tools:
-            return Plan(tool, ctx, "session_rule", False, escalation)
-        return Plan(tool, ctx, "user", True, escalation)
+            return Plan(tool, ctx, DecidedBy.SESSION_RULE, False, escalation)
+        return Plan(tool, ctx, DecidedBy.USER, True, escalation)
 
     def main_path(
         self, tool: Tool, args: dict[str, Any], paths: PathPolicy | CallPaths
@@ -354,15 +297,15 @@ class CallPipeline:
             return None
         if v.decision is RuleList.DENY:
             text = f"denied by rule {v.rule} (rules.deny)"
-            return Outcome(ToolResult.text(text, True), "denied", "rule", rule=v.rule)
+            return refused(text, CallOutcome.DENIED, DecidedBy.RULE, rule=v.rule)
         if v.decision is RuleList.ASK:
-            return Plan(tool, ctx, "user", True, escalation, v.rule, can_propose=False)
+            return Plan(tool, ctx, DecidedBy.USER, True, escalation, v.rule, can_propose=False)
         if always_asks(escalation):
-            return Plan(tool, ctx, "user", True, escalation, can_propose=False)
+            return Plan(tool, ctx, DecidedBy.USER, True, escalation, can_propose=False)
         if suspended:
-            return Plan(tool, ctx, "user", True, escalation, v.rule)
-        tool.on_allowed("rule")
-        return Plan(tool, ctx, "rule", False, escalation, v.rule)
+            return Plan(tool, ctx, DecidedBy.USER, True, escalation, v.rule)
+        tool.on_allowed(DecidedBy.RULE)
+        return Plan(tool, ctx, DecidedBy.RULE, False, escalation, v.rule)
 
     def _proposal(self, call: Call, step: Plan) -> str | None:
         """The narrow rule "Always allow calls like this" would save, or None."""
@@ -405,7 +348,9 @@ class CallPipeline:
                 session.pending -= 1
                 handle.pending_id = None
             wait_ms = int((time.monotonic() - waited) * 1000)
-            refusal = self._refusal(verdict, step.escalation)
+            refusal = refusal_for(
+                verdict, step.escalation, self.config.approval_timeout_s, self.policy.roots
+            )
             if refusal is not None:
                 refusal.wait_ms = wait_ms
                 return refusal
@@ -418,7 +363,9 @@ class CallPipeline:
                 self.host.add_rules(RuleList.ALLOW, verdict.rule.splitlines())
             result = self._run_now(step, call.args)  # approved: may still finish at once
             if result is not None:
-                return Outcome(result, _ok(result), step.decided_by, wait_ms, rule=step.rule)
+                return Outcome(
+                    result, ok_or_error(result), step.decided_by, wait_ms, rule=step.rule
+                )
         # The tool runs inside this request's task (no extra Task per call); a cancel from the
         # client or the shutdown cancels this task while handle.task points at it.
         me = asyncio.current_task()
@@ -432,18 +379,18 @@ class CallPipeline:
             if me is None or not (handle.cancelled or self.host.closing):
                 raise
             me.uncancel()
-            return Outcome(None, "cancelled", step.decided_by, wait_ms, rule=step.rule)
+            return Outcome(None, CallOutcome.CANCELLED, step.decided_by, wait_ms, rule=step.rule)
         except ToolError as e:
             result = ToolResult.text(str(e), True)
         except (UnicodeError, ValueError) as e:
-            return _bad_input(name, e, step.decided_by, wait_ms)
+            return bad_input(name, e, step.decided_by, wait_ms)
         except Exception as e:
             log.error("tool %r failed", name, exc_info=e)
             result = ToolResult.text(f"tool '{name}' failed: {type(e).__name__}", True)
         finally:
             handle.task = None
         return Outcome(
-            result, _ok(result), step.decided_by, wait_ms, meter.queue_ms, rule=step.rule
+            result, ok_or_error(result), step.decided_by, wait_ms, meter.queue_ms, rule=step.rule
         )
 
     def _real_cwd(self, step: Plan, args: dict[str, Any]) -> str | None:
@@ -455,63 +402,6 @@ class CallPipeline:
             return step.ctx.resolve(value if isinstance(value, str) else None)
         except (OSError, ValueError):
             return None
-
-    def _refusal(self, v: Verdict, escalation: Any = None) -> Outcome | None:
-        """The agent's text and the audit outcome for a wait that did not end in approval.
-
-        Each text says what the agent can do next; the audit tells "denied by the user"
-        (with the reason and which UI), "no_approver", "timeout", "cancelled" and "paused" apart.
-        """
-        e = v.ending
-        if e is Ending.APPROVED:
-            return None
-        if e is Ending.DENIED:
-            text = f"denied by the user: {v.reason}" if v.reason else "denied by the user"
-            return Outcome(
-                ToolResult.text(text, True), "denied", "user", reason=v.reason, approver=v.approver
-            )
-        if e is Ending.TIMEOUT:
-            text = f"approval timed out after {self.config.approval_timeout_s:g} s"
-            return Outcome(ToolResult.text(text, True), "timeout", "policy")
-        if e is Ending.CANCELLED:
-            return Outcome(None, "cancelled", "policy")
-        if e is Ending.NO_APPROVER:
-            text = self._no_approver_text(escalation)
-            return Outcome(ToolResult.text(text, True), "no_approver", "policy", reason=text)
-        texts = {
-            Ending.PAUSED: (PAUSED_TEXT, "paused"),
-            Ending.SHUTDOWN: (SHUTDOWN_TEXT, "denied"),
-            Ending.SESSION_ENDED: (SESSION_ENDED_TEXT, "cancelled"),
-            Ending.DISCONNECTED: (DISCONNECTED_TEXT, "cancelled"),
-            Ending.TOO_MANY: (TOO_MANY_TEXT, "limit"),
-        }
-        text, outcome = texts[e]
-        return Outcome(ToolResult.text(text, True), outcome, "policy")
-
-    def _no_approver_text(self, escalation: Escalation | None) -> str:
-        """Why a human was needed and what the agent can do, when no human can answer.
-
-        Only "outside the roots" names the real path: for a protected location the agent
-        learns neither the category nor where a symlink or hard link it used really points
-        (the human sees both).
-        """
-        if escalation is None:
-            return NO_APPROVER_TEXT
-        head = "approval required but no approver is available"
-        if escalation.kind == EscalationKind.OUTSIDE_ROOTS:
-            roots = ", ".join(self.policy.roots[:3])
-            return (
-                f"{head}: {escalation.text}; outside the allowed roots: ask the user to add the "
-                f"folder to roots, or use a path under {roots}"
-            )
-        where = {
-            EscalationKind.PERSISTENCE: "is a persistence location (startup files, hooks)",
-            EscalationKind.OWN_FILE: "is one of the bridge's own files",
-        }.get(escalation.kind, "is in a protected location")
-        return (
-            f"{head}: the path {where}; "
-            "the user must open the tray, the approval page or `a2a-bridge watch`"
-        )
 
     def explain(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
         """What would happen to this call now (no session grant counted): for "test a rule"."""

@@ -53,6 +53,7 @@ from .snapshot import ServerView, UpstreamInfo
 from .tools.base import Tool, ToolContext, ToolResult
 from .tools.bashpaths import arguments_escalation
 from .upstream_config import McpServerSpec
+from .vocab import Tier
 
 log = logging.getLogger("a2a-bridge")
 
@@ -275,7 +276,7 @@ class PinStore:
 class UpstreamTool(Tool):
     """One upstream tool as a bridge tool; arguments are passed as they are (rules see them)."""
 
-    default_tier = "prompt"  # upstream annotations are untrusted: never a reason to allow
+    default_tier = Tier.PROMPT  # upstream annotations are untrusted: never a reason to allow
     cancel_on_disconnect = True
 
     def __init__(self, server: UpstreamServer, definition: dict[str, Any]) -> None:
