@@ -55,14 +55,6 @@ class Verdict:
     rule: str | None = None  # ALLOW_ALWAYS: the rule(s) to save, one per line
 
 
-def summarize(tool: str, args: dict[str, Any]) -> str:
-    """One safe line a human can judge at a glance, e.g. ``bash: git push origin main``.
-
-    Rendered by :mod:`server.textsafe`: head, ``…``, tail and length when long.
-    """
-    return summary_of(tool, args).text
-
-
 class ApprovalBroker:
     def __init__(
         self,

@@ -277,7 +277,6 @@ class Bridge:
         A tool that is already running is left to finish (disconnection is not cancellation in
         MCP); its result and audit record still land.
         """
-        handle.disconnected = True
         if handle.pending_id is not None:
             self.broker.end(handle.pending_id, Ending.DISCONNECTED)
         elif handle.cancel_on_disconnect and handle.task is not None and not handle.cancelled:

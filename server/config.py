@@ -62,7 +62,6 @@ class Limits:
     list_max_entries: int = 1000
     find_max_results: int = 1000
     grep_max_matches: int = 500
-    grep_max_file_bytes: int = 4 * 1024 * 1024  # unused since grep runs on ripgrep
     search_timeout_s: float = 60.0  # grep/find: rg is killed after this and partial results kept
     output_max_bytes: int = 64 * 1024
     # bash output past this many bytes ends the command (head and tail are still kept).

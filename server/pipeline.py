@@ -61,7 +61,6 @@ class CallHandle:
     pending_id: str | None = None
     task: asyncio.Task[Any] | None = None  # set while the tool runs
     cancelled: bool = False
-    disconnected: bool = False
     cancel_on_disconnect: bool = False  # set while a tool runs that wants it (upstream calls)
     answer: Callable[[Reply], None] | None = None  # the HTTP layer's writer for this call
 
