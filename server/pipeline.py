@@ -41,12 +41,13 @@ from .outcome import (
     safe_body,
 )
 from .paths import CallPaths, Escalation, PathPolicy, always_asks
+from .proposals import propose
 from .protocol import (
     Reply,
     not_exposed_text,
 )
 from .rulebook import RuleBook
-from .rules import PATH_TOOLS, RuleList, evaluate, propose
+from .rules import PATH_TOOLS, RuleList, evaluate
 from .sessions import Session
 from .tools import pools
 from .tools.base import Tool, ToolContext, ToolError, ToolResult
