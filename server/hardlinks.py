@@ -14,7 +14,7 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .protected import EscalationKind, Hit, Matcher, fold
@@ -76,6 +76,37 @@ def _is_cache(name: str) -> bool:
 class Known:
     hit: Hit
     path: str
+
+
+def _regular_files(
+    tops: Iterable[str],
+    descend: Callable[[os.DirEntry[str], int], bool],
+    more: Callable[[], bool],
+    max_entries: int | None = None,
+) -> Iterator[os.DirEntry[str]]:
+    """The regular files below ``tops``, depth first, symlinks never followed, unreadable
+    folders skipped. A folder is entered when ``descend(entry, depth)``; the walk stops once
+    ``more()`` is false or ``max_entries`` entries were seen (checked per folder)."""
+    visited = 0
+    stack = [(t, 0) for t in tops]
+    while stack and more() and (max_entries is None or visited < max_entries):
+        d, depth = stack.pop()
+        try:
+            with os.scandir(d) as it:
+                for e in it:
+                    visited += 1
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            if descend(e, depth):
+                                stack.append((e.path, depth + 1))
+                            continue
+                        if not e.is_file(follow_symlinks=False):
+                            continue
+                    except OSError:
+                        continue
+                    yield e
+        except OSError:
+            continue
 
 
 class IdentityIndex:
@@ -161,27 +192,19 @@ class IdentityIndex:
         with self._named_lock:
             self._named_at = time.monotonic()
             named: dict[tuple[int, int], Known] = {}
-            visited = 0
-            stack = [(r, 0) for r in self.roots]
-            while stack and visited < NAMES_MAX_ENTRIES and len(named) < IDENTITY_MAX_FILES:
-                d, depth = stack.pop()
-                try:
-                    with os.scandir(d) as it:
-                        for e in it:
-                            visited += 1
-                            try:
-                                if e.is_dir(follow_symlinks=False):
-                                    if self._walk_into(e, depth):
-                                        stack.append((e.path, depth + 1))
-                                elif e.is_file(follow_symlinks=False):
-                                    hit = self._secrets.name(fold(e.name))
-                                    if hit is not None:
-                                        s = e.stat(follow_symlinks=False)
-                                        named[(s.st_dev, s.st_ino)] = Known(hit, e.path)
-                            except OSError:
-                                continue
-                except OSError:
-                    continue
+            for e in _regular_files(
+                self.roots,
+                self._walk_into,
+                lambda: len(named) < IDENTITY_MAX_FILES,
+                NAMES_MAX_ENTRIES,
+            ):
+                hit = self._secrets.name(fold(e.name))
+                if hit is not None:
+                    try:
+                        s = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    named[(s.st_dev, s.st_ino)] = Known(hit, e.path)
             self._named = named
             self._named_at = time.monotonic()
 
@@ -202,23 +225,16 @@ class IdentityIndex:
             return
         if not stat.S_ISDIR(st.st_mode):
             return
-        stack = [(top, 0)]
-        while stack and len(ids) < IDENTITY_MAX_FILES:
-            d, depth = stack.pop()
+        for e in _regular_files(
+            (top,),
+            lambda e, depth: depth < IDENTITY_MAX_DEPTH and not _is_cache(e.name),
+            lambda: len(ids) < IDENTITY_MAX_FILES,
+        ):
             try:
-                with os.scandir(d) as it:
-                    for e in it:
-                        try:
-                            if e.is_dir(follow_symlinks=False):
-                                if depth < IDENTITY_MAX_DEPTH and not _is_cache(e.name):
-                                    stack.append((e.path, depth + 1))
-                            elif e.is_file(follow_symlinks=False):
-                                s = e.stat(follow_symlinks=False)
-                                ids[(s.st_dev, s.st_ino)] = Known(hit, e.path)
-                        except OSError:
-                            continue
+                s = e.stat(follow_symlinks=False)
             except OSError:
                 continue
+            ids[(s.st_dev, s.st_ino)] = Known(hit, e.path)
 
     def wait_scanned(self, timeout: float = 10.0) -> bool:
         return self._ids_ready.wait(timeout) and self._named_ready.wait(timeout)
