@@ -34,12 +34,13 @@ from omp_a2a_bridge.assets import ASSETS_DIR
 
 from .approvals import Decision
 from .audit import pair_calls, recent_records
-from .bridge import Bridge, DecisionError, Snapshot
+from .bridge import Bridge
 from .config import ConfigError, edit_config
 from .controlfile import runtime_dir
 from .protocol import bearer_token, host_name, is_loopback_name
 from .rules import RuleError, RuleList, edit_raw_rules
 from .sessions import sid_hash
+from .snapshot import DecisionError, Snapshot
 from .textsafe import shorten
 from .views import (
     audit_call_json,

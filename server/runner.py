@@ -26,7 +26,7 @@ from tornado.netutil import bind_sockets
 
 from .approvals import Decision
 from .audit import AuditLog
-from .bridge import Bridge, BridgeOptions, Snapshot
+from .bridge import Bridge, BridgeOptions
 from .config import Config, ConfigError, audit_path, edit_config, load_config, update_config
 from .control import ControlState, control_app
 from .controlfile import (
@@ -44,6 +44,7 @@ from .netlimits import LimitedHTTPServer, connection_caps, raise_nofile
 from .protocol import is_loopback_name
 from .rules import RuleList, RuleSet, edit_raw_rules
 from .sessions import SessionTable
+from .snapshot import Snapshot
 from .tokens import KeyringStore, TokenStore
 from .tools.base import Tool
 

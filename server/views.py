@@ -6,12 +6,10 @@ import json
 import time
 from typing import Any
 
-from .approvals import PendingCall
-from .bridge import SessionView, Snapshot
 from .preview import escalation_json, full_display
 from .sessions import sid_hash
+from .snapshot import PendingCall, ServerView, SessionView, Snapshot
 from .textsafe import render, safe, shorten
-from .upstream_config import ServerView
 
 
 def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:

@@ -9,8 +9,7 @@ import threading
 
 import pytest
 
-from omp_a2a_bridge.server import paths as paths_mod
-from omp_a2a_bridge.server import safeopen
+from omp_a2a_bridge.server import hardlinks, safeopen
 from omp_a2a_bridge.server.config import ConfigError, load_config
 from omp_a2a_bridge.server.paths import Escalation, EscalationKind, PathPolicy
 from omp_a2a_bridge.server.protected import TABLE
@@ -307,7 +306,7 @@ def test_hard_links_to_protected_files_are_those_files(home):
 
 
 def test_a_hard_link_made_after_start_is_found_by_a_refresh(home, monkeypatch):
-    monkeypatch.setattr(paths_mod, "IDENTITY_REFRESH_S", 0.0)
+    monkeypatch.setattr(hardlinks, "IDENTITY_REFRESH_S", 0.0)
     (home / ".aws").mkdir()
     p = PathPolicy([str(home)], home=str(home))
     assert p.wait_scanned()
@@ -451,8 +450,8 @@ def test_read_refuses_a_file_swapped_in_after_approval(start_bridge, tmp_path):
 def test_the_reason_and_a_session_hash_reach_the_ui_views():
     """pending_json carries the Escalation as JSON and a display hash; watch prints both and
     never the session id."""
-    from omp_a2a_bridge.server.approvals import PendingCall
     from omp_a2a_bridge.server.sessions import sid_hash
+    from omp_a2a_bridge.server.snapshot import PendingCall
     from omp_a2a_bridge.server.views import pending_json
     from omp_a2a_bridge.server.watch import describe
 

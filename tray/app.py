@@ -20,11 +20,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from omp_a2a_bridge.server.bridge import Snapshot
 from omp_a2a_bridge.server.cli import client_config
 from omp_a2a_bridge.server.config import audit_path
 from omp_a2a_bridge.server.controlfile import AlreadyRunning
 from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions, StartupError
+from omp_a2a_bridge.server.snapshot import Snapshot
 
 from .autostart import Autostart
 from .backend import capabilities

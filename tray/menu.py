@@ -10,10 +10,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from omp_a2a_bridge.server.approvals import PendingCall
-from omp_a2a_bridge.server.bridge import Snapshot
 from omp_a2a_bridge.server.preview import escalation_json, short_session
 from omp_a2a_bridge.server.rules import RuleList
+from omp_a2a_bridge.server.snapshot import PendingCall, Snapshot
 from omp_a2a_bridge.server.textsafe import HIDDEN_WARNING, safe, shorten
 
 Action = tuple[str, ...]

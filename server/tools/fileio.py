@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import os
 import re
 import stat
-import tempfile
 
+from .. import fsutil
 from .base import ToolError
 
 SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", ".hg", ".svn", ".tox"})
@@ -50,6 +49,18 @@ _ERRNO_TEXT = {
 }
 
 
+def read_upto(fd: int, n: int) -> bytes:
+    """Up to ``n`` bytes from ``fd``, fewer only at the end of the file."""
+    chunks = []
+    while n > 0:
+        chunk = os.read(fd, n)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
 def io_error(e: OSError, shown: str) -> ToolError:
     """A short text for an OS error: what failed and why, never a traceback."""
     why = _ERRNO_TEXT.get(e.errno or 0) or (e.strerror or "I/O error").lower()
@@ -76,22 +87,11 @@ def atomic_write(path: str, data: bytes) -> bool:
     except FileNotFoundError:
         mode = None
         existed = False
-    fd, tmp = tempfile.mkstemp(prefix=".a2a-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if mode is None:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fsutil.atomic_write(path, data, mode, prefix=".a2a-", suffix=".tmp")
     return existed
 
 

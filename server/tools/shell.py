@@ -24,6 +24,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..childenv import EnvSpec, build_env
+from ..vocab import Tier
 from .base import Tool, ToolContext, ToolError, ToolResult
 from .bashpaths import command_escalation
 from .fileio import io_error
@@ -321,7 +322,7 @@ class BashTool(Tool):
         "idempotentHint": False,
         "openWorldHint": True,
     }
-    default_tier = "prompt"
+    default_tier = Tier.PROMPT
     path_args = ("cwd",)
     default_paths = {"cwd": ""}
 
