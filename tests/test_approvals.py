@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 
@@ -45,9 +46,9 @@ def test_no_approver_refuses_at_once(running):
         "isError": True,
     }
     assert "open the tray, the approval page or `a2a-bridge watch`" in NO_APPROVER_TEXT
-    assert not (running.env["root"] + "/out.txt").endswith("x") and not __import__(
-        "os"
-    ).path.exists(running.env["root"] + "/out.txt")
+    # Nothing ran: the file the call names was not written (the same path the call used).
+    target = _write_args(running)["path"]
+    assert os.path.isdir(os.path.dirname(target)) and not os.path.exists(target)
     done = _done(running)
     assert done[0]["outcome"] == "no_approver" and done[0]["decided_by"] == "policy"
 
