@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import time
 
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
@@ -35,6 +34,7 @@ class WsApprover:
         self.headers = {"Authorization": f"Bearer {info.secret}"} if headers is None else headers
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
+        self.ended = threading.Event()  # the server's side of the socket is gone
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -53,11 +53,15 @@ class WsApprover:
             self.ready.set()
             return
         self.ready.set()
-        while (msg := await self.ws.read_message()) is not None:
-            self.snapshots.append(json.loads(msg))
+        try:
+            while (msg := await self.ws.read_message()) is not None:
+                self.snapshots.append(json.loads(msg))
+        finally:
+            self.ended.set()
 
     def close(self) -> None:
+        """Close the socket and wait for the server's close reply (or the connection's end)."""
         self.loop.call_soon_threadsafe(self.ws.close)
-        time.sleep(0.1)
+        self.ended.wait(5)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
