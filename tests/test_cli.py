@@ -1,4 +1,7 @@
-"""The ``a2a-bridge`` command as a user runs it: real processes, real signals, real files."""
+"""The ``a2a-bridge`` command as a user runs it: real processes, real signals, real files.
+
+Commands that need no process of their own run in process (the ``cli`` fixture).
+"""
 
 from __future__ import annotations
 
@@ -77,10 +80,10 @@ def test_serve_sigint(cli_env):
     assert p.wait(10) == 0
 
 
-def test_serve_refuses_malformed_config_exactly(cli_env, env):
+def test_serve_refuses_malformed_config_exactly(env, cli):
     write_config(env["config"], {"approval": {"timeout_s": "soon"}})
     before = read_text(env["config"])
-    r = run(["serve"], cli_env)
+    r = cli("serve")
     assert r.returncode == 1
     assert r.stdout == ""
     assert (
@@ -114,8 +117,9 @@ def test_token_url_and_client_config(cli_env, env):
     assert run(["token", "show"], cli_env).stdout.strip() not in ("", token)
 
 
-def test_url_before_first_start_says_so(cli_env):
-    r = run(["url"], cli_env)
+def test_url_before_first_start_says_so(env, cli):
+    write_config(env["config"], {"roots": [env["root"]]})
+    r = cli("url")
     assert r.returncode == 1 and "no port chosen yet" in r.stderr
 
 

@@ -308,50 +308,39 @@ def test_websocket_refuses_foreign_origin_and_no_secret(ctl):
 # -- the CLI through the control file ----------------------------------------------------------
 
 
-def _cli(*args, stdin: str | None = None, timeout: float = 20):
-    return subprocess.run(
-        [sys.executable, "-m", "omp_a2a_bridge.server", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=dict(os.environ),
-    )
-
-
-def test_cli_commands_without_a_running_bridge(env):
-    r = _cli("status")
+def test_cli_commands_without_a_running_bridge(env, cli):
+    r = cli("status")
     assert r.returncode == 1 and "a2a-bridge is not running" in r.stderr
 
 
-def test_cli_status_pending_approve_deny_sessions(ctl):
+def test_cli_status_pending_approve_deny_sessions(ctl, cli):
     c = ctl.client("cli-agent")
     ws = WsApprover(ctl.info)  # keeps calls waiting while the CLI decides
     try:
-        r = _cli("status")
+        r = cli("status")
         assert r.returncode == 0 and f"running on {ctl.runner.url}" in r.stdout
-        assert json.loads(_cli("status", "--json").stdout)["counts"]["sessions"] == 1
-        assert c.sid in _cli("sessions").stdout
+        assert json.loads(cli("status", "--json").stdout)["counts"]["sessions"] == 1
+        assert c.sid in cli("sessions").stdout
         t, out = in_thread(c.call, "bash", {"command": "echo from-cli"})
         [p] = ctl.pending()
-        listing = _cli("pending").stdout
+        listing = cli("pending").stdout
         assert p.id in listing and "echo from-cli" in listing
-        assert json.loads(_cli("pending", "--json").stdout)["pending"][0]["id"] == p.id
-        r = _cli("approve", p.id)
+        assert json.loads(cli("pending", "--json").stdout)["pending"][0]["id"] == p.id
+        r = cli("approve", p.id)
         assert r.returncode == 0, r.stderr
         t.join(10)
         assert out[0].text == "from-cli"
         t, out = in_thread(c.call, "bash", {"command": "rm -rf /"})
         [p] = ctl.pending()
-        assert _cli("deny", p.id, "--reason", "no way").returncode == 0
+        assert cli("deny", p.id, "--reason", "no way").returncode == 0
         t.join(10)
         assert out[0].text == "denied by the user: no way"
-        r = _cli("approve", "a999")
+        r = cli("approve", "a999")
         assert r.returncode == 1 and "no longer pending" in r.stderr
-        assert _cli("pause").stdout.strip() == "bridge paused"
+        assert cli("pause").stdout.strip() == "bridge paused"
         assert ctl.runner.snapshot().paused is True
-        assert _cli("resume").stdout.strip() == "bridge resumed"
-        assert _cli("end-session", c.sid).returncode == 0
+        assert cli("resume").stdout.strip() == "bridge resumed"
+        assert cli("end-session", c.sid).returncode == 0
         assert c.rpc("ping").status == 404
     finally:
         ws.close()
@@ -393,10 +382,10 @@ def test_watch_approves_and_denies_from_piped_input(ctl):
     assert "→ approve" in stdout and "→ deny" in stdout
 
 
-def test_cli_token_rotate_rotates_the_running_bridge(ctl, memory_keyring):
+def test_cli_token_rotate_rotates_the_running_bridge(ctl, memory_keyring, cli):
     ctl.runner.bridge.tokens.state.source = "keyring"  # the fixture's token came from the env
     old = ctl.runner.token
-    r = _cli("token", "rotate")
+    r = cli("token", "rotate")
     assert r.returncode == 0 and "running bridge" in r.stderr
     assert ctl.runner.token != old
     assert old not in r.stdout + r.stderr and ctl.runner.token not in r.stdout + r.stderr

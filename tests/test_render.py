@@ -182,7 +182,7 @@ def test_cli_shows_hostile_calls_safely_with_the_real_tail(ctl):
     assert "evil\\x1b[31mtool\\u202e" in lines[-1] and "not_exposed" in lines[-1]
 
 
-def test_audit_and_agent_texts_tell_the_outcomes_apart(start_bridge, tmp_path):
+def test_audit_and_agent_texts_tell_the_outcomes_apart(start_bridge, tmp_path, cli):
     running = start_bridge({"approval": {"timeout_s": 0.5}}, control=True)
     c = running.client("agent")
     # No approver at all.
@@ -213,7 +213,7 @@ def test_audit_and_agent_texts_tell_the_outcomes_apart(start_bridge, tmp_path):
         "paused",
     ]
     assert done[3]["reason"] == "not now" and done[3]["approver"] == "tray"
-    lines = _cli("audit").stdout.splitlines()
+    lines = cli("audit").stdout.splitlines()
     assert lines[0].endswith("— no approver attached")
     assert lines[2].endswith("— timed out (policy)")
     assert lines[3].endswith("— denied by the user via tray (not now)")
