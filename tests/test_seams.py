@@ -332,9 +332,8 @@ def test_grep_more_matches_count_is_no_oracle(ruled):
 EVIL_CLIENT = "evil\x1b]0;pwned\x07\x1b[2J\u202egnp.exe"
 
 
-def test_rules_list_renders_a_grant_safely_and_never_shows_the_session_id(prompted):
+def test_rules_list_renders_a_grant_safely_and_never_shows_the_session_id(prompted, cli):
     from .helpers import Mcp, in_thread
-    from .test_rules_http import _cli
 
     c = Mcp(prompted.port, client=EVIL_CLIENT)
     c.initialize()
@@ -348,21 +347,20 @@ def test_rules_list_renders_a_grant_safely_and_never_shows_the_session_id(prompt
         prompted.runner.detach_approver(approver)
     assert prompted.runner.snapshot().grants
     for args in (["rules", "list"], ["rules", "list", "--json"]):
-        out = _cli(*args)
+        out = cli(*args)
         assert out.returncode == 0, out.stderr
         assert "\x1b" not in out.stdout and "\u202e" not in out.stdout, out.stdout
-    text = _cli("rules", "list").stdout
+    text = cli("rules", "list").stdout
     assert "session grant  bash  for evil" in text
     assert c.sid is not None and c.sid[:8] not in text, text  # the hash, not the id
 
 
-def test_an_upstream_servers_stderr_reaches_no_terminal_raw(start_bridge, env):
+def test_an_upstream_servers_stderr_reaches_no_terminal_raw(start_bridge, env, cli):
     """A server's stderr and exit reason are its words: ``a2a-bridge servers`` and the status
     API show them rendered safe, like agent text."""
     import sys
 
     from .control_helpers import Api
-    from .test_rules_http import _cli
 
     script = (
         "import sys; print('bad \\x1b]0;pwned\\x07\\x1b[2J\\u202egnp.exe \\x9b31m', "
@@ -377,7 +375,7 @@ def test_an_upstream_servers_stderr_reaches_no_terminal_raw(start_bridge, env):
         return any(s.state == "failed" for s in running.runner.snapshot().servers)
 
     wait_for(failed, 20)
-    out = _cli("servers")
+    out = cli("servers")
     assert out.returncode == 0, out.stderr
     assert "bad" in out.stdout and "pwned" in out.stdout
     for raw in ("\x1b", "\x07", "\u202e", "\x9b"):
