@@ -16,7 +16,7 @@ from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
 
 from .conftest import write_config
 from .control_helpers import Api, WsApprover
-from .helpers import in_thread, read_text, wait_for
+from .helpers import in_thread, read_text, wait_for, watch_process
 
 
 @pytest.fixture
@@ -348,14 +348,7 @@ def test_cli_status_pending_approve_deny_sessions(ctl, cli):
 
 def test_watch_approves_and_denies_from_piped_input(ctl):
     c = ctl.client("watched")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "omp_a2a_bridge.server", "watch"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ),
-    )
+    proc = watch_process()
     try:
         wait_for(lambda: "terminal (watch)" in ctl.runner.snapshot().approvers)
         t, out = in_thread(c.call, "bash", {"command": "echo watched-ok"})

@@ -10,7 +10,6 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 
@@ -18,7 +17,7 @@ from omp_a2a_bridge.server.audit import pair_calls, read_records
 
 from .conftest import write_config
 from .control_helpers import WsApprover
-from .helpers import TOKEN, Mcp, in_thread, wait_for
+from .helpers import TOKEN, Mcp, in_thread, serve_process, wait_for
 
 
 async def raw_post(port: int, body: dict, headers: dict[str, str]) -> tuple[int, dict, bytes]:
@@ -158,16 +157,7 @@ def test_audit_on_a_full_disk(start_bridge, monkeypatch, log_records):
 
 def _serve(env_paths: dict[str, str], config: dict) -> tuple[subprocess.Popen, int]:
     write_config(env_paths["config"], {"roots": [env_paths["root"]], **config})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
-        env=dict(os.environ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    line = proc.stdout.readline()
-    assert "listening" in line, proc.stderr.read()
-    return proc, int(line.rsplit(":", 1)[1].strip("/\n"))
+    return serve_process()
 
 
 def _lines_on_disk(path: str) -> int:

@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import urllib.parse
 
 import pytest
 
 from .conftest import require_system
 from .control_helpers import Api
-from .helpers import in_thread, read_text, wait_for
+from .helpers import in_thread, read_text, wait_for, watch_process
 from .test_rules import TRICKY
 
 ASKS = "approval required but no approver is available"  # + why, when a path escalated
@@ -328,14 +327,7 @@ def test_a_bad_rule_stops_the_start(start_bridge, env):
 
 def test_watch_edits_the_proposed_rule_before_saving(ruled, env):
     c = ruled.client("watched")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "omp_a2a_bridge.server", "watch"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ),
-    )
+    proc = watch_process()
     try:
         wait_for(lambda: "terminal (watch)" in ruled.runner.snapshot().approvers)
         t, out = in_thread(c.call, "bash", {"command": "git log --oneline"})

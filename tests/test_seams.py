@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import wait_for
+from .helpers import serve_process, wait_for
 from .test_attack_paths import NO_APPROVER, SECRETS, Serve, _leaks, _start, _stop
 
 RULES = {
@@ -49,22 +49,10 @@ def _serve_with_rules(base: Path) -> Serve:
 
 
 def _start_again(base: Path, old: Serve) -> Serve:
-    import subprocess
-    import sys
 
     log = base / "serve2.log"
     with open(log, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
-            env=old.env,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-        )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert "listening on" in line, (line, log.read_text())
-    port = int(line.strip().rsplit(":", 1)[1].strip("/").split("/")[0])
+        proc, port = serve_process(old.env, stderr=err)
     return Serve(old.home, proc, port, old.env, old.outside, log)
 
 
