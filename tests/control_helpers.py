@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from typing import Any
 
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
@@ -23,6 +24,15 @@ class Api(Http):
 
     def call(self, method: str, path: str, body=None, **kw):
         return self.request(method, body=body, path=path, **kw)
+
+
+def with_control(start_bridge: Any, timeout_s: float) -> Any:
+    """A bridge with the control API on: ``.info`` (the control file's data) and ``.api`` (a
+    client with the secret) attached to the running bridge."""
+    running = start_bridge({"approval": {"timeout_s": timeout_s}}, control=True)
+    running.info = running.runner.control
+    running.api = Api(running.info)
+    return running
 
 
 class WsApprover:

@@ -15,16 +15,13 @@ from omp_a2a_bridge.server.controlfile import control_path, read_control
 from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
 
 from .conftest import write_config
-from .control_helpers import Api, WsApprover
+from .control_helpers import Api, WsApprover, with_control
 from .helpers import in_thread, read_text, wait_for, watch_process
 
 
 @pytest.fixture
 def ctl(start_bridge):
-    running = start_bridge({"approval": {"timeout_s": 20}}, control=True)
-    running.info = running.runner.control
-    running.api = Api(running.info)
-    return running
+    return with_control(start_bridge, timeout_s=20)
 
 
 def test_control_file_is_private_and_removed_on_exit(ctl, env):
