@@ -436,7 +436,12 @@ def test_http_upstream_lists_calls_cancels_and_refreshes(start_bridge, http_upst
     wait_for(lambda: "mcp__h__extra" in [t["name"] for t in c.rpc("tools/list").result["tools"]])
 
 
-def test_http_upstream_reconnects_after_it_comes_back(start_bridge, state):
+def test_http_upstream_reconnects_after_it_comes_back(start_bridge, state, monkeypatch):
+    from omp_a2a_bridge.server import upstream
+
+    # Retries stay automatic; only their back-off is capped lower than 30 s, so the test does
+    # not sit out a doubled wait while the server's process starts again.
+    monkeypatch.setattr(upstream, "BACKOFF_MAX_S", 1.0)
     port = free_port()
     cmd = [sys.executable, "-m", "tests.upstream_server", "--state", state, "--http", str(port)]
     proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True)
