@@ -29,13 +29,18 @@ class JumpLoop(asyncio.SelectorEventLoop):
         return super().time() + self.offset
 
 
-def run(body: Callable[[ApprovalBroker, JumpLoop], Awaitable[Any]], **broker: Any) -> Any:
+class Broker(ApprovalBroker):
+    """The broker, recording how many calls were pending at each change it announced."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.changes: list[int] = []
+        super().__init__(on_change=lambda: self.changes.append(len(self.pending())), **kw)
+
+
+def run(body: Callable[[Broker, JumpLoop], Awaitable[Any]], **broker: Any) -> Any:
     loop = JumpLoop()
-    changes: list[int] = []
-    b = ApprovalBroker(on_change=lambda: changes.append(len(b.pending())), **broker)
-    b.changes = changes  # type: ignore[attr-defined]
     try:
-        return loop.run_until_complete(body(b, loop))
+        return loop.run_until_complete(body(Broker(**broker), loop))
     finally:
         loop.close()
 
