@@ -149,6 +149,38 @@ def log_records(caplog) -> Any:
     logger.removeHandler(caplog.handler)
 
 
+@dataclass
+class CliResult:
+    """What one in-process ``a2a-bridge`` run printed, shaped like ``subprocess.run``'s result."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(capsys) -> Any:
+    """Run the command line in this process: ``cli("status", "--json")``.
+
+    The same ``main(argv)`` the ``a2a-bridge`` script and ``python -m omp_a2a_bridge.server``
+    run, against the fixtures' bridge (it finds it through the control file in the ``env``
+    runtime folder) - without a Python start-up per command. Tests of process behaviour
+    (signals, closed pipes, terminals, exit at SIGTERM) keep real processes.
+    """
+    from omp_a2a_bridge.server.cli import main
+
+    def run(*argv: str) -> CliResult:
+        capsys.readouterr()  # only this command's output
+        try:
+            code = main(list(argv))
+        except SystemExit as e:  # argparse's own usage errors
+            code = e.code if isinstance(e.code, int) else 1
+        out = capsys.readouterr()
+        return CliResult(code, out.out, out.err)
+
+    return run
+
+
 def require_system(*binaries: str, packages: str) -> dict[str, str]:
     """Paths of system programs a test needs (Debian packages that .ci/run installs).
 

@@ -7,9 +7,9 @@ import json
 import os
 import stat
 import threading
-import time
 import urllib.parse
 import urllib.request
+from typing import Any
 
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
@@ -30,6 +30,15 @@ class Api(Http):
         return self.request(method, body=body, path=path, **kw)
 
 
+def with_control(start_bridge: Any, timeout_s: float) -> Any:
+    """A bridge with the control API on: ``.info`` (the control file's data) and ``.api`` (a
+    client with the secret) attached to the running bridge."""
+    running = start_bridge({"approval": {"timeout_s": timeout_s}}, control=True)
+    running.info = running.runner.control
+    running.api = Api(running.info)
+    return running
+
+
 class WsApprover:
     """An events WebSocket on its own thread and loop: while open, it is an approver."""
 
@@ -39,6 +48,7 @@ class WsApprover:
         self.headers = {"Authorization": f"Bearer {info.secret}"} if headers is None else headers
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
+        self.ended = threading.Event()  # the server's side of the socket is gone
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -57,12 +67,16 @@ class WsApprover:
             self.ready.set()
             return
         self.ready.set()
-        while (msg := await self.ws.read_message()) is not None:
-            self.snapshots.append(json.loads(msg))
+        try:
+            while (msg := await self.ws.read_message()) is not None:
+                self.snapshots.append(json.loads(msg))
+        finally:
+            self.ended.set()
 
     def close(self) -> None:
+        """Close the socket and wait for the server's close reply (or the connection's end)."""
         self.loop.call_soon_threadsafe(self.ws.close)
-        time.sleep(0.1)
+        self.ended.wait(5)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
-from typing import Any
+from typing import IO, Any
 
 TOKEN = "test-token-0123456789-abcdefghijklmnopqrstuvwxyz"
 RESPONSES: list[bytes] = []  # every response the test clients saw (scanned for the token)
@@ -146,3 +149,72 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.01) -> Any:
 def read_text(path: str) -> str:
     with open(path, encoding="utf-8") as f:
         return f.read()
+
+
+# -- tool results --------------------------------------------------------------------------------
+
+
+def put(root: str, rel: str, data: str | bytes) -> str:
+    """Plant a file (UTF-8 for text) under ``root``, parents included; returns its path."""
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+    return path
+
+
+def ok(r: Response) -> str:
+    """The text of a successful tools/call."""
+    assert r.status == 200, r
+    assert r.result["isError"] is False, r.result
+    return r.text
+
+
+def err(r: Response) -> str:
+    """The text of a tools/call that failed the way a client mistake must: short, no traceback."""
+    assert r.status == 200, r
+    assert r.result["isError"] is True, r.result
+    text = r.text
+    assert "Traceback" not in text
+    return text
+
+
+# -- the bridge as a real process ----------------------------------------------------------------
+
+SERVER = [sys.executable, "-m", "omp_a2a_bridge.server"]  # what ``a2a-bridge`` runs, headless
+
+
+def serve_process(
+    env: dict[str, str] | None = None, stderr: int | IO[Any] = subprocess.PIPE
+) -> tuple[subprocess.Popen, int]:
+    """``serve --port 0`` in a process of its own; returns it and the port its one line names."""
+    proc = subprocess.Popen(
+        [*SERVER, "serve", "--port", "0"],
+        env=dict(os.environ) if env is None else env,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "listening" not in line:
+        if proc.stderr is not None:
+            why = proc.stderr.read()
+        else:  # stderr went to a log file: show it
+            with open(getattr(stderr, "name", os.devnull), encoding="utf-8") as f:
+                why = f.read()
+        proc.kill()
+        raise AssertionError(f"serve did not start: {line!r} {why}")
+    return proc, int(line.strip().rsplit(":", 1)[1].strip("/").split("/")[0])
+
+
+def watch_process() -> subprocess.Popen:
+    """``watch`` in a process of its own, text pipes on stdin, stdout and stderr."""
+    return subprocess.Popen(
+        [*SERVER, "watch"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )

@@ -17,7 +17,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ import pytest
 from omp_a2a_bridge.server.controlfile import read_control
 
 from .control_helpers import Api, WsApprover
-from .helpers import TOKEN, Mcp, Response, wait_for
+from .helpers import TOKEN, Mcp, Response, serve_process, wait_for
 
 NO_APPROVER = "approval required but no approver is available"
 
@@ -225,17 +224,7 @@ def _start(base: Path, tiers: dict[str, str]) -> Serve:
     _links(home, outside)
     log = base / "serve.log"
     with open(log, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-        )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert "listening on" in line, (line, log.read_text())
-    port = int(line.strip().rsplit(":", 1)[1].strip("/").split("/")[0])
+        proc, port = serve_process(env, stderr=err)
     s = Serve(home, proc, port, env, outside, log)
     c = s.client()  # a first call so the audit log exists and holds a session
     assert c.call("read", {"path": "proj/README.md"}).status == 200

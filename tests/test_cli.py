@@ -1,4 +1,7 @@
-"""The ``a2a-bridge`` command as a user runs it: real processes, real signals, real files."""
+"""The ``a2a-bridge`` command as a user runs it: real processes, real signals, real files.
+
+Commands that need no process of their own run in process (the ``cli`` fixture).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,9 @@ import subprocess
 import sys
 import time
 
+import keyring
 import pytest
+from keyring.backends.fail import Keyring as FailKeyring
 
 from .conftest import write_config
 from .helpers import Mcp, read_text
@@ -27,10 +32,6 @@ def cli_env(env, monkeypatch):
     e["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
     write_config(env["config"], {"roots": [env["root"]]})
     return e
-
-
-def run(args, env, **kw):
-    return subprocess.run(EXE + args, env=env, capture_output=True, text=True, timeout=30, **kw)
 
 
 def start_serve(env, *extra):
@@ -77,10 +78,10 @@ def test_serve_sigint(cli_env):
     assert p.wait(10) == 0
 
 
-def test_serve_refuses_malformed_config_exactly(cli_env, env):
+def test_serve_refuses_malformed_config_exactly(env, cli):
     write_config(env["config"], {"approval": {"timeout_s": "soon"}})
     before = read_text(env["config"])
-    r = run(["serve"], cli_env)
+    r = cli("serve")
     assert r.returncode == 1
     assert r.stdout == ""
     assert (
@@ -90,16 +91,28 @@ def test_serve_refuses_malformed_config_exactly(cli_env, env):
     assert read_text(env["config"]) == before
 
 
-def test_token_url_and_client_config(cli_env, env):
+def test_token_url_and_client_config(cli_env, env, cli, monkeypatch):
     p, line = start_serve(cli_env)  # port 0 in config: picked and saved
     p.send_signal(signal.SIGTERM)
     p.wait(10)
     url = line.split()[-1]
-    r = run(["url"], cli_env)
+    # The commands that follow run in this process, with the same surroundings as the server
+    # had: no token in the environment and a keyring that refuses.
+    monkeypatch.delenv("A2A_BRIDGE_TOKEN")
+    previous = keyring.get_keyring()
+    keyring.set_keyring(FailKeyring())
+    try:
+        _token_commands(cli, url)
+    finally:
+        keyring.set_keyring(previous)
+
+
+def _token_commands(cli, url: str) -> None:
+    r = cli("url")
     assert r.returncode == 0 and r.stdout.strip() == url
-    token = run(["token", "show"], cli_env).stdout.strip()
+    token = cli("token", "show").stdout.strip()
     assert len(token) == 43
-    cfg = json.loads(run(["client-config"], cli_env).stdout)
+    cfg = json.loads(cli("client-config").stdout)
     assert cfg == {
         "mcpServers": {
             "omp-host": {
@@ -109,17 +122,18 @@ def test_token_url_and_client_config(cli_env, env):
             }
         }
     }
-    r = run(["token", "rotate"], cli_env)
+    r = cli("token", "rotate")
     assert r.returncode == 0 and token not in r.stdout + r.stderr
-    assert run(["token", "show"], cli_env).stdout.strip() not in ("", token)
+    assert cli("token", "show").stdout.strip() not in ("", token)
 
 
-def test_url_before_first_start_says_so(cli_env):
-    r = run(["url"], cli_env)
+def test_url_before_first_start_says_so(env, cli):
+    write_config(env["config"], {"roots": [env["root"]]})
+    r = cli("url")
     assert r.returncode == 1 and "no port chosen yet" in r.stderr
 
 
-def test_audit_command_pairs_calls(cli_env, env):
+def test_audit_command_pairs_calls(cli_env, env, cli):
     write_config(env["config"], {"roots": [env["root"]], "approval": {"tiers": {"ls": "allow"}}})
     p, line = start_serve(cli_env, "--port", "0")
     port = int(line.rsplit(":", 1)[1].strip("/\n"))
@@ -130,7 +144,7 @@ def test_audit_command_pairs_calls(cli_env, env):
     c.call("nope", {})
     p.send_signal(signal.SIGTERM)
     p.wait(10)
-    r = run(["audit"], cli_env)
+    r = cli("audit")
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 2
     assert " ok " in lines[0] and " ls " in lines[0] and "(cli-test)" in lines[0]

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
@@ -123,12 +121,12 @@ def test_readme_section_is_the_generators_output():
 
 
 @pytest.mark.reveals_token
-def test_cli_for_each_client_and_ssh(env, monkeypatch):
+def test_cli_for_each_client_and_ssh(env, monkeypatch, cli):
     write_config(env["config"], {"roots": [env["root"]], "port": 41234})
-    exe = [sys.executable, "-m", "omp_a2a_bridge.server", "client-config"]
 
     def run(*args: str) -> str:
-        r = subprocess.run([*exe, *args], capture_output=True, text=True, timeout=30, check=True)
+        r = cli("client-config", *args)
+        assert r.returncode == 0, r.stderr
         return r.stdout
 
     for kind in ClientKind:
@@ -139,5 +137,5 @@ def test_cli_for_each_client_and_ssh(env, monkeypatch):
     plain = run("--ssh", "me@host")
     assert plain.splitlines()[1] == "ssh -N -R 127.0.0.1:41234:127.0.0.1:41234 me@host"
     assert json.loads(plain.split("config\n", 1)[1])["mcpServers"]["omp-host"]["url"] == URL
-    bad = subprocess.run([*exe, "--for", "notepad"], capture_output=True, text=True, timeout=30)
+    bad = cli("client-config", "--for", "notepad")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr

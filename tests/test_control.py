@@ -16,16 +16,13 @@ from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
 from omp_a2a_bridge.server.sessions import sid_hash
 
 from .conftest import write_config
-from .control_helpers import Api, WsApprover, login_page_code
-from .helpers import in_thread, read_text, wait_for
+from .control_helpers import Api, WsApprover, login_page_code, with_control
+from .helpers import in_thread, read_text, wait_for, watch_process
 
 
 @pytest.fixture
 def ctl(start_bridge):
-    running = start_bridge({"approval": {"timeout_s": 20}}, control=True)
-    running.info = running.runner.control
-    running.api = Api(running.info)
-    return running
+    return with_control(start_bridge, timeout_s=20)
 
 
 def test_control_file_is_private_and_removed_on_exit(ctl, env):
@@ -309,58 +306,47 @@ def test_websocket_refuses_foreign_origin_and_no_secret(ctl):
 # -- the CLI through the control file ----------------------------------------------------------
 
 
-def _cli(*args, stdin: str | None = None, timeout: float = 20):
-    return subprocess.run(
-        [sys.executable, "-m", "omp_a2a_bridge.server", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=dict(os.environ),
-    )
-
-
-def test_cli_commands_without_a_running_bridge(env):
-    r = _cli("status")
+def test_cli_commands_without_a_running_bridge(env, cli):
+    r = cli("status")
     assert r.returncode == 1 and "a2a-bridge is not running" in r.stderr
 
 
-def test_cli_status_pending_approve_deny_sessions(ctl):
+def test_cli_status_pending_approve_deny_sessions(ctl, cli):
     c = ctl.client("cli-agent")
     ws = WsApprover(ctl.info)  # keeps calls waiting while the CLI decides
     try:
-        r = _cli("status")
+        r = cli("status")
         assert r.returncode == 0 and f"running on {ctl.runner.url}" in r.stdout
-        assert json.loads(_cli("status", "--json").stdout)["counts"]["sessions"] == 1
+        assert json.loads(cli("status", "--json").stdout)["counts"]["sessions"] == 1
         # Session ids are secrets: the listing shows the 12-hex hash every UI shows.
-        listing = _cli("sessions").stdout
+        listing = cli("sessions").stdout
         assert sid_hash(c.sid) in listing and c.sid not in listing, listing
         t, out = in_thread(c.call, "bash", {"command": "echo from-cli"})
         [p] = ctl.pending()
-        listing = _cli("pending").stdout
+        listing = cli("pending").stdout
         assert p.id in listing and "echo from-cli" in listing
-        assert json.loads(_cli("pending", "--json").stdout)["pending"][0]["id"] == p.id
-        r = _cli("approve", p.id)
+        assert json.loads(cli("pending", "--json").stdout)["pending"][0]["id"] == p.id
+        r = cli("approve", p.id)
         assert r.returncode == 0, r.stderr
         t.join(10)
         assert out[0].text == "from-cli"
         t, out = in_thread(c.call, "bash", {"command": "rm -rf /"})
         [p] = ctl.pending()
-        assert _cli("deny", p.id, "--reason", "no way").returncode == 0
+        assert cli("deny", p.id, "--reason", "no way").returncode == 0
         t.join(10)
         assert out[0].text == "denied by the user: no way"
-        r = _cli("approve", "a999")
+        r = cli("approve", "a999")
         assert r.returncode == 1 and "no longer pending" in r.stderr
-        assert _cli("pause").stdout.strip() == "bridge paused"
+        assert cli("pause").stdout.strip() == "bridge paused"
         assert ctl.runner.snapshot().paused is True
-        assert _cli("resume").stdout.strip() == "bridge resumed"
-        r = _cli("end-session", "0123456789ab")
+        assert cli("resume").stdout.strip() == "bridge resumed"
+        r = cli("end-session", "0123456789ab")
         assert r.returncode == 1 and "no live session 0123456789ab" in r.stderr, r
-        r = _cli("end-session", sid_hash(c.sid))  # the hash is enough to end it
+        r = cli("end-session", sid_hash(c.sid))  # the hash is enough to end it
         assert r.returncode == 0 and r.stdout.strip() == f"session {sid_hash(c.sid)} ended", r
         assert c.rpc("ping").status == 404
         other = ctl.client("other")
-        assert _cli("end-session", other.sid).returncode == 0  # the full id still works
+        assert cli("end-session", other.sid).returncode == 0  # the full id still works
         assert other.rpc("ping").status == 404
     finally:
         ws.close()
@@ -368,14 +354,7 @@ def test_cli_status_pending_approve_deny_sessions(ctl):
 
 def test_watch_approves_and_denies_from_piped_input(ctl):
     c = ctl.client("watched")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "omp_a2a_bridge.server", "watch"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ),
-    )
+    proc = watch_process()
     try:
         wait_for(lambda: "terminal (watch)" in ctl.runner.snapshot().approvers)
         t, out = in_thread(c.call, "bash", {"command": "echo watched-ok"})
@@ -402,10 +381,10 @@ def test_watch_approves_and_denies_from_piped_input(ctl):
     assert "→ approve" in stdout and "→ deny" in stdout
 
 
-def test_cli_token_rotate_rotates_the_running_bridge(ctl, memory_keyring):
+def test_cli_token_rotate_rotates_the_running_bridge(ctl, memory_keyring, cli):
     ctl.runner.bridge.tokens.state.source = "keyring"  # the fixture's token came from the env
     old = ctl.runner.token
-    r = _cli("token", "rotate")
+    r = cli("token", "rotate")
     assert r.returncode == 0 and "running bridge" in r.stderr
     assert ctl.runner.token != old
     assert old not in r.stdout + r.stderr and ctl.runner.token not in r.stdout + r.stderr

@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import urllib.parse
 
 import pytest
 
 from .conftest import require_system
 from .control_helpers import Api
-from .helpers import in_thread, read_text, wait_for
+from .helpers import in_thread, read_text, wait_for, watch_process
 from .test_rules import TRICKY
 
 ASKS = "approval required but no approver is available"  # + why, when a path escalated
@@ -72,16 +71,6 @@ def ruled(start_bridge, repo, home):
 def _done(running, call_id=None):
     records = [r for r in running.audit() if r["phase"] == "done"]
     return records[-1] if call_id is None else next(r for r in records if r["id"] == call_id)
-
-
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "omp_a2a_bridge.server", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env=dict(os.environ),
-    )
 
 
 def test_rules_allow_exactly_what_they_say(ruled, home):
@@ -170,7 +159,7 @@ def test_protected_paths_always_ask_whatever_the_rules_say(start_bridge, home):
     assert out[0].text == "denied by the user"
 
 
-def test_always_allow_saves_a_narrow_rule_and_the_cli_removes_it(ruled, env):
+def test_always_allow_saves_a_narrow_rule_and_the_cli_removes_it(ruled, env, cli):
     c = ruled.client("claude-code")
     approver = ruled.runner.attach_approver("test")
     t, out = in_thread(c.call, "bash", {"command": "git log --oneline"})
@@ -198,9 +187,9 @@ def test_always_allow_saves_a_narrow_rule_and_the_cli_removes_it(ruled, env):
     assert cfg["rules"]["keep_me"] == "unknown keys inside rules survive"
     assert "approval" in cfg and "bash" not in cfg["approval"].get("tiers", {})
 
-    listed = json.loads(_cli("rules", "list", "--json").stdout)
+    listed = json.loads(cli("rules", "list", "--json").stdout)
     assert listed["allow"][-1] == "bash(git log *)"
-    r = _cli("rules", "rm", "bash(git log *)")
+    r = cli("rules", "rm", "bash(git log *)")
     assert r.returncode == 0, r.stderr
     assert c.call("bash", {"command": "git log -5"}).text.startswith(ASKS)  # at once, no restart
     assert "bash(git log *)" not in json.loads(read_text(env["config"]))["rules"]["allow"]
@@ -298,30 +287,30 @@ def test_session_grants_are_listed_and_revocable(ruled):
     assert c.call("write", {"path": "g3.txt", "content": "z"}).text.startswith(ASKS)
 
 
-def test_cli_rules_add_test_rm_and_offline(ruled, env):
-    r = _cli("rules", "add", "bash(npm test *)")
+def test_cli_rules_add_test_rm_and_offline(ruled, env, cli):
+    r = cli("rules", "add", "bash(npm test *)")
     assert r.returncode == 0 and "added to rules.allow: bash(npm test *)" in r.stdout
-    r = _cli("rules", "add", "--deny", "bash(git push *)", "--json")
+    r = cli("rules", "add", "--deny", "bash(git push *)", "--json")
     assert json.loads(r.stdout)["deny"] == ["bash(git push *)"]
-    out = _cli("rules", "list").stdout
+    out = cli("rules", "list").stdout
     assert "deny[0]  bash(git push *)" in out and "allow[3]  bash(npm test *)" in out
-    r = _cli("rules", "test", "git status && rm -rf ~")
+    r = cli("rules", "test", "git status && rm -rf ~")
     assert r.returncode == 0 and "asks a human" in r.stdout
-    r = _cli("rules", "test", "git push --force")
+    r = cli("rules", "test", "git push --force")
     assert "is refused: rules.deny[0] bash(git push *)" in r.stdout
-    j = json.loads(_cli("rules", "test", "--json", "npm test --watch").stdout)
+    j = json.loads(cli("rules", "test", "--json", "npm test --watch").stdout)
     assert (j["outcome"], j["rule"]) == ("allow", "bash(npm test *)")
-    r = _cli("rules", "add", "bash(a; b)")
+    r = cli("rules", "add", "bash(a; b)")
     assert r.returncode == 1 and "rules.allow[4]" in r.stderr
-    assert _cli("rules", "rm", "--deny", "0").returncode == 0
+    assert cli("rules", "rm", "--deny", "0").returncode == 0
     assert ruled.runner.snapshot().rules.deny == ()
-    assert _cli("rules", "rm", "bash(not there)").returncode == 1
+    assert cli("rules", "rm", "bash(not there)").returncode == 1
 
     ruled.runner.stop()  # without a bridge, the CLI edits the file
-    assert _cli("rules", "add", "--ask", "write(**/*.lock)").returncode == 0
+    assert cli("rules", "add", "--ask", "write(**/*.lock)").returncode == 0
     saved = json.loads(read_text(env["config"]))
     assert saved["rules"]["ask"] == ["write(**/*.lock)"] and saved["future_key"] == {"x": 1}
-    r = _cli("rules", "test", "git status")
+    r = cli("rules", "test", "git status")
     assert "rules.allow[0] bash(git status)" in r.stdout and "not running" in r.stdout
 
 
@@ -338,14 +327,7 @@ def test_a_bad_rule_stops_the_start(start_bridge, env):
 
 def test_watch_edits_the_proposed_rule_before_saving(ruled, env):
     c = ruled.client("watched")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "omp_a2a_bridge.server", "watch"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ),
-    )
+    proc = watch_process()
     try:
         wait_for(lambda: "terminal (watch)" in ruled.runner.snapshot().approvers)
         t, out = in_thread(c.call, "bash", {"command": "git log --oneline"})
@@ -377,12 +359,12 @@ def test_watch_edits_the_proposed_rule_before_saving(ruled, env):
     assert saved[-2:] == ["bash(git log --oneline)", "bash(git show *)"]
 
 
-def test_cli_approve_with_a_rule(ruled):
+def test_cli_approve_with_a_rule(ruled, cli):
     c = ruled.client()
     approver = ruled.runner.attach_approver("test")
     t, _ = in_thread(c.call, "bash", {"command": "git log -1"})
     [p] = ruled.pending()
-    r = _cli("approve", p.id, "--rule", "bash(git log -1)")
+    r = cli("approve", p.id, "--rule", "bash(git log -1)")
     assert r.returncode == 0, r.stderr
     t.join(10)
     ruled.runner.detach_approver(approver)

@@ -9,6 +9,7 @@ persistence file that changed, means a rule or grant covered what it never may.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import wait_for
+from .helpers import serve_process, wait_for
 from .test_attack_paths import NO_APPROVER, SECRETS, Serve, _leaks, _start, _stop
 
 RULES = {
@@ -49,22 +50,10 @@ def _serve_with_rules(base: Path) -> Serve:
 
 
 def _start_again(base: Path, old: Serve) -> Serve:
-    import subprocess
-    import sys
 
     log = base / "serve2.log"
     with open(log, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
-            env=old.env,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-        )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert "listening on" in line, (line, log.read_text())
-    port = int(line.strip().rsplit(":", 1)[1].strip("/").split("/")[0])
+        proc, port = serve_process(old.env, stderr=err)
     return Serve(old.home, proc, port, old.env, old.outside, log)
 
 
@@ -208,41 +197,25 @@ def prompted(start_bridge, env, tmp_path, monkeypatch):
     ["bash(*)", "bash", "bash(* *)", "read(/**)", "bash(echo *)\nread(~/**)", "mcp__x__y"],
 )
 def test_an_edited_always_allow_rule_cannot_smuggle_a_broad_or_foreign_rule(prompted, edited):
-    from .helpers import in_thread
-
     c = prompted.client()
-    approver = prompted.runner.attach_approver("test")
-    try:
-        t, _ = in_thread(c.call, "bash", {"command": "echo hi"})
-        [p] = wait_pending(prompted)
+    with held_call(prompted, c) as p:
         r = prompted.api.call(
             "POST", f"/api/pending/{p.id}", {"decision": "allow_always", "rule": edited}
         )
         assert r.status == 400 and r.json["error"].startswith("rule not saved: "), r.json
         assert len(prompted.runner.bridge.rules) == 0
         assert prompted.api.call("POST", f"/api/pending/{p.id}", {"decision": "deny"}).status == 200
-        t.join(10)
-    finally:
-        prompted.runner.detach_approver(approver)
     r = c.call("read", {"path": "~/.ssh/id_rsa"})
     assert "SECRET-edited-rule" not in r.text and r.result["isError"]
 
 
 def test_an_edited_rule_for_the_same_tool_is_still_saved(prompted):
-    from .helpers import in_thread
-
     c = prompted.client()
-    approver = prompted.runner.attach_approver("test")
-    try:
-        t, _ = in_thread(c.call, "bash", {"command": "echo hi"})
-        [p] = wait_pending(prompted)
+    with held_call(prompted, c) as p:
         r = prompted.api.call(
             "POST", f"/api/pending/{p.id}", {"decision": "allow_always", "rule": "bash(echo *)"}
         )
         assert r.status == 200, r.json
-        t.join(10)
-    finally:
-        prompted.runner.detach_approver(approver)
     assert "there" in c.call("bash", {"command": "echo there"}).text
 
 
@@ -251,6 +224,22 @@ def wait_pending(running):
 
     wait_for(lambda: running.runner.snapshot().pending)
     return list(running.runner.snapshot().pending)
+
+
+@contextlib.contextmanager
+def held_call(running, c, command: str = "echo hi"):
+    """A bash call waiting for a human while a test approver is attached: yields its pending
+    entry; the block decides it, and the call has ended when the block is left."""
+    from .helpers import in_thread
+
+    approver = running.runner.attach_approver("test")
+    try:
+        t, _ = in_thread(c.call, "bash", {"command": command})
+        [p] = wait_pending(running)
+        yield p
+        t.join(10)
+    finally:
+        running.runner.detach_approver(approver)
 
 
 # -- upstream tools: rules, pins and protected paths ------------------------------------------
@@ -332,37 +321,29 @@ def test_grep_more_matches_count_is_no_oracle(ruled):
 EVIL_CLIENT = "evil\x1b]0;pwned\x07\x1b[2J\u202egnp.exe"
 
 
-def test_rules_list_renders_a_grant_safely_and_never_shows_the_session_id(prompted):
-    from .helpers import Mcp, in_thread
-    from .test_rules_http import _cli
+def test_rules_list_renders_a_grant_safely_and_never_shows_the_session_id(prompted, cli):
+    from .helpers import Mcp
 
     c = Mcp(prompted.port, client=EVIL_CLIENT)
     c.initialize()
-    approver = prompted.runner.attach_approver("test")
-    try:
-        t, _ = in_thread(c.call, "bash", {"command": "echo hi"})
-        [p] = wait_pending(prompted)
+    with held_call(prompted, c) as p:
         assert prompted.runner.decide(p.id, "allow_session")
-        t.join(10)
-    finally:
-        prompted.runner.detach_approver(approver)
     assert prompted.runner.snapshot().grants
     for args in (["rules", "list"], ["rules", "list", "--json"]):
-        out = _cli(*args)
+        out = cli(*args)
         assert out.returncode == 0, out.stderr
         assert "\x1b" not in out.stdout and "\u202e" not in out.stdout, out.stdout
-    text = _cli("rules", "list").stdout
+    text = cli("rules", "list").stdout
     assert "session grant  bash  for evil" in text
     assert c.sid is not None and c.sid[:8] not in text, text  # the hash, not the id
 
 
-def test_an_upstream_servers_stderr_reaches_no_terminal_raw(start_bridge, env):
+def test_an_upstream_servers_stderr_reaches_no_terminal_raw(start_bridge, env, cli):
     """A server's stderr and exit reason are its words: ``a2a-bridge servers`` and the status
     API show them rendered safe, like agent text."""
     import sys
 
     from .control_helpers import Api
-    from .test_rules_http import _cli
 
     script = (
         "import sys; print('bad \\x1b]0;pwned\\x07\\x1b[2J\\u202egnp.exe \\x9b31m', "
@@ -377,7 +358,7 @@ def test_an_upstream_servers_stderr_reaches_no_terminal_raw(start_bridge, env):
         return any(s.state == "failed" for s in running.runner.snapshot().servers)
 
     wait_for(failed, 20)
-    out = _cli("servers")
+    out = cli("servers")
     assert out.returncode == 0, out.stderr
     assert "bad" in out.stdout and "pwned" in out.stdout
     for raw in ("\x1b", "\x07", "\u202e", "\x9b"):
@@ -387,17 +368,9 @@ def test_an_upstream_servers_stderr_reaches_no_terminal_raw(start_bridge, env):
 
 
 def test_allow_for_this_session_on_bash_never_covers_a_protected_path(prompted):
-    from .helpers import in_thread
-
     c = prompted.client()
-    approver = prompted.runner.attach_approver("test")
-    try:
-        t, _ = in_thread(c.call, "bash", {"command": "echo hi"})
-        [p] = wait_pending(prompted)
+    with held_call(prompted, c) as p:
         assert prompted.runner.decide(p.id, "allow_session")
-        t.join(10)
-    finally:
-        prompted.runner.detach_approver(approver)
     assert "granted" in c.call("bash", {"command": "echo granted"}).text
     for command in ("cat ~/.ssh/id_rsa", "cd ~ && cat .ssh/id_*", "cp /dev/null ~/.bashrc"):
         r = c.call("bash", {"command": command})

@@ -17,31 +17,9 @@ import pytest
 from omp_a2a_bridge.server.tools.fileio import glob_regex, is_binary, walk_files
 from omp_a2a_bridge.server.tools.rg import rg_path
 
-from .helpers import in_thread, wait_for
+from .helpers import err, in_thread, ok, put, wait_for
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process checks")
-
-
-def put(root, rel, data):
-    path = os.path.join(root, rel)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    with open(path, "wb") as f:
-        f.write(data)
-    return path
-
-
-def ok(r):
-    assert r.status == 200, r
-    assert r.result["isError"] is False, r.result
-    return r.text
-
-
-def err(r):
-    assert r.status == 200, r
-    assert r.result["isError"] is True, r.result
-    return r.text
 
 
 def rg_children() -> list[int]:

@@ -12,31 +12,7 @@ import time
 import pytest
 from PIL import Image
 
-from .helpers import in_thread, read_text, wait_for
-
-
-def put(root, rel, data):
-    path = os.path.join(root, rel)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    with open(path, mode) as f:
-        f.write(data)
-    return path
-
-
-def ok(r):
-    assert r.status == 200, r
-    assert r.result["isError"] is False, r.result
-    return r.text
-
-
-def err(r):
-    assert r.status == 200, r
-    assert r.result["isError"] is True, r.result
-    text = r.text
-    assert "Traceback" not in text
-    return text
-
+from .helpers import err, in_thread, ok, put, read_text, wait_for
 
 # -- catalogue -------------------------------------------------------------------------------
 

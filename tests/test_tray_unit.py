@@ -16,6 +16,8 @@ from omp_a2a_bridge.tray.dispatch import Dispatcher
 from omp_a2a_bridge.tray.icons import COLORS, IconState, render_icon, state_for
 from omp_a2a_bridge.tray.menu import menu_model, notification_for, pending_label, title
 
+from .helpers import wait_for
+
 NOW = 1_000_000.0
 
 
@@ -283,6 +285,11 @@ def test_clipboard_success_failure_and_hang():
 # -- dispatcher ---------------------------------------------------------------------------------
 
 
+def _no_timer_armed() -> bool:
+    """No dispatcher flush is scheduled or running: every ``threading.Timer`` has finished."""
+    return not any(isinstance(t, threading.Timer) and t.is_alive() for t in threading.enumerate())
+
+
 def test_dispatcher_coalesces_bursts_and_keeps_the_latest():
     applied = []
     done = threading.Event()
@@ -294,11 +301,11 @@ def test_dispatcher_coalesces_bursts_and_keeps_the_latest():
 
     d = Dispatcher(apply, interval=0.2)
     d.submit(0)  # first change after quiet: goes out at once
-    time.sleep(0.05)
+    wait_for(lambda: applied == [0], timeout=2)
     for i in range(1, 100):
         d.submit(i)
     assert done.wait(2)
-    time.sleep(0.3)
+    wait_for(_no_timer_armed, timeout=5)  # nothing left that could apply again
     assert applied[0] == 0 and applied[-1] == 99
     assert len(applied) == 2  # 100 submissions, 2 UI updates
 
@@ -309,9 +316,9 @@ def test_dispatcher_posts_through_the_ui_poster_and_stops_when_closed():
         lambda x: posted.append(("applied", x)), 0.01, post=lambda fn: (posted.append("post"), fn())
     )
     d.submit(1)
-    time.sleep(0.1)
+    wait_for(lambda: len(posted) == 2, timeout=2)
     assert posted == ["post", ("applied", 1)]
     d.close()
     d.submit(2)
-    time.sleep(0.1)
+    wait_for(_no_timer_armed, timeout=5)  # a submit after close armed nothing that could post
     assert posted == ["post", ("applied", 1)]

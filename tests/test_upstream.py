@@ -436,7 +436,12 @@ def test_http_upstream_lists_calls_cancels_and_refreshes(start_bridge, http_upst
     wait_for(lambda: "mcp__h__extra" in [t["name"] for t in c.rpc("tools/list").result["tools"]])
 
 
-def test_http_upstream_reconnects_after_it_comes_back(start_bridge, state):
+def test_http_upstream_reconnects_after_it_comes_back(start_bridge, state, monkeypatch):
+    from omp_a2a_bridge.server import upstream
+
+    # Retries stay automatic; only their back-off is capped lower than 30 s, so the test does
+    # not sit out a doubled wait while the server's process starts again.
+    monkeypatch.setattr(upstream, "BACKOFF_MAX_S", 1.0)
     port = free_port()
     cmd = [sys.executable, "-m", "tests.upstream_server", "--state", state, "--http", str(port)]
     proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True)
@@ -478,11 +483,10 @@ def test_sdk_client_drives_an_upstream_tool(upstream):
 # -- the UIs: snapshot, control API, CLI, tray menu ------------------------------------------------
 
 
-def test_servers_in_status_api_cli_and_restart(start_bridge, state, tmp_path):
+def test_servers_in_status_api_cli_and_restart(start_bridge, state, tmp_path, cli):
     from omp_a2a_bridge.server.views import snapshot_json
 
     from .control_helpers import Api
-    from .test_control import _cli
 
     cfg = {
         "mcp_servers": {"t": stdio_spec(state), "gone": {"command": str(tmp_path / "missing")}},
@@ -511,16 +515,16 @@ def test_servers_in_status_api_cli_and_restart(start_bridge, state, tmp_path):
     wait_for(lambda: len(lines(state, "starts")) > starts, 30)
     assert ready(running).restarts >= 1
 
-    out = _cli("status")
+    out = cli("status")
     assert "upstream MCP servers: 1 of 2 ready" in out.stdout
-    out = _cli("servers", "--json")
+    out = cli("servers", "--json")
     assert out.returncode == 0, out.stderr
     assert [s["name"] for s in json.loads(out.stdout)["servers"]] == ["t", "gone"]
-    out = _cli("servers")
+    out = cli("servers")
     assert out.returncode == 0
     assert "t  ready  10 tool(s)  stdio:" in out.stdout
     assert "gone  failed  0 tool(s)" in out.stdout and "last error: cannot start it" in out.stdout
-    out = _cli("servers", "--restart", "gone")
+    out = cli("servers", "--restart", "gone")
     assert out.returncode == 0 and "restarting" in out.stdout
 
 

@@ -48,7 +48,22 @@ class XSession:
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
-            time.sleep(0.5)
+            self._wait_for_tray_host(self.tray)
+
+    def _wait_for_tray_host(self, tray: subprocess.Popen, timeout: float = 10.0) -> None:
+        """Until trayer owns the system-tray selection: icons docked before that are lost."""
+        from Xlib import X, display
+
+        conn = display.Display(self.display)
+        try:
+            selection = conn.intern_atom("_NET_SYSTEM_TRAY_S0")
+            deadline = time.monotonic() + timeout
+            while conn.get_selection_owner(selection) == X.NONE:
+                if time.monotonic() > deadline or tray.poll() is not None:
+                    raise RuntimeError("trayer did not take the system tray")
+                time.sleep(0.02)
+        finally:
+            conn.close()
 
     def close(self) -> None:
         for p in (self.tray, self.xvfb):

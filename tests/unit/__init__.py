@@ -1,0 +1,1 @@
+"""The unit layer: pure modules, no sockets, no threads, no processes."""

@@ -1,0 +1,146 @@
+"""server/audit.py: redaction and record capping as pure functions (no log file, no thread)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from omp_a2a_bridge.server import audit
+from omp_a2a_bridge.server.audit import (
+    ARGS_CAP,
+    FIELD_CAP,
+    RECORD_CAP,
+    REDACT_OVER,
+    args_text,
+    cap_record,
+    fit_text,
+    pair_calls,
+    redact,
+)
+
+
+def sha8(s: str) -> str:
+    return hashlib.sha256(s.encode()).hexdigest()[:8]
+
+
+def line_bytes(line: str) -> int:
+    return len((line + "\n").encode("utf-8", "replace"))
+
+
+def test_redact_hashes_long_strings_at_any_depth_and_keeps_short_ones():
+    long = "s" * (REDACT_OVER + 1)
+    assert redact("s" * REDACT_OVER) == "s" * REDACT_OVER
+    assert redact(long) == f"<len:{REDACT_OVER + 1},sha256:{sha8(long)}>"
+    assert redact({"a": [1, {"b": long}], long: True}) == {
+        "a": [1, {"b": redact(long)}],
+        redact(long): True,  # keys too
+    }
+    assert redact((1, "x")) == [1, "x"] and redact(None) is None and redact(2.5) == 2.5
+
+
+def test_redact_cuts_deep_nesting():
+    deep: object = "leaf"
+    for _ in range(audit.MAX_DEPTH + 5):
+        deep = [deep]
+    assert "<max-depth>" in json.dumps(redact(deep))
+
+
+def test_fit_text_keeps_what_fits_and_marks_the_cut():
+    assert fit_text("short", 10) == "short"
+    cut = fit_text("x" * 100, 10)
+    assert cut.endswith("…") and len(json.dumps(cut, ensure_ascii=False).encode()) - 2 <= 10
+    # Escapes count at their encoded size: a control character is 6 bytes in a JSON line.
+    ctrl = fit_text("\x01" * 10, 13)
+    assert ctrl == "\x01…"
+
+
+def test_args_text_redacts_content_but_keeps_bash_commands_verbatim():
+    content = "c" * 500
+    text = args_text({"path": "a.txt", "content": content}, "write")
+    assert json.loads(text) == {"path": "a.txt", "content": redact(content)}
+    command = "echo " + "y" * 300
+    assert json.loads(args_text({"command": command}, "bash")) == {"command": command}
+
+
+def test_a_huge_bash_command_keeps_its_head_length_and_hash_within_the_budget():
+    command = "rm -rf ~/" + "z" * 50_000
+    text = args_text({"command": command, "timeout": 5}, "bash")
+    assert len(text.encode()) <= ARGS_CAP + 2  # the budget is JSON-line bytes
+    got = json.loads(text)
+    assert got["timeout"] == 5
+    assert got["command"].startswith("rm -rf ~/zzz")
+    assert got["command"].endswith(f"…<len:{len(command)},sha256:{sha8(command)}>")
+
+
+def test_args_text_of_other_tools_is_capped():
+    many = {f"k{i}": i for i in range(1000)}
+    text = args_text(many, "read")
+    assert len(text) == ARGS_CAP + 1 and text.endswith("…")
+
+
+def test_cap_record_fast_path_is_plain_json():
+    rec = {"phase": "done", "tool": "ls", "id": "c1", "args": {"path": "."}, "ms": 3}
+    assert json.loads(cap_record(rec)) == {**rec, "args": '{"path":"."}'}
+
+
+def test_cap_record_caps_every_client_field_and_the_whole_line():
+    rec = {
+        "phase": "start",
+        "tool": "t" * 10_000,
+        "client": "é" * 10_000,  # two bytes each in UTF-8
+        "extra": {"nested": ["x" * 5000]},
+        "args": {"command": "q" * 100_000},
+    }
+    line = cap_record(rec | {"tool": "bash"})
+    assert line_bytes(line) <= RECORD_CAP
+    got = json.loads(line)
+    assert len(got["client"]) == FIELD_CAP and got["client"].endswith("…")
+    assert len(got["extra"]) <= FIELD_CAP
+    assert got["args"].startswith('{"command":"qqq')
+    # A long tool name is capped too.
+    assert len(json.loads(cap_record(rec))["tool"]) == FIELD_CAP
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["tool", "client", "reason", "args", "path", "n"]),
+        st.one_of(
+            st.text(max_size=3000),
+            st.integers(),
+            st.none(),
+            st.lists(st.text(max_size=800), max_size=8),
+            st.dictionaries(st.text(max_size=50), st.text(max_size=2000), max_size=5),
+        ),
+    ),
+    st.sampled_from(["bash", "write", "read"]),
+)
+def test_every_record_fits_the_cap_and_stays_valid_json(rec, tool):
+    line = cap_record({**rec, "tool": rec.get("tool", tool)})
+    assert "\n" not in line
+    assert line_bytes(line) <= RECORD_CAP
+    json.loads(line)
+
+
+def test_pair_calls_joins_by_id_in_order_and_keeps_hung_calls():
+    records = [
+        {"id": "a", "phase": "start"},
+        {"id": "b", "phase": "start"},
+        {"id": "a", "phase": "done", "outcome": "ok"},
+        {"id": 5, "phase": "start"},  # not a call id: skipped
+        {"phase": "done"},
+    ]
+    pairs = pair_calls(records)
+    assert [p["id"] for p in pairs] == ["a", "b"]
+    assert pairs[0]["done"] == {"id": "a", "phase": "done", "outcome": "ok"}
+    assert pairs[1]["done"] is None
+
+
+@pytest.mark.parametrize("value", [float("nan"), object()])
+def test_unserializable_values_do_not_break_a_record(value):
+    line = cap_record({"phase": "done", "weird": value})
+    assert line_bytes(line) <= RECORD_CAP

@@ -1,0 +1,85 @@
+"""server/tools/bashpaths.py: which protected locations a shell command names, on a tmp home."""
+
+from __future__ import annotations
+
+import pytest
+
+from omp_a2a_bridge.server.paths import EscalationKind, PathPolicy
+from omp_a2a_bridge.server.tools.bashpaths import (
+    MAX_COMMAND_CHARS,
+    arguments_escalation,
+    command_escalation,
+    tokens,
+)
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    h = tmp_path / "home"
+    (h / ".ssh").mkdir(parents=True)
+    (h / ".ssh" / "id_rsa").write_text("KEY")
+    (h / ".aws").mkdir()
+    (h / ".aws" / "credentials").write_text("AWS")
+    (h / "proj" / "sub").mkdir(parents=True)
+    (h / "proj" / "notes.txt").write_text("ok")
+    monkeypatch.setenv("HOME", str(h))  # "~" in a command is this home
+    monkeypatch.setenv("SECRET_DIR", str(h / ".ssh"))
+    return h
+
+
+@pytest.fixture
+def policy(home) -> PathPolicy:
+    return PathPolicy([str(home / "proj")], home=str(home), scan_identities=False)
+
+
+def test_tokens_split_unquote_expand_braces_and_sub_words(monkeypatch):
+    monkeypatch.setenv("D", "/etc")
+    found = tokens("cat 'a b'|grep x; cp {one,two}.txt --out=dir/f $D/passwd file:///x/y")
+    for t in ("cat", "a", "b", "grep", "one.txt", "two.txt", "--out", "dir/f", "/x/y"):
+        assert t in found, t
+    assert "/etc/passwd" in found and "$D/passwd" in found  # as written and expanded
+    assert len(found) == len(set(found))  # no duplicates, first-seen order
+    assert tokens("") == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat ~/.ssh/id_rsa",
+        "cat ../.ssh/id_rsa",
+        "cat $SECRET_DIR/id_rsa",
+        'cat "$HOME"/.aws/credentials',
+        "cat ~/.s{s,x}h/id_rsa",
+        "cat ~/.ssh/id_*",
+        "cd .. && cat .aws/credentials",
+        "cd ~/.ssh; cat id_rsa",
+        "git -C ~/.ssh status",
+        "cp x file://localhost" + "{home}/.ssh/id_rsa",
+        "echo k >> ~/.ssh/authorized_keys",
+        "cat ~/.bashrc",  # persistence counts for bash: a command may write
+    ],
+)
+def test_commands_that_name_a_protected_location_escalate(home, policy, command):
+    esc = command_escalation(command.replace("{home}", str(home)), str(home / "proj"), policy)
+    assert esc is not None and esc.always_asks, command
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["ls", "cat notes.txt", "cd sub && ls", "grep -r TODO .", "echo .ssh is a folder name"],
+)
+def test_ordinary_commands_do_not(home, policy, command):
+    assert command_escalation(command, str(home / "proj"), policy) is None
+
+
+def test_a_command_too_long_to_check_always_asks(home, policy):
+    esc = command_escalation("x" * (MAX_COMMAND_CHARS + 1), str(home / "proj"), policy)
+    assert esc is not None and esc.kind is EscalationKind.PROTECTED
+    assert "too long to check" in esc.category
+
+
+def test_arguments_of_unknown_tools_are_judged_from_the_first_root(home, policy):
+    assert arguments_escalation({"q": "hello", "n": [1, "notes.txt"]}, policy) is None
+    esc = arguments_escalation({"opts": {"files": ["ok", "../.aws/credentials"]}}, policy)
+    assert esc is not None and esc.always_asks
+    assert arguments_escalation({"deep": [[[["~/.ssh/id_rsa"]]]]}, policy) is not None

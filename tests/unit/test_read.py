@@ -1,0 +1,193 @@
+"""server/tools/files.py + fileio.py: read's line, offset and cut logic on a tmp tree.
+
+No bridge: the tool runs with a :class:`ToolContext` over a real :class:`PathPolicy`; the
+streaming helpers run on in-memory buffered readers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import io
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from omp_a2a_bridge.server.config import Limits
+from omp_a2a_bridge.server.paths import PathPolicy
+from omp_a2a_bridge.server.tools.base import ToolContext, ToolError
+from omp_a2a_bridge.server.tools.fileio import glob_regex, image_type, io_error, is_binary
+from omp_a2a_bridge.server.tools.files import (
+    STOP,
+    ReadTool,
+    _bounded_lines,
+    _skip_lines,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    return root
+
+
+def ctx(root, **limits: Any) -> ToolContext:
+    policy = PathPolicy([str(root)], scan_identities=False)
+    return ToolContext("c1", "s1", "pytest", policy, replace(Limits(), **limits))
+
+
+def read(root, path: str, streamed: bool = False, **kw: Any) -> str:
+    """The text of a read: on the loop (small files) or streamed in a worker (large ones)."""
+    args = {"path": path, **{k: v for k, v in kw.items() if k in ("offset", "limit")}}
+    limits = {k: v for k, v in kw.items() if k not in ("offset", "limit")}
+    tool = ReadTool()
+    if streamed:
+        # inline 0: every non-empty file is streamed in constant memory, in a worker thread
+        result = asyncio.run(tool.run(args, ctx(root, inline_read_max_bytes=0, **limits)))
+    else:
+        result = tool.run_now(args, ctx(root, **limits))
+        assert result is not None
+    return result.content[0]["text"]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_numbered_lines_offset_limit_and_the_next_offset(tree, streamed):
+    (tree / "f.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
+    text = read(tree, "f.txt", streamed)
+    assert text.splitlines()[0] == "    1\tline 1" and text.endswith("   10\tline 10")
+    text = read(tree, "f.txt", streamed, offset=4, limit=3)
+    lines = ["    4\tline 4", "    5\tline 5", "    6\tline 6"]
+    assert text == "\n".join([*lines, "… more lines follow; continue with offset=7"])
+    assert read(tree, "f.txt", streamed, offset=10) == "   10\tline 10"
+    with pytest.raises(ToolError, match=r"f\.txt: has 10 lines; offset 11 is past the end"):
+        read(tree, "f.txt", streamed, offset=11)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_crlf_no_final_newline_and_empty_files(tree, streamed):
+    (tree / "crlf.txt").write_bytes(b"a\r\nb")
+    assert read(tree, "crlf.txt", streamed) == "    1\ta\n    2\tb"
+    (tree / "empty.txt").write_bytes(b"")
+    assert read(tree, "empty.txt", streamed) == "empty.txt: (empty file)"
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_long_lines_are_cut_and_say_so(tree, streamed):
+    (tree / "long.txt").write_text("x" * 50 + "\nshort\n")
+    text = read(tree, "long.txt", streamed, read_line_max_chars=10)
+    first, second = text.split("\n")
+    assert first.startswith("    1\txxxxxxxxxx… [line cut: ")
+    assert second == "    2\tshort"
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_the_byte_cap_stops_with_a_continuation(tree, streamed):
+    (tree / "f.txt").write_text("".join(f"{i:04d}\n" for i in range(100)))
+    text = read(tree, "f.txt", streamed, read_max_bytes=30)
+    assert text.endswith("… more lines follow; continue with offset=4")
+    assert text.count("\t") == 3
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_binary_is_refused_and_images_come_back_as_images(tree, streamed):
+    (tree / "bin").write_bytes(b"abc\x00def")
+    with pytest.raises(ToolError, match="bin: binary file \\(7 bytes\\)"):
+        read(tree, "bin", streamed)
+    (tree / "i.png").write_bytes(PNG)
+    c = ctx(tree, inline_read_max_bytes=0 if streamed else 64 * 1024)
+    tool = ReadTool()
+    result = tool.run_now({"path": "i.png"}, c) or asyncio.run(tool.run({"path": "i.png"}, c))
+    assert result.content[0]["type"] == "image" and result.content[0]["mimeType"] == "image/png"
+    with pytest.raises(ToolError, match="over the 8-byte limit"):
+        read(tree, "i.png", streamed, image_max_bytes=8)
+
+
+def test_missing_files_and_directories_say_what_is_wrong(tree):
+    (tree / "d").mkdir()
+    with pytest.raises(ToolError, match=r"^nope\.txt: not found$"):
+        ReadTool().run_now({"path": "nope.txt"}, ctx(tree))
+    with pytest.raises(ToolError, match="d: is a directory"):
+        read(tree, "d", streamed=True)
+
+
+def buffered(data: bytes) -> io.BufferedReader:
+    return io.BufferedReader(io.BytesIO(data), buffer_size=16)
+
+
+@pytest.mark.parametrize(
+    ("data", "n", "passed", "rest"),
+    [
+        (b"a\nb\nc\n", 2, 2, b"c\n"),
+        (b"a\nb\nc", 5, 3, b""),  # a last line without a newline counts
+        (b"a\nb\n", 5, 2, b""),
+        (b"", 3, 0, b""),
+        (b"a\n" * 1000, 999, 999, b"a\n"),
+    ],
+)
+def test_skip_lines(data, n, passed, rest):
+    f = buffered(data)
+    assert _skip_lines(f, n) == passed
+    assert f.read() == rest
+
+
+def test_bounded_lines_cuts_a_line_over_budget_and_skips_its_rest():
+    f = buffered(b"short\n" + b"y" * 100 + b"\nnext\n")
+    got = list(_bounded_lines(f, 1, 10))
+    assert got[0] == (1, "short\n")
+    number, cut = got[1]
+    assert number == 2 and cut.text == "y" * 10 and cut.text_len == 10
+    assert got[2] == (3, "next\n") and len(got) == 3
+
+
+def test_bounded_lines_stops_when_the_rest_of_a_line_is_too_far(monkeypatch):
+    from omp_a2a_bridge.server.tools import files
+
+    monkeypatch.setattr(files, "SKIP_BUDGET", 32)
+    got = list(_bounded_lines(buffered(b"z" * 1000 + b"\nlater\n"), 7, 10))
+    assert got[0][0] == 7 and got[1] == (8, STOP) and len(got) == 2
+
+
+@pytest.mark.parametrize(
+    ("head", "mime"),
+    [
+        (PNG, "image/png"),
+        (b"\xff\xd8\xff\xe0", "image/jpeg"),
+        (b"GIF89a..", "image/gif"),
+        (b"RIFF\x00\x00\x00\x00WEBPVP8 ", "image/webp"),
+        (b"RIFF\x00\x00\x00\x00WAVE", None),
+        (b"plain", None),
+    ],
+)
+def test_image_type(head, mime):
+    assert image_type(head) == mime
+
+
+def test_is_binary_and_io_error_texts():
+    assert is_binary(b"a\x00") and not is_binary("é".encode())
+    assert str(io_error(OSError(errno.EACCES, "x"), "a.txt")) == "a.txt: permission denied"
+    assert str(io_error(OSError(errno.EIO, "Input/output error"), "b")) == "b: input/output error"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "path", "hit"),
+    [
+        ("*.py", "a.py", True),
+        ("*.py", "deep/er/a.py", True),  # no slash: any depth
+        ("*.py", "a.pyc", False),
+        ("src/*.py", "src/a.py", True),
+        ("src/*.py", "src/x/a.py", False),
+        ("src/**/*.py", "src/x/y/a.py", True),
+        ("src/**/*.py", "src/a.py", True),
+        ("?.txt", "a.txt", True),
+        ("?.txt", "ab.txt", False),
+        ("[!a]*.md", "b.md", True),
+        ("[!a]*.md", "a.md", False),
+        ("[abc.txt", "[abc.txt", True),  # an unclosed bracket is literal
+    ],
+)
+def test_glob_regex(pattern, path, hit):
+    assert (glob_regex(pattern).match(path) is not None) is hit
