@@ -1,4 +1,4 @@
-"""server/tools/files.py + fileio.py: read's line, offset and cut logic on a tmp tree.
+"""server/tools/read.py + fileio.py: read's line, offset and cut logic on a tmp tree.
 
 No bridge: the tool runs with a :class:`ToolContext` over a real :class:`PathPolicy`; the
 streaming helpers run on in-memory buffered readers.
@@ -18,7 +18,7 @@ from omp_a2a_bridge.server.config import Limits
 from omp_a2a_bridge.server.paths import PathPolicy
 from omp_a2a_bridge.server.tools.base import ToolContext, ToolError
 from omp_a2a_bridge.server.tools.fileio import glob_regex, image_type, io_error, is_binary
-from omp_a2a_bridge.server.tools.files import (
+from omp_a2a_bridge.server.tools.read import (
     STOP,
     ReadTool,
     _bounded_lines,
@@ -144,7 +144,7 @@ def test_bounded_lines_cuts_a_line_over_budget_and_skips_its_rest():
 
 
 def test_bounded_lines_stops_when_the_rest_of_a_line_is_too_far(monkeypatch):
-    from omp_a2a_bridge.server.tools import files
+    from omp_a2a_bridge.server.tools import read as files
 
     monkeypatch.setattr(files, "SKIP_BUDGET", 32)
     got = list(_bounded_lines(buffered(b"z" * 1000 + b"\nlater\n"), 7, 10))
