@@ -186,8 +186,9 @@ def _unescape_dquoted(raw: str) -> str:
 class _Walker:
     """Turns a tree-sitter tree into simple commands, noting the first reason it is unsafe."""
 
-    def __init__(self, depth: int) -> None:
+    def __init__(self, depth: int, wrappers: bool = True) -> None:
         self.depth = depth
+        self.wrappers = wrappers  # also list the commands wrappers run (not for rule patterns)
         self.unsafe: str | None = None
         self.commands: list[SimpleCommand] = []
         self.everywhere: list[SimpleCommand] = []
@@ -331,6 +332,23 @@ class _Walker:
         self.check_program(cmd)
         if _piped_into(node):
             self.check_stdin_is_code(cmd)
+        if self.wrappers:
+            self.check_wrapped(cmd)
+
+    def check_wrapped(self, cmd: SimpleCommand, depth: int = 0) -> None:
+        """``timeout 5 git push``, ``nice sh -c …``, ``xargs rm``, ``find -exec rm {} ;``: the
+        command a wrapper runs is a simple command of the call too, so a deny rule sees it,
+        an allow rule must cover it as well, and ``sh -c`` inside it stays unallowable."""
+        inner, why = _wrapped(cmd.words)
+        if why is not None:
+            self.flag(why)
+        for words in inner:
+            sub = SimpleCommand(_normalise(list(words)))
+            self.commands.append(sub)
+            self.everywhere.append(sub)
+            self.check_program(sub)
+            if depth < REENTRY_DEPTH:
+                self.check_wrapped(sub, depth + 1)
 
     def check_stdin_is_code(self, cmd: SimpleCommand) -> None:
         """``curl x | sh``: a shell, or an interpreter given no script, runs its stdin."""
@@ -376,6 +394,77 @@ class _Walker:
             texts.append(" ".join(w.text for w in rest))  # eval joins its arguments
         for text in texts:
             self.everywhere.extend(analyze(text, self.depth + 1).everywhere)
+
+
+# Programs that run the command given in their arguments: the options that take a separate
+# value, and how many positional words come before the command (timeout's DURATION).
+_WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
+    "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
+    "nice": (frozenset({"-n", "--adjustment"}), 0),
+    "nohup": (frozenset(), 0),
+    "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
+    "ionice": (frozenset({"-c", "-n", "-p", "-P", "-u", "--class", "--classdata"}), 0),
+    "setsid": (frozenset(), 0),
+    "time": (frozenset({"-f", "-o", "--format", "--output"}), 0),
+    "caffeinate": (frozenset({"-t", "-w"}), 0),
+    "sudo": (frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}), 0),
+    "doas": (frozenset({"-u", "-C"}), 0),
+    "chrt": (frozenset(), 1),
+    "taskset": (frozenset(), 1),
+    "flock": (frozenset({"-w", "--timeout", "-E", "--conflict-exit-code"}), 1),
+    "xargs": (
+        frozenset({"-I", "-n", "-P", "-d", "-E", "-L", "-s", "-a", "--arg-file", "--delimiter",
+                   "--max-args", "--max-procs", "--max-lines", "--max-chars", "--eof",
+                   "--process-slot-var"}),
+        0,
+    ),
+}  # fmt: skip
+# Wrappers whose command is a string for ``sh -c`` (or that cannot be read reliably).
+_SHELL_WRAPPERS = frozenset(
+    {"watch", "script", "parallel", "su", "runuser", "pkexec", "systemd-run", "nsenter",
+     "unshare", "firejail", "bwrap", "chroot", "strace", "ltrace", "unbuffer", "entr"}
+)  # fmt: skip
+_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+
+
+def _wrapped(words: Sequence[Word]) -> tuple[list[tuple[Word, ...]], str | None]:
+    """The commands a wrapper (``timeout``, ``xargs``, ``find -exec``...) runs, and a reason
+    when it runs one that cannot be told from its words."""
+    i = _program_index(words)
+    if i is None or not words[i].literal:
+        return [], None
+    base = words[i].text.rsplit("/", 1)[-1]
+    rest = list(words[i + 1 :])
+    if base == "find":
+        out: list[tuple[Word, ...]] = []
+        for j, w in enumerate(rest):
+            if w.literal and w.text in _FIND_EXEC:
+                end = next(
+                    (k for k in range(j + 1, len(rest)) if rest[k].text in (";", "+")), len(rest)
+                )
+                if end > j + 1:
+                    out.append(tuple(rest[j + 1 : end]))
+        return out, None
+    if base in _SHELL_WRAPPERS and rest:
+        return [], f"{base} runs a command this check cannot read"
+    if base == "flock" and any(w.text in ("-c", "--command") for w in rest):
+        return [], "flock -c runs a string as shell code"
+    spec = _WRAPPERS.get(base)
+    if spec is None:
+        return [], None
+    valued, positional = spec
+    j = 0
+    while j < len(rest) and rest[j].text.startswith("-") and rest[j].text != "-":
+        opt = rest[j].text
+        j += 1
+        if opt == "--":
+            break
+        if opt in valued:
+            j += 1
+    j += positional
+    if j >= len(rest):
+        return [], None
+    return [tuple(rest[j:])], None
 
 
 def _piped_into(node: tree_sitter.Node) -> bool:
@@ -444,14 +533,14 @@ def _analyze_cached(command: str, depth: int) -> Analysis:
     return _analyze(command, depth)
 
 
-def _analyze(command: str, depth: int) -> Analysis:
+def _analyze(command: str, depth: int, wrappers: bool = True) -> Analysis:
     if len(command) > COMMAND_MAX:
         return Analysis((), (), f"a command over {COMMAND_MAX} characters")
     if "\x00" in command:
         return Analysis((), (), "a NUL byte in the command")
     tree = _parser().parse(command.encode("utf-8", "surrogatepass"))
     root = tree.root_node
-    w = _Walker(depth)
+    w = _Walker(depth, wrappers)
     w.walk(root)
     # Commands inside substitutions, here-doc bodies and control flow: for deny and ask rules.
     seen = {id(c) for c in w.everywhere}
@@ -648,7 +737,7 @@ def _bash_pattern(pattern: str, allow: bool) -> tuple[str, ...]:
         raise RuleError("empty bash pattern")
     probe = _Walker(0)
     probe.check_program(SimpleCommand(_normalise([Word(t, t != "*") for t in tokens])))
-    shape = analyze(p)
+    shape = _analyze(p, 0, wrappers=False)  # the rule's own words, not what a wrapper runs
     if len(shape.commands) != 1 or (shape.unsafe and shape.unsafe != probe.unsafe):
         raise RuleError(
             "a bash rule is one simple command (no ; && || | & redirections or substitutions): "
@@ -841,8 +930,11 @@ def _allow_bash(allow: Sequence[Rule], commands: Sequence[SimpleCommand]) -> int
 _SUBCOMMAND = re.compile(r"^[A-Za-z][A-Za-z0-9_:-]*$")
 _SCRIPT_RUNNERS = re.compile(
     r"^(?:python[0-9.]*|pypy[0-9.]*|node|nodejs|deno|bun|perl[0-9.]*|ruby|php|lua[0-9.]*|Rscript"
-    r"|sh|bash|zsh|dash|ksh|fish|osascript|pwsh)$"
+    r"|sh|bash|zsh|dash|ksh|fish|osascript|pwsh|awk|gawk|mawk|nawk)$"
 )
+# Programs whose options anywhere on the line can run code or write files (``sed -e '1e id'``
+# after the script, GNU getopt permutes): no narrow proposal exists.
+_NO_PROPOSAL = frozenset({"sed", "gsed"})
 
 
 def _quote(word: str) -> str:
@@ -856,6 +948,11 @@ def _propose_command(cmd: SimpleCommand) -> str | None:
         return None
     head = [_quote(w.text) for w in words[: i + 1]]
     prog = words[i].text.rsplit("/", 1)[-1]
+    if prog in _NO_PROPOSAL or prog in _WRAPPERS or prog == "find":
+        # A wrapper's or find's own options are the narrow part: propose the exact command.
+        if prog in _NO_PROPOSAL or not all(w.literal for w in words):
+            return None
+        return f"bash({' '.join(_quote(w.text) for w in words)})"
     nxt = words[i + 1] if i + 1 < len(words) else None
     if _SCRIPT_RUNNERS.match(prog):
         # python script.py *: the script is the narrow part; python -c ... has none.

@@ -7,15 +7,19 @@ Each test first failed against the code it now guards.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from omp_a2a_bridge.server import rules
 
 from .conftest import require_system, write_config
 from .dbus_fakes import FakeNotifications
 from .helpers import in_thread, wait_for
-from .test_attack_paths import NO_APPROVER, Serve, _leaks, _stop
-from .test_seams import _serve_with_rules
+from .test_attack_paths import NO_APPROVER, Serve, _leaks, _start, _stop
+from .test_seams import _serve_with_rules, _start_again
 from .test_sni import SniTray
 
 
@@ -145,3 +149,97 @@ def test_plain_notification_is_escaped_for_a_markup_server(tray_watcher, env):
     finally:
         t.close()
         server.close()
+
+
+# -- rules: what a wrapper program runs is a command of the call too -------------------------
+
+WRAPPER_RULES = {
+    "allow": ["bash(timeout *)", "bash(nice *)", "bash(find *)", "bash(xargs *)", "bash(ls *)"],
+    "deny": ["bash(rm *)", "bash(git push *)"],
+}
+
+
+def _serve_with(base: Path, tiers: dict[str, str], rule_lists: dict[str, list[str]]) -> Serve:
+    s = _start(base, tiers)
+    cfg_path = s.home / ".config" / "omp-a2a-bridge" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["rules"] = rule_lists
+    _stop(s)
+    cfg_path.write_text(json.dumps(cfg))
+    return _start_again(base, s)
+
+
+@pytest.fixture(scope="module")
+def wrapped(tmp_path_factory) -> Iterator[Serve]:
+    """bash at the prompt tier; broad allow rules for wrapper programs; no approver."""
+    s = _serve_with(tmp_path_factory.mktemp("wrappers"), {"bash": "prompt"}, WRAPPER_RULES)
+    yield s
+    _stop(s)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "timeout 5 sh -c 'touch PWNED'",
+        "timeout -s KILL 5 python3 -c \"open('PWNED', 'w')\"",
+        "nice -n 5 bash -c 'touch PWNED'",
+        "nice touch PWNED",
+        "find . -maxdepth 0 -exec touch PWNED \\;",
+        "find . -maxdepth 0 -execdir sh -c 'touch PWNED' \\;",
+        "echo PWNED | xargs touch",
+        "timeout 5 nice xargs -a /dev/null touch PWNED",
+    ],
+)
+def test_an_allow_rule_for_a_wrapper_never_covers_what_it_runs(wrapped, command):
+    """``bash(timeout *)`` (proposed, before, for ``timeout 5 ls``) ran ``timeout 5 sh -c …``
+    unattended: the documented "sh -c is never allowed by a rule" did not hold."""
+    cwd = wrapped.home / "proj"
+    r = wrapped.client().call("bash", {"command": command, "cwd": str(cwd)})
+    assert r.text.startswith(NO_APPROVER), (command, r.text)
+    assert not (cwd / "PWNED").exists(), command
+
+
+def test_a_wrapped_command_that_is_allowed_still_runs(wrapped):
+    r = wrapped.client().call("bash", {"command": "timeout 5 nice ls", "cwd": str(wrapped.home)})
+    assert not r.result["isError"] and "proj" in r.text, r.text
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory) -> Iterator[Serve]:
+    """bash at the allow tier with deny rules: the deny rules are the only guard."""
+    s = _serve_with(tmp_path_factory.mktemp("guarded"), {"bash": "allow"}, WRAPPER_RULES)
+    yield s
+    _stop(s)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "timeout 5 rm -f victim.txt",
+        "nice -n 1 rm -f victim.txt",
+        "echo victim.txt | xargs -n 1 rm -f",
+        "find . -name victim.txt -exec rm -f {} +",
+        "stdbuf -oL timeout 5 rm -f victim.txt",
+    ],
+)
+def test_a_deny_rule_sees_through_wrappers(guarded, command):
+    victim = guarded.home / "proj" / "victim.txt"
+    victim.write_text("keep me")
+    r = guarded.client().call("bash", {"command": command, "cwd": str(victim.parent)})
+    assert r.result["isError"] and "denied by rule bash(rm *)" in r.text, (command, r.text)
+    assert victim.exists(), command
+
+
+@pytest.mark.parametrize(
+    ("command", "proposal"),
+    [
+        ("timeout 5 ls", "bash(timeout 5 ls)\nbash(ls *)"),
+        ("find . -name x", "bash(find . -name x)"),
+        ("sed -n 1p x", None),  # GNU sed permutes: a later -e '1e id' would run code
+        ("awk 1 x", "bash(awk 1 *)"),  # awk's program is the narrow part, like a script
+    ],
+)
+def test_always_allow_never_proposes_a_rule_that_runs_anything(command, proposal):
+    """ "Always allow calls like this" once proposed ``bash(timeout *)``, ``bash(find *)``,
+    ``bash(sed *)`` and ``bash(awk *)``: each runs any code (``-exec``, ``1e``, ``system()``)."""
+    assert rules.propose("bash", {"command": command}, None, home="/h") == proposal
