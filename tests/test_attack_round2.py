@@ -243,3 +243,21 @@ def test_always_allow_never_proposes_a_rule_that_runs_anything(command, proposal
     """ "Always allow calls like this" once proposed ``bash(timeout *)``, ``bash(find *)``,
     ``bash(sed *)`` and ``bash(awk *)``: each runs any code (``-exec``, ``1e``, ``system()``)."""
     assert rules.propose("bash", {"command": command}, None, home="/h") == proposal
+
+
+# -- find: the agent's glob never backtracks -------------------------------------------------
+
+
+def test_a_hostile_find_glob_cannot_pin_a_search_worker(ruled):
+    """``find`` matched its glob with a backtracking regex: ``*a*a…*b`` against one long name
+    ran for hours in a search worker that neither cancel nor the timeout could stop. The
+    same glob now answers at once (the client gives up after 15 s), and still matches."""
+    d = ruled.home / "proj" / "redos"
+    d.mkdir()
+    (d / ("a" * 200)).write_text("x")
+    (d / ("a" * 20 + "b")).write_text("x")
+    c = ruled.client()
+    r = c.call("find", {"pattern": "*a" * 12 + "*b", "path": str(d)})
+    assert r.text == "a" * 20 + "b", r.text
+    r = c.call("find", {"pattern": "**/" + "*a" * 12 + "*", "path": str(d)})
+    assert "a" * 200 in r.text.splitlines(), r.text
