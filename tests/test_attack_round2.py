@@ -68,6 +68,26 @@ def test_bash_spellings_of_a_protected_path_still_ask(ruled, command):
     assert r.text.startswith(NO_APPROVER), (command, r.text)
 
 
+def test_a_brace_expansion_too_large_to_judge_asks(ruled):
+    """Brace expansion stopped silently after 64 words, so the 81st word of
+    ``.{a,…,i}{w,b,…,i}s`` (``.aws``) was never judged: now a word that expands past the
+    bound makes the call ask. A long sequence expression is judged as a glob."""
+    c = ruled.client()
+    for command in (
+        "cat ~/.{a,b,c,d,e,f,g,h,i}{w,b,c,d,e,f,g,h,i}s/credentials",
+        "cp proj/README.md ~/.local/bin/tool{1..100}",
+    ):
+        r = c.call("bash", {"command": command, "cwd": str(ruled.home)})
+        assert _leaks(ruled, r) == [] and r.text.startswith(NO_APPROVER), (command, r.text)
+    assert not (ruled.home / ".local" / "bin" / "tool1").exists()
+    # Huge sequence expressions are judged without expanding them (the check runs on the
+    # bridge's loop; the client gives up after 15 s).
+    r = c.call("bash", {"command": ("cat " + "{a..z}" * 3000)[:16000], "cwd": str(ruled.home)})
+    assert r.status == 200
+    r = c.call("bash", {"command": "echo {1..100} | wc -w", "cwd": str(ruled.home)})
+    assert r.status == 200
+
+
 def test_bash_spellings_do_not_block_harmless_commands(ruled):
     c = ruled.client()
     for command in (

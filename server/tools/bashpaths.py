@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 MAX_TOKENS = 10000  # judged per command: more than a 20,000-character command can hold
 MAX_GLOB = 256  # matches of one glob that are judged
 MAX_BRACES = 64  # words one brace expression may expand to
+MAX_BRACE_STEPS = 4 * MAX_BRACES  # partial expansions tried for one word
+MAX_SEQUENCES = 4  # ``{a..z}`` expressions in one word
 MAX_ANCESTORS = 32  # of the working directory, for relative names after a ``cd``
 MAX_TOKEN_LEN = 4096  # longer than PATH_MAX: the OS cannot open it anyway
 
@@ -115,7 +117,8 @@ def _normalize(command: str) -> str:
 
 
 def _sequences(word: str) -> str:
-    """``{a..c}`` -> ``{a,b,c}`` (bounded), so the brace expansion below sees the names."""
+    """``{a..c}`` -> ``{a,b,c}``, so the brace expansion below sees the names; a long one,
+    or one of many in a word, becomes ``*``."""
 
     def one(m: re.Match[str]) -> str:
         a, b, step_text = m.groups()
@@ -132,8 +135,11 @@ def _sequences(word: str) -> str:
             seq = [chr(i) for i in r]
         else:
             return m.group(0)
-        return "{" + ",".join(seq[:MAX_BRACES]) + ",}"
+        if len(seq) > MAX_BRACES or many:
+            return "*"  # its words are letters or numbers, never a "/": a glob covers them
+        return "{" + ",".join(seq) + ",}"
 
+    many = len(_SEQ.findall(word)) > MAX_SEQUENCES
     return _SEQ.sub(one, word)
 
 
@@ -156,11 +162,21 @@ def _proc_self(path: str, cwd: str) -> str:
     return os.path.normpath(path)
 
 
+class TooComplex(Exception):
+    """A word whose brace expansion is too large to judge: the command asks instead."""
+
+
 def _braces(word: str) -> list[str]:
-    """``a{b,c}d`` -> ``abd acd`` (nested and repeated), at most MAX_BRACES results."""
+    """``a{b,c}d`` -> ``abd acd`` (nested and repeated). More than MAX_BRACES words, or more
+    work than that takes, raises :class:`TooComplex`: a word cut short could hide the one
+    expansion that names ``~/.aws/credentials``."""
     out: list[str] = []
     todo = [word]
-    while todo and len(out) < MAX_BRACES:
+    steps = 0
+    while todo:
+        steps += 1
+        if len(out) >= MAX_BRACES or steps > MAX_BRACE_STEPS:
+            raise TooComplex(f"a brace expansion of over {MAX_BRACES} words")
         w = todo.pop()
         m = _BRACE.search(w)
         if m is None:
@@ -168,7 +184,7 @@ def _braces(word: str) -> list[str]:
             continue
         for alt in m.group(1).split(","):
             todo.append(w[: m.start()] + alt + w[m.end() :])
-    return out + todo[: max(MAX_BRACES - len(out), 0)]
+    return out
 
 
 def tokens(command: str, cwd: str | None = None) -> list[str]:
@@ -216,7 +232,10 @@ def command_escalation(command: str, cwd: str, policy: PathPolicy | CallPaths) -
     """
     if len(command) > MAX_COMMAND_CHARS:
         return _unchecked(cwd, f"command of {len(command)} characters, too long to check")
-    found = tokens(command, cwd)
+    try:
+        found = tokens(command, cwd)
+    except TooComplex as e:
+        return _unchecked(cwd, f"command holds {e}, too many to check")
     moves = any(t in _MOVES or t.startswith(_MOVE_OPTS) for t in found)
     bases = _bases(cwd) if moves else [cwd]
     if moves:  # and every folder a cd names, from each base so far: cd .config; cd autostart
