@@ -88,6 +88,19 @@ def test_a_brace_expansion_too_large_to_judge_asks(ruled):
     assert r.status == 200
 
 
+def test_every_match_of_a_glob_is_judged(ruled):
+    """Only the first 256 matches of a glob were judged: a link to ~/.aws among 600 harmless
+    folders was read under ``bash(cat *)``."""
+    many = ruled.home / "proj" / "many"
+    many.mkdir()
+    (many / "zz").symlink_to(ruled.home / ".aws")
+    for i in range(600):
+        (many / f"d{i:03}").mkdir()
+        (many / f"d{i:03}" / "credentials").write_text("PUBLIC")
+    r = ruled.client().call("bash", {"command": "cat many/*/credentials", "cwd": "proj"})
+    assert _leaks(ruled, r) == [] and r.text.startswith(NO_APPROVER), r.text[:200]
+
+
 def test_bash_spellings_do_not_block_harmless_commands(ruled):
     c = ruled.client()
     for command in (

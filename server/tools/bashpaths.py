@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from ..paths import CallPaths, Escalation, PathPolicy
 
 MAX_TOKENS = 10000  # judged per command: more than a 20,000-character command can hold
-MAX_GLOB = 256  # matches of one glob that are judged
 MAX_BRACES = 64  # words one brace expression may expand to
 MAX_BRACE_STEPS = 4 * MAX_BRACES  # partial expansions tried for one word
 MAX_SEQUENCES = 4  # ``{a..z}`` expressions in one word
@@ -256,9 +255,13 @@ def command_escalation(command: str, cwd: str, policy: PathPolicy | CallPaths) -
         candidates = list(names)
         for name in names:
             if _GLOB.search(name):
+                matches: list[str] = []
                 with contextlib.suppress(OSError, ValueError, RecursionError):
                     found_names = glob.iglob(_globbable(name), recursive=False, include_hidden=True)
-                    candidates += itertools.islice(found_names, MAX_GLOB)
+                    # Never a prefix of the matches: the first one left out could be the
+                    # secret. Past MAX_JUDGED in all, the command asks (below).
+                    matches = list(itertools.islice(found_names, MAX_JUDGED + 1))
+                candidates += matches
         bare = "/" not in tok
         judged += len(candidates)
         if judged > MAX_JUDGED:
