@@ -938,6 +938,10 @@ _NO_PROPOSAL = frozenset({"sed", "gsed"})
 
 
 def _quote(word: str) -> str:
+    """A call's word as a rule word that matches only itself: quoted for the shell, and its
+    ``*?[`` made literal (``[*]``), or ``awk '/x*/'`` would save a glob that also matches
+    ``awk '/x/{system("…")} /x/'``."""
+    word = re.sub(r"([*?\[])", r"[\1]", word)
     return word if re.fullmatch(r"[A-Za-z0-9_@%+=:,./-]+", word) else shlex.quote(word)
 
 

@@ -294,3 +294,23 @@ def test_a_hostile_find_glob_cannot_pin_a_search_worker(ruled):
     assert r.text == "a" * 20 + "b", r.text
     r = c.call("find", {"pattern": "**/" + "*a" * 12 + "*", "path": str(d)})
     assert "a" * 200 in r.text.splitlines(), r.text
+
+
+@pytest.mark.parametrize(
+    ("command", "later"),
+    [
+        ("awk '/x*/' notes.txt", "awk '/x/{system(\"touch PWNED\")} /x/' notes.txt"),
+        ("python3 'tool*.py' --fast", "python3 tool_evil.py"),
+        ("find . -name '*.py'", "find . -name x.py -o -name y"),
+    ],
+)
+def test_a_proposed_rule_takes_the_calls_words_literally(command, later):
+    """The call's own words went into the proposal unescaped, so ``*?[`` in them became
+    globs: approving ``awk '/x*/' f`` "always" also allowed any awk program between
+    ``/x`` and ``/``."""
+    text = rules.propose("bash", {"command": command}, None, home="/h")
+    assert text is not None
+    saved = rules.RuleSet(allow=tuple(rules.parse_rule_lines(text, home="/h")))
+    allowed = rules.evaluate(saved, "bash", {"command": command}, None).decision
+    assert allowed is rules.RuleList.ALLOW
+    assert rules.evaluate(saved, "bash", {"command": later}, None).decision is None, text
