@@ -383,6 +383,10 @@ class _Walker:
                 self._reenter(words[i + 1 :])
         elif base == "env" and len(words) > i + 1:
             self.flag("env with options that run a command differently")
+        else:
+            opt = _code_option(base, words[i + 1 :])
+            if opt is not None:
+                self.flag(f"{base} {opt} runs another program")
 
     def _reenter(self, rest: Sequence[Word]) -> None:
         """Search literal code strings (``sh -c 'rm -rf ~'``) for commands a deny rule names."""
@@ -425,6 +429,78 @@ _SHELL_WRAPPERS = frozenset(
      "unshare", "firejail", "bwrap", "chroot", "strace", "ltrace", "unbuffer", "entr"}
 )  # fmt: skip
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+
+
+# Options with which an ordinary program runs another program or shell code (``rg --pre sh``,
+# ``tar --to-command``, ``git -c core.pager=…``): a call that uses one is never allowed by a
+# rule, like ``sh -c``; ``bash(rg TODO *)`` must not run ``rg TODO --pre sh notes.txt``.
+_VIM = ("-c", "--cmd", "-S", "+")
+_CODE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "rg": ("--pre", "--hostname-bin"),
+    "fd": ("-x", "--exec", "-X", "--exec-batch"),
+    "fdfind": ("-x", "--exec", "-X", "--exec-batch"),
+    "tar": ("--to-command", "--checkpoint-action", "--use-compress-program", "-I",
+            "--info-script", "-F", "--new-volume-script", "--rmt-command", "--rsh-command"),
+    "sort": ("--compress-program",),
+    "zip": ("-TT", "--unzip-command"),
+    "scp": ("-S", "-F"),
+    "sftp": ("-S", "-F"),
+    "ssh": ("-F",),
+    "rsync": ("--rsync-path",),
+    "man": ("-P", "--pager", "-H", "--html"),
+    "vim": _VIM, "nvim": _VIM, "vi": _VIM, "view": _VIM, "ex": _VIM,
+    "git": ("-c", "--config-env", "--exec-path"),
+}  # fmt: skip
+_GIT_CODE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "grep": ("-O", "--open-files-in-pager"),
+    "rebase": ("-x", "--exec"),
+    "difftool": ("-x", "--extcmd", "-t", "--tool"),
+    "mergetool": ("-t", "--tool"),
+    "submodule": ("foreach",),
+    "bisect": ("run",),
+    "clone": ("-u", "--upload-pack"),
+    "fetch": ("--upload-pack",),
+    "pull": ("--upload-pack",),
+    "ls-remote": ("--upload-pack",),
+    "push": ("--receive-pack", "--exec"),
+    "archive": ("--exec",),
+    "filter-branch": ("",),
+}
+_SSH_CODE_KEYS = re.compile(
+    r"^(?:proxycommand|localcommand|permitlocalcommand|knownhostscommand|match)\b", re.I
+)
+
+
+def _uses(word: str, opt: str) -> bool:
+    if opt == "" or word == opt:
+        return True
+    if opt.startswith("--"):
+        return word.startswith(opt + "=")
+    if opt == "+":
+        return word.startswith("+")
+    return opt.startswith("-") and len(opt) == 2 and word.startswith(opt)  # -Ixz, -oKey=v
+
+
+def _code_option(base: str, rest: Sequence[Word]) -> str | None:
+    """The first option in ``rest`` with which ``base`` runs another program, or None."""
+    texts = [w.text for w in rest if w.literal]
+    opts = _CODE_OPTIONS.get(base, ())
+    if base == "git":
+        sub = next((t for t in texts if not t.startswith("-")), "")
+        opts = opts + _GIT_CODE_OPTIONS.get(sub, ())
+    for n, t in enumerate(texts):
+        for opt in opts:
+            if _uses(t, opt) and (opt != "" or n == 0):
+                return opt or t
+        if base in ("ssh", "scp", "sftp", "rsync") and t.startswith("-o"):
+            value = t[2:] or (texts[n + 1] if n + 1 < len(texts) else "")
+            if _SSH_CODE_KEYS.match(value.lstrip()):
+                return "-o " + value.split("=", 1)[0].split(" ", 1)[0]
+        if base == "rsync" and (t == "-e" or t.startswith("--rsh")):
+            value = t.split("=", 1)[1] if "=" in t else (texts[n + 1] if n + 1 < len(texts) else "")
+            if value != "ssh":
+                return "-e"
+    return None
 
 
 def _wrapped(words: Sequence[Word]) -> tuple[list[tuple[Word, ...]], str | None]:

@@ -187,7 +187,10 @@ def test_plain_notification_is_escaped_for_a_markup_server(tray_watcher, env):
 # -- rules: what a wrapper program runs is a command of the call too -------------------------
 
 WRAPPER_RULES = {
-    "allow": ["bash(timeout *)", "bash(nice *)", "bash(find *)", "bash(xargs *)", "bash(ls *)"],
+    "allow": [
+        *("bash(timeout *)", "bash(nice *)", "bash(find *)", "bash(xargs *)", "bash(ls *)"),
+        *("bash(rg *)", "bash(tar *)", "bash(sort *)", "bash(git *)", "bash(ssh *)"),
+    ],
     "deny": ["bash(rm *)", "bash(git push *)"],
 }
 
@@ -314,3 +317,34 @@ def test_a_proposed_rule_takes_the_calls_words_literally(command, later):
     allowed = rules.evaluate(saved, "bash", {"command": command}, None).decision
     assert allowed is rules.RuleList.ALLOW
     assert rules.evaluate(saved, "bash", {"command": later}, None).decision is None, text
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rg PUBLIC --pre sh payload.txt",
+        "rg --pre=./payload.txt PUBLIC .",
+        "tar cf /dev/null README.md --checkpoint=1 --checkpoint-action=exec='touch PWNED'",
+        "tar -I 'sh payload.txt' -cf /dev/null README.md",
+        "printf 'b\\na\\n' | sort -S 1 --compress-program=./payload.txt",
+        "git -c core.pager='sh payload.txt' -p log",
+        "ssh -o ProxyCommand='sh payload.txt' -o BatchMode=yes nohost true",
+    ],
+)
+def test_an_allow_rule_never_covers_an_option_that_runs_a_program(wrapped, command):
+    """``bash(rg *)`` (or ``bash(rg PUBLIC *)``, proposed for ``rg PUBLIC``) ran
+    ``rg PUBLIC --pre sh payload.txt``: the file's text ran as shell code, unattended."""
+    cwd = wrapped.home / "proj"
+    payload = cwd / "payload.txt"
+    payload.write_text("touch PWNED\n")
+    payload.chmod(0o755)
+    r = wrapped.client().call("bash", {"command": command, "cwd": str(cwd)})
+    assert r.text.startswith(NO_APPROVER), (command, r.text)
+    assert not (cwd / "PWNED").exists(), command
+
+
+def test_ordinary_options_of_those_programs_still_run(wrapped):
+    c = wrapped.client()
+    for command in ("rg -n PUBLIC README.md", "tar cf /dev/null README.md", "sort -n README.md"):
+        r = c.call("bash", {"command": command, "cwd": str(wrapped.home / "proj")})
+        assert not r.result["isError"], (command, r.text)
