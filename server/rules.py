@@ -411,7 +411,12 @@ _WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "setsid": (frozenset(), 0),
     "time": (frozenset({"-f", "-o", "--format", "--output"}), 0),
     "caffeinate": (frozenset({"-t", "-w"}), 0),
-    "sudo": (frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T"}), 0),
+    "sudo": (
+        frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user",
+                   "--group", "--close-from", "--chdir", "--host", "--prompt", "--role",
+                   "--type", "--other-user", "--command-timeout"}),
+        0,
+    ),
     "doas": (frozenset({"-u", "-C"}), 0),
     "chrt": (frozenset(), 1),
     "taskset": (frozenset(), 1),
