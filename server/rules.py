@@ -486,16 +486,28 @@ def _uses(word: str, opt: str) -> bool:
     return opt.startswith("-") and len(opt) == 2 and word.startswith(opt)  # -Ixz, -oKey=v
 
 
+_GIT_VALUED = frozenset({"-c", "-C", "--config-env", "--git-dir", "--work-tree", "--namespace"})
+
+
+def _git_subcommand_at(texts: Sequence[str]) -> int:
+    """Index of git's subcommand: after the global options and their values."""
+    n = 0
+    while n < len(texts) and texts[n].startswith("-"):
+        n += 2 if texts[n] in _GIT_VALUED else 1
+    return n
+
+
 def _code_option(base: str, rest: Sequence[Word]) -> str | None:
     """The first option in ``rest`` with which ``base`` runs another program, or None."""
     texts = [w.text for w in rest if w.literal]
     opts = _CODE_OPTIONS.get(base, ())
-    if base == "git":
-        sub = next((t for t in texts if not t.startswith("-")), "")
-        opts = opts + _GIT_CODE_OPTIONS.get(sub, ())
+    sub_at = _git_subcommand_at(texts) if base == "git" else -1
+    sub_opts = _GIT_CODE_OPTIONS.get(texts[sub_at], ()) if 0 <= sub_at < len(texts) else ()
     for n, t in enumerate(texts):
+        if base == "git":  # -c/--exec-path before the subcommand, its own options after it
+            opts = _CODE_OPTIONS["git"] if n < sub_at else sub_opts
         for opt in opts:
-            if _uses(t, opt) and (opt != "" or n == 0):
+            if _uses(t, opt) and (opt != "" or n == sub_at):
                 return opt or t
         if base in ("ssh", "scp", "sftp", "rsync") and t.startswith("-o"):
             value = t[2:] or (texts[n + 1] if n + 1 < len(texts) else "")
