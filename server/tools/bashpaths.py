@@ -189,8 +189,11 @@ def _braces(word: str) -> list[str]:
 def tokens(command: str, cwd: str | None = None) -> list[str]:
     """Every path-like candidate in ``command``, in order, without duplicates."""
     seen: dict[str, None] = {}
-    command = _normalize(command)
-    for text in (command, _expand_vars(command, cwd)):
+    # The text as written and as bash decodes it, each also expanded: ``$'…'`` found where
+    # bash sees none (``echo '$' ; cat ~/.a\ws/x ; echo '``) must not hide a word either.
+    norm = _normalize(command)
+    texts = dict.fromkeys((command, _expand_vars(command, cwd), norm, _expand_vars(norm, cwd)))
+    for text in texts:
         text = re.sub(r"\\(.)", r"\1", text, flags=re.S).replace("'", "").replace('"', "")
         text = _FILE_URL.sub("", text)
         for word in _SPLIT.split(text):
