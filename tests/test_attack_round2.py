@@ -57,7 +57,7 @@ BASH_SPELLINGS = [
     "cat $PWD/.aws/credentials",  # the shell's PWD, not the bridge's
     "cat ${PWD}/.aws/credentials",
     "head -c 99 ${OLDPWD}/.aws/credentials",
-    "echo '$' ; cat ~/.aws/cred\\entials ; echo '",  # a "$'" that bash does not see
+    "cat '$' proj/.e\\nv 'x'",  # a "$'" that bash does not see
 ]
 
 
