@@ -241,7 +241,9 @@ def test_autostart_windows_registry_and_startup_approved(tmp_path):
     )
     a.enable()
     a.enable()
-    assert reg.values == {(RUN_KEY, "omp-a2a-bridge"): '"C:\\Py\\pythonw.exe" "-m" "tray"'}
+    assert reg.values == {
+        (RUN_KEY, "omp-a2a-bridge"): '"C:\\Py\\pythonw.exe" "-m" "omp_a2a_bridge.tray"'
+    }
     assert a.enabled
     reg.set(APPROVED_KEY, "omp-a2a-bridge", b"\x03" + b"\x00" * 11)  # disabled in Task Manager
     assert a.status() == (False, "disabled in Task Manager (StartupApproved)")
