@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from .bashparse import SCRIPT_RUNNERS, SimpleCommand, analyze, program_index
+from .bashparse import SCRIPT_RUNNERS, WRAPPERS, SimpleCommand, analyze, program_index
 from .rules import (
     ARG_NAME,
     PATH_TOOLS,
@@ -28,9 +28,18 @@ from .rules import (
 )
 
 _SUBCOMMAND = re.compile(r"^[A-Za-z][A-Za-z0-9_:-]*$")
+# awk's first word is its program, the narrow part of a proposal (like python's script).
+_AWKS = frozenset({"awk", "gawk", "mawk", "nawk"})
+# Programs whose options anywhere on the line can run code or write files (``sed -e '1e id'``
+# after the script, GNU getopt permutes): no narrow proposal exists.
+_NO_PROPOSAL = frozenset({"sed", "gsed"})
 
 
 def _quote(word: str) -> str:
+    """A call's word as a rule word that matches only itself: quoted for the shell, and its
+    ``*?[`` made literal (``[*]``), or ``awk '/x*/'`` would save a glob that also matches
+    ``awk '/x/{system("…")} /x/'``."""
+    word = re.sub(r"([*?\[])", r"[\1]", word)
     return word if re.fullmatch(r"[A-Za-z0-9_@%+=:,./-]+", word) else shlex.quote(word)
 
 
@@ -41,8 +50,13 @@ def _propose_command(cmd: SimpleCommand) -> str | None:
         return None
     head = [_quote(w.text) for w in words[: i + 1]]
     prog = words[i].text.rsplit("/", 1)[-1]
+    if prog in _NO_PROPOSAL or prog in WRAPPERS or prog == "find":
+        # A wrapper's or find's own options are the narrow part: propose the exact command.
+        if prog in _NO_PROPOSAL or not all(w.literal for w in words):
+            return None
+        return f"bash({' '.join(_quote(w.text) for w in words)})"
     nxt = words[i + 1] if i + 1 < len(words) else None
-    if SCRIPT_RUNNERS.match(prog):
+    if SCRIPT_RUNNERS.match(prog) or prog in _AWKS:
         # python script.py *: the script is the narrow part; python -c ... has none.
         if nxt is None or not nxt.literal or nxt.text.startswith("-"):
             return None

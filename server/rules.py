@@ -34,7 +34,7 @@ from typing import Any
 
 import pathspec
 
-from .bashparse import Analysis, SimpleCommand, Walker, Word, analyze, normalise
+from .bashparse import Analysis, SimpleCommand, Walker, Word, analyze, analyze_pattern, normalise
 
 PATH_TOOLS = frozenset({"read", "write", "edit", "ls", "find", "grep"})
 WALK_TOOLS = frozenset({"ls", "find", "grep"})  # their path is a directory
@@ -190,7 +190,7 @@ def _bash_pattern(pattern: str, allow: bool) -> tuple[str, ...]:
         raise RuleError("empty bash pattern")
     probe = Walker(0)
     probe.check_program(SimpleCommand(normalise([Word(t, t != "*") for t in tokens])))
-    shape = analyze(p)
+    shape = analyze_pattern(p)  # the rule's own words, not what a wrapper runs
     if len(shape.commands) != 1 or (shape.unsafe and shape.unsafe != probe.unsafe):
         raise RuleError(
             "a bash rule is one simple command (no ; && || | & redirections or substitutions): "

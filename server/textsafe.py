@@ -27,6 +27,9 @@ from functools import lru_cache
 ELLIPSIS = "…"
 SPACE_RUN = 12  # this many plain spaces in a row are shown as a marker (used to push text away)
 HIDDEN_WARNING = "contains hidden characters"
+# Combining marks in a row past this many are escaped ("Zalgo" text stacks them so high that
+# they paint over the lines above and below, e.g. over the rest of a command on the page).
+MARK_RUN = 4
 
 BIDI = frozenset([*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C])
 # Letters and symbols that draw nothing (padding that looks like blank space).
@@ -79,6 +82,11 @@ def _classify(ch: str) -> int:
     return 0
 
 
+@lru_cache(maxsize=4096)
+def _is_mark(ch: str) -> bool:
+    return unicodedata.category(ch) in ("Mn", "Me")
+
+
 def _scan(text: str, multiline: bool) -> tuple[re.Pattern[str] | None, bool]:
     """A pattern matching exactly what must be escaped in ``text``, and the hidden flag.
 
@@ -95,6 +103,13 @@ def _scan(text: str, multiline: bool) -> tuple[re.Pattern[str] | None, bool]:
         parts.append("[" + "".join(re.escape(c) for c in sorted(bad)) + "]")
     if runs:
         parts.append(f" {{{SPACE_RUN},}}")
+    marks = {c for c in set(text) if c not in bad and _is_mark(c)}
+    if marks:
+        cls = "[" + "".join(re.escape(c) for c in sorted(marks)) + "]"
+        stack = re.compile(f"(?<={cls}{{{MARK_RUN}}}){cls}")
+        if stack.search(text):  # a stack of marks draws over the lines around it
+            parts.append(stack.pattern)
+            hidden = True
     return (re.compile("|".join(parts)) if parts else None), hidden
 
 

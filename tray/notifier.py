@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import logging
 import os
 import tempfile
@@ -41,6 +42,24 @@ class CallNotice:
     message: str
 
 
+def body_text(text: str, markup: bool) -> str:
+    """A notification body as the server will show it. A server that advertises
+    ``body-markup`` (GNOME, KDE, dunst, mako, ...) reads ``<b>``, ``<a href=…>``, ``<img>`` and
+    ``<span size=…>``: agent text there could hide the risky half of a command or add a link,
+    so ``&``, ``<`` and ``>`` are escaped and the text shows exactly as written."""
+    return html.escape(text, quote=False) if markup else text
+
+
+async def server_reads_markup(call_capabilities: Callable[[], Any]) -> bool:
+    """Whether ``GetCapabilities`` lists ``body-markup``; when it cannot be asked, assume so
+    (an escaped ``&lt;`` reads oddly; unescaped markup can deceive)."""
+    try:
+        caps = await call_capabilities()
+    except Exception:
+        return True
+    return not isinstance(caps, list | tuple) or "body-markup" in caps
+
+
 class NotifierUnavailable(Exception):
     """This platform (or session) cannot show notifications with buttons; says why."""
 
@@ -56,6 +75,7 @@ class ActionableNotifier:
         self.open_call = open_call
         self.app_name = app_name
         self.reply = False  # the server has a reply field: Deny can carry a reason
+        self.markup = False  # the server reads markup in bodies: agent text is escaped
         self.loop: asyncio.AbstractEventLoop | None = None
         self._notifier: DesktopNotifier | None = None
         self._live: dict[str, str] = {}  # call id -> notification identifier (loop thread)
@@ -123,6 +143,10 @@ class ActionableNotifier:
         if Capability.BUTTONS not in caps:
             raise NotifierUnavailable("the notification server shows no buttons")
         self.reply = Capability.REPLY_FIELD in caps
+        # desktop-notifier does not report body-markup: ask its D-Bus proxy (Linux) directly.
+        interface = getattr(getattr(notifier, "_backend", None), "interface", None)
+        ask = getattr(interface, "call_get_capabilities", None)
+        self.markup = ask is not None and await server_reads_markup(ask)
         self._notifier = notifier
         reply = ", a reply field for the deny reason" if self.reply else ""
         return f"Approve/Deny buttons{reply}"
@@ -223,8 +247,8 @@ class ActionableNotifier:
         notifier = self._notifier
         assert notifier is not None
         identifier = await notifier.send(
-            notice.title,
-            notice.message,
+            body_text(notice.title, self.markup),
+            body_text(notice.message, self.markup),
             urgency=Urgency.Critical,  # stays until answered or withdrawn
             buttons=(
                 Button("Approve", decided("approve"), identifier="approve"),

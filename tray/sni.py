@@ -34,6 +34,7 @@ from PIL import Image
 
 from .dbusmenu import ROOT, Change, IdTable, Layout, Props, build, diff
 from .menu import Action, Item
+from .notifier import body_text, server_reads_markup
 
 log = logging.getLogger("a2a-bridge")
 
@@ -377,6 +378,7 @@ class SniIcon:
         self._tasks: set[asyncio.Future[None]] = set()
         self._lock = threading.Lock()
         self._early: list[tuple[str, str]] = []  # notifications asked for before the bus was up
+        self._markup: bool | None = None  # the notification server reads body markup
 
     # -- the pystray-like surface TrayApp uses --------------------------------------------------
 
@@ -623,8 +625,28 @@ class SniIcon:
         with contextlib.suppress(RuntimeError):  # stopping: the executor is shut down
             self._actions.submit(run)
 
+    async def _notification_caps(self) -> Any:
+        assert self.bus is not None
+        reply = await asyncio.wait_for(
+            self.bus.call(
+                Message(
+                    destination="org.freedesktop.Notifications",
+                    path="/org/freedesktop/Notifications",
+                    interface="org.freedesktop.Notifications",
+                    member="GetCapabilities",
+                )
+            ),
+            CONNECT_TIMEOUT_S,
+        )
+        if reply is None or reply.message_type == MessageType.ERROR:
+            raise DBusError("org.freedesktop.DBus.Error.Failed", "no notification server")
+        return reply.body[0]
+
     async def _notify(self, message: str, title: str) -> None:
         assert self.bus is not None
+        if self._markup is None:
+            self._markup = await server_reads_markup(self._notification_caps)
+        body = body_text(message, self._markup)
         try:
             reply = await asyncio.wait_for(
                 self.bus.call(
@@ -634,7 +656,7 @@ class SniIcon:
                         interface="org.freedesktop.Notifications",
                         member="Notify",
                         signature="susssasa{sv}i",
-                        body=["omp A2A bridge", 0, "", title, message, [], {}, -1],
+                        body=["omp A2A bridge", 0, "", title, body, [], {}, -1],
                     )
                 ),
                 CONNECT_TIMEOUT_S,

@@ -25,12 +25,34 @@ if TYPE_CHECKING:
     from ..paths import CallPaths, Escalation, PathPolicy
 
 MAX_TOKENS = 10000  # judged per command: more than a 20,000-character command can hold
-MAX_GLOB = 256  # matches of one glob that are judged
 MAX_BRACES = 64  # words one brace expression may expand to
+MAX_BRACE_STEPS = 4 * MAX_BRACES  # partial expansions tried for one word
+MAX_SEQUENCES = 4  # ``{a..z}`` expressions in one word
 MAX_ANCESTORS = 32  # of the working directory, for relative names after a ``cd``
 MAX_TOKEN_LEN = 4096  # longer than PATH_MAX: the OS cannot open it anyway
 
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+# Positional and special parameters (``$1``, ``$@``, ``${*}``, ``$$``...): empty or unknowable
+# in ``bash -c``, so the expanded text drops them (``~/.a$1ws`` is ``~/.aws``).
+_SPECIAL = re.compile(r"\$(?:\{(?:[0-9]+|[@*#?!$-])\}|[0-9@*#?!$-])")
+# ``$'...'`` (ANSI-C quoting, decoded by bash before the word is used) and ``$"..."``.
+_ANSI_C = re.compile(r"\$'((?:[^'\\]|\\.)*)'", re.S)
+_ANSI_ESC = re.compile(
+    r"\\(?:x([0-9A-Fa-f]{1,2})|u([0-9A-Fa-f]{1,4})|U([0-9A-Fa-f]{1,8})|([0-7]{1,3})|c(.)|(.))",
+    re.S,
+)
+_ANSI_SIMPLE = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n"}
+_ANSI_SIMPLE.update({"r": "\r", "t": "\t", "v": "\v"})
+# A bracket expression with a POSIX class (``[[:alpha:]]``), which Python's glob cannot read:
+# judged as any one character.
+_POSIX_CLASS = re.compile(r"\[!?\^?\]?[^\]]*\[:[a-z]+:\][^\]]*\]")
+# ``{a..e}``, ``{1..9..2}``: bash's sequence expressions.
+_SEQ = re.compile(r"\{(-?[0-9]+|[A-Za-z])\.\.(-?[0-9]+|[A-Za-z])(?:\.\.(-?[0-9]+))?\}")
+# The shell's own working directory seen through /proc (``/proc/self/cwd``, ``/proc/$$/cwd``,
+# ``/dev/fd/../cwd``): the bridge's realpath would resolve it to the *bridge's* directory.
+_PROC_PID = r"^/proc/(?:self|thread-self|[0-9]+|[^/]*\$[^/]*)(?:/task/[^/]+)?"
+_PROC_CWD = re.compile(_PROC_PID + r"/cwd(?=/|$)")
+_PROC_ROOT = re.compile(_PROC_PID + r"/root(?=/|$)")
 _SPLIT = re.compile(r"[\s;&|<>()`]+")
 _SUB_SPLIT = re.compile(r"[=:,]+")
 _BRACE = re.compile(r"\{([^{}]*,[^{}]*)\}")
@@ -51,16 +73,109 @@ MAX_COMMAND_CHARS = 16384
 MAX_JUDGED = 2000  # candidate paths judged per command
 
 
-def _expand_vars(text: str) -> str:
+def _expand_vars(text: str, cwd: str | None = None) -> str:
+    """``$VAR``/``${VAR}`` from the bridge's environment (the one ``bash`` inherits), except
+    the shell's own ``PWD``/``OLDPWD`` (its working directory) and ``IFS`` (a blank); special
+    and positional parameters are dropped."""
     env = os.environ
-    return _VAR.sub(lambda m: env.get(m.group(1) or m.group(2) or "", ""), text)
+
+    def value(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(2) or ""
+        if name in ("PWD", "OLDPWD") and cwd is not None:
+            return cwd
+        if name == "IFS":
+            return " "
+        return env.get(name, "")
+
+    return _SPECIAL.sub("", _VAR.sub(value, text))
+
+
+def _ansi_c(body: str) -> str:
+    """The text of a ``$'...'`` word, as bash decodes it."""
+
+    def one(m: re.Match[str]) -> str:
+        hexa, u4, u8, octal, ctrl, other = m.groups()
+        code = hexa or u4 or u8
+        if code is not None:
+            return chr(min(int(code, 16), 0x10FFFF))
+        if octal is not None:
+            return chr(int(octal, 8) & 0xFF)
+        if ctrl is not None:
+            return chr(ord(ctrl) & 0x1F)
+        return _ANSI_SIMPLE.get(other, other)
+
+    return _ANSI_ESC.sub(one, body)
+
+
+def _normalize(command: str) -> str:
+    """Quoting that bash undoes before a word names a file: line continuations vanish,
+    ``$'...'`` is decoded, ``$"..."`` is a plain double-quoted string."""
+    command = command.replace("\\\n", "")
+    command = _ANSI_C.sub(lambda m: "'" + _ansi_c(m.group(1)).replace("'", "") + "'", command)
+    return command.replace('$"', '"')
+
+
+def _sequences(word: str) -> str:
+    """``{a..c}`` -> ``{a,b,c}``, so the brace expansion below sees the names; a long one,
+    or one of many in a word, becomes ``*``."""
+
+    def one(m: re.Match[str]) -> str:
+        a, b, step_text = m.groups()
+        step = abs(int(step_text)) if step_text else 1
+        step = step or 1
+        if a.lstrip("-").isdigit() and b.lstrip("-").isdigit():
+            lo, hi = int(a), int(b)
+            seq = [str(i) for i in range(lo, hi + 1, step)] or [
+                str(i) for i in range(lo, hi - 1, -step)
+            ]
+        elif a.isalpha() and b.isalpha():
+            lo, hi = ord(a), ord(b)
+            r = range(lo, hi + 1, step) if lo <= hi else range(lo, hi - 1, -step)
+            seq = [chr(i) for i in r]
+        else:
+            return m.group(0)
+        if len(seq) > MAX_BRACES or many:
+            return "*"  # its words are letters or numbers, never a "/": a glob covers them
+        return "{" + ",".join(seq) + ",}"
+
+    many = len(_SEQ.findall(word)) > MAX_SEQUENCES
+    return _SEQ.sub(one, word)
+
+
+def _globbable(name: str) -> str:
+    """A bash glob as Python's ``glob`` reads it: ``[^x]`` is ``[!x]``, a POSIX class is any
+    one character."""
+    return _POSIX_CLASS.sub("?", name.replace("[^", "[!"))
+
+
+def _proc_self(path: str, cwd: str) -> str:
+    """``/proc/self/cwd/x`` (and ``/dev/fd/../cwd/x``) is ``<the shell's cwd>/x``;
+    ``/proc/self/root/x`` is ``/x``."""
+    if path.startswith("/dev/fd"):
+        path = "/proc/self/fd" + path[len("/dev/fd") :]
+    if not path.startswith("/proc/"):
+        return path
+    path = os.path.normpath(path)
+    path = _PROC_ROOT.sub("", path, count=1) or "/"
+    path = _PROC_CWD.sub(lambda _m: cwd, path, count=1)
+    return os.path.normpath(path)
+
+
+class TooComplex(Exception):
+    """A word whose brace expansion is too large to judge: the command asks instead."""
 
 
 def _braces(word: str) -> list[str]:
-    """``a{b,c}d`` -> ``abd acd`` (nested and repeated), at most MAX_BRACES results."""
+    """``a{b,c}d`` -> ``abd acd`` (nested and repeated). More than MAX_BRACES words, or more
+    work than that takes, raises :class:`TooComplex`: a word cut short could hide the one
+    expansion that names ``~/.aws/credentials``."""
     out: list[str] = []
     todo = [word]
-    while todo and len(out) < MAX_BRACES:
+    steps = 0
+    while todo:
+        steps += 1
+        if len(out) >= MAX_BRACES or steps > MAX_BRACE_STEPS:
+            raise TooComplex(f"a brace expansion of over {MAX_BRACES} words")
         w = todo.pop()
         m = _BRACE.search(w)
         if m is None:
@@ -68,19 +183,23 @@ def _braces(word: str) -> list[str]:
             continue
         for alt in m.group(1).split(","):
             todo.append(w[: m.start()] + alt + w[m.end() :])
-    return out + todo[: max(MAX_BRACES - len(out), 0)]
+    return out
 
 
-def tokens(command: str) -> list[str]:
+def tokens(command: str, cwd: str | None = None) -> list[str]:
     """Every path-like candidate in ``command``, in order, without duplicates."""
     seen: dict[str, None] = {}
-    for text in (command, _expand_vars(command)):
+    # The text as written and as bash decodes it, each also expanded: ``$'…'`` found where
+    # bash sees none (``echo '$' ; cat ~/.a\ws/x ; echo '``) must not hide a word either.
+    norm = _normalize(command)
+    texts = dict.fromkeys((command, _expand_vars(command, cwd), norm, _expand_vars(norm, cwd)))
+    for text in texts:
         text = re.sub(r"\\(.)", r"\1", text, flags=re.S).replace("'", "").replace('"', "")
         text = _FILE_URL.sub("", text)
         for word in _SPLIT.split(text):
             if not word:
                 continue
-            for w in _braces(word):
+            for w in _braces(_sequences(word)):
                 seen.setdefault(w, None)
                 for part in _SUB_SPLIT.split(w):
                     if part:
@@ -115,11 +234,15 @@ def command_escalation(command: str, cwd: str, policy: PathPolicy | CallPaths) -
     """
     if len(command) > MAX_COMMAND_CHARS:
         return _unchecked(cwd, f"command of {len(command)} characters, too long to check")
-    found = tokens(command)
+    try:
+        found = tokens(command, cwd)
+    except TooComplex as e:
+        return _unchecked(cwd, f"command holds {e}, too many to check")
     moves = any(t in _MOVES or t.startswith(_MOVE_OPTS) for t in found)
     bases = _bases(cwd) if moves else [cwd]
     if moves:  # and every folder a cd names, from each base so far: cd .config; cd autostart
-        plain = re.sub(r"\\(.)", r"\1", _expand_vars(command)).replace("'", "").replace('"', "")
+        plain = _expand_vars(_normalize(command), cwd)
+        plain = re.sub(r"\\(.)", r"\1", plain).replace("'", "").replace('"', "")
         for target in _CD.findall(plain)[:MAX_CD]:
             t = os.path.expanduser(target)
             more = [os.path.normpath(os.path.join(b, t)) for b in bases]
@@ -128,13 +251,20 @@ def command_escalation(command: str, cwd: str, policy: PathPolicy | CallPaths) -
     for tok in found:
         if len(tok) > MAX_TOKEN_LEN or not (moves or _PATHLIKE.search(tok)):
             continue
+        if tok == "~+" or tok.startswith(("~+/", "~-/")) or tok == "~-":
+            tok = cwd + tok[2:]  # bash's $PWD and $OLDPWD (taken as the working directory)
         p = os.path.expanduser(tok) if tok.startswith("~") else tok
-        names = [p] if os.path.isabs(p) else [os.path.join(b, p) for b in bases]
+        names = [_proc_self(p, cwd)] if os.path.isabs(p) else [os.path.join(b, p) for b in bases]
         candidates = list(names)
         for name in names:
             if _GLOB.search(name):
+                matches: list[str] = []
                 with contextlib.suppress(OSError, ValueError, RecursionError):
-                    candidates += itertools.islice(glob.iglob(name, recursive=False), MAX_GLOB)
+                    found_names = glob.iglob(_globbable(name), recursive=False, include_hidden=True)
+                    # Never a prefix of the matches: the first one left out could be the
+                    # secret. Past MAX_JUDGED in all, the command asks (below).
+                    matches = list(itertools.islice(found_names, MAX_JUDGED + 1))
+                candidates += matches
         bare = "/" not in tok
         judged += len(candidates)
         if judged > MAX_JUDGED:

@@ -95,46 +95,127 @@ def atomic_write(path: str, data: bytes) -> bool:
     return existed
 
 
-@functools.lru_cache(maxsize=256)
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a glob with ``**`` (any depth), ``*``, ``?`` and ``[...]`` to a regex.
+# Glob pieces: a literal character, ``?``, a ``[...]`` class, ``*`` (inside one component),
+# ``**`` (anything) and ``**/`` (nothing, or anything ending in ``/``).
+_LIT, _ONE, _CLASS, _STAR, _DSTAR, _DSTAR_SLASH = range(6)
+# Past this many unbounded wildcards a backtracking regex can take exponential time
+# (``*a*a*a*a*a*a*b`` against a long name): such globs run on the linear matcher instead.
+MAX_REGEX_STARS = 2
 
-    A pattern without a ``/`` matches a name at any depth (``*.py`` finds every Python file).
-    """
+
+def _glob_tokens(pattern: str) -> list[tuple[int, str]]:
     if "/" not in pattern:
         pattern = "**/" + pattern
-    out = []
+    out: list[tuple[int, str]] = []
     i = 0
     n = len(pattern)
     while i < n:
         c = pattern[i]
         if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
+            out.append((_DSTAR_SLASH, "(?:.*/)?"))
             i += 3
             continue
         if pattern.startswith("**", i):
-            out.append(".*")
+            out.append((_DSTAR, ".*"))
             i += 2
             continue
         if c == "*":
-            out.append("[^/]*")
+            out.append((_STAR, "[^/]*"))
         elif c == "?":
-            out.append("[^/]")
+            out.append((_ONE, "[^/]"))
         elif c == "[":
             j = pattern.find("]", i + 1)
             if j == -1:
-                out.append(re.escape(c))
+                out.append((_LIT, re.escape(c)))
             else:
                 body = pattern[i + 1 : j].replace("\\", "\\\\")
                 if body.startswith("!"):
                     body = "^" + body[1:]
-                out.append(f"[{body}]")
+                out.append((_CLASS, f"[{body}]"))
                 i = j + 1
                 continue
         else:
-            out.append(re.escape(c))
+            out.append((_LIT, re.escape(c)))
         i += 1
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
+    return out
+
+
+class GlobMatcher:
+    """A glob matched without backtracking: a set of positions in the pattern advanced one
+    character at a time (Thompson's construction), so any glob costs at most
+    ``len(path) * len(pattern)`` steps. ``find`` runs it on agent input for every path."""
+
+    def __init__(self, tokens: list[tuple[int, str]]) -> None:
+        self.kinds = [k for k, _ in tokens]
+        self.classes = [re.compile(t, re.DOTALL) if k == _CLASS else None for k, t in tokens]
+        self.lits = [re.sub(r"\\(.)", r"\1", t) if k == _LIT else "" for k, t in tokens]
+        self.end = len(tokens)
+
+    def _close(self, states: set[int]) -> set[int]:
+        todo = list(states)
+        while todo:
+            s = todo.pop()
+            if (
+                0 <= s < self.end
+                and self.kinds[s] in (_STAR, _DSTAR, _DSTAR_SLASH)
+                and s + 1 not in states
+            ):
+                states.add(s + 1)
+                todo.append(s + 1)
+        return states
+
+    def match(self, text: str) -> bool:
+        # State s >= 0: before token s. State -(s + 1): inside the ``.*`` of a ``**/`` at s.
+        states = self._close({0})
+        kinds, lits, classes, end = self.kinds, self.lits, self.classes, self.end
+        for ch in text:
+            nxt: set[int] = set()
+            for s in states:
+                if s < 0:
+                    nxt.add(s)
+                    if ch == "/":
+                        nxt.add(-s)  # -(t + 1) -> t + 1
+                    continue
+                if s >= end:
+                    continue
+                k = kinds[s]
+                if k == _LIT:
+                    if lits[s] == ch:
+                        nxt.add(s + 1)
+                elif k == _ONE:
+                    if ch != "/":
+                        nxt.add(s + 1)
+                elif k == _CLASS:
+                    rx = classes[s]
+                    if rx is not None and rx.match(ch):
+                        nxt.add(s + 1)
+                elif k == _STAR:
+                    if ch != "/":
+                        nxt.add(s)
+                elif k == _DSTAR:
+                    nxt.add(s)
+                else:  # _DSTAR_SLASH: ".*" then "/"
+                    nxt.add(-(s + 1))
+                    if ch == "/":
+                        nxt.add(s + 1)
+            if not nxt:
+                return False
+            states = self._close(nxt)
+        return end in states
+
+
+@functools.lru_cache(maxsize=256)
+def glob_regex(pattern: str) -> re.Pattern[str] | GlobMatcher:
+    """Compile a glob with ``**`` (any depth), ``*``, ``?`` and ``[...]`` to a matcher (a
+    regex when it has few wildcards, else the linear :class:`GlobMatcher`).
+
+    A pattern without a ``/`` matches a name at any depth (``*.py`` finds every Python file).
+    """
+    tokens = _glob_tokens(pattern)
+    stars = sum(1 for k, _ in tokens if k in (_STAR, _DSTAR, _DSTAR_SLASH))
+    if stars > MAX_REGEX_STARS:
+        return GlobMatcher(tokens)
+    return re.compile("".join(t for _, t in tokens) + r"\Z", re.DOTALL)
 
 
 def walk_files(base: str, limit: int):
