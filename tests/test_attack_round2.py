@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from omp_a2a_bridge.server import rules
+from omp_a2a_bridge.server import proposals, rules
 
 from .conftest import require_system, write_config
 from .dbus_fakes import FakeNotifications
@@ -279,7 +279,7 @@ def test_a_deny_rule_sees_through_wrappers(guarded, command):
 def test_always_allow_never_proposes_a_rule_that_runs_anything(command, proposal):
     """ "Always allow calls like this" once proposed ``bash(timeout *)``, ``bash(find *)``,
     ``bash(sed *)`` and ``bash(awk *)``: each runs any code (``-exec``, ``1e``, ``system()``)."""
-    assert rules.propose("bash", {"command": command}, None, home="/h") == proposal
+    assert proposals.propose("bash", {"command": command}, None, home="/h") == proposal
 
 
 # -- find: the agent's glob never backtracks -------------------------------------------------
@@ -312,7 +312,7 @@ def test_a_proposed_rule_takes_the_calls_words_literally(command, later):
     """The call's own words went into the proposal unescaped, so ``*?[`` in them became
     globs: approving ``awk '/x*/' f`` "always" also allowed any awk program between
     ``/x`` and ``/``."""
-    text = rules.propose("bash", {"command": command}, None, home="/h")
+    text = proposals.propose("bash", {"command": command}, None, home="/h")
     assert text is not None
     saved = rules.RuleSet(allow=tuple(rules.parse_rule_lines(text, home="/h")))
     allowed = rules.evaluate(saved, "bash", {"command": command}, None).decision
