@@ -1021,6 +1021,23 @@ class Bridge:
             except Exception:
                 log.exception("snapshot subscriber failed")
 
+    # --- for the facade (server.runner.BridgeRunner; thread-safe where it says so)
+
+    def publish_now(self) -> None:
+        """Publish a snapshot at once (an approver came or went, the token changed)."""
+        self._changed(now=True)
+
+    def attach_approver(self, name: str) -> int:
+        """Thread-safe (the broker locks); the caller publishes."""
+        return self.broker.attach(name)
+
+    def detach_approver(self, handle: int) -> None:
+        """Thread-safe (the broker locks); the caller publishes."""
+        self.broker.detach(handle)
+
+    def pending_call(self, call_id: str) -> PendingCall | None:
+        return self.broker.get(call_id)
+
 
 def _not_like_this(tool: str, parsed: list[Any]) -> str | None:
     """Why an edited "Always allow calls like this" rule is not about calls like this one.

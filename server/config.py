@@ -20,6 +20,7 @@ from typing import Any
 import platformdirs
 
 from . import APP_NAME
+from .errors import ConfigError
 from .fsutil import write_private_atomic
 from .protected import known_removals
 from .rules import RuleError, RuleSet, parse_rules
@@ -28,10 +29,6 @@ from .upstream_config import McpServerSpec, _Fail, parse_mcp_servers
 TIERS = ("allow", "prompt", "deny")
 TOKEN_MIN_LENGTH = 32
 ZERO_OK_LIMITS = ("inline_read_max_bytes", "max_connections")  # 0 has a meaning there
-
-
-class ConfigError(Exception):
-    """The config cannot be used; the message is shown to the user as is."""
 
 
 def config_path() -> str:

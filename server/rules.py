@@ -37,6 +37,8 @@ import pathspec
 import tree_sitter
 import tree_sitter_bash
 
+from .errors import BridgeError
+
 PATH_TOOLS = frozenset({"read", "write", "edit", "ls", "find", "grep"})
 WALK_TOOLS = frozenset({"ls", "find", "grep"})  # their path is a directory
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -47,7 +49,7 @@ CACHE_MAX = 4096  # analyses of commands up to this long are cached (agents repe
 REENTRY_DEPTH = 4  # nested ``sh -c`` strings searched for deny rules
 
 
-class RuleError(ValueError):
+class RuleError(BridgeError, ValueError):
     """A rule that cannot be used; the message says why, in a few words."""
 
 
