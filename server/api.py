@@ -29,12 +29,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from .approvals import ApproverKind, Decision, PendingCall
-from .bridge import GrantView, SessionView, Snapshot
+from .approvals import ApproverKind, Decision
 from .errors import AlreadyRunning, BridgeError, StartupError
 from .rules import RuleList, RuleSet
+from .snapshot import (
+    DecisionError,
+    GrantView,
+    PendingCall,
+    ServerView,
+    SessionView,
+    Snapshot,
+    UpstreamInfo,
+)
 from .tokens import TokenSource
-from .upstream_config import ServerView
 
 if TYPE_CHECKING:
     from .control_client import ControlClient
@@ -48,6 +55,7 @@ __all__ = [
     "BridgeControl",
     "BridgeError",
     "Decision",
+    "DecisionError",
     "GrantView",
     "PendingCall",
     "RuleList",
@@ -57,6 +65,7 @@ __all__ = [
     "Snapshot",
     "StartupError",
     "TokenSource",
+    "UpstreamInfo",
     "local_bridge",
 ]
 

@@ -14,14 +14,14 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .paths import Escalation
 
 from .preview import build_preview, summary_of
-from .upstream_config import UpstreamInfo
+from .snapshot import PendingCall, UpstreamInfo
 
 
 class Decision(enum.StrEnum):
@@ -64,33 +64,6 @@ class Verdict:
     reason: str | None = None
     approver: str | None = None  # which UI decided ("approval page", "tray", ...)
     rule: str | None = None  # ALLOW_ALWAYS: the rule(s) to save, one per line
-
-
-@dataclass(frozen=True, slots=True)
-class PendingCall:
-    """What an approver sees: immutable, safe to hand to another thread."""
-
-    id: str
-    sid: str
-    client: str
-    tool: str
-    arguments: dict[str, Any]
-    summary: str
-    arrived: float  # wall clock
-    escalation: Escalation | None = None  # why the call needs a human (category, real path)
-    deadline: float | None = None  # wall clock of the auto-deny; None: waits until decided
-    preview: dict[str, Any] = field(default_factory=dict)  # bounded safe context (preview.py)
-    hidden: bool = False  # the agent's text carried bidi/invisible/control characters
-    upstream: UpstreamInfo | None = None  # an upstream MCP server's tool: server, description…
-    proposed_rule: str | None = None  # "Always allow calls like this": one rule per line
-
-
-def summarize(tool: str, args: dict[str, Any]) -> str:
-    """One safe line a human can judge at a glance, e.g. ``bash: git push origin main``.
-
-    Rendered by :mod:`server.textsafe`: head, ``…``, tail and length when long.
-    """
-    return summary_of(tool, args).text
 
 
 class ApprovalBroker:

@@ -25,8 +25,9 @@ from .fsutil import write_private_atomic
 from .protected import known_removals
 from .rules import RuleError, RuleSet, parse_rules
 from .upstream_config import McpServerSpec, _Fail, parse_mcp_servers
+from .vocab import Tier
 
-TIERS = ("allow", "prompt", "deny")
+TIERS = tuple(Tier)
 TOKEN_MIN_LENGTH = 32
 ZERO_OK_LIMITS = ("inline_read_max_bytes", "max_connections")  # 0 has a meaning there
 
@@ -58,7 +59,6 @@ class Limits:
     list_max_entries: int = 1000
     find_max_results: int = 1000
     grep_max_matches: int = 500
-    grep_max_file_bytes: int = 4 * 1024 * 1024  # unused since grep runs on ripgrep
     search_timeout_s: float = 60.0  # grep/find: rg is killed after this and partial results kept
     output_max_bytes: int = 64 * 1024
     # bash output past this many bytes ends the command (head and tail are still kept).
@@ -82,8 +82,8 @@ class Config:
     roots: tuple[str, ...] = ()
     sensitive_paths: tuple[str, ...] = ()  # additions: the old key plus protected.add
     protected_remove: tuple[str, ...] = ()  # built-in locations or categories to drop
-    tiers: dict[str, str] = field(default_factory=dict)
-    default_tier: str = "prompt"
+    tiers: dict[str, Tier] = field(default_factory=dict)
+    default_tier: Tier = Tier.PROMPT
     approval_timeout_s: float = 55.0
     max_pending: int = 32  # calls waiting for approval, all sessions together
     max_pending_per_session: int = 8
@@ -248,8 +248,8 @@ def parse_config(path: str, raw: Any) -> Config:
         roots=tuple(roots) or (os.path.expanduser("~"),),
         sensitive_paths=tuple(sensitive) + added,
         protected_remove=removed,
-        tiers=dict(tiers),
-        default_tier=default_tier,
+        tiers={k: Tier(v) for k, v in tiers.items()},
+        default_tier=Tier(default_tier),
         approval_timeout_s=float(timeout_s),
         max_pending=max_pending,
         max_pending_per_session=max_per_session,

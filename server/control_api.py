@@ -19,10 +19,10 @@ from tornado import websocket
 from tornado.iostream import StreamClosedError
 
 from .approvals import ApproverKind, Decision
-from .bridge import DecisionError, Snapshot
 from .control_auth import ControlHandler, Refused
 from .errors import ConfigError
 from .rules import RuleError, RuleList
+from .snapshot import DecisionError, Snapshot
 from .views import (
     grant_json,
     pending_full_json,

@@ -1,8 +1,10 @@
 """The MCP endpoint on Tornado's HTTP/1.1 server, below ``tornado.web`` on purpose.
 
-A message delegate sees the headers before the body, so the order of checks (§2 of the
-protocol) runs without a routing layer, an oversized body is refused before it is read, and
-the hot path stays a handful of function calls. Early rejects are answered only after the
+The whole order of checks (§2 of the protocol, steps 1 to 10) is in this module, and every step
+answers with the one :class:`~server.protocol.Reply` type; the bridge only runs the method
+(step 9, :meth:`~server.bridge.Bridge.dispatch`). A message delegate sees the headers before the
+body, so the checks run without a routing layer, an oversized body is refused before it is read,
+and the hot path stays a handful of function calls. Early rejects are answered only after the
 (bounded) body has been read, so a keep-alive connection stays in sync for the next request.
 """
 
@@ -19,8 +21,9 @@ from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop, PeriodicCallback
 from tornado.iostream import IOStream, StreamClosedError
 
-from .bridge import Bridge, CallHandle, Reply
+from .bridge import Bridge
 from .netlimits import LimitedHTTPServer
+from .pipeline import CallHandle
 from .protocol import (
     BODY_TOO_LARGE,
     INTERNAL,
@@ -29,9 +32,11 @@ from .protocol import (
     SERVER_ERROR,
     UNAUTHORIZED,
     Reject,
+    Reply,
     bearer_token,
     check_host_origin,
     check_protocol_version,
+    error_body,
     parse_message,
     token_matches,
 )
@@ -142,7 +147,7 @@ class McpExchange(httputil.HTTPMessageDelegate):
             early = self._early_checks()
         except Exception:
             log.exception("internal error: request checks")
-            early = Reply(INTERNAL.status, INTERNAL.body())
+            early = INTERNAL.reply()
         if early is not None:
             self._respond(early)
             return
@@ -150,7 +155,7 @@ class McpExchange(httputil.HTTPMessageDelegate):
             reply = self._dispatch()
         except Exception:
             log.exception("internal error")
-            reply = Reply(INTERNAL.status, INTERNAL.body())
+            reply = INTERNAL.reply()
         if isinstance(reply, Reply):
             self._respond(reply)  # answered without a Task or another loop turn
             return
@@ -189,7 +194,7 @@ class McpExchange(httputil.HTTPMessageDelegate):
             # A chunked body that grew too large: it has been read, but the protocol says the
             # connection closes after a 413, and Tornado adds the header when it does.
             self.conn._disconnect_on_finish = True  # type: ignore[attr-defined]
-            return Reply(BODY_TOO_LARGE.status, BODY_TOO_LARGE.body())
+            return BODY_TOO_LARGE.reply()
         reject = check_host_origin(
             headers.get("Host"),
             headers.get("Origin"),
@@ -197,10 +202,10 @@ class McpExchange(httputil.HTTPMessageDelegate):
             allowed=bridge.config.allowed_origins,
         )
         if reject is not None:
-            return Reply(reject.status, reject.body())
+            return reject.reply()
         if not token_matches(bearer_token(headers.get("Authorization")), bridge.tokens.token):
             bridge.note_unauthorized()
-            return Reply(UNAUTHORIZED.status, UNAUTHORIZED.body())
+            return UNAUTHORIZED.reply()
         if method == "DELETE":
             sid = headers.get("mcp-session-id")
             if sid and bridge.remove_session(sid):
@@ -214,23 +219,39 @@ class McpExchange(httputil.HTTPMessageDelegate):
             reply = await pending
         except Exception:
             log.exception("internal error")
-            reply = Reply(INTERNAL.status, INTERNAL.body())
+            reply = INTERNAL.reply()
         self._respond(reply)
 
     def _dispatch(self) -> Reply | Coroutine[Any, Any, Reply]:
+        """Steps 4-9: parse, shape, session, protocol version header, notifications, method."""
         body = b"".join(self.chunks) if len(self.chunks) != 1 else self.chunks[0]
         self.chunks = []
         msg, reject = parse_message(body)
         if reject is not None:
-            return Reply(reject.status, reject.body())
+            return reject.reply()
         assert msg is not None and self.headers is not None
         headers = self.headers
-        version_reject = check_protocol_version(headers.get("MCP-Protocol-Version"), msg.get("id"))
-        if msg["method"] == "tools/call":
+        bridge = self.server.bridge
+        method: str = msg["method"]
+        req_id = msg.get("id")
+        session = None
+        if method != "initialize":
+            sid = headers.get("mcp-session-id")
+            if sid is None:
+                return Reply(400, error_body(req_id, SERVER_ERROR, "missing mcp-session-id"))
+            session = bridge.touch_session(sid)
+            if session is None:
+                return Reply(404, error_body(req_id, SERVER_ERROR, "unknown session"))
+        reject = check_protocol_version(headers.get("MCP-Protocol-Version"), req_id)
+        if reject is not None:
+            return reject.reply()
+        if method.startswith("notifications/"):
+            if method == "notifications/cancelled" and session is not None:
+                bridge.cancel(session.sid, msg.get("params"))
+            return Reply(202)
+        if method == "tools/call":
             self.handle = CallHandle()
-        return self.server.bridge.dispatch(
-            msg, headers.get("mcp-session-id"), version_reject, self.handle
-        )
+        return bridge.dispatch(msg, session, self.handle)
 
     # -- writing ---------------------------------------------------------------------------------
 

@@ -127,6 +127,11 @@ class Escalation:
         return self.text
 
 
+def always_asks(escalation: Escalation | None) -> bool:
+    """An escalation no rule, grant or "always allow" may cover: only a human decision does."""
+    return escalation is not None and escalation.always_asks
+
+
 def _real(path: str) -> str:
     return os.path.realpath(os.path.expanduser(path))
 

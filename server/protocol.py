@@ -33,6 +33,18 @@ TOOL_NAME_RE = re.compile(r"^[a-z0-9_]{1,64}$")
 _BEARER_RE = re.compile(r"^bearer[ \t]+", re.IGNORECASE)
 
 
+@dataclass(slots=True)
+class Reply:
+    """The one answer type of the MCP endpoint: HTTP status, body and any extra headers.
+
+    Every step of the order of checks (:mod:`server.http`) and every method answers with one.
+    """
+
+    status: int
+    body: bytes = b""
+    headers: dict[str, str] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Reject:
     """A request refused before dispatch: HTTP status plus a JSON-RPC error (or no body)."""
@@ -47,6 +59,9 @@ class Reject:
         if self.code is None:
             return b""
         return error_body(self.id, self.code, self.message, self.data)
+
+    def reply(self) -> Reply:
+        return Reply(self.status, self.body())
 
 
 # A wrong token sends OAuth-capable clients (Inspector, mcp-remote) into OAuth discovery, which

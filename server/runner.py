@@ -19,9 +19,9 @@ from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from . import clientconfig
-from .approvals import ApproverKind, Decision, PendingCall
+from .approvals import ApproverKind, Decision
 from .audit import pair_calls, recent_records
-from .bridge import Bridge, GrantView, Snapshot
+from .bridge import Bridge
 from .config import Config, edit_config
 from .control import ControlState, control_app
 from .controlfile import ControlInfo, release
@@ -29,9 +29,9 @@ from .errors import StartupError
 from .http import McpServer
 from .netlimits import LimitedHTTPServer, connection_caps
 from .rules import RuleError, RuleList, RuleSet, edit_raw_rules
+from .snapshot import GrantView, PendingCall, ServerView, Snapshot
 from .startup import Prepared, RunnerOptions, bind, prepare, url_for
 from .tokens import TokenSource
-from .upstream_config import ServerView
 from .views import audit_call_json
 
 __all__ = ["BridgeRunner", "RunnerOptions", "StartupError", "bind", "url_for"]

@@ -92,17 +92,6 @@ _HOW_SIZE = ctypes.sizeof(_OpenHow)
 _POSIX_WALK = os.open in os.supports_dir_fd
 
 
-def mechanism() -> str:
-    """Which way opens are made safe on this machine (for the README's claims and tests)."""
-    if _openat2 is not None:
-        return "openat2"
-    if O_NOFOLLOW_ANY:
-        return "O_NOFOLLOW_ANY"
-    if _POSIX_WALK:
-        return "per-component O_NOFOLLOW"
-    return "open-then-verify"
-
-
 def _fail(err: int, path: str) -> OSError:
     if err == errno.ELOOP:
         return PathChanged(errno.ELOOP, "a symbolic link appeared in the path", path)

@@ -54,10 +54,6 @@ class Safe:
     def __str__(self) -> str:
         return self.text
 
-    def labelled(self) -> str:
-        """The text with the warning appended when the original hid something."""
-        return f"{self.text} [⚠ {HIDDEN_WARNING}]" if self.hidden else self.text
-
 
 def escape_char(ch: str) -> str:
     cp = ord(ch)
@@ -220,8 +216,3 @@ def lines_preview(text: str, head: int = 6, tail: int = 4, width: int = 160) -> 
         shown.append(r.text)
     _, hidden = _scan(text, True)
     return Safe("\n".join(shown), hidden, len(text), truncated)
-
-
-def is_clean(text: str) -> bool:
-    """True when ``text`` holds no character that :func:`render` would escape (tests, asserts)."""
-    return not any(_classify(ch) for ch in text if ch not in "\n\t ")

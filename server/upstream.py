@@ -49,9 +49,11 @@ from pydantic import TypeAdapter, ValidationError
 from . import __version__
 from .fsutil import write_private_atomic
 from .paths import CallPaths, Escalation, PathPolicy
+from .snapshot import ServerView, UpstreamInfo
 from .tools.base import Tool, ToolContext, ToolResult
 from .tools.bashpaths import arguments_escalation
-from .upstream_config import McpServerSpec, ServerView, UpstreamInfo
+from .upstream_config import McpServerSpec
+from .vocab import Tier
 
 log = logging.getLogger("a2a-bridge")
 
@@ -274,7 +276,7 @@ class PinStore:
 class UpstreamTool(Tool):
     """One upstream tool as a bridge tool; arguments are passed as they are (rules see them)."""
 
-    default_tier = "prompt"  # upstream annotations are untrusted: never a reason to allow
+    default_tier = Tier.PROMPT  # upstream annotations are untrusted: never a reason to allow
     cancel_on_disconnect = True
 
     def __init__(self, server: UpstreamServer, definition: dict[str, Any]) -> None:

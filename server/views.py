@@ -6,13 +6,11 @@ import json
 import time
 from typing import Any
 
-from .approvals import PendingCall
-from .bridge import GrantView, SessionView, Snapshot
 from .preview import escalation_json, full_display
 from .rules import RuleSet
 from .sessions import sid_hash
+from .snapshot import GrantView, PendingCall, ServerView, SessionView, Snapshot
 from .textsafe import render, safe, shorten
-from .upstream_config import ServerView
 
 
 def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:

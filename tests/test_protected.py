@@ -451,8 +451,8 @@ def test_read_refuses_a_file_swapped_in_after_approval(start_bridge, tmp_path):
 def test_the_reason_and_a_session_hash_reach_the_ui_views():
     """pending_json carries the Escalation as JSON and a display hash; watch prints both and
     never the session id."""
-    from omp_a2a_bridge.server.approvals import PendingCall
     from omp_a2a_bridge.server.sessions import sid_hash
+    from omp_a2a_bridge.server.snapshot import PendingCall
     from omp_a2a_bridge.server.views import pending_json
     from omp_a2a_bridge.server.watch import describe
 

@@ -412,7 +412,7 @@ def test_watch_in_a_closed_pipe_exits_quietly(ctl):
 
 
 def _tray_snapshot(*pending):
-    from omp_a2a_bridge.server.bridge import Snapshot
+    from omp_a2a_bridge.server.snapshot import Snapshot
 
     return Snapshot(
         1,
@@ -432,8 +432,8 @@ def _tray_snapshot(*pending):
 
 
 def _pending_call(tool: str, args: dict, escalation=None, client: str = "claude-code"):
-    from omp_a2a_bridge.server.approvals import PendingCall
     from omp_a2a_bridge.server.preview import build_preview, summary_of
+    from omp_a2a_bridge.server.snapshot import PendingCall
 
     now = 1_000_000.0
     summary = summary_of(tool, args)

@@ -10,6 +10,8 @@ import abc
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..vocab import Tier
+
 if TYPE_CHECKING:
     from ..config import Limits
     from ..paths import CallPaths, Escalation, PathPolicy
@@ -70,7 +72,7 @@ class Tool(abc.ABC):
     description: str
     input_schema: dict[str, Any]
     annotations: dict[str, Any] = {}
-    default_tier: ClassVar[str | None] = None  # None: the config's approval.default_tier
+    default_tier: ClassVar[Tier | None] = None  # None: the config's approval.default_tier
     path_args: ClassVar[tuple[str, ...]] = ()
     writes: ClassVar[bool] = False  # path_args are written: persistence locations escalate too
     default_paths: ClassVar[dict[str, str]] = {}  # argument -> value used when it is absent
@@ -90,7 +92,7 @@ class Tool(abc.ABC):
         return None
 
     def approval_info(self) -> Any:
-        """Extra facts an approver must see (:class:`server.upstream_config.UpstreamInfo`)."""
+        """Extra facts an approver must see (:class:`server.snapshot.UpstreamInfo`)."""
         return None
 
     def escalation(self, args: dict[str, Any], policy: PathPolicy | CallPaths) -> Escalation | None:

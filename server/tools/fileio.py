@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import os
 import re
 import stat
-import tempfile
 
+from .. import fsutil
 from .base import ToolError
 
 SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", ".hg", ".svn", ".tox"})
@@ -76,22 +75,11 @@ def atomic_write(path: str, data: bytes) -> bool:
     except FileNotFoundError:
         mode = None
         existed = False
-    fd, tmp = tempfile.mkstemp(prefix=".a2a-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if mode is None:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fsutil.atomic_write(path, data, mode, prefix=".a2a-", suffix=".tmp")
     return existed
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from .. import safeopen
 from ..paths import CallPaths, PathPolicy
+from ..vocab import Tier
 from . import pools
 from .base import Tool, ToolContext, ToolError, ToolResult, image_block, text_block
 from .fileio import SNIFF_BYTES, atomic_write, image_type, io_error, is_binary
@@ -59,7 +60,7 @@ class ReadTool(Tool):
         "additionalProperties": False,
     }
     annotations = {"title": "Read file", **READ_ONLY}
-    default_tier = "allow"
+    default_tier = Tier.ALLOW
     path_args = ("path",)
 
     def run_now(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
@@ -389,7 +390,7 @@ class WriteTool(Tool):
         "idempotentHint": True,
         "openWorldHint": False,
     }
-    default_tier = "prompt"
+    default_tier = Tier.PROMPT
     path_args = ("path",)
     writes = True
 
@@ -442,7 +443,7 @@ class EditTool(Tool):
         "idempotentHint": False,
         "openWorldHint": False,
     }
-    default_tier = "prompt"
+    default_tier = Tier.PROMPT
     path_args = ("path",)
     writes = True
 
@@ -536,7 +537,7 @@ class LsTool(Tool):
         "additionalProperties": False,
     }
     annotations = {"title": "List directory", **READ_ONLY}
-    default_tier = "allow"
+    default_tier = Tier.ALLOW
     path_args = ("path",)
     default_paths = {"path": ""}
 

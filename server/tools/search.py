@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..vocab import Tier
 from . import pools
 from .base import Tool, ToolContext, ToolError, ToolResult
 from .fileio import glob_regex, io_error
@@ -155,7 +156,7 @@ class FindTool(Tool):
         "additionalProperties": False,
     }
     annotations = {"title": "Find files", **READ_ONLY}
-    default_tier = "allow"
+    default_tier = Tier.ALLOW
     path_args = ("path",)
     default_paths = {"path": ""}
 
@@ -299,7 +300,7 @@ class GrepTool(Tool):
         "additionalProperties": False,
     }
     annotations = {"title": "Search file contents", **READ_ONLY}
-    default_tier = "allow"
+    default_tier = Tier.ALLOW
     path_args = ("path",)
     default_paths = {"path": ""}
 

@@ -22,6 +22,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..vocab import Tier
 from .base import Tool, ToolContext, ToolError, ToolResult
 from .bashpaths import command_escalation
 from .fileio import io_error
@@ -317,7 +318,7 @@ class BashTool(Tool):
         "idempotentHint": False,
         "openWorldHint": True,
     }
-    default_tier = "prompt"
+    default_tier = Tier.PROMPT
     path_args = ("cwd",)
     default_paths = {"cwd": ""}
 

@@ -14,16 +14,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from ..paths import CallPaths, Escalation, PathPolicy
+from ..paths import CallPaths, PathPolicy, always_asks
 
 
 def policy_of(ctx_policy: PathPolicy | CallPaths) -> PathPolicy:
     """The :class:`PathPolicy` behind a tool context's policy (``CallPaths`` wraps it)."""
     return ctx_policy.policy if isinstance(ctx_policy, CallPaths) else ctx_policy
-
-
-def _always_asks(escalation: Escalation | None) -> bool:
-    return escalation is not None and escalation.always_asks
 
 
 def judge_entry(policy: PathPolicy, real: str, st: os.stat_result | None) -> bool:
@@ -49,7 +45,7 @@ class EntryGate:
     @classmethod
     def for_base(cls, ctx_policy: PathPolicy | CallPaths, base: str) -> EntryGate:
         policy = policy_of(ctx_policy)
-        approved_protected = _always_asks(policy.judge(base))
+        approved_protected = always_asks(policy.judge(base))
         return cls(policy, base, active=not approved_protected)
 
     def refuses(self, real: str, st: os.stat_result | None = None, *, count: bool = True) -> bool:
