@@ -2,9 +2,15 @@
 
 Why one base: every front end ends the same way on them. The CLI's ``main`` turns any
 :class:`BridgeError` into ``a2a-bridge: <message>`` on stderr and its ``exit_code``
-(:func:`exit_line`); the tray prints the same line; the control API answers a
-:class:`ControlError`'s status. Errors that never reach a user (a tool's own failure, a path
-that changed under a call) keep their own classes near the code that raises them.
+(:func:`exit_line`); the tray prints the same line. Here: the ones the front ends raise and
+catch. Defined next to their code but subclasses of :class:`BridgeError`:
+:class:`~server.rules.RuleError` (a rule that cannot be used) and
+:class:`~server.snapshot.DecisionError` (a decision that cannot be applied as asked).
+
+Not here, on purpose: errors that never reach a user as such — a tool's own failure
+(``ToolError``, an ``isError`` result), a path that changed under a call, a tray backend or
+notification server that is missing (each caught where it is raised and turned into a
+fallback), the HTTP refusals of the control API (``Refused``: a status and a JSON body).
 """
 
 from __future__ import annotations

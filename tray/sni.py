@@ -184,7 +184,7 @@ class StatusNotifierItem(ServiceInterface):
 
     @dbus_property(access=PropertyAccess.READ)
     def IconPixmap(self) -> Pixmaps:
-        return self.owner._pixmaps
+        return self.owner.pixmap_data
 
     @dbus_property(access=PropertyAccess.READ)
     def AttentionIconName(self) -> Str:
@@ -192,7 +192,7 @@ class StatusNotifierItem(ServiceInterface):
 
     @dbus_property(access=PropertyAccess.READ)
     def AttentionIconPixmap(self) -> Pixmaps:
-        return self.owner._pixmaps  # the icon itself already shows the attention state
+        return self.owner.pixmap_data  # the icon itself already shows the attention state
 
     @dbus_property(access=PropertyAccess.READ)
     def OverlayIconName(self) -> Str:
@@ -318,7 +318,7 @@ class DBusMenu(ServiceInterface):
 
     @dbus_signal()
     def ItemsPropertiesUpdated(self) -> Annotated[list[Any], DBusSignature("a(ia{sv})a(ias)")]:
-        change = self.owner._pending_change
+        change = self.owner.pending_change
         return [
             [[i, _variant_props(p)] for i, p in change.updated],
             [[i, list(names)] for i, names in change.removed],
@@ -360,8 +360,8 @@ class SniIcon:
         self.revision = 1
         self.ids = IdTable()
         self.layout: Layout = build(self._menu(), self.ids)
-        self._pixmaps: list[list[Any]] = pixmaps(icon) if icon is not None else []
-        self._pending_change = Change(relayout=False)
+        self.pixmap_data: list[list[Any]] = pixmaps(icon) if icon is not None else []
+        self.pending_change = Change(relayout=False)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.bus: MessageBus | None = None
         self.item = StatusNotifierItem(self)
@@ -389,7 +389,7 @@ class SniIcon:
         self._icon = image
         data = pixmaps(image)
         if self.loop is None:
-            self._pixmaps = data  # not on the bus yet: nobody to tell
+            self.pixmap_data = data  # not on the bus yet: nobody to tell
         self._on_loop(lambda: self._set_pixmaps(data))
 
     @property
@@ -486,7 +486,7 @@ class SniIcon:
         except Exception as e:
             raise SniUnavailable(f"no D-Bus session bus ({type(e).__name__}: {e})") from None
         # Whatever changed before the loop ran (updates then had nobody to reach) is read now.
-        self._pixmaps = pixmaps(self._icon) if self._icon is not None else []
+        self.pixmap_data = pixmaps(self._icon) if self._icon is not None else []
         self.layout = build(self._menu(), self.ids)
         with self._lock:
             self.bus = bus
@@ -572,7 +572,7 @@ class SniIcon:
             log.warning("tray icon not registered with the new watcher: %s", e)
 
     def _set_pixmaps(self, data: list[list[Any]]) -> None:
-        self._pixmaps = data
+        self.pixmap_data = data
         self.item.NewIcon()
         self.item.NewAttentionIcon()
         self.item.emit_properties_changed({"IconPixmap": data, "AttentionIconPixmap": data})
@@ -596,7 +596,7 @@ class SniIcon:
             self.revision += 1
             self.dbus_menu.LayoutUpdated()
         elif not change.empty:
-            self._pending_change = change
+            self.pending_change = change
             self.dbus_menu.ItemsPropertiesUpdated()
 
     def menu_event(self, node_id: int, event_id: str) -> bool:
