@@ -20,17 +20,13 @@ from .approvals import Decision
 from .control_client import ControlClient
 from .errors import ControlError
 from .textsafe import safe
+from .timefmt import ago
 from .watch_text import describe, describe_full
 
 
 def print_json(data: object) -> None:
     # ASCII only: C1 controls (U+009B is an 8-bit CSI) and bidi marks come out as \uXXXX.
     print(json.dumps(data, indent=2, ensure_ascii=True))
-
-
-def _ago(ts: float) -> str:
-    s = max(time.time() - ts, 0)
-    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.0f} h"
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -77,7 +73,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         "no live sessions",
         lambda x: (
             f"{safe(x['sid'])}  {safe(x['client'])} {safe(x['version'])}  {x['calls']} call(s)  "
-            f"{x['pending']} waiting  last seen {_ago(x['last_seen'])} ago"
+            f"{x['pending']} waiting  last seen {ago(time.time() - x['last_seen'])} ago"
             + ("  ⚠ contains hidden characters" if x.get("hidden") else "")
         ),
     )

@@ -16,13 +16,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PKG = "omp_a2a_bridge"
 
 # What the tray may import from the server: the API, the data types and errors it names, and
-# pure text helpers (the one renderer of agent text, the preview's escalation words).
+# pure text helpers (the one renderer of agent text, the preview's escalation words, times).
 TRAY_MAY_IMPORT = {
     f"{PKG}.server.api",
     f"{PKG}.server.snapshot",
     f"{PKG}.server.errors",
     f"{PKG}.server.textsafe",
     f"{PKG}.server.preview",
+    f"{PKG}.server.timefmt",  # "12 s", "5 min": the one way every UI writes a time
 }
 # The installed `a2a-bridge` script is the server's CLI with the tray's commands added.
 TRAY_ENTRY_POINT = ("tray/cli.py", f"{PKG}.server.cli")

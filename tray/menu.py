@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from omp_a2a_bridge.server.api import Decision, PendingCall, RuleList, Snapshot
 from omp_a2a_bridge.server.preview import escalation_json, short_session
 from omp_a2a_bridge.server.textsafe import HIDDEN_WARNING, safe, shorten
+from omp_a2a_bridge.server.timefmt import ago
 
 
 class ActionKind(enum.StrEnum):
@@ -59,15 +60,6 @@ class Item:
 
 
 SEPARATOR = Item("-", enabled=False)
-
-
-def ago(seconds: float) -> str:
-    seconds = max(seconds, 0)
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.0f} h"
 
 
 def _shorten(text: str, limit: int = DETAIL_MAX) -> str:
