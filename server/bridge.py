@@ -5,6 +5,10 @@ Everything here runs on the bridge thread's event loop. The HTTP layer (:mod:`se
 runs the whole order of checks and hands over messages that passed it (:meth:`Bridge.dispatch`
 is its last step); a ``tools/call`` goes on to the :class:`~server.pipeline.CallPipeline`.
 Other threads reach the bridge only through :class:`server.runner.BridgeRunner`.
+
+(A little over 400 lines: one class whose jobs share its state — sessions, the in-flight
+table and the publishing of snapshots; the call pipeline, the rules and the wire checks live in
+their own modules.)
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 from . import __version__
 from .approvals import ApprovalBroker, Decision, Ending
 from .audit import AuditLog
-from .config import Config, edit_config
+from .config import Config
 from .controlfile import runtime_dir
 from .paths import PathPolicy
 from .pipeline import CallHandle, CallPipeline
@@ -32,9 +36,10 @@ from .protocol import (
     negotiate_version,
     result_body,
 )
-from .rules import Kind, RuleError, RuleList, RuleSet, edit_raw_rules, parse_rule_lines
+from .rulebook import RuleBook
+from .rules import RuleList, RuleSet
 from .sessions import Session, SessionTable
-from .snapshot import DecisionError, GrantView, PendingCall, SessionView, Snapshot
+from .snapshot import GrantView, PendingCall, SessionView, Snapshot
 from .tokens import TokenStore
 from .tools.base import Tool
 from .tools.registry import ToolRegistry
@@ -81,8 +86,10 @@ class Bridge:
             max_pending=cfg.max_pending,
             max_pending_per_session=cfg.max_pending_per_session,
         )
-        self.pipeline = CallPipeline(self, cfg, self.registry, self.policy, self.broker, opts.audit)
-        self._rule_saves = 0  # "always allow" saves still being written
+        self.rulebook = RuleBook(cfg.rules, cfg.path, self.policy.roots[0], self.set_rules)
+        self.pipeline = CallPipeline(
+            self, cfg, self.registry, self.policy, self.broker, opts.audit, self.rulebook
+        )
         self.paused = False
         self.closing = False
         self.unauthorized = 0
@@ -136,7 +143,7 @@ class Bridge:
     @property
     def rules(self) -> RuleSet:
         """The rules in force (the pipeline judges calls by them)."""
-        return self.pipeline.rules
+        return self.rulebook.rules
 
     @property
     def calls_total(self) -> int:
@@ -302,55 +309,19 @@ class Bridge:
             p = self.broker.get(call_id)
             if p is None:
                 return False
-            if p.proposed_rule is None:
-                raise DecisionError(
-                    "no rule can allow calls like this one (it always asks a human): "
-                    "approve it instead"
-                )
-            text = rule if isinstance(rule, str) and rule.strip() else p.proposed_rule
-            try:
-                parsed = parse_rule_lines(text, base=self.policy.roots[0])
-            except RuleError as e:
-                raise DecisionError(f"rule not saved: {e}") from None
-            problem = None if text.strip() == p.proposed_rule else _not_like_this(p.tool, parsed)
-            if problem is not None:
-                raise DecisionError(f"rule not saved: {problem}")
-            rule = "\n".join(r.text for r in parsed)
+            rule = self.rulebook.rule_to_save(p, rule)
         return self.broker.decide(call_id, decision, reason, approver=approver, rule=rule)
 
     # -- rules and grants (on the bridge thread; file writes happen in a worker) ----------------
 
     def set_rules(self, rules: RuleSet) -> None:
-        self.pipeline.rules = rules
+        self.rulebook.rules = rules
         self._changed(now=True)
 
     def add_rules(self, which: RuleList, texts: list[str]) -> None:
         """Effective at once in memory, then saved to the config (re-read, unknown keys kept)."""
-        texts = [t.strip() for t in texts if t.strip()]
-        base = self.policy.roots[0]
-        current = self.rules.get(which)
-        known = {r.text for r in current}
-        new = tuple(r for r in parse_rule_lines("\n".join(texts), base=base) if r.text not in known)
-        self.set_rules(RuleSet(**{**_lists(self.rules), which.value: current + new}))
-        path = self.config.path
-        self._rule_saves += 1
-
-        def saved(rules: RuleSet | None) -> None:
-            self._rule_saves -= 1
-            if rules is not None and self._rule_saves == 0:
-                self.set_rules(rules)  # the file's rules: picks up edits made by hand too
-
-        def persist() -> None:
-            rules = None
-            try:
-                rules = edit_config(path, lambda raw: edit_raw_rules(raw, which, add=texts)).rules
-            except Exception as e:
-                log.warning("could not save the rule(s) %s to %s: %s", texts, path, e)
-            if self.loop is not None:
-                self.loop.call_soon_threadsafe(saved, rules)
-
         assert self.loop is not None
-        self.loop.run_in_executor(None, persist)
+        self.rulebook.add(which, texts, self.loop)
 
     def explain(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
         """What would happen to this call now (no session grant counted): for "test a rule"."""
@@ -491,27 +462,3 @@ class Bridge:
 
     def pending_call(self, call_id: str) -> PendingCall | None:
         return self.broker.get(call_id)
-
-
-def _not_like_this(tool: str, parsed: list[Any]) -> str | None:
-    """Why an edited "Always allow calls like this" rule is not about calls like this one.
-
-    It must name the call's own tool and must not be a catch-all (``bash``, ``bash(*)``): a
-    click on one prompt never widens to another tool or to every call of it. A deliberate
-    broad rule is added from the Rules section or ``a2a-bridge rules add`` instead. (The
-    bridge's own proposal is taken as it is: for a tool without string arguments it is the
-    tool alone.)
-    """
-    for r in parsed:
-        if r.tool != tool:
-            return f"{r.text} is not a rule for {tool}; add it from the Rules section instead"
-        if r.kind is Kind.ANY or (r.kind is Kind.BASH and set(r.words) <= {"*"}):
-            return (
-                f"{r.text} would allow every {tool} call; add a broad rule from the Rules "
-                "section or `a2a-bridge rules add` instead"
-            )
-    return None
-
-
-def _lists(rules: RuleSet) -> dict[str, tuple[Any, ...]]:
-    return {k.value: rules.get(k) for k in RuleList}

@@ -10,7 +10,8 @@ tool (at once when it can answer without waiting, else inside the request's task
 ``Tool.escalation``, upstream MCP tools through the :class:`~server.tools.base.Tool` hooks
 (``approval_info``, ``grants_suspended``, ``on_allowed``, ``cancel_on_disconnect``).
 
-The pipeline owns the policy state a call is judged by (tiers, rules, the path policy); the
+The pipeline owns the policy state a call is judged by (tiers, the path policy, and reads the
+rules in force from the :class:`~server.rulebook.RuleBook`); the
 :class:`~server.bridge.Bridge` owns the sessions, the in-flight table and pause/shutdown, and
 hands those to the pipeline as its :class:`PipelineHost`.
 """
@@ -40,11 +41,13 @@ from .outcome import (
     safe_body,
 )
 from .paths import CallPaths, Escalation, PathPolicy, always_asks
+from .proposals import propose
 from .protocol import (
     Reply,
     not_exposed_text,
 )
-from .rules import PATH_TOOLS, RuleList, RuleSet, evaluate, propose
+from .rulebook import RuleBook
+from .rules import PATH_TOOLS, RuleList, evaluate
 from .sessions import Session
 from .tools import pools
 from .tools.base import Tool, ToolContext, ToolError, ToolResult
@@ -111,6 +114,7 @@ class CallPipeline:
         policy: PathPolicy,
         broker: ApprovalBroker,
         audit: AuditLog,
+        rulebook: RuleBook,
     ) -> None:
         self.host = host
         self.config = config
@@ -119,7 +123,7 @@ class CallPipeline:
         self.broker = broker
         self.audit = audit
         self.tiers = dict(config.tiers)
-        self.rules: RuleSet = config.rules
+        self.rulebook = rulebook
         self.calls_total = 0
 
     def tier(self, tool: Tool) -> Tier:
@@ -258,7 +262,7 @@ class CallPipeline:
         ctx = ToolContext(call.id, session.sid, session.client, paths, self.config.limits)
         ctx.escalation = escalation
         suspended = tool.grants_suspended()  # an upstream tool changed since it was approved
-        if self.rules:
+        if self.rulebook.rules:
             ruled = self._apply_rules(tool, args, paths, escalation, ctx, suspended)
             if ruled is not None:
                 return ruled
@@ -291,7 +295,7 @@ class CallPipeline:
     ) -> Outcome | Plan | None:
         """deny > ask > allow; an always-asking escalation overrides an allow rule, and so does
         an upstream tool whose definition changed since it was approved (``suspended``)."""
-        v = evaluate(self.rules, tool.name, args, self.main_path(tool, args, paths))
+        v = evaluate(self.rulebook.rules, tool.name, args, self.main_path(tool, args, paths))
         if v.decision is None:
             return None
         if v.decision is RuleList.DENY:
@@ -410,7 +414,7 @@ class CallPipeline:
             paths = CallPaths(self.policy)
             escalation = tool.escalation(args, paths)
             real = self.main_path(tool, args, paths)
-        v = evaluate(self.rules, name, args, real)
+        v = evaluate(self.rulebook.rules, name, args, real)
         tier = self.tier(tool) if tool is not None else None
         if v.decision is RuleList.ASK and v.rule is None:
             outcome, by = "ask", "guard"  # deny rules exist and the command is unreadable

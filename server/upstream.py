@@ -8,14 +8,11 @@ connection ends (a stdio server died, an HTTP server stopped answering its ping)
 withdrawn and the supervisor reconnects with exponential back-off; a server that is down costs
 ``tools/list`` nothing - its tools are simply absent and the reason is in the snapshot.
 
-Our own stdio transport (not the SDK's ``stdio_client``) because the bridge must: keep the
-child's stderr in a small ring for the UI, give the child a minimal environment that never
-carries the bridge's token or ``A2A_BRIDGE_*`` variables, and stop it within the bridge's 2 s
-shutdown budget (the SDK waits up to 2 s + 2 s before it kills).
-
-Pinning: a fingerprint of each tool's definition is saved (0600 JSON next to the config) when a
-tier, a rule or a human first allows it; a later, different definition suspends every grant
-until a human approves the new one.
+The stdio transport is :mod:`server.upstream_stdio`; the tool wrapper and the pins of approved
+tool definitions are :mod:`server.upstream_tools`. This module is the supervisor: one
+connection's life (connect, list, watch, reconnect with back-off, withdraw) and the manager of
+all of them. A little over 400 lines because that life is one state machine over one SDK
+session; split, its states would be read across files.
 """
 
 from __future__ import annotations
@@ -24,16 +21,9 @@ import asyncio
 import collections
 import contextlib
 import enum
-import hashlib
-import json
 import logging
-import os
-import signal
-import sys
-import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -42,18 +32,15 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
 from mcp_types.jsonrpc import REQUEST_TIMEOUT
 from pydantic import TypeAdapter, ValidationError
 
 from . import __version__
-from .fsutil import write_private_atomic
-from .paths import CallPaths, Escalation, PathPolicy
-from .snapshot import ServerView, UpstreamInfo
-from .tools.base import Tool, ToolContext, ToolResult
-from .tools.bashpaths import arguments_escalation
+from .snapshot import ServerView
+from .tools.base import ToolResult
 from .upstream_config import McpServerSpec
-from .vocab import Tier
+from .upstream_stdio import StdioTransport, child_env
+from .upstream_tools import PinStore, RawResult, UpstreamTool
 
 log = logging.getLogger("a2a-bridge")
 
@@ -65,19 +52,8 @@ PING_EVERY_S = 15.0  # HTTP servers: how often we check the connection is alive
 RELIST_EVERY_PINGS = 4  # and re-list their tools every minute: the SDK's GET stream (where
 # list_changed arrives) gives up silently after two failed reconnects
 STDERR_LINES = 50
-STDERR_LINE_MAX = 400
-LINE_MAX_BYTES = 32 * 1024 * 1024
-STOP_GRACE_S = 0.2  # after stdin closes, before SIGTERM; then as long again before SIGKILL
 TOOL_PAGES_MAX = 50
 TOOLS_MAX = 1000  # per server; more are skipped (and said so)
-BASE_ENV = (
-    ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR")
-    if sys.platform != "win32"
-    else (
-        "APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT", "SYSTEMDRIVE",
-        "SYSTEMROOT", "TEMP", "TMP", "USERNAME", "USERPROFILE", "PROCESSOR_ARCHITECTURE",
-    )
-)  # fmt: skip
 # Results as plain JSON. The SDK's send_request takes a TypeAdapter of any type, but its TypeVar
 # is bound to BaseModel: hence the type-var ignores where _RAW is passed.
 _RAW = TypeAdapter(dict[str, Any])
@@ -89,265 +65,6 @@ class ServerState(enum.StrEnum):
     READY = "ready"
     FAILED = "failed"
     STOPPED = "stopped"
-
-
-def child_env(spec: McpServerSpec, secret: str | None) -> dict[str, str]:
-    """A minimal base plus the configured variables; never the bridge's own.
-
-    Refused: any ``A2A_BRIDGE_*`` name, and any value that contains the bridge's token (a
-    token pasted into a server's ``env`` by mistake).
-    """
-    env = {k: v for k in BASE_ENV if (v := os.environ.get(k)) is not None}
-    env.update(spec.env)
-    for k in list(env):
-        if k.upper().startswith("A2A_BRIDGE_") or (secret and secret in env[k]):
-            log.warning("upstream %s: variable %s withheld from its environment", spec.name, k)
-            del env[k]
-    return env
-
-
-class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
-    """Runs a stdio MCP server in its own process group; yields the SDK's stream pair."""
-
-    def __init__(self, spec: McpServerSpec, env: dict[str, str], ring: collections.deque) -> None:
-        self.spec = spec
-        self.env = env
-        self.ring = ring
-        self.exited = asyncio.Event()
-        self.pid: int | None = None
-        self.returncode: int | None = None
-        self._cm: contextlib.AbstractAsyncContextManager[Any] | None = None
-
-    async def __aenter__(self) -> Any:
-        self._cm = self._run()
-        return await self._cm.__aenter__()
-
-    async def __aexit__(self, *exc: Any) -> bool | None:
-        assert self._cm is not None
-        return await self._cm.__aexit__(*exc)
-
-    @contextlib.asynccontextmanager
-    async def _run(self) -> AsyncIterator[Any]:
-        spec = self.spec
-        if spec.cwd is not None and not os.path.isdir(spec.cwd):
-            raise NotADirectoryError(f"working directory {spec.cwd} does not exist")
-        proc = await anyio.open_process(
-            [spec.command or "", *spec.args],
-            env=self.env,
-            cwd=spec.cwd,
-            start_new_session=True,
-        )
-        self.pid = proc.pid
-        read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
-
-        async def stdout() -> None:
-            assert proc.stdout is not None
-            buf = b""
-            try:
-                async with read_send:
-                    async for chunk in proc.stdout:
-                        buf += chunk
-                        if len(buf) > LINE_MAX_BYTES:
-                            self.ring.append("(bridge) a message over 32 MiB: disconnected")
-                            return
-                        *lines, buf = buf.split(b"\n")
-                        for line in lines:
-                            if not line.strip():
-                                continue
-                            try:
-                                item: SessionMessage | Exception = SessionMessage(
-                                    types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                                )
-                            except ValueError as e:
-                                item = e
-                            await read_send.send(item)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                pass
-            finally:
-                self.exited.set()
-
-        async def stderr() -> None:
-            assert proc.stderr is not None
-            buf = b""
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                async for chunk in proc.stderr:
-                    buf += chunk
-                    *lines, buf = buf.split(b"\n")
-                    for line in lines:
-                        self.ring.append(line.decode("utf-8", "replace")[:STDERR_LINE_MAX])
-                    buf = buf[-STDERR_LINE_MAX:]
-
-        async def stdin() -> None:
-            assert proc.stdin is not None
-            try:
-                async with write_recv:
-                    async for msg in write_recv:
-                        data = msg.message.model_dump_json(by_alias=True, exclude_unset=True)
-                        await proc.stdin.send(data.encode() + b"\n")
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                await read_send.aclose()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(stdout)
-            tg.start_soon(stderr)
-            tg.start_soon(stdin)
-            try:
-                yield read_recv, write_send
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await self._stop(proc)
-                    for s in (read_recv, write_send, read_send, write_recv):
-                        await s.aclose()
-                tg.cancel_scope.cancel()
-
-    async def _stop(self, proc: Any) -> None:
-        """Close stdin (the spec's polite stop), then SIGTERM, then SIGKILL the group."""
-        with contextlib.suppress(Exception):
-            await proc.stdin.aclose()
-        # Windows has no SIGKILL (there, proc.kill() below is the hard stop).
-        for sig in (None, signal.SIGTERM, getattr(signal, "SIGKILL", signal.SIGTERM)):
-            if sig is not None and sys.platform != "win32":
-                with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-                    os.killpg(proc.pid, sig)
-            elif sig is not None:
-                with contextlib.suppress(ProcessLookupError, OSError):
-                    proc.kill()
-            with anyio.move_on_after(STOP_GRACE_S):
-                await proc.wait()
-            if proc.returncode is not None:
-                self.returncode = proc.returncode
-                break
-        if sys.platform != "win32":  # children the server left behind in its group
-            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-
-
-def fingerprint(definition: dict[str, Any]) -> str:
-    """sha256 over what a human judged: name, description, input schema, annotations."""
-    data = {k: definition.get(k) for k in ("name", "description", "inputSchema", "annotations")}
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
-class PinStore:
-    """Approved tool fingerprints, ``{"tools": {full_name: sha256}}`` in a 0600 file."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.pins: dict[str, str] = {}
-        self.unreadable = False  # then no tool counts as approved: each asks once again
-        self._lock = threading.Lock()
-        try:
-            with open(path, "rb") as f:
-                data = json.loads(f.read())
-            tools = data.get("tools", {}) if isinstance(data, dict) else {}
-            self.pins = {k: v for k, v in tools.items() if isinstance(v, str)}
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError, AttributeError) as e:
-            self.unreadable = True
-            log.warning("tool pins at %s unreadable (%s): every upstream tool asks again", path, e)
-
-    def get(self, name: str) -> str | None:
-        return self.pins.get(name)
-
-    def set(self, name: str, fp: str) -> None:
-        if self.pins.get(name) == fp:
-            return
-        self.pins[name] = fp
-        path = self.path
-
-        def save() -> None:
-            # Serialised, and each save writes the latest pins: saves finishing out of order
-            # can never leave an older set on disk.
-            with self._lock:
-                data = json.dumps({"tools": dict(self.pins)}, indent=1, sort_keys=True)
-                try:
-                    write_private_atomic(path, (data + "\n").encode())
-                except OSError as e:
-                    log.warning("could not save tool pins to %s: %s", path, e)
-
-        try:
-            asyncio.get_running_loop().run_in_executor(None, save)
-        except RuntimeError:
-            save()
-
-
-class UpstreamTool(Tool):
-    """One upstream tool as a bridge tool; arguments are passed as they are (rules see them)."""
-
-    default_tier = Tier.PROMPT  # upstream annotations are untrusted: never a reason to allow
-    cancel_on_disconnect = True
-
-    def __init__(self, server: UpstreamServer, definition: dict[str, Any]) -> None:
-        self.server = server
-        self.upstream_name: str = definition["name"]
-        self.name = f"mcp__{server.spec.name}__{self.upstream_name}"
-        self.description = str(definition.get("description") or "")
-        self.input_schema = definition.get("inputSchema") or {"type": "object"}
-        self.annotations = dict(definition.get("annotations") or {})
-        self.extra: dict[str, Any] = {
-            k: definition[k] for k in ("title", "outputSchema") if k in definition
-        }
-        self.fingerprint = fingerprint(definition)
-
-    def describe(self) -> dict[str, Any]:
-        d = super().describe()
-        d.update(self.extra)
-        return d
-
-    def escalation(self, args: dict[str, Any], policy: PathPolicy | CallPaths) -> Escalation | None:
-        """A string argument naming a protected or persistence location always asks: the
-        bridge cannot know what the upstream opens (a filesystem server reads what it is told),
-        and no rule or tier may cover those locations."""
-        return arguments_escalation(args, policy)
-
-    def grants_suspended(self) -> bool:
-        pin = self.server.pins.get(self.name)
-        if pin is None:
-            return self.server.pins.unreadable  # a lost pin is not "never approved"
-        return pin != self.fingerprint
-
-    def on_allowed(self, how: str) -> None:
-        if how == "session_rule":
-            return
-        if (
-            how == "approve"
-            and self.server.pins.get(self.name) is None
-            and not self.server.pins.unreadable
-        ):
-            return  # "approve once" remembers nothing
-        self.server.pins.set(self.name, self.fingerprint)
-        self.server.changed()
-
-    def approval_info(self) -> UpstreamInfo:
-        return UpstreamInfo(
-            self.server.spec.name,
-            self.upstream_name,
-            self.description,
-            self.annotations,
-            self.grants_suspended(),
-        )
-
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        current = self.server.current(self.upstream_name)
-        if current is not None and current.fingerprint != self.fingerprint:
-            # The server re-listed while the call waited: the human judged another definition.
-            return ToolResult.text(
-                f"tool '{self.name}' changed on its server while the call waited; call it again",
-                True,
-            )
-        return await self.server.call(self.upstream_name, args)
-
-
-@dataclass(slots=True)
-class RawResult(ToolResult):
-    """An upstream result, passed through as the upstream sent it."""
-
-    raw: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return self.raw if self.raw is not None else ToolResult.to_json(self)
 
 
 class UpstreamServer:

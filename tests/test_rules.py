@@ -16,15 +16,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from omp_a2a_bridge.server.bashparse import analyze
 from omp_a2a_bridge.server.config import ConfigError, parse_config
+from omp_a2a_bridge.server.proposals import propose
 from omp_a2a_bridge.server.rules import (
     RuleError,
     RuleList,
-    analyze,
     evaluate,
     parse_rule,
     parse_rules,
-    propose,
 )
 
 HOME = "/home/u"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from .base import Tool
-from .files import EditTool, LsTool, ReadTool, WriteTool
+from .files import EditTool, LsTool, WriteTool
+from .read import ReadTool
 from .search import FindTool, GrepTool
 from .shell import BashTool
 

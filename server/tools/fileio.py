@@ -49,6 +49,18 @@ _ERRNO_TEXT = {
 }
 
 
+def read_upto(fd: int, n: int) -> bytes:
+    """Up to ``n`` bytes from ``fd``, fewer only at the end of the file."""
+    chunks = []
+    while n > 0:
+        chunk = os.read(fd, n)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
 def io_error(e: OSError, shown: str) -> ToolError:
     """A short text for an OS error: what failed and why, never a traceback."""
     why = _ERRNO_TEXT.get(e.errno or 0) or (e.strerror or "I/O error").lower()

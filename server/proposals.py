@@ -1,0 +1,117 @@
+"""Proposals: the narrow rule "Always allow calls like this" offers for one call.
+
+A proposal covers the call it was made for and as little else as possible: ``bash`` gets the
+program and its subcommand with the rest of the words (never an interpreter running a script
+it was handed inline), path tools get the real file or its folder, other tools their exact
+arguments. The human can edit it before saving; :mod:`server.rulebook` checks the edit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from .bashparse import SCRIPT_RUNNERS, SimpleCommand, analyze, program_index
+from .rules import (
+    ARG_NAME,
+    PATH_TOOLS,
+    WALK_TOOLS,
+    RuleError,
+    RuleList,
+    RuleSet,
+    evaluate,
+    parse_rule_lines,
+)
+
+_SUBCOMMAND = re.compile(r"^[A-Za-z][A-Za-z0-9_:-]*$")
+
+
+def _quote(word: str) -> str:
+    return word if re.fullmatch(r"[A-Za-z0-9_@%+=:,./-]+", word) else shlex.quote(word)
+
+
+def _propose_command(cmd: SimpleCommand) -> str | None:
+    words = cmd.words
+    i = program_index(words)
+    if i is None or not all(w.literal for w in words[: i + 1]):
+        return None
+    head = [_quote(w.text) for w in words[: i + 1]]
+    prog = words[i].text.rsplit("/", 1)[-1]
+    nxt = words[i + 1] if i + 1 < len(words) else None
+    if SCRIPT_RUNNERS.match(prog):
+        # python script.py *: the script is the narrow part; python -c ... has none.
+        if nxt is None or not nxt.literal or nxt.text.startswith("-"):
+            return None
+        head.append(_quote(nxt.text))
+    elif nxt is not None and nxt.literal and _SUBCOMMAND.match(nxt.text):
+        head.append(nxt.text)
+    return f"bash({' '.join(head)} *)"
+
+
+def _glob_escape(path: str) -> str:
+    return re.sub(r"([*?\[\]\\!#])", r"\\\1", path)
+
+
+def _path_glob(real: str, home: str) -> str:
+    p = real.replace(os.sep, "/")
+    h = home.replace(os.sep, "/").rstrip("/")
+    if p == h:
+        shown = "~"
+    elif p.startswith(h + "/"):
+        shown = "~/" + _glob_escape(p[len(h) + 1 :])
+    else:
+        shown = _glob_escape(p)
+    return shown.rstrip("/") + "/**"
+
+
+def propose(
+    tool: str,
+    args: Mapping[str, Any],
+    real: str | None,
+    *,
+    home: str | None = None,
+    base: str | None = None,
+) -> str | None:
+    """A narrow rule that covers this call (several lines for a compound command), or None.
+
+    Never ``bash(*)``; None when no rule could ever allow the call (a redirect, a
+    substitution...) so that the UIs do not offer to save one that would never apply.
+    """
+    home = home or os.path.realpath(os.path.expanduser("~"))
+    if tool == "bash":
+        cmd = args.get("command")
+        if not isinstance(cmd, str):
+            return None
+        a = analyze(cmd)
+        if a.unsafe is not None:
+            return None
+        texts: list[str] = []
+        for c in a.commands:
+            t = _propose_command(c)
+            if t is None:
+                return None
+            if t not in texts:
+                texts.append(t)
+        text = "\n".join(texts)
+    elif tool in PATH_TOOLS:
+        if real is None:
+            return None
+        folder = real if tool in WALK_TOOLS else os.path.dirname(real)
+        text = f"{tool}({_path_glob(folder, home)})"
+    else:
+        pairs = [
+            f"{k}={json.dumps(_glob_escape(v))}"
+            for k, v in sorted(args.items())
+            if isinstance(v, str) and ARG_NAME.match(k) and len(v) <= 200
+        ]
+        text = f"{tool}({', '.join(pairs)})" if pairs else tool
+    # A proposal must allow the very call it came from; otherwise offer nothing.
+    try:
+        rules = RuleSet(allow=tuple(parse_rule_lines(text, home=home, base=base)))
+    except RuleError:
+        return None
+    return text if evaluate(rules, tool, args, real).decision is RuleList.ALLOW else None

@@ -1,0 +1,284 @@
+"""``read``: text by line (with offset and limit), images as image blocks, never a binary dump.
+
+Reading is bounded in every direction: bytes read, lines returned, characters per line and the
+time spent skipping to an offset. Small files are read on the bridge loop (one syscall or two);
+anything bigger, or slower, moves to a worker thread so the loop keeps answering ``ping``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import stat
+from typing import Any
+
+from ..vocab import Tier
+from .base import Tool, ToolContext, ToolError, ToolResult, image_block, text_block
+from .fileio import SNIFF_BYTES, image_type, io_error, is_binary, read_upto
+from .files import PATH_FIELD, READ_ONLY, judge_opened, open_read, prestat
+
+
+class ReadTool(Tool):
+    name = "read"
+    description = (
+        "Read a text file from the bridge machine. Returns numbered lines "
+        "('   12\\tcontent'); use offset/limit to page through long files (the result says "
+        "which offset to continue from). Images (PNG, JPEG, GIF, WebP) come back as an image. "
+        "Binary files are refused."
+    )
+    input_schema = {
+        "type": "object",
+        "properties": {
+            "path": PATH_FIELD,
+            "offset": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "1-based number of the first line to return (default 1).",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Maximum number of lines to return (default 2000).",
+            },
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+    annotations = {"title": "Read file", **READ_ONLY}
+    default_tier = Tier.ALLOW
+    path_args = ("path",)
+
+    def run_now(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+        path = ctx.resolve(args["path"])
+        st = prestat(ctx, path, args["path"])
+        # Small regular files are read on the loop; a hard-linked one goes to a thread, where
+        # the protected-file identities may be refreshed.
+        if (
+            stat.S_ISREG(st.st_mode)
+            and st.st_size <= ctx.limits.inline_read_max_bytes
+            and st.st_nlink == 1
+        ):
+            try:
+                return self._read(args, ctx, path, on_loop=True)
+            except _Offload:
+                pass  # what was opened is not a small single-linked file after all
+        return None
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = ctx.resolve(args["path"])
+        st = prestat(ctx, path, args["path"])
+        if stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"{args['path']}: is a directory (use ls)")
+        return await asyncio.to_thread(self._read, args, ctx, path)
+
+    def _read(
+        self, args: dict[str, Any], ctx: ToolContext, path: str, on_loop: bool = False
+    ) -> ToolResult:
+        shown = args["path"]
+        limits = ctx.limits
+        offset = args.get("offset", 1)
+        limit = args.get("limit", limits.read_max_lines)
+        fd, st = open_read(path, shown)
+        try:
+            if on_loop and (st.st_nlink > 1 or st.st_size > limits.inline_read_max_bytes):
+                raise _Offload  # swapped since the check: judge and read it in a thread
+            judge_opened(ctx, path, st, shown, refresh=not on_loop)
+            if st.st_size <= limits.inline_read_max_bytes:
+                data = read_upto(fd, limits.inline_read_max_bytes + 1)
+                if len(data) <= limits.inline_read_max_bytes:  # one read, one decode
+                    return self._small(data, st, shown, offset, limit, limits)
+                if on_loop:
+                    raise _Offload
+                os.lseek(fd, 0, os.SEEK_SET)  # it grew since fstat: stream it
+            with open(fd, "rb", buffering=BLOCK, closefd=False) as f:
+                return self._stream(f, st, shown, offset, limit, limits)
+        except OSError as e:
+            raise io_error(e, shown) from None
+        finally:
+            os.close(fd)
+
+    def _small(
+        self, data: bytes, st: os.stat_result, shown: str, offset: int, limit: int, limits: Any
+    ) -> ToolResult:
+        head = data[:SNIFF_BYTES]
+        mime = image_type(head)
+        if mime is not None:
+            return self._image(data, shown, mime, limits)
+        if is_binary(head):
+            raise ToolError(
+                f"{shown}: binary file ({len(data)} bytes); read returns only text and images"
+            )
+        lines: Any = data.decode("utf-8", "replace").split("\n")
+        if lines[-1] == "":
+            lines.pop()  # the newline that ends the last line
+        number, out, more = self._take(enumerate(lines, 1), offset, limit, limits)
+        return ToolResult([text_block(self._format(out, number, more, shown, offset))])
+
+    @staticmethod
+    def _image(data: bytes, shown: str, mime: str, limits: Any) -> ToolResult:
+        if len(data) > limits.image_max_bytes:
+            raise ToolError(
+                f"{shown}: image of {len(data)} bytes is over the "
+                f"{limits.image_max_bytes}-byte limit"
+            )
+        return ToolResult([image_block(base64.b64encode(data).decode(), mime)])
+
+    def _stream(
+        self, f: Any, st: os.stat_result, shown: str, offset: int, limit: int, limits: Any
+    ) -> ToolResult:
+        """A large file in constant memory: the head is sniffed, lines before ``offset`` are
+        skipped by counting newlines in binary blocks, and a line is read only up to what can
+        be shown (a 1 GB one-line file costs one block, not 1 GB)."""
+        head = f.peek(SNIFF_BYTES)[:SNIFF_BYTES]
+        mime = image_type(head)
+        if mime is not None:
+            if st.st_size > limits.image_max_bytes:
+                raise ToolError(
+                    f"{shown}: image of {st.st_size} bytes is over the "
+                    f"{limits.image_max_bytes}-byte limit"
+                )
+            return self._image(f.read(limits.image_max_bytes + 1), shown, mime, limits)
+        if is_binary(head):
+            raise ToolError(
+                f"{shown}: binary file ({st.st_size} bytes); read returns only text and images"
+            )
+        skipped = _skip_lines(f, offset - 1)
+        if skipped < offset - 1 or (offset > 1 and not f.peek(1)):
+            if skipped == 0:
+                return ToolResult([text_block(f"{shown}: (empty file)")])
+            raise ToolError(f"{shown}: has {skipped} lines; offset {offset} is past the end")
+        # Enough bytes for the longest line that can be shown (4 bytes per character at most).
+        budget = limits.read_line_max_chars * 4 + 2
+        number, out, more = self._take(_bounded_lines(f, offset, budget), offset, limit, limits)
+        return ToolResult([text_block(self._format(out, number, more, shown, offset))])
+
+    @staticmethod
+    def _take(
+        numbered: Any, offset: int, limit: int, limits: Any
+    ) -> tuple[int, list[str], bool | str]:
+        """Numbered lines from ``offset`` up to the line and byte caps."""
+        out: list[str] = []
+        size = 0
+        number = 0
+        more: bool | str = False
+        max_chars = limits.read_line_max_chars
+        for number, raw in numbered:
+            if number < offset:
+                continue
+            if raw is STOP or len(out) >= limit or size >= limits.read_max_bytes:
+                more = "unread" if raw is STOP else True
+                number -= 1
+                break
+            if isinstance(raw, _Cut):
+                line = f"{raw.text[:max_chars]}… [line cut: over {raw.text_len} characters]"
+            else:
+                line = raw.rstrip("\r\n")
+                if len(line) > max_chars:
+                    line = f"{line[:max_chars]}… [line cut: {len(line)} characters]"
+            text = f"{number:5d}\t{line}"
+            out.append(text)
+            size += len(text) + 1
+        return number, out, more
+
+    @staticmethod
+    def _format(out: list[str], number: int, more: bool | str, shown: str, offset: int) -> str:
+        if not out:
+            if number == 0:
+                return f"{shown}: (empty file)"
+            raise ToolError(f"{shown}: has {number} lines; offset {offset} is past the end")
+        body = "\n".join(out)
+        nxt = offset + len(out)
+        if more == "unread":
+            body += f"\n… the rest of line {nxt - 1} was not read; continue with offset={nxt}"
+        elif more:
+            body += f"\n… more lines follow; continue with offset={nxt}"
+        return body
+
+
+BLOCK = 1 << 16
+
+
+class _Offload(Exception):
+    """The file opened on the loop turned out large or hard-linked: read it in a thread."""
+
+
+class _Cut:
+    """A line longer than can be shown: its head, and how many characters that head has."""
+
+    __slots__ = ("text", "text_len")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.text_len = len(text)
+
+
+SKIP_BLOCK = 1 << 20
+
+
+def _skip_lines(f: Any, n: int) -> int:
+    """Move ``f`` past ``n`` newlines by counting them in binary blocks; returns how many
+    lines were passed (fewer at end of file, a last line without newline included). Memory:
+    one block."""
+    passed = 0
+    partial = False
+    while passed < n:
+        block = f.read(SKIP_BLOCK)
+        if not block:
+            return passed + partial
+        count = block.count(b"\n")
+        if passed + count < n:
+            passed += count
+            partial = not block.endswith(b"\n")
+            continue
+        pos = -1
+        for _ in range(n - passed):
+            pos = block.index(b"\n", pos + 1)
+        f.seek(pos + 1 - len(block), os.SEEK_CUR)
+        passed = n
+    return passed
+
+
+# How far past a cut line the read looks for the next line before it stops and lets the next
+# call skip there by offset (so a 1 GB one-line file costs one block, not a 1 GB scan).
+SKIP_BUDGET = 1 << 20
+
+
+def _skip_rest_of_line(f: Any) -> bool | None:
+    """Advance past the next newline: True, False at end of file, None when it is further
+    than :data:`SKIP_BUDGET` away."""
+    budget = SKIP_BUDGET
+    while budget > 0:
+        block = f.peek(BLOCK)
+        if not block:
+            return False
+        i = block.find(b"\n")
+        if i >= 0:
+            f.read(i + 1)
+            return True
+        f.read(len(block))
+        budget -= len(block)
+    return None
+
+
+STOP = object()  # more lines follow, but the next call should skip to them by offset
+
+
+def _bounded_lines(f: Any, first: int, budget: int) -> Any:
+    """Yield (number, line) from the current position; a line over ``budget`` bytes becomes a
+    :class:`_Cut` of its head, and its rest is skipped only if another line is asked for."""
+    number = first
+    while True:
+        raw = f.readline(budget)
+        if not raw:
+            return
+        if raw.endswith(b"\n") or len(raw) < budget:
+            yield number, raw.decode("utf-8", "replace")
+        else:
+            yield number, _Cut(raw.decode("utf-8", "replace"))
+            found = _skip_rest_of_line(f)
+            if found is None:
+                yield number + 1, STOP
+            if not found:
+                return
+        number += 1
