@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -209,3 +210,27 @@ def test_private_members_stay_private():
     assert "SLF001" not in lint.get("ignore", [])
     for pattern, codes in lint.get("per-file-ignores", {}).items():
         assert "SLF001" not in codes and "SLF" not in codes, pattern
+
+
+def _module_map() -> str:
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    section = readme[readme.index("## Architecture") :]
+    section = section[section.index("Module map") :]
+    start = section.index("```\n") + 4
+    return section[start : section.index("```", start)]
+
+
+def test_the_readme_module_map_names_every_module():
+    """README's module map matches the code: every module has its line (a new module gets
+    one), and every ``x.py`` it names exists (a moved or removed one loses it)."""
+    block = _module_map()
+    named = set(re.findall(r"\b([a-z_]+\.py)\b", block))
+    files = {
+        os.path.basename(path)
+        for folder in ("server", "tray")
+        for path in _sources(folder)
+        if os.path.basename(path) not in ("__init__.py", "__main__.py")
+    }
+    assert not files - named, f"modules missing from README's module map: {sorted(files - named)}"
+    assert not named - files, f"README's module map names missing modules: {sorted(named - files)}"
