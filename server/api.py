@@ -20,8 +20,10 @@ Errors: every method raises a :class:`~server.errors.BridgeError` subclass for a
 user should read (a bad rule, a rotation that cannot happen, a request the API refused);
 ``False`` means "not there any more" (the call was decided, the session ended).
 
-This module holds no behaviour and imports nothing of the core but data types, so a front end
-can import it without the bridge; :func:`local_bridge` builds the in-process implementation.
+This module holds no behaviour. It imports only the modules that define its vocabulary (the
+data types, the enums, the errors), never the bridge, the runner or the control API
+(``tests/test_boundaries.py`` checks it); :func:`local_bridge` builds the in-process
+implementation.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from .bridge import Bridge
 from .config import Config, edit_config
 from .control import ControlState, control_app
 from .controlfile import ControlInfo, release
-from .errors import StartupError
+from .errors import BridgeError, StartupError
 from .http import McpServer
 from .netlimits import LimitedHTTPServer, connection_caps
 from .rules import RuleError, RuleList, RuleSet, edit_raw_rules
@@ -208,7 +208,7 @@ class BridgeRunner:
 
     def _bridge(self) -> Bridge:
         if self.bridge is None:
-            raise StartupError("the bridge has not started")
+            raise BridgeError("the bridge has not started")
         return self.bridge
 
     def snapshot(self) -> Snapshot:
@@ -357,5 +357,5 @@ class BridgeRunner:
         """A one-time link to the approval page (valid 60 s, first use) for the browser."""
         state, control = self._control_state, self.control
         if state is None or control is None:
-            raise StartupError("the control API is not running")
+            raise BridgeError("the control API is not running")
         return self.call(lambda: state.login_url(control.url))

@@ -122,5 +122,5 @@ def test_rotate_token_says_where_it_is_stored(keyring_token, both):
 
 def test_a_token_from_the_environment_is_not_rotated(both):
     _, api = both
-    with pytest.raises(Exception, match="A2A_BRIDGE_TOKEN"):
+    with pytest.raises(BridgeError, match="A2A_BRIDGE_TOKEN"):
         api.rotate_token()
