@@ -124,12 +124,14 @@ def _text(node: tree_sitter.Node) -> str:
     return (node.text or b"").decode("utf-8", "surrogateescape")
 
 
-def _unescape_word(raw: str) -> str:
+def _unescape(raw: str, escapable: str | None = None) -> str:
+    """Backslash escapes removed as bash does: any character (a bare word), or only those in
+    ``escapable`` (inside double quotes); a backslash-newline is a line continuation and goes."""
     out: list[str] = []
     i = 0
     while i < len(raw):
         c = raw[i]
-        if c == "\\" and i + 1 < len(raw):
+        if c == "\\" and i + 1 < len(raw) and (escapable is None or raw[i + 1] in escapable):
             if raw[i + 1] != "\n":  # a line continuation disappears
                 out.append(raw[i + 1])
             i += 2
@@ -139,19 +141,12 @@ def _unescape_word(raw: str) -> str:
     return "".join(out)
 
 
+def _unescape_word(raw: str) -> str:
+    return _unescape(raw)
+
+
 def _unescape_dquoted(raw: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(raw):
-        c = raw[i]
-        if c == "\\" and i + 1 < len(raw) and raw[i + 1] in '$`"\\\n':
-            if raw[i + 1] != "\n":
-                out.append(raw[i + 1])
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
+    return _unescape(raw, '$`"\\\n')
 
 
 class Walker:

@@ -18,11 +18,10 @@ import glob
 import os
 import re
 import stat
-import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .hardlinks import IdentityIndex
 from .protected import (
     TABLE,
     EscalationKind,
@@ -39,53 +38,6 @@ __all__ = ["CallPaths", "Escalation", "EscalationKind", "PathPolicy", "is_within
 USER_CATEGORY = "protected in your config"
 OUTSIDE_CATEGORY = "outside the configured roots"
 OWN_CATEGORY = "bridge data"
-# Hard-link recognition: how many protected files are remembered, how deep a location is
-# scanned, and how stale the set may be before an unknown multiply-linked file triggers a rescan.
-IDENTITY_MAX_FILES = 20_000
-IDENTITY_MAX_DEPTH = 8
-IDENTITY_REFRESH_S = 2.0
-# Secret-looking names (``.env``, ``*.pem``) can be anywhere in the roots: a bounded background
-# walk finds them (noise folders skipped), refreshed at most this often.
-NAMES_MAX_ENTRIES = 200_000
-NAMES_MAX_DEPTH = 8
-NAMES_REFRESH_S = 30.0
-NAMES_SKIP_DIRS = frozenset(
-    {
-        ".git",
-        "node_modules",
-        "__pycache__",
-        ".venv",
-        "venv",
-        ".tox",
-        ".hg",
-        ".svn",
-        ".cache",
-        "Library",
-        "AppData",
-        ".var",
-        "snap",
-        ".local",
-        ".npm",
-        ".cargo",
-        ".rustup",
-        "go",
-        "site-packages",
-        "dist-packages",
-        "target",
-        "build",
-        "dist",
-        ".pyenv",
-        ".rbenv",
-        ".nvm",
-        ".conda",
-        "anaconda3",
-        "miniconda3",
-        ".sdkman",
-        ".gradle",
-        ".m2",
-        ".vscode-server",
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,16 +113,6 @@ def _named(entry: str | tuple[str, str]) -> tuple[str, str]:
     return (entry, OWN_CATEGORY) if isinstance(entry, str) else entry
 
 
-def _is_cache(name: str) -> bool:
-    return "cache" in name.lower()
-
-
-@dataclass(frozen=True, slots=True)
-class _Known:
-    hit: Hit
-    path: str
-
-
 def unescape_name(p: str) -> str:
     """``caf\\xe9.txt`` (as ``ls``/``find``/``grep`` show a non-UTF-8 name) back to the real
     name, when the literal path does not exist and the unescaped one does."""
@@ -219,20 +161,13 @@ class PathPolicy:
         self._roots_exact = frozenset(_norm(r) for r in self.roots)
         self._roots_below = tuple(_prefix(_norm(r)) for r in self.roots)
         # Hard links: (st_dev, st_ino) of protected files -> what they are.
-        self._ids: dict[tuple[int, int], _Known] = {}  # files in protected locations
-        self._named: dict[tuple[int, int], _Known] = {}  # secret-looking names in the roots
-        self._seen: dict[tuple[int, int], _Known] = {}  # protected files judged since start
-        self._ids_at = 0.0
-        self._named_at = 0.0
-        self._ids_lock = threading.Lock()
-        self._named_lock = threading.Lock()
-        self._ids_ready = threading.Event()
-        self._named_ready = threading.Event()
+        self._identities = IdentityIndex(
+            self._secrets, self.roots, tuple((p, self._own[fold(p)]) for p in self.own_files)
+        )
         if scan_identities:
-            threading.Thread(target=self._scan_all, name="a2a-protected-scan", daemon=True).start()
+            self._identities.start()
         else:
-            self._ids_ready.set()
-            self._named_ready.set()
+            self._identities.ready()
 
     # -- paths as the model gives them ----------------------------------------------------------
 
@@ -311,7 +246,7 @@ class PathPolicy:
         hit = self._secret_hit(fold(real), name_check=not is_dir)
         if hit is not None:
             if st is not None and not is_dir:
-                self._remember(st, hit, real)
+                self._identities.remember(st, hit, real)
             return Escalation(hit.kind, hit.category, real)
         if st is not None and stat.S_ISREG(st.st_mode):
             return self.judge_identity(real, st)
@@ -326,7 +261,7 @@ class PathPolicy:
         esc = self.judge(real, write=write)
         if esc is not None and esc.always_asks:
             if stat.S_ISREG(st.st_mode) and esc.kind is not EscalationKind.PERSISTENCE:
-                self._remember(st, Hit(esc.category, esc.kind, real), real)
+                self._identities.remember(st, Hit(esc.category, esc.kind, real), real)
             return esc
         if stat.S_ISREG(st.st_mode):
             return self.judge_identity(real, st, refresh=refresh) or esc
@@ -336,18 +271,7 @@ class PathPolicy:
         self, real: str, st: os.stat_result, *, refresh: bool = True
     ) -> Escalation | None:
         """A regular file that is (by device+inode) a known protected file."""
-        ident = (st.st_dev, st.st_ino)
-        known = self._ids.get(ident) or self._named.get(ident) or self._seen.get(ident)
-        if known is None and st.st_nlink > 1 and refresh:
-            self._ids_ready.wait(10)
-            self._named_ready.wait(10)
-            known = self._ids.get(ident) or self._named.get(ident)
-            if known is None and time.monotonic() - self._ids_at > IDENTITY_REFRESH_S:
-                self._scan()
-                known = self._ids.get(ident)
-            if known is None and time.monotonic() - self._named_at > NAMES_REFRESH_S:
-                self._named_at = time.monotonic()  # one background walk at a time
-                threading.Thread(target=self._scan_names, daemon=True).start()
+        known = self._identities.find(st, refresh=refresh)
         if known is None or known.path == real:
             return None if known is None else Escalation(known.hit.kind, known.hit.category, real)
         category = f"{known.hit.category}; hard link to {known.path}"
@@ -378,126 +302,8 @@ class PathPolicy:
                 out.append(p)
         return sorted(set(out))
 
-    # -- identities of protected files (hard links) ---------------------------------------------
-
-    def _remember(self, st: os.stat_result, hit: Hit, path: str) -> None:
-        if stat.S_ISREG(st.st_mode) and len(self._seen) < IDENTITY_MAX_FILES:
-            self._seen.setdefault((st.st_dev, st.st_ino), _Known(hit, path))
-
-    def _scan(self) -> None:
-        """Stat the files in the protected locations (bounded; symlinks never followed; cache
-        folders of browser profiles skipped) and swap in the new identity set."""
-        with self._ids_lock:
-            fresh = time.monotonic() - self._ids_at < IDENTITY_REFRESH_S
-            if fresh and self._ids_ready.is_set():
-                return  # another thread just rescanned while this one waited for the lock
-            ids: dict[tuple[int, int], _Known] = {}
-            try:
-                roots: list[tuple[str, Hit]] = []
-                for pattern, hit in self._secrets.locations:
-                    if pattern.startswith(("/proc/", "/dev/")):
-                        continue  # pseudo files: judged by path, no identity worth keeping
-                    if "*" in pattern or "?" in pattern:
-                        roots += [(p, hit) for p in glob.glob(pattern)]
-                    else:
-                        roots.append((pattern, hit))
-                for p in self.own_files:
-                    cat = self._own[fold(p)]
-                    d, name = os.path.split(p)
-                    try:
-                        names = [n for n in os.listdir(d) if n == name or n.startswith(name + ".")]
-                    except OSError:
-                        names = []
-                    roots += [
-                        (os.path.join(d, n), Hit(cat, EscalationKind.OWN_FILE, p)) for n in names
-                    ]
-                for path, hit in roots:
-                    if len(ids) >= IDENTITY_MAX_FILES:
-                        break
-                    self._scan_one(path, hit, ids)
-            finally:
-                self._ids = ids
-                self._ids_at = time.monotonic()
-                self._ids_ready.set()
-
-    def _scan_all(self) -> None:
-        """Protected locations first (small; hard links to them are the likely ones), then the
-        walk of the roots for secret-looking names."""
-        try:
-            self._scan()
-        finally:
-            try:
-                self._scan_names()
-            finally:
-                self._named_ready.set()
-
-    def _scan_names(self) -> None:
-        """Walk the roots (bounded, no symlinks, noise and protected folders skipped) for files
-        with secret-looking names, so a hard link to ``~/proj/.env`` is recognised too."""
-        with self._named_lock:
-            self._named_at = time.monotonic()
-            named: dict[tuple[int, int], _Known] = {}
-            visited = 0
-            stack = [(r, 0) for r in self.roots]
-            while stack and visited < NAMES_MAX_ENTRIES and len(named) < IDENTITY_MAX_FILES:
-                d, depth = stack.pop()
-                try:
-                    with os.scandir(d) as it:
-                        for e in it:
-                            visited += 1
-                            try:
-                                if e.is_dir(follow_symlinks=False):
-                                    if self._walk_into(e, depth):
-                                        stack.append((e.path, depth + 1))
-                                elif e.is_file(follow_symlinks=False):
-                                    hit = self._secrets.name(fold(e.name))
-                                    if hit is not None:
-                                        s = e.stat(follow_symlinks=False)
-                                        named[(s.st_dev, s.st_ino)] = _Known(hit, e.path)
-                            except OSError:
-                                continue
-                except OSError:
-                    continue
-            self._named = named
-            self._named_at = time.monotonic()
-
-    def _walk_into(self, e: os.DirEntry[str], depth: int) -> bool:
-        return (
-            depth < NAMES_MAX_DEPTH
-            and e.name not in NAMES_SKIP_DIRS
-            and self._secrets.location(fold(e.path)) is None
-        )
-
-    def _scan_one(self, top: str, hit: Hit, ids: dict[tuple[int, int], _Known]) -> None:
-        try:
-            st = os.lstat(top)
-        except OSError:
-            return
-        if stat.S_ISREG(st.st_mode):
-            ids[(st.st_dev, st.st_ino)] = _Known(hit, top)
-            return
-        if not stat.S_ISDIR(st.st_mode):
-            return
-        stack = [(top, 0)]
-        while stack and len(ids) < IDENTITY_MAX_FILES:
-            d, depth = stack.pop()
-            try:
-                with os.scandir(d) as it:
-                    for e in it:
-                        try:
-                            if e.is_dir(follow_symlinks=False):
-                                if depth < IDENTITY_MAX_DEPTH and not _is_cache(e.name):
-                                    stack.append((e.path, depth + 1))
-                            elif e.is_file(follow_symlinks=False):
-                                s = e.stat(follow_symlinks=False)
-                                ids[(s.st_dev, s.st_ino)] = _Known(hit, e.path)
-                        except OSError:
-                            continue
-            except OSError:
-                continue
-
     def wait_scanned(self, timeout: float = 10.0) -> bool:
-        return self._ids_ready.wait(timeout) and self._named_ready.wait(timeout)
+        return self._identities.wait_scanned(timeout)
 
 
 class CallPaths:

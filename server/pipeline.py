@@ -13,7 +13,9 @@ tool (at once when it can answer without waiting, else inside the request's task
 The pipeline owns the policy state a call is judged by (tiers, the path policy, and reads the
 rules in force from the :class:`~server.rulebook.RuleBook`); the
 :class:`~server.bridge.Bridge` owns the sessions, the in-flight table and pause/shutdown, and
-hands those to the pipeline as its :class:`PipelineHost`.
+hands those to the pipeline as its :class:`PipelineHost`. (A little over 400 lines: the
+stages read best in order, in one place; how a call ends for the agent is
+:mod:`server.outcome`.)
 """
 
 from __future__ import annotations

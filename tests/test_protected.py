@@ -9,8 +9,7 @@ import threading
 
 import pytest
 
-from omp_a2a_bridge.server import paths as paths_mod
-from omp_a2a_bridge.server import safeopen
+from omp_a2a_bridge.server import hardlinks, safeopen
 from omp_a2a_bridge.server.config import ConfigError, load_config
 from omp_a2a_bridge.server.paths import Escalation, EscalationKind, PathPolicy
 from omp_a2a_bridge.server.protected import TABLE
@@ -307,7 +306,7 @@ def test_hard_links_to_protected_files_are_those_files(home):
 
 
 def test_a_hard_link_made_after_start_is_found_by_a_refresh(home, monkeypatch):
-    monkeypatch.setattr(paths_mod, "IDENTITY_REFRESH_S", 0.0)
+    monkeypatch.setattr(hardlinks, "IDENTITY_REFRESH_S", 0.0)
     (home / ".aws").mkdir()
     p = PathPolicy([str(home)], home=str(home))
     assert p.wait_scanned()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from .base import Tool
 from .files import EditTool, LsTool, WriteTool
+from .grep import GrepTool
 from .read import ReadTool
-from .search import FindTool, GrepTool
+from .search import FindTool
 from .shell import BashTool
 
 
