@@ -31,6 +31,17 @@ class Decision(enum.StrEnum):
     DENY = "deny"
 
 
+class ApproverKind(enum.StrEnum):
+    """The built-in approvers, as the audit's ``approver`` and the snapshot's ``approvers``
+    name them. An events socket may name itself (``?as=``) and a bearer request may pass
+    ``by``, so the field stays a string; these are the names the bridge's own UIs use."""
+
+    TRAY = "tray"
+    PAGE = "approval page"
+    WATCH = "terminal (watch)"
+    CONTROL_API = "control API"  # a bearer request that did not say who it is
+
+
 class Ending(enum.StrEnum):
     """Why a wait ended; ``APPROVED`` is the only one after which the tool runs."""
 

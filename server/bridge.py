@@ -40,7 +40,7 @@ from .protocol import (
 from .rulebook import RuleBook
 from .rules import RuleList, RuleSet
 from .sessions import Session, SessionTable
-from .snapshot import GrantView, SessionView, Snapshot
+from .snapshot import GrantView, PendingCall, SessionView, Snapshot
 from .tokens import TokenStore
 from .tools.base import Tool
 from .tools.registry import ToolRegistry
@@ -467,3 +467,20 @@ class Bridge:
                 cb(snap)
             except Exception:
                 log.exception("snapshot subscriber failed")
+
+    # --- for the facade (server.runner.BridgeRunner; thread-safe where it says so)
+
+    def publish_now(self) -> None:
+        """Publish a snapshot at once (an approver came or went, the token changed)."""
+        self._changed(now=True)
+
+    def attach_approver(self, name: str) -> int:
+        """Thread-safe (the broker locks); the caller publishes."""
+        return self.broker.attach(name)
+
+    def detach_approver(self, handle: int) -> None:
+        """Thread-safe (the broker locks); the caller publishes."""
+        self.broker.detach(handle)
+
+    def pending_call(self, call_id: str) -> PendingCall | None:
+        return self.broker.get(call_id)

@@ -15,6 +15,7 @@ import enum
 import json
 import shlex
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 SERVER_NAME = "omp-host"
@@ -51,6 +52,17 @@ class Recipe:
             lines.append(f"# add to {self.where}")
         lines.append(self.text)
         return "\n".join(lines)
+
+
+def snippet(url: str, token: str, name: str = SERVER_NAME) -> dict[str, Any]:
+    """The generic snippet a remote agent's MCP config needs (protocol.md §7): what
+    ``a2a-bridge client-config``, ``GET /api/client-config`` and the tray's *Copy client
+    config* give."""
+    return {
+        "mcpServers": {
+            name: {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}
+        }
+    }
 
 
 def _auth(token: str) -> str:

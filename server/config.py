@@ -21,6 +21,7 @@ import platformdirs
 
 from . import APP_NAME
 from .childenv import EnvSpec, EnvSpecError, parse_env_spec
+from .errors import ConfigError
 from .fsutil import write_private_atomic
 from .protected import known_removals
 from .rules import RuleError, RuleSet, parse_rules
@@ -30,10 +31,6 @@ from .vocab import Tier
 TIERS = tuple(Tier)
 TOKEN_MIN_LENGTH = 32
 ZERO_OK_LIMITS = ("inline_read_max_bytes", "max_connections")  # 0 has a meaning there
-
-
-class ConfigError(Exception):
-    """The config cannot be used; the message is shown to the user as is."""
 
 
 def config_path() -> str:

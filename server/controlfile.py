@@ -23,13 +23,10 @@ from urllib.parse import urlsplit
 import platformdirs
 
 from . import APP_NAME
+from .errors import AlreadyRunning, RuntimeDirError
 
 FILE_NAME = "control.json"
 PROBE_TIMEOUT_S = 2.0
-
-
-class RuntimeDirError(Exception):
-    """The runtime directory cannot hold the control secret safely; the message says why."""
 
 
 def runtime_dir() -> str:
@@ -55,12 +52,6 @@ class ControlInfo:
     @property
     def ws_url(self) -> str:
         return "ws" + self.url[len("http") :] + "api/events"
-
-
-class AlreadyRunning(Exception):
-    def __init__(self, info: ControlInfo) -> None:
-        super().__init__(f"already running (pid {info.pid}, {info.mcp_url})")
-        self.info = info
 
 
 def pid_alive(pid: int) -> bool:

@@ -193,7 +193,7 @@ class McpExchange(httputil.HTTPMessageDelegate):
         if self.size > MAX_BODY_BYTES:
             # A chunked body that grew too large: it has been read, but the protocol says the
             # connection closes after a 413, and Tornado adds the header when it does.
-            self.conn._disconnect_on_finish = True  # type: ignore[attr-defined]
+            self.conn._disconnect_on_finish = True  # type: ignore[attr-defined]  # noqa: SLF001
             return BODY_TOO_LARGE.reply()
         reject = check_host_origin(
             headers.get("Host"),

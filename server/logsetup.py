@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TextIO
+
+
+class BridgeLogHandler(logging.StreamHandler[TextIO]):
+    """Ours, by its class: set up once however often :func:`setup_logging` runs."""
 
 
 def setup_logging(level: int = logging.INFO) -> None:
     logger = logging.getLogger("a2a-bridge")
-    if any(getattr(h, "_a2a", False) for h in logger.handlers):
+    if any(isinstance(h, BridgeLogHandler) for h in logger.handlers):
         return
-    handler = logging.StreamHandler(sys.stderr)
+    handler = BridgeLogHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("[a2a-bridge] %(message)s"))
-    handler._a2a = True  # type: ignore[attr-defined]  # our marker on a stdlib handler
     logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = False

@@ -35,6 +35,7 @@ from typing import Any
 import pathspec
 
 from .bashparse import Analysis, SimpleCommand, Walker, Word, analyze, analyze_pattern, normalise
+from .errors import BridgeError
 
 PATH_TOOLS = frozenset({"read", "write", "edit", "ls", "find", "grep"})
 WALK_TOOLS = frozenset({"ls", "find", "grep"})  # their path is a directory
@@ -43,7 +44,7 @@ ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 RULE_MAX = 1000  # characters; a rule is something a human reads
 
 
-class RuleError(ValueError):
+class RuleError(BridgeError, ValueError):
     """A rule that cannot be used; the message says why, in a few words."""
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import urllib.parse
 from typing import Any
 
 from .config import edit_config, load_config
@@ -55,13 +53,14 @@ def cmd_rules(args: argparse.Namespace) -> int:
     client = _client()
     action = args.action
     if action == "list":
-        data = client.request("GET", "/api/rules") if client else _offline_rules()
+        data = client.listing("rules") if client else _offline_rules()
         _print(data, args.json, _listing(data))
         return 0
     which = RuleList(args.list)
     if action == "add":
         if client:
-            data = client.request("POST", "/api/rules", {"list": which.value, "rule": args.rule})
+            client.add_rules(which, [args.rule])
+            data = client.listing("rules")
         else:
             cfg = edit_config(
                 load_config().path, lambda raw: edit_raw_rules(raw, which, add=[args.rule])
@@ -71,8 +70,8 @@ def cmd_rules(args: argparse.Namespace) -> int:
         return 0
     if action == "rm":
         if client:
-            key = urllib.parse.quote(args.rule, safe="")
-            data = client.request("DELETE", f"/api/rules/{which.value}/{key}")
+            client.remove_rule(which, args.rule)
+            data = client.listing("rules")
         else:
             text = args.rule
             if text.isdigit():
@@ -87,21 +86,16 @@ def cmd_rules(args: argparse.Namespace) -> int:
         _print(data, args.json, f"removed from rules.{which.value}: {args.rule}")
         return 0
     # test
+    name, arguments = "bash", {"command": args.rule}
     if args.tool:
         try:
-            arguments = json.loads(args.rule) if args.rule.strip().startswith("{") else None
+            parsed = json.loads(args.rule) if args.rule.strip().startswith("{") else None
         except ValueError:
-            arguments = None
-        if arguments is None:
-            arguments = {"path": args.rule}
-        body: dict[str, Any] = {"tool": args.tool, "arguments": arguments}
-    else:
-        body = {"command": args.rule}
+            parsed = None
+        name, arguments = args.tool, parsed if isinstance(parsed, dict) else {"path": args.rule}
     if client:
-        result = client.request("POST", "/api/rules/test", body)
+        result = client.test_rule(name, arguments)
     else:
-        name = body.get("tool", "bash")
-        arguments = body.get("arguments") or {"command": body["command"]}
         v = evaluate(load_config().rules, name, arguments, None)
         result = {
             "tool": name,
@@ -168,8 +162,4 @@ def add_rules_parser(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     args.rule = " ".join(args.rule)  # one quoted argument, or the words of a command
-    try:
-        return cmd_rules(args)
-    except RuleError as e:
-        print(f"a2a-bridge: {e}", file=sys.stderr)
-        return 1
+    return cmd_rules(args)  # a RuleError is a BridgeError: main prints it (exit 1)

@@ -1,99 +1,48 @@
-"""The bridge on its own thread, and the small thread-safe handle the tray and the CLI use.
+"""The bridge on its own thread, and :class:`BridgeRunner`: the in-process :class:`BridgeApi`.
 
 Start-up that can fail or block (config, keyring, binding) happens in :meth:`BridgeRunner.start`
-on the caller's thread before the loop runs, so errors surface as exceptions with clear texts.
-After that, other threads reach the bridge only through the methods below, each of which hops
-onto the loop with ``call_soon_threadsafe`` / ``run_coroutine_threadsafe``.
+on the caller's thread before the loop runs (:mod:`server.startup`), so errors surface as
+exceptions with clear texts. After that, other threads reach the bridge only through the
+methods below (the :class:`~server.api.BridgeApi` Protocol), each of which hops onto the loop
+with ``call_soon_threadsafe``; called on the loop itself (the control API's handlers), they run
+at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import logging
-import os
 import pathlib
-import secrets
-import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from tornado.netutil import bind_sockets
-
-from .approvals import Decision
-from .audit import AuditLog
-from .bridge import Bridge, BridgeOptions
-from .config import Config, ConfigError, audit_path, edit_config, load_config, update_config
+from . import clientconfig
+from .approvals import ApproverKind, Decision
+from .audit import pair_calls, recent_records
+from .bridge import Bridge
+from .config import Config, edit_config
 from .control import ControlState, control_app
-from .controlfile import (
-    AlreadyRunning,
-    ControlInfo,
-    RuntimeDirError,
-    claim,
-    control_path,
-    prepare_runtime_dir,
-    read_control,
-    release,
-)
-from .http import BODY_TIMEOUT_S, IDLE_CONNECTION_TIMEOUT_S, McpServer
-from .netlimits import LimitedHTTPServer, connection_caps, raise_nofile
-from .protocol import is_loopback_name
-from .rules import RuleList, RuleSet, edit_raw_rules
-from .sessions import SessionTable
-from .snapshot import Snapshot
-from .tokens import KeyringStore, TokenStore
-from .tools.base import Tool
+from .controlfile import ControlInfo, release
+from .errors import BridgeError, StartupError
+from .http import McpServer
+from .netlimits import LimitedHTTPServer, connection_caps
+from .rules import RuleError, RuleList, RuleSet, edit_raw_rules
+from .snapshot import GrantView, PendingCall, ServerView, Snapshot
+from .startup import Prepared, RunnerOptions, bind, prepare, url_for
+from .tokens import TokenSource
+from .views import audit_call_json
+
+__all__ = ["BridgeRunner", "RunnerOptions", "StartupError", "bind", "url_for"]
 
 log = logging.getLogger("a2a-bridge")
 
 T = TypeVar("T")
 
 SHUTDOWN_GRACE_S = 1.0
-LISTEN_BACKLOG = (
-    1024  # a burst of clients connecting at once waits in the kernel, not on SYN retries
-)
 CALL_TIMEOUT_S = 10.0
-
-
-class StartupError(Exception):
-    """The bridge could not start; the message says why."""
-
-
-@dataclass
-class RunnerOptions:
-    config_path: str | None = None
-    host: str | None = None  # --host: overrides the config for this run, never saved
-    port: int | None = None  # --port: likewise
-    tools: list[Tool] | None = None  # None: the built-in tools
-    discover_tools: bool = True
-    keyring_store: KeyringStore | None = None
-    audit_path: str | None = None
-    session_table: SessionTable | None = None  # tests inject one with a fake clock
-    control: bool = False  # the local control API + control file (serve and tray turn it on)
-    idle_timeout_s: float = IDLE_CONNECTION_TIMEOUT_S  # close idle keep-alive connections
-    body_timeout_s: float = BODY_TIMEOUT_S  # close connections whose body trickles in
-
-
-def url_for(host: str, port: int) -> str:
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}/"
-
-
-def bind(host: str, port: int) -> tuple[list[socket.socket], int, bool]:
-    """Bind ``host:port``; a busy explicit port falls back to a free one (other errors raise)."""
-    try:
-        socks = bind_sockets(port, host, backlog=LISTEN_BACKLOG)
-        fell_back = False
-    except OSError as e:
-        if e.errno != errno.EADDRINUSE or port == 0:
-            raise
-        socks = bind_sockets(0, host, backlog=LISTEN_BACKLOG)
-        fell_back = True
-    return socks, socks[0].getsockname()[1], fell_back
 
 
 class BridgeRunner:
@@ -106,11 +55,9 @@ class BridgeRunner:
         self._ready = threading.Event()
         self._stopped = threading.Event()
         self._stop_event: asyncio.Event | None = None
-        self._sockets: list[socket.socket] = []
-        self._control_sockets: list[socket.socket] = []
+        self._prepared = Prepared()
         self._startup_error: BaseException | None = None
         self.control: ControlInfo | None = None
-        self.nofile: int | None = None
         self._control_state: ControlState | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -133,116 +80,22 @@ class BridgeRunner:
         if self.loop is not None and self._stop_event is not None:
             with contextlib.suppress(Exception):
                 self.stop(timeout=2.0)
-        for s in self._sockets + self._control_sockets:
+        for s in self._prepared.sockets + self._prepared.control_sockets:
             with contextlib.suppress(OSError):
                 s.close()
-        if self.control is not None:
-            release(self.control)
-        if self.bridge is not None and not self.running:
+        control = self._prepared.control
+        if control is not None:
+            release(control)
+        bridge = self._prepared.bridge
+        if bridge is not None and not self.running:
             with contextlib.suppress(Exception):
-                self.bridge.audit.close(0.5)
+                bridge.audit.close(0.5)
 
     def _start(self, timeout: float) -> Snapshot:
-        self.nofile = raise_nofile()
-        try:
-            config = load_config(self.opts.config_path)
-        except ConfigError as e:
-            raise StartupError(str(e)) from None
-        if self.opts.control:
-            try:
-                prepare_runtime_dir()
-            except RuntimeDirError as e:
-                raise StartupError(str(e)) from None
-            live = read_control()
-            if live is not None and live.pid != os.getpid():
-                raise AlreadyRunning(live)
-        tokens = TokenStore(config, self.opts.keyring_store)
-        try:
-            tokens.resolve()
-        except ConfigError as e:
-            raise StartupError(str(e)) from None
-        except OSError as e:
-            raise StartupError(
-                f"cannot store the token in {config.path}: {e.strerror or e} "
-                "(make its folder writable, or fix the keyring)"
-            ) from None
-
-        host = self.opts.host or config.host
-        port = self.opts.port if self.opts.port is not None else config.port
-        warnings: list[str] = []
-        if tokens.state and tokens.state.warning:
-            warnings.append(tokens.state.warning)
-        try:
-            self._sockets, bound, fell_back = bind(host, port)
-        except OSError as e:
-            raise StartupError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-        if fell_back:
-            w = (
-                f"configured port {port} is busy - bound {bound} instead; "
-                "update the URL in remote client configs"
-            )
-            log.warning(w)
-            warnings.append(w)
-        if port == 0 and self.opts.port is None and config.port == 0:
-            # First start: keep the picked port so the URL in remote configs stays valid.
-            try:
-                update_config(config.path, {"port": bound})
-            except (OSError, ConfigError) as e:
-                log.warning("could not save the port to %s: %s", config.path, e)
-        loopback = is_loopback_name(host.strip("[]").lower())
-        if not loopback:
-            w = (
-                f"bound to {host}, which is not a loopback address - anyone who can reach "
-                "it can try the token"
-            )
-            log.warning(w)
-            warnings.append(w)
-
-        audit = AuditLog(
-            self.opts.audit_path or audit_path(),
-            config.audit_max_bytes,
-            config.audit_keep,
-            secret=lambda: tokens.token if tokens.state else None,
-        )
-        if self.opts.tools is None:
-            from .tools.builtin import builtin_tools
-
-            tools = builtin_tools()
-        else:
-            tools = self.opts.tools
-        bridge = Bridge(
-            BridgeOptions(
-                config,
-                tokens,
-                audit,
-                tools,
-                discover_tools=self.opts.discover_tools,
-                session_table=self.opts.session_table,
-            )
-        )
-        bridge.host, bridge.port = host, bound
-        bridge.url = self.url = url_for(host, bound)
-        bridge.warnings = warnings
-        self.bridge = bridge
-        if self.opts.control:
-            self._control_sockets = bind_sockets(0, "127.0.0.1")
-            port = self._control_sockets[0].getsockname()[1]
-            info = ControlInfo(
-                os.getpid(), url_for("127.0.0.1", port), secrets.token_urlsafe(32), self.url
-            )
-            try:
-                claim(info)
-            except RuntimeDirError as e:
-                raise StartupError(str(e)) from None
-            except OSError as e:
-                raise StartupError(
-                    f"cannot create the control file {control_path()}: {e.strerror or e}"
-                ) from None
-            self.control = info
-            bridge.control_url = info.url
-        self._thread = threading.Thread(
-            target=self._thread_main, args=(loopback,), name="a2a-bridge", daemon=True
-        )
+        prepared = self._prepared
+        prepare(self.opts, prepared)
+        self.bridge, self.url, self.control = prepared.bridge, prepared.url, prepared.control
+        self._thread = threading.Thread(target=self._thread_main, name="a2a-bridge", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout):
             raise StartupError("the bridge thread did not start in time")
@@ -250,9 +103,9 @@ class BridgeRunner:
             raise StartupError(str(self._startup_error))
         return self.snapshot()
 
-    def _thread_main(self, loopback: bool) -> None:
+    def _thread_main(self) -> None:
         try:
-            asyncio.run(self._main(loopback))
+            asyncio.run(self._main())
         except BaseException as e:  # surface to start() instead of dying silently
             self._startup_error = e
             log.exception("bridge thread failed")
@@ -262,19 +115,23 @@ class BridgeRunner:
                 release(self.control)
             self._stopped.set()
 
-    async def _main(self, loopback: bool) -> None:
-        bridge = self.bridge
+    async def _main(self) -> None:
+        bridge, prepared = self.bridge, self._prepared
         assert bridge is not None
         self.loop = bridge.loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
-        mcp = McpServer(bridge, loopback, self.opts.idle_timeout_s, self.opts.body_timeout_s)
-        mcp_cap, control_cap = connection_caps(bridge.config.limits.max_connections, self.nofile)
+        mcp = McpServer(
+            bridge, prepared.loopback, self.opts.idle_timeout_s, self.opts.body_timeout_s
+        )
+        mcp_cap, control_cap = connection_caps(
+            bridge.config.limits.max_connections, prepared.nofile
+        )
         server = mcp.http_server(mcp_cap)
-        server.add_sockets(self._sockets)
+        server.add_sockets(prepared.sockets)
         control_server = None
         if self.control is not None:
-            state = ControlState(bridge, self.control.secret, self.rotate_token)
-            state.port = self._control_sockets[0].getsockname()[1]
+            state = ControlState(self, self.control.secret)
+            state.port = prepared.control_sockets[0].getsockname()[1]
             self._control_state = state
             control_server = LimitedHTTPServer(
                 control_app(state), max_body_size=64 * 1024, idle_connection_timeout=120
@@ -282,7 +139,7 @@ class BridgeRunner:
             control_server.configure_limits(
                 control_cap, b'{"error": "too many connections"}', "control API"
             )
-            control_server.add_sockets(self._control_sockets)
+            control_server.add_sockets(prepared.control_sockets)
         bridge.start_upstreams()
         self._ready.set()
         await self._stop_event.wait()
@@ -325,6 +182,11 @@ class BridgeRunner:
             # (and the bridge is already stopped then).
             self._thread.join(min(timeout, 1.0))
 
+    def release_control_file(self) -> None:
+        """The watchdog's last resort (tray.stopping): the control file must not outlive us."""
+        if self.control is not None:
+            release(self.control)
+
     @property
     def running(self) -> bool:
         return self._ready.is_set() and not self._stopped.is_set()
@@ -332,7 +194,7 @@ class BridgeRunner:
     # -- the handle: thread-safe calls into the bridge -------------------------------------------
 
     def call(self, fn: Callable[[], T], timeout: float = CALL_TIMEOUT_S) -> T:
-        """Run ``fn`` on the bridge thread and return its result."""
+        """Run ``fn`` on the bridge thread and return its result (at once when on it)."""
         assert self.loop is not None
         if threading.current_thread() is self._thread:
             return fn()
@@ -347,9 +209,13 @@ class BridgeRunner:
         self.loop.call_soon_threadsafe(run)
         return fut.result(timeout)
 
+    def _bridge(self) -> Bridge:
+        if self.bridge is None:
+            raise BridgeError("the bridge has not started")
+        return self.bridge
+
     def snapshot(self) -> Snapshot:
-        assert self.bridge is not None
-        return self.call(self.bridge.snapshot)
+        return self.call(self._bridge().snapshot)
 
     def subscribe(self, callback: Callable[[Snapshot], None]) -> Callable[[], None]:
         """``callback(snapshot)`` on the bridge thread after every change; returns unsubscribe.
@@ -357,8 +223,7 @@ class BridgeRunner:
         Callbacks must be quick and must not touch UI toolkits: hand the snapshot to the UI's
         own dispatcher.
         """
-        assert self.bridge is not None
-        bridge = self.bridge
+        bridge = self._bridge()
         unsubscribe = self.call(lambda: bridge.subscribe(callback))
         return lambda: self.call(unsubscribe) if self.running else None
 
@@ -367,78 +232,135 @@ class BridgeRunner:
         call_id: str,
         decision: Decision | str,
         reason: str | None = None,
-        approver: str | None = "tray",
+        approver: str | None = ApproverKind.TRAY,
         rule: str | None = None,
     ) -> bool:
-        assert self.bridge is not None
-        bridge = self.bridge
+        bridge = self._bridge()
         d = Decision(decision)
         return self.call(lambda: bridge.decide(call_id, d, reason, approver, rule))
 
-    def edit_rules(
-        self, which: RuleList | str, add: list[str] | None = None, remove: list[str] | None = None
-    ) -> RuleSet:
-        """Change a rule list in the config (on this thread: a file write), effective at once."""
-        assert self.bridge is not None
-        bridge = self.bridge
-        lst = RuleList(which)
-        cfg = edit_config(
-            bridge.config.path, lambda raw: edit_raw_rules(raw, lst, add or [], remove or [])
-        )
-        self.call(lambda: bridge.set_rules(cfg.rules))
-        return cfg.rules
-
-    def revoke_grant(self, sid: str, tool: str) -> bool:
-        assert self.bridge is not None
-        bridge = self.bridge
-        return self.call(lambda: bridge.revoke_grant(sid, tool))
+    def pending_call(self, call_id: str) -> PendingCall | None:
+        bridge = self._bridge()
+        return self.call(lambda: bridge.pending_call(call_id))
 
     def pause(self, paused: bool) -> None:
-        assert self.bridge is not None
-        bridge = self.bridge
+        bridge = self._bridge()
         self.call(lambda: bridge.set_paused(paused))
 
     def end_session(self, sid: str) -> bool:
-        assert self.bridge is not None
-        bridge = self.bridge
+        bridge = self._bridge()
         return self.call(lambda: bridge.end_session(sid))
+
+    # rules and grants
+
+    def rules(self) -> RuleSet:
+        bridge = self._bridge()
+        return self.call(lambda: bridge.rules)
+
+    def grants(self) -> tuple[GrantView, ...]:
+        return self.call(self._bridge().grants)
+
+    def _edit_rules(self, which: RuleList, add: list[str], remove: list[str]) -> None:
+        """Change a rule list in the config (on this thread: a file write), effective at once."""
+        bridge = self._bridge()
+        cfg = edit_config(
+            bridge.config.path, lambda raw: edit_raw_rules(raw, which, add=add, remove=remove)
+        )
+        self.call(lambda: bridge.set_rules(cfg.rules))
+
+    def add_rules(self, which: RuleList, texts: list[str]) -> None:
+        self._edit_rules(RuleList(which), texts, [])
+
+    def remove_rule(self, which: RuleList, key: str) -> None:
+        """By text, or by index in the live list (raises :class:`RuleError` when absent)."""
+        lst = RuleList(which)
+        if key.isdigit():
+            current = [r.text for r in self.rules().get(lst)]
+            if int(key) >= len(current):
+                raise RuleError(f"rules.{lst.value} has no entry {key}")
+            key = current[int(key)]
+        self._edit_rules(lst, [], [key])
+
+    def test_rule(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        bridge = self._bridge()
+        return self.call(lambda: bridge.explain(tool, arguments))
+
+    def revoke_grant(self, sid: str, tool: str) -> bool:
+        bridge = self._bridge()
+        return self.call(lambda: bridge.revoke_grant(sid, tool))
+
+    # upstream servers
+
+    def servers(self) -> tuple[ServerView, ...]:
+        bridge = self._bridge()
+        return self.call(lambda: bridge.upstreams.views() if bridge.upstreams is not None else ())
 
     def restart_server(self, name: str) -> bool:
         """Restart an upstream MCP server now (its back-off starts afresh)."""
-        assert self.bridge is not None
-        bridge = self.bridge
+        bridge = self._bridge()
         return self.call(lambda: bridge.restart_upstream(name))
 
+    # approvers
+
     def attach_approver(self, name: str) -> int:
-        assert self.bridge is not None
-        bridge = self.bridge
-        handle = bridge.broker.attach(name)
+        bridge = self._bridge()
+        handle = bridge.attach_approver(name)
         if self.running:
-            self.call(lambda: bridge._changed(now=True))
+            self.call(bridge.publish_now)
         return handle
 
     def detach_approver(self, handle: int) -> None:
-        assert self.bridge is not None
-        bridge = self.bridge
-        bridge.broker.detach(handle)
+        bridge = self._bridge()
+        bridge.detach_approver(handle)
         if self.running:
-            self.call(lambda: bridge._changed(now=True))
+            self.call(bridge.publish_now)
 
-    def rotate_token(self) -> str:
+    # the token, the client config, the audit, the page
+
+    def rotate_token(self) -> TokenSource:
         """Store a new token first, then switch; runs the keyring call on this thread."""
-        assert self.bridge is not None
-        bridge = self.bridge
-        new = bridge.tokens.rotate()
+        bridge = self._bridge()
+        bridge.tokens.rotate()
         log.info("token rotated - update remote client configs")
         if self.running:
-            self.call(lambda: bridge._changed(now=True))
-        return new
+            self.call(bridge.publish_now)
+        state = bridge.tokens.state
+        assert state is not None  # rotated, so resolved
+        return state.source
+
+    @property
+    def token(self) -> str:
+        return self._bridge().tokens.token
+
+    @property
+    def config_path(self) -> str:
+        return self._bridge().config.path
+
+    @property
+    def audit_path(self) -> str:
+        return self._bridge().audit.path
+
+    @property
+    def config(self) -> Config:
+        """The config the bridge started with (tests read its roots)."""
+        return self._bridge().config
+
+    def client_config(self) -> dict[str, Any]:
+        return clientconfig.snippet(self.url, self.token)
+
+    def audit_tail(self, limit: int) -> list[dict[str, Any]]:
+        """Flush, then read the files backwards only as far as ``limit`` calls need."""
+        audit = self._bridge().audit
+        audit.flush(2.0)
+        # start and done of a call are two records; a little slack for interleaving
+        records = recent_records(audit.path, self._bridge().config.audit_keep, 2 * limit + 64)
+        return [audit_call_json(c) for c in pair_calls(records)[-limit:]]
 
     def login_url(self) -> str:
         """A one-time link to the approval page (valid 60 s, first use) for the browser."""
         state, control = self._control_state, self.control
         if state is None or control is None:
-            raise RuntimeError("the control API is not running")
+            raise BridgeError("the control API is not running")
         return self.call(lambda: state.login_url(control.url))
 
     def login_page(self, anchor: str = "") -> str:
@@ -447,15 +369,5 @@ class BridgeRunner:
         is never on its command line (see :meth:`ControlState.login_file`)."""
         state = self._control_state
         if state is None or self.control is None:
-            raise RuntimeError("the control API is not running")
+            raise BridgeError("the control API is not running")
         return pathlib.Path(self.call(lambda: state.login_file(anchor))).as_uri()
-
-    @property
-    def token(self) -> str:
-        assert self.bridge is not None
-        return self.bridge.tokens.token
-
-    @property
-    def config(self) -> Config:
-        assert self.bridge is not None
-        return self.bridge.config

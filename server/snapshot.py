@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .errors import BridgeError
 from .rules import RuleSet
 
 if TYPE_CHECKING:
     from .paths import Escalation
 
 
-class DecisionError(ValueError):
+class DecisionError(BridgeError, ValueError):
     """A decision that cannot be applied as asked (e.g. an invalid edited rule)."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import enum
 import logging
 import os
 import secrets
@@ -95,10 +96,18 @@ class KeyringStore:
         _call_with_timeout(work, self.timeout)
 
 
+class TokenSource(enum.StrEnum):
+    """Where the live token comes from (``token_source`` in snapshots and the rotate reply)."""
+
+    ENV = "env"  # $A2A_BRIDGE_TOKEN: this process only, never rotated by the bridge
+    KEYRING = "keyring"
+    FILE = "file"  # the config file (token_store "file", or a keyring fallback)
+
+
 @dataclass
 class TokenState:
     token: str
-    source: str  # "env" | "keyring" | "file"
+    source: TokenSource
     warning: str | None = None
 
 
@@ -122,10 +131,10 @@ class TokenStore:
                 raise ConfigError(
                     f"{ENV_TOKEN} must be at least {TOKEN_MIN_LENGTH} characters, no whitespace"
                 )
-            self.state = TokenState(env, "env")
+            self.state = TokenState(env, TokenSource.ENV)
             return self.state
         if self.config.token_store == "file":
-            self.state = TokenState(self._file_token(), "file")
+            self.state = TokenState(self._file_token(), TokenSource.FILE)
             return self.state
         try:
             token = self.keyring.get()
@@ -141,14 +150,14 @@ class TokenStore:
                 self.keyring.set(token)
                 if self.config.token is not None:
                     update_config(self.config.path, {"token": None})
-            self.state = TokenState(token, "keyring")
+            self.state = TokenState(token, TokenSource.KEYRING)
         except KeyringUnavailable as e:
             warning = (
                 f"keyring unavailable ({e}); the token is stored in {self.config.path} "
                 "(mode 0600) instead"
             )
             log.warning(warning)
-            self.state = TokenState(self._file_token(), "file", warning)
+            self.state = TokenState(self._file_token(), TokenSource.FILE, warning)
         return self.state
 
     def _file_token(self) -> str:
@@ -161,10 +170,10 @@ class TokenStore:
     def rotate(self) -> str:
         """Persist a new token first, then switch to it; the old one stops working at once."""
         assert self.state is not None
-        if self.state.source == "env":
+        if self.state.source == TokenSource.ENV:
             raise ConfigError(f"the token comes from {ENV_TOKEN}; change that variable instead")
         new = generate_token()
-        if self.state.source == "keyring":
+        if self.state.source == TokenSource.KEYRING:
             self.keyring.set(new)
         else:
             update_config(self.config.path, {"token": new})

@@ -7,8 +7,9 @@ import time
 from typing import Any
 
 from .preview import escalation_json, full_display
+from .rules import RuleSet
 from .sessions import sid_hash
-from .snapshot import PendingCall, ServerView, SessionView, Snapshot
+from .snapshot import GrantView, PendingCall, ServerView, SessionView, Snapshot
 from .textsafe import render, safe, shorten
 
 
@@ -118,16 +119,27 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
         "pending": [pending_json(p, now) for p in snap.pending],
         "servers": [server_json(s, stderr_lines=5) for s in snap.servers],
         "rules": snap.rules.to_json(),
-        "grants": [
-            {
-                "sid": g.sid,
-                "session": sid_hash(g.sid),
-                "client": shorten(g.client, 80).text,
-                "tool": g.tool,
-            }
-            for g in snap.grants
-        ],
+        "grants": [grant_json(g) for g in snap.grants],
     }
+
+
+def grant_json(g: GrantView) -> dict[str, Any]:
+    """An "Allow for this session" grant. The client name is agent text (rendered like
+    everywhere else); ``sid`` is for revoking through the API only, ``session`` is what a UI
+    shows."""
+    return {
+        "sid": g.sid,
+        "session": sid_hash(g.sid),
+        "client": shorten(g.client, 80).text,
+        "tool": g.tool,
+    }
+
+
+def rules_json(rules: RuleSet, grants: tuple[GrantView, ...]) -> dict[str, Any]:
+    """The three lists as saved, and the live "Allow for this session" grants."""
+    data: dict[str, Any] = rules.to_json()
+    data["grants"] = [grant_json(g) for g in grants]
+    return data
 
 
 def server_json(s: ServerView, stderr_lines: int | None = None) -> dict[str, Any]:

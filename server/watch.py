@@ -23,122 +23,25 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from tornado.httpclient import HTTPRequest
-from tornado.websocket import WebSocketClientConnection, websocket_connect
+from .approvals import ApproverKind, Decision
+from .control_client import ControlClient
+from .errors import ControlError
+from .watch_text import countdown_text, describe, describe_full, remaining, safe_line
 
-from .control_client import ControlClient, ControlError
-from .textsafe import HIDDEN_WARNING, render, safe
-
-ANSWERS = {"a": "approve", "s": "allow_session", "A": "allow_always", "d": "deny"}
+ANSWERS = {
+    "a": Decision.APPROVE,
+    "s": Decision.ALLOW_SESSION,
+    "A": Decision.ALLOW_ALWAYS,
+    "d": Decision.DENY,
+}
 PROMPT = (
     "[a]pprove / allow for [s]ession / [A]lways allow calls like this / [d]eny? ([f] full call) "
 )
 PROMPT_NO_RULE = "[a]pprove / allow for [s]ession / [d]eny? ([f] full call) "
 RECONNECT_S = 1.0
-
-
-def _t(value: Any) -> str:
-    """One line of agent text for the terminal (idempotent on already-safe text)."""
-    return safe("" if value is None else value)
-
-
-def _block(value: Any, indent: str = "     ") -> list[str]:
-    text = render("" if value is None else str(value), multiline=True).text
-    return [indent + line for line in text.split("\n")]
-
-
-def remaining(p: dict[str, Any], now: float | None = None) -> float | None:
-    deadline = p.get("deadline")
-    if not isinstance(deadline, int | float):
-        return None
-    return max(deadline - (time.time() if now is None else now), 0.0)
-
-
-def countdown_text(p: dict[str, Any], now: float | None = None) -> str:
-    left = remaining(p, now)
-    return "" if left is None else f"auto-deny in {left:.0f} s"
-
-
-def describe(p: dict[str, Any], now: float | None = None) -> str:
-    """One pending call as the terminal shows it, from the bounded summary (never raw args)."""
-    now = time.time() if now is None else now
-    waited = max(now - float(p.get("arrived") or now), 0.0)
-    head = (
-        f"── {_t(p.get('id'))}: {_t(p.get('tool'))} from {_t(p.get('client'))} "
-        f"(session {_t(p.get('session') or str(p.get('sid', ''))[:8])}), waiting {waited:.0f} s"
-    )
-    left = countdown_text(p, now)
-    lines = [head + (f", {left}" if left else "")]
-    if p.get("hidden"):
-        lines.append(f"   ⚠ {HIDDEN_WARNING} (shown escaped, e.g. \\u202e)")
-    esc = p.get("escalation")
-    if isinstance(esc, dict):
-        if esc.get("category"):
-            lines.append(f"   needs a human: {_t(esc['category'])} — {_t(esc.get('path'))}")
-            lines.append(f"   because {_t(esc.get('text'))}")
-        else:
-            lines.append(f"   needs a human because {_t(esc.get('text'))}")
-    elif esc:
-        lines.append(f"   needs a human because {_t(esc)}")
-    lines += _upstream_lines(p.get("upstream"))
-    if p.get("proposed_rule"):
-        lines.append("   [A]lways would save: " + _t(" + ".join(p["proposed_rule"].splitlines())))
-    pv = p.get("preview") or {}
-    tool = p.get("tool")
-    if "command" in pv:
-        lines.append(f"   in: {_t(pv.get('cwd') or '(first root)')}")
-        lines.append("   command:")
-        lines.extend(_block(pv["command"]))
-    if "path" in pv:
-        lines.append(f"   path: {_t(pv['path'])}")
-    size = pv.get("size")
-    if "content" in pv and isinstance(size, dict):
-        lines.append(
-            f"   {tool} {size.get('chars')} characters, {size.get('lines')} lines "
-            f"({size.get('bytes')} bytes):"
-        )
-        lines.extend(_block(pv["content"]))
-    if "old" in pv and isinstance(size, dict):
-        every = " (every occurrence)" if pv.get("replace_all") else ""
-        lines.append(f"   replace{every} ({size['old']['chars']} characters):")
-        lines.extend(_block(pv["old"]))
-        lines.append(f"   with ({size['new']['chars']} characters):")
-        lines.extend(_block(pv["new"]))
-    for key in ("pattern", "glob"):
-        if key in pv:
-            lines.append(f"   {key}: {_t(pv[key])}")
-    if not pv or set(pv) <= {"hidden"}:
-        lines.append(f"   {_t(p.get('summary'))}")
-    return "\n".join(lines)
-
-
-def _upstream_lines(u: dict[str, Any] | None) -> list[str]:
-    """An upstream server's tool: whose it is and what it says it does (its words, untrusted
-    and rendered safe like any agent text)."""
-    if not u:
-        return []
-    lines = [f"   upstream server {_t(u.get('server'))}, tool {_t(u.get('tool'))}"]
-    if u.get("changed"):
-        lines.append("   ! its definition CHANGED since it was approved - read it again")
-    lines.append("   description (from the server, untrusted):")
-    lines += _block(u.get("description") or "(none)")
-    if u.get("annotations"):
-        lines.append(f"   annotations (untrusted): {_t(json.dumps(u['annotations']))}")
-    return lines
-
-
-def describe_full(call: dict[str, Any]) -> str:
-    """Every argument of one call, each rendered safe in full (``GET /api/pending/<id>``)."""
-    lines = [f"── {_t(call.get('id'))}: {_t(call.get('tool'))}, in full:"]
-    for f in call.get("display") or []:
-        note = " ⚠ hidden characters" if f.get("hidden") else ""
-        lines.append(f"   {_t(f.get('name'))} ({f.get('chars')} characters){note}:")
-        lines.extend(_block(f.get("text")))
-    return "\n".join(lines)
 
 
 class Gone(Exception):
@@ -187,16 +90,6 @@ def _stdin_reader(fd: int, post: Callable[[str | None], None]) -> None:
             post(line.decode("utf-8", "replace"))
 
 
-async def _connect(client: ControlClient) -> WebSocketClientConnection:
-    request = HTTPRequest(
-        client.info.ws_url + "?as=terminal%20(watch)",
-        headers={"Authorization": f"Bearer {client.info.secret}"},
-        connect_timeout=5,
-        request_timeout=5,
-    )
-    return await websocket_connect(request)
-
-
 async def watch(
     connect: Callable[[], ControlClient],
     stdin_fd: int,
@@ -225,7 +118,7 @@ async def watch(
             try:
                 if client is None:
                     client = await loop.run_in_executor(None, connect)
-                ws = await _connect(client)
+                ws = await client.events(ApproverKind.WATCH)
             except Exception:  # not running (yet), refused, or gone mid-handshake: retry
                 client = None
                 if not announced:
@@ -270,7 +163,7 @@ async def watch(
             return
         if stage == "rule":
             screen.prompt(
-                f"   rule to save [{_t(rules_left[0])}] (Enter keeps it, '-' drops it, "
+                f"   rule to save [{safe_line(rules_left[0])}] (Enter keeps it, '-' drops it, "
                 "or type a rule): "
             )
             return
@@ -289,17 +182,22 @@ async def watch(
                 prompt()
                 return
 
-    async def send(p: dict[str, Any], body: dict[str, Any]) -> None:
-        body["by"] = "terminal (watch)"
+    async def send(
+        p: dict[str, Any], decision: Decision, reason: str | None = None, rule: str | None = None
+    ) -> None:
         c = client
         if c is None:
             screen.write("   → not applied: not connected to the bridge")
             return
         try:
-            await loop.run_in_executor(None, c.request, "POST", f"/api/pending/{p['id']}", body)
-            screen.write(f"   → {body['decision'].replace('_', ' ')}")
+            decided = await loop.run_in_executor(
+                None, lambda: c.decide(p["id"], decision, reason, ApproverKind.WATCH, rule)
+            )
+            if not decided:
+                raise ControlError(404, f"call {p['id']} is no longer pending")
+            screen.write(f"   → {decision.replace('_', ' ')}")
         except (ControlError, OSError) as e:
-            screen.write(f"   → not applied: {_t(e)}")
+            screen.write(f"   → not applied: {safe_line(e)}")
 
     try:
         screen.write("watching for tool calls that need approval (Ctrl-C or end of input to stop)")
@@ -310,7 +208,7 @@ async def watch(
                 answered &= set(live)
                 if current is not None and current["id"] not in live:
                     screen.write(
-                        f"   ✗ {_t(current['id'])} is no longer waiting "
+                        f"   ✗ {safe_line(current['id'])} is no longer waiting "
                         "(decided elsewhere, timed out or withdrawn)"
                     )
                     current = None
@@ -326,12 +224,9 @@ async def watch(
                     continue
                 p = current
                 if stage == "reason":
-                    body: dict[str, Any] = {"decision": "deny"}
-                    if data.strip():
-                        body["reason"] = data.strip()
                     answered.add(p["id"])
                     current = None
-                    await send(p, body)
+                    await send(p, Decision.DENY, data.strip() or None)
                     pick()
                     continue
                 if stage == "rule":
@@ -348,7 +243,7 @@ async def watch(
                         continue
                     answered.add(p["id"])
                     current = None
-                    await send(p, {"decision": "allow_always", "rule": "\n".join(rules_kept)})
+                    await send(p, Decision.ALLOW_ALWAYS, rule="\n".join(rules_kept))
                     pick()
                     continue
                 answer = data.strip()
@@ -357,12 +252,10 @@ async def watch(
                         c = client
                         if c is None:
                             raise ControlError(503, "not connected to the bridge")
-                        full = await loop.run_in_executor(
-                            None, c.request, "GET", f"/api/pending/{p['id']}"
-                        )
+                        full = await loop.run_in_executor(None, c.pending_call, p["id"])
                         screen.write(describe_full(full))
                     except (ControlError, OSError) as e:
-                        screen.write(f"   (could not fetch the full call: {_t(e)})")
+                        screen.write(f"   (could not fetch the full call: {safe_line(e)})")
                     if current is p:
                         prompt()
                     continue
@@ -382,7 +275,7 @@ async def watch(
                 else:
                     answered.add(p["id"])
                     current = None
-                    await send(p, {"decision": decision})
+                    await send(p, decision)
                     pick()
             elif kind == "tick" and current is not None and stage == "decision":
                 left = remaining(current)
@@ -390,7 +283,7 @@ async def watch(
                     prompt()  # redraw the line with the new countdown
                 elif left is not None and left <= 10 and current["id"] not in warned_at_10:
                     warned_at_10.add(current["id"])
-                    screen.write(f"   {_t(current['id'])}: {countdown_text(current)}")
+                    screen.write(f"   {safe_line(current['id'])}: {countdown_text(current)}")
                     prompt()
             elif kind == "gone":
                 if current is not None:
@@ -398,7 +291,7 @@ async def watch(
                 current, live = None, {}
                 screen.write("the bridge went away; reconnecting… (Ctrl-C to stop)")
             elif kind == "back":
-                screen.write(f"connected to the bridge again ({_t(data)})")
+                screen.write(f"connected to the bridge again ({safe_line(data)})")
     except Gone:
         # The reader left (`watch | head`): no traceback now, no flush error at exit.
         with contextlib.suppress(OSError, ValueError):

@@ -70,6 +70,15 @@ def env(tmp_path, monkeypatch) -> dict[str, str]:
     return paths
 
 
+@pytest.fixture
+def keyring_token(env, memory_keyring, monkeypatch) -> MemoryKeyring:
+    """The token comes from the (in-memory) keyring instead of the env, so the bridge can
+    rotate it. Ask for it before the fixture that starts the bridge."""
+    monkeypatch.delenv("A2A_BRIDGE_TOKEN")
+    memory_keyring.store[("omp-a2a-bridge", "token")] = TOKEN
+    return memory_keyring
+
+
 def write_config(path: str, data: dict[str, Any]) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as f:

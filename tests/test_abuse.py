@@ -682,7 +682,7 @@ def test_bash_output_past_the_kill_limit_stops_the_command(start_bridge):
 
 
 def test_login_code_works_once_and_expires(start_bridge, monkeypatch):
-    import omp_a2a_bridge.server.control as control
+    import omp_a2a_bridge.server.control_auth as control_auth
 
     running = start_bridge(control=True)
     info = running.runner.control
@@ -692,7 +692,7 @@ def test_login_code_works_once_and_expires(start_bridge, monkeypatch):
     assert page.call("GET", f"/login?code={code}").status == 303
     assert page.call("GET", f"/login?code={code}").status == 401  # used
     assert page.call("GET", f"/login?k={info.secret}").status == 401  # the secret is no key
-    monkeypatch.setattr(control, "LOGIN_CODE_TTL_S", 0.2)
+    monkeypatch.setattr(control_auth, "LOGIN_CODE_TTL_S", 0.2)
     late = api.call("POST", "/api/login-code").json["code"]
     time.sleep(0.3)  # the code's own 60 s clock, shortened
     r = page.call("GET", f"/login?code={late}")

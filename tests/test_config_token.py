@@ -215,7 +215,8 @@ def test_rotation_takes_effect_at_once_over_http(env, memory_keyring, monkeypatc
         old = runner.token
         c = Mcp(runner.bridge.port, token=old)
         c.initialize()
-        new = runner.rotate_token()
+        assert runner.rotate_token() == "keyring"
+        new = runner.token
         assert memory_keyring.store[("omp-a2a-bridge", "token")] == new
         assert c.rpc("ping").status == 401
         c.token = new

@@ -209,9 +209,9 @@ def test_status_sessions_pause_and_client_config(ctl):
     assert ctl.api.call("GET", "/api/nothing").status == 404
 
 
-def test_token_rotate_via_api(ctl, monkeypatch, memory_keyring):
-    # The fixture's token came from the env; rotation needs a stored one.
-    ctl.runner.bridge.tokens.state.source = "keyring"
+def test_token_rotate_via_api(keyring_token, ctl):
+    # keyring_token: rotation needs a stored token, not one from the env.
+    memory_keyring = keyring_token
     old = ctl.runner.token
     c = ctl.client()
     r = ctl.api.call("POST", "/api/token/rotate")
@@ -381,8 +381,7 @@ def test_watch_approves_and_denies_from_piped_input(ctl):
     assert "→ approve" in stdout and "→ deny" in stdout
 
 
-def test_cli_token_rotate_rotates_the_running_bridge(ctl, memory_keyring, cli):
-    ctl.runner.bridge.tokens.state.source = "keyring"  # the fixture's token came from the env
+def test_cli_token_rotate_rotates_the_running_bridge(keyring_token, ctl, cli):
     old = ctl.runner.token
     r = cli("token", "rotate")
     assert r.returncode == 0 and "running bridge" in r.stderr

@@ -50,7 +50,7 @@ class SniTray:
         self.app = TrayApp(
             None,
             "sni",
-            runner=self.runner,
+            api=self.runner,
             icon_cls=SniIcon,
             autostart=Autostart(
                 "linux", home=env["root"] + "/home", command=["/x/a2a-bridge", "tray"]
@@ -62,7 +62,7 @@ class SniTray:
         )
         self.app.start_bridge()
         if notifier:
-            self.app._start_notifier()
+            self.app.start_notifier()
         self.icon = self.app.make_icon()
         self.failed: list[BaseException] = []
         self.loop = threading.Thread(target=self._run, daemon=True)
@@ -73,7 +73,7 @@ class SniTray:
 
     def _run(self) -> None:
         try:
-            self.icon.run(setup=self.app._setup)
+            self.icon.run(setup=self.app.setup)
         except BaseException as e:
             self.failed.append(e)
 

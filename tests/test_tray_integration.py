@@ -95,7 +95,7 @@ class Tray:
         self.app = TrayApp(
             pystray,
             "dummy",
-            runner=self.runner,
+            api=self.runner,
             icon_cls=fake_icon_class(pystray, has_menu),
             autostart=Autostart(
                 "linux", home=env["root"] + "/home", command=["/x/a2a-bridge", "tray"]
@@ -107,7 +107,7 @@ class Tray:
         )
         self.app.start_bridge()
         self.icon = self.app.make_icon()
-        self.loop = threading.Thread(target=self.icon.run, args=(self.app._setup,), daemon=True)
+        self.loop = threading.Thread(target=self.icon.run, args=(self.app.setup,), daemon=True)
         self.loop.start()
         wait_for(lambda: self.icon.visible)
         self.port = self.runner.bridge.port
@@ -122,7 +122,8 @@ class Tray:
         return wait_for(lambda: self.find(prefix), timeout)
 
     def click(self, item):
-        self.icon._handler(item)()  # what a backend does on activation (then update_menu)
+        item(self.icon)  # what a backend does on activation: the item's action, then
+        self.icon.update_menu()  # the menu is rebuilt
 
     def client(self, name="agent"):
         c = Mcp(self.port, client=name)
@@ -299,8 +300,8 @@ def test_autostart_checkbox(tray, env):
     wait_for(lambda: not os.path.exists(path))
 
 
-def test_rotate_token_from_the_tray(tray, memory_keyring):
-    tray.runner.bridge.tokens.state.source = "keyring"  # the fixture's token came from the env
+def test_rotate_token_from_the_tray(keyring_token, tray):
+    memory_keyring = keyring_token  # a stored token (not the env's), so it can be rotated
     c = tray.client()
     old = tray.runner.token
     tray.click(tray.find("Rotate token"))

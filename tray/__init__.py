@@ -1,4 +1,4 @@
-"""The system-tray UI. It talks to the bridge only through ``server.runner.BridgeRunner``."""
+"""The system-tray UI. It talks to the bridge only through ``server.api.BridgeApi``."""
 
 from __future__ import annotations
 

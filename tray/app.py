@@ -1,14 +1,13 @@
-"""The tray app: pystray on the main thread, the bridge on its own thread, one small bridge API.
+"""The tray app: pystray on the main thread, the bridge on its own thread, one bridge API.
 
 The app never touches bridge state directly: it reads immutable snapshots (delivered through a
-coalescing :class:`~tray.dispatch.Dispatcher`) and acts through :class:`BridgeRunner`. Slow
-things (keyring during rotation, the clipboard, opening files) run in worker threads so the
-menu never freezes.
+coalescing :class:`~tray.dispatch.Dispatcher`) and acts through the
+:class:`~server.api.BridgeApi` (:mod:`tray.actions` for the menu items). Slow things (keyring
+during rotation, the clipboard, opening files) run in worker threads so the menu never freezes.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import subprocess
@@ -20,18 +19,22 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from omp_a2a_bridge.server.cli import client_config
-from omp_a2a_bridge.server.config import audit_path
-from omp_a2a_bridge.server.controlfile import AlreadyRunning
-from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions, StartupError
-from omp_a2a_bridge.server.snapshot import Snapshot
+from omp_a2a_bridge.server.api import (
+    ApproverKind,
+    BridgeApi,
+    BridgeError,
+    Decision,
+    Snapshot,
+    local_bridge,
+)
+from omp_a2a_bridge.server.errors import exit_line
 
+from .actions import MenuActions
 from .autostart import Autostart
 from .backend import capabilities
-from .clipboard import copy_text
 from .dispatch import Dispatcher, ui_poster
 from .icons import render_icon, state_for
-from .menu import Action, menu_model, notification_for, title
+from .menu import Action, ActionKind, Item, menu_model, notification_for, title
 from .notifier import MAX_LIVE, ActionableNotifier, CallNotice
 from .render import to_pystray
 from .stopping import StopGuard
@@ -57,7 +60,7 @@ class TrayApp:
         self,
         pystray: ModuleType | None,
         backend: str,
-        runner: BridgeRunner | None = None,
+        api: BridgeApi | None = None,
         icon_cls: type | None = None,
         autostart: Autostart | None = None,
         opener: Callable[[str], None] = open_path,
@@ -68,7 +71,7 @@ class TrayApp:
     ) -> None:
         self.pystray = pystray
         self.backend = backend
-        self.runner = runner or BridgeRunner(RunnerOptions(control=True))
+        self.api = api or local_bridge(control=True)
         if icon_cls is None:
             assert pystray is not None, "a backend that is not pystray brings its icon class"
             icon_cls = pystray.Icon
@@ -83,7 +86,8 @@ class TrayApp:
         self.icon: Any = None
         self.error: str | None = None
         self.notifications: list[str] = []  # what was shown (or logged), newest last
-        self._autostart_on: bool | None = None
+        self.autostart_on: bool | None = None
+        self.actions = MenuActions(self)
         self._seen_pending: set[str] = set()
         self._seen_warnings: set[str] = set()
         self._last_notify = 0.0
@@ -99,13 +103,13 @@ class TrayApp:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start_bridge(self) -> Snapshot:
-        snap = self.runner.start()
+        snap = self.api.start()
         if self.caps["menu"]:
             # The menu can approve, so prompt-tier calls may wait for the human at the tray.
-            self._approver = self.runner.attach_approver("tray")
-        self._autostart_on = self._read_autostart()
-        self.snap = self.runner.snapshot()
-        self._unsubscribe = self.runner.subscribe(self.dispatcher.submit)
+            self._approver = self.api.attach_approver(ApproverKind.TRAY)
+        self.autostart_on = self.read_autostart()
+        self.snap = self.api.snapshot()
+        self._unsubscribe = self.api.subscribe(self.dispatcher.submit)
         return snap
 
     def make_icon(self) -> Any:
@@ -144,7 +148,7 @@ class TrayApp:
         headless (``headless_fallback``: plain ``a2a-bridge``) or exits 1 (``a2a-bridge tray``).
         """
         guard = self.guard = StopGuard(
-            self.quit, lambda: not self.runner.running, self._force_cleanup
+            self.quit, lambda: not self.api.running, self.api.release_control_file
         )
         if threading.current_thread() is threading.main_thread():
             guard.install()
@@ -152,21 +156,18 @@ class TrayApp:
 
         quiet_library_logs()
         try:
-            self._start_notifier()  # before the bridge: the first waiting call gets buttons too
+            self.start_notifier()  # before the bridge: the first waiting call gets buttons too
             try:
                 self.start_bridge()
-            except AlreadyRunning as e:
-                print(f"a2a-bridge: {e}", file=sys.stderr)
-                return 0
-            except StartupError as e:
-                print(f"a2a-bridge: failed to start: {e}", file=sys.stderr)
-                return 1
+            except BridgeError as e:  # already running (0), failed to start (1)
+                print(exit_line(e), file=sys.stderr)
+                return e.exit_code
             if guard.requested.is_set():
                 return 0
             try:
                 icon = self.make_icon()
-                print(f"a2a-bridge tray ({self.backend}) on {self.runner.url}", file=sys.stderr)
-                icon.run(setup=self._setup)
+                print(f"a2a-bridge tray ({self.backend}) on {self.api.url}", file=sys.stderr)
+                icon.run(setup=self.setup)
             except Exception as e:
                 if guard.requested.is_set():
                     return 0
@@ -183,11 +184,11 @@ class TrayApp:
     def _serve_headless(self, guard: StopGuard) -> int:
         """The icon is gone but the bridge is fine: keep serving until asked to stop."""
         self.icon = None
-        if self._approver is not None and self.runner.bridge is not None:
-            self.runner.detach_approver(self._approver)  # no menu to approve from any more
+        if self._approver is not None:
+            self.api.detach_approver(self._approver)  # no menu to approve from any more
             self._approver = None
         print(
-            f"a2a-bridge: running headless on {self.runner.url} - approve with "
+            f"a2a-bridge: running headless on {self.api.url} - approve with "
             "'a2a-bridge watch' or 'a2a-bridge open'",
             file=sys.stderr,
         )
@@ -195,7 +196,7 @@ class TrayApp:
             pass
         return 0
 
-    def _start_notifier(self) -> None:
+    def start_notifier(self) -> None:
         """Notifications with Approve/Deny where the platform has them (see tray.notifier)."""
         if self.actionable is not None:
             return
@@ -208,13 +209,6 @@ class TrayApp:
         self.actionable = notifier
         print(f"a2a-bridge: notifications: {how}", file=sys.stderr)
 
-    def _force_cleanup(self) -> None:
-        """The watchdog's last resort: the control file must not outlive the process."""
-        from omp_a2a_bridge.server.controlfile import release
-
-        if self.runner.control is not None:
-            release(self.runner.control)
-
     def request_stop(self) -> None:
         """Quit from the menu or a signal: through the guard when there is one."""
         if self.guard is not None:
@@ -222,7 +216,8 @@ class TrayApp:
         else:
             threading.Thread(target=self.quit, daemon=True).start()
 
-    def _setup(self, icon: Any) -> None:
+    def setup(self, icon: Any) -> None:
+        """pystray's ``setup`` callback (and SniIcon's): show the icon, then the warnings."""
         icon.visible = True
         assert self.snap is not None
         for w in self.snap.warnings:
@@ -243,10 +238,10 @@ class TrayApp:
             if self._unsubscribe is not None:
                 self._unsubscribe()
                 self._unsubscribe = None
-            if self._approver is not None and self.runner.bridge is not None:
-                self.runner.detach_approver(self._approver)
+            if self._approver is not None:
+                self.api.detach_approver(self._approver)
                 self._approver = None
-            self.runner.stop()
+            self.api.stop()
             if self.actionable is not None:
                 self.actionable.close()
 
@@ -271,18 +266,16 @@ class TrayApp:
         assert self.pystray is not None  # only the pystray backend's menu calls this
         if self.snap is None:
             return to_pystray(self.pystray, (), self.perform)
-        model = menu_model(self.snap, autostart=self._autostart_on, error=self.error)
+        model = menu_model(self.snap, autostart=self.autostart_on, error=self.error)
         return to_pystray(self.pystray, model, self.perform)
 
     def model(self) -> tuple:
         assert self.snap is not None
-        return menu_model(self.snap, autostart=self._autostart_on, error=self.error)
+        return menu_model(self.snap, autostart=self.autostart_on, error=self.error)
 
     def _model_or_quit(self) -> tuple:
         """The model for backends that take it; never empty (hosts misbehave on empty menus)."""
-        from .menu import Item
-
-        return self.model() if self.snap is not None else (Item("Quit", ("quit",)),)
+        return self.model() if self.snap is not None else (Item("Quit", (ActionKind.QUIT,)),)
 
     def apply(self, snap: Snapshot) -> None:
         """On the UI thread: icon, title, menu, and a notification for new pending calls."""
@@ -333,12 +326,12 @@ class TrayApp:
         return rest
 
     def _decide_from_notification(self, call_id: str, decision: str, reason: str | None) -> None:
-        if not self.runner.decide(call_id, decision, reason):
+        if not self.api.decide(call_id, Decision(decision), reason, ApproverKind.TRAY):
             log.info("call %s was no longer waiting when its notification was answered", call_id)
 
     def _open_call(self, call_id: str) -> None:
         """A click on a call's notification: the approval page (the call is at its top)."""
-        self.perform(("open_page",))
+        self.perform((ActionKind.OPEN_PAGE,))
 
     def notify(self, message: str, heading: str = "omp A2A bridge") -> None:
         self.notifications.append(message)
@@ -355,12 +348,12 @@ class TrayApp:
     def perform(self, action: Action) -> None:
         """Run a menu action; a failure shows as the error state, never as a dead menu."""
         try:
-            self._perform(action)
+            self.actions.run(action)
         except Exception as e:
             log.exception("tray action %s failed", action[0])
             self.set_error(f"{action[0].replace('_', ' ')} failed: {e or type(e).__name__}")
         else:
-            if self.error is not None and action[0] != "quit":
+            if self.error is not None and action[0] != ActionKind.QUIT:
                 self.set_error(None)
 
     def set_error(self, message: str | None) -> None:
@@ -371,103 +364,12 @@ class TrayApp:
             self.icon.icon = self._image(self.snap)
             self.icon.update_menu()
 
-    def _perform(self, action: Action) -> None:
-        kind, *rest = action
-        runner = self.runner
-        snap = self.snap
-        if kind == "decide":
-            call_id, decision = rest
-            if not runner.decide(call_id, decision):
-                self.notify("That call is no longer waiting (decided, cancelled or timed out).")
-        elif kind == "deny_all" and snap is not None:
-            for p in snap.pending:
-                runner.decide(p.id, "deny")
-        elif kind == "end_session":
-            runner.end_session(rest[0])
-        elif kind == "restart_server":
-            runner.restart_server(rest[0])
-        elif kind == "rule_remove":
-            self._in_worker(self._remove_rule, rest[0], rest[1])
-        elif kind == "grant_revoke":
-            runner.revoke_grant(rest[0], rest[1])
-        elif kind == "pause":
-            runner.pause(rest[0] == "on")
-        elif kind == "autostart":
-            self._in_worker(self._toggle_autostart, rest[0] == "on")
-        elif kind == "copy_url" and snap is not None:
-            self._in_worker(self._copy, snap.url, "connection URL", True)
-        elif kind == "copy_config" and snap is not None:
-            config = json.dumps(client_config(snap.url, runner.token), indent=2)
-            self._in_worker(self._copy, config, "client config", False)
-        elif kind == "copy_token":
-            self._in_worker(self._copy, runner.token, "token", False)
-        elif kind == "rotate":
-            self._in_worker(self._rotate)
-        elif kind == "open_audit":
-            self._open(audit_path())
-        elif kind == "open_config":
-            self._open(os.path.dirname(runner.config.path))
-        elif kind in ("open_page", "open_call"):
-            if runner.control is not None:
-                # A one-time login page opened by path: the code is never on the browser's
-                # command line; it opens the page at that call.
-                anchor = f"#call-{rest[0]}" if kind == "open_call" else ""
-                self.browser(runner.login_page(anchor))
-        elif kind == "quit":
-            self.request_stop()
-
-    def _in_worker(self, fn: Callable[..., None], *args: Any) -> None:
-        threading.Thread(target=fn, args=args, daemon=True).start()
-
-    def _remove_rule(self, which: str, rule: str) -> None:
-        try:
-            self.runner.edit_rules(which, remove=[rule])
-        except Exception as e:
-            self.notify(f"Rule not removed: {e}")
-            return
-        self.notify(f"Removed the rule {rule} ({which}).")
-
-    def _copy(self, text: str, what: str, may_show: bool) -> None:
-        problem = copy_text(text, copier=self.copier)
-        if problem is None:
-            self.notify(f"Copied the {what}.")
-            return
-        # Never put the token in a notification or the log; the URL is fine to show.
-        shown = f" It is: {text}" if may_show else " Run 'a2a-bridge client-config' instead."
-        self.notify(f"Could not copy the {what}: {problem}.{shown}")
-
-    def _rotate(self) -> None:
-        try:
-            self.runner.rotate_token()
-        except Exception as e:
-            self.notify(f"Token not rotated: {e}")
-            return
-        self.notify(
-            "Token rotated: the old one no longer works. Update remote client configs "
-            "('Copy client config' has the new token)."
-        )
-
-    def _read_autostart(self) -> bool | None:
+    def read_autostart(self) -> bool | None:
         try:
             return self.autostart.enabled
         except Exception as e:
             log.info("autostart status unknown: %s", e)
             return None
-
-    def _toggle_autostart(self, on: bool) -> None:
-        try:
-            self.autostart.enable() if on else self.autostart.disable()
-        except Exception as e:
-            self.notify(f"Could not change 'Start at login': {e}")
-        self._autostart_on = self._read_autostart()
-        if self.icon is not None:
-            self.icon.update_menu()
-
-    def _open(self, path: str) -> None:
-        try:
-            self.opener(path)
-        except Exception as e:
-            self.notify(f"Could not open {path}: {e}")
 
 
 def run_tray(headless_fallback: bool = False) -> int:

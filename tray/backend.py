@@ -88,7 +88,7 @@ class Choice:
 def _sni_reason() -> str:
     """Why the SNI backend fits (raise TrayUnavailable with why not)."""
     try:
-        from .sni import SniUnavailable, watcher_reason
+        from .sni_dbus import SniUnavailable, watcher_reason
     except ImportError as e:
         raise TrayUnavailable(f"dbus-fast is not installed ({e})") from None
     try:

@@ -7,15 +7,41 @@ controller interprets, e.g. ``("decide", "a3", "approve")``.
 
 from __future__ import annotations
 
+import enum
 import time
 from dataclasses import dataclass
 
+from omp_a2a_bridge.server.api import Decision, PendingCall, RuleList, Snapshot
 from omp_a2a_bridge.server.preview import escalation_json, short_session
-from omp_a2a_bridge.server.rules import RuleList
-from omp_a2a_bridge.server.snapshot import PendingCall, Snapshot
 from omp_a2a_bridge.server.textsafe import HIDDEN_WARNING, safe, shorten
+from omp_a2a_bridge.server.timefmt import ago
 
-Action = tuple[str, ...]
+
+class ActionKind(enum.StrEnum):
+    """What a menu item does: the first element of its :data:`Action` (the rest are its
+    arguments, e.g. ``(DECIDE, "a3", "approve")``); :meth:`tray.actions.MenuActions.run`
+    interprets them."""
+
+    DECIDE = "decide"  # call id, decision
+    DENY_ALL = "deny_all"
+    END_SESSION = "end_session"  # sid
+    RESTART_SERVER = "restart_server"  # server name
+    RULE_REMOVE = "rule_remove"  # list, rule text
+    GRANT_REVOKE = "grant_revoke"  # sid, tool
+    PAUSE = "pause"  # "on" / "off"
+    AUTOSTART = "autostart"  # "on" / "off"
+    COPY_URL = "copy_url"
+    COPY_CONFIG = "copy_config"
+    COPY_TOKEN = "copy_token"
+    ROTATE = "rotate"
+    OPEN_AUDIT = "open_audit"
+    OPEN_CONFIG = "open_config"
+    OPEN_PAGE = "open_page"
+    OPEN_CALL = "open_call"  # call id
+    QUIT = "quit"
+
+
+Action = tuple[str, ...]  # (ActionKind, *arguments); a StrEnum, so plain tuples compare equal
 DETAIL_MAX = 70  # head + "…" + tail, then the total length: the end is never cut off
 
 
@@ -34,15 +60,6 @@ class Item:
 
 
 SEPARATOR = Item("-", enabled=False)
-
-
-def ago(seconds: float) -> str:
-    seconds = max(seconds, 0)
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.0f} h"
 
 
 def _shorten(text: str, limit: int = DETAIL_MAX) -> str:
@@ -162,22 +179,22 @@ def menu_model(
 
     for p in snap.pending:
         info = tuple(Item(line, enabled=False) for line in call_context(p))
-        show = (Item("Show full call…", ("open_call", p.id)),) if snap.control_url else ()
+        show = (Item("Show full call…", (ActionKind.OPEN_CALL, p.id)),) if snap.control_url else ()
         decisions = (
             *info,
             *show,
             SEPARATOR,
-            Item("Approve", ("decide", p.id, "approve")),
-            Item("Allow for this session", ("decide", p.id, "allow_session")),
+            Item("Approve", (ActionKind.DECIDE, p.id, Decision.APPROVE)),
+            Item("Allow for this session", (ActionKind.DECIDE, p.id, Decision.ALLOW_SESSION)),
             *always_allow_items(p.id, p.proposed_rule),
-            Item("Deny", ("decide", p.id, "deny")),
+            Item("Deny", (ActionKind.DECIDE, p.id, Decision.DENY)),
         )
         label = pending_label(p, now)
         if p.upstream is not None and p.upstream.changed:
             label += " · changed since approved"
         items.append(Item(f"Approve: {label}", submenu=decisions))
     if len(snap.pending) > 1:
-        items.append(Item(f"Deny all ({len(snap.pending)})", ("deny_all",)))
+        items.append(Item(f"Deny all ({len(snap.pending)})", (ActionKind.DENY_ALL,)))
     if snap.pending:
         items.append(SEPARATOR)
 
@@ -185,7 +202,7 @@ def menu_model(
         Item(
             f"{safe(s.client)} {safe(s.version)}".strip()
             + f" · {s.calls} call{'s' if s.calls != 1 else ''} · {ago(now - s.last_seen)} ago",
-            submenu=(Item("End session", ("end_session", s.sid)),),
+            submenu=(Item("End session", (ActionKind.END_SESSION, s.sid)),),
         )
         for s in snap.sessions
     ) or (Item("No live sessions", enabled=False),)
@@ -195,25 +212,31 @@ def menu_model(
         items.append(servers)
     items.append(rules_menu(snap))
     if snap.control_url:
-        items.append(Item("Open approval page", ("open_page",), default=True))
+        items.append(Item("Open approval page", (ActionKind.OPEN_PAGE,), default=True))
     items += [
         SEPARATOR,
-        Item("Copy connection URL", ("copy_url",)),
-        Item("Copy client config (includes the token)", ("copy_config",)),
-        Item("Copy token", ("copy_token",)),
+        Item("Copy connection URL", (ActionKind.COPY_URL,)),
+        Item("Copy client config (includes the token)", (ActionKind.COPY_CONFIG,)),
+        Item("Copy token", (ActionKind.COPY_TOKEN,)),
         SEPARATOR,
-        Item("Pause bridge", ("pause", "off" if snap.paused else "on"), checked=snap.paused),
+        Item(
+            "Pause bridge", (ActionKind.PAUSE, "off" if snap.paused else "on"), checked=snap.paused
+        ),
     ]
     if autostart is not None:
         items.append(
-            Item("Start at login", ("autostart", "off" if autostart else "on"), checked=autostart)
+            Item(
+                "Start at login",
+                (ActionKind.AUTOSTART, "off" if autostart else "on"),
+                checked=autostart,
+            )
         )
     items += [
-        Item("Rotate token", ("rotate",)),
-        Item("Open audit log", ("open_audit",)),
-        Item("Open config folder", ("open_config",)),
+        Item("Rotate token", (ActionKind.ROTATE,)),
+        Item("Open audit log", (ActionKind.OPEN_AUDIT,)),
+        Item("Open config folder", (ActionKind.OPEN_CONFIG,)),
         SEPARATOR,
-        Item("Quit", ("quit",)),
+        Item("Quit", (ActionKind.QUIT,)),
     ]
     return tuple(items)
 
@@ -237,7 +260,7 @@ def servers_menu(snap: Snapshot) -> Item | None:
         sub = []
         if s.last_error and s.state != "ready":
             sub.append(Item(f"Last error: {_shorten(s.last_error, 80)}", enabled=False))
-        sub.append(Item("Restart", ("restart_server", s.name)))
+        sub.append(Item("Restart", (ActionKind.RESTART_SERVER, s.name)))
         entries.append(
             Item(server_label(s.name, s.state, s.tools, len(s.changed)), submenu=tuple(sub))
         )
@@ -255,25 +278,25 @@ def always_allow_items(call_id: str, proposal: str | None) -> tuple[Item, ...]:
     if not proposal:
         return ()
     label = _shorten(" + ".join(proposal.splitlines()), RULE_MAX)
-    return (Item(f"Always allow: {label}", ("decide", call_id, "allow_always")),)
+    return (Item(f"Always allow: {label}", (ActionKind.DECIDE, call_id, Decision.ALLOW_ALWAYS)),)
 
 
 def rules_menu(snap: Snapshot) -> Item:
     """ "Rules (n)": each rule with Remove, then the live "Allow for this session" grants."""
     entries: list[Item] = []
-    for which in ("deny", "ask", "allow"):
-        for rule in snap.rules.get(RuleList(which)):
+    for which in (RuleList.DENY, RuleList.ASK, RuleList.ALLOW):
+        for rule in snap.rules.get(which):
             entries.append(
                 Item(
                     f"{which}: {_shorten(rule.text, RULE_MAX)}",
-                    submenu=(Item("Remove", ("rule_remove", which, rule.text)),),
+                    submenu=(Item("Remove", (ActionKind.RULE_REMOVE, which, rule.text)),),
                 )
             )
     for g in snap.grants:
         entries.append(
             Item(
                 f"session: {g.tool} for {_shorten(g.client, 30)}",
-                submenu=(Item("Revoke", ("grant_revoke", g.sid, g.tool)),),
+                submenu=(Item("Revoke", (ActionKind.GRANT_REVOKE, g.sid, g.tool)),),
             )
         )
     n = len(entries)

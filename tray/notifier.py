@@ -130,7 +130,8 @@ class ActionableNotifier:
         from desktop_notifier.backends.dummy import DummyNotificationCenter
 
         notifier = DesktopNotifier(app_name=self.app_name, app_icon=self._icon())
-        if isinstance(notifier._backend, DummyNotificationCenter):
+        # desktop-notifier says which backend it chose only in this attribute
+        if isinstance(notifier._backend, DummyNotificationCenter):  # noqa: SLF001
             raise NotifierUnavailable(
                 "no notification center for this process (macOS needs a signed app bundle)"
             )

@@ -12,6 +12,7 @@ plus ``attention``; it takes the pure menu model (:mod:`tray.menu`) instead of p
 Threads: the D-Bus connection lives on its own asyncio loop in a daemon thread; every setter
 hops onto it with ``call_soon_threadsafe``. Menu actions leave the loop for one worker thread
 (in order, like pystray's callbacks on its UI thread), so a slow action never stalls D-Bus.
+The D-Bus interfaces themselves and the watcher probe are :mod:`tray.sni_dbus`.
 """
 
 from __future__ import annotations
@@ -23,49 +24,33 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from typing import Any
 
-from dbus_fast import BusType, Message, MessageType, PropertyAccess, Variant
+from dbus_fast import BusType, Message, MessageType
 from dbus_fast.aio import MessageBus
-from dbus_fast.annotations import DBusSignature
 from dbus_fast.errors import DBusError
-from dbus_fast.service import ServiceInterface, dbus_method, dbus_property, dbus_signal
 from PIL import Image
 
-from .dbusmenu import ROOT, Change, IdTable, Layout, Props, build, diff
+from .dbusmenu import Change, IdTable, Layout, build, diff
 from .menu import Action, Item
 from .notifier import body_text, server_reads_markup
+from .sni_dbus import (
+    CONNECT_TIMEOUT_S,
+    ITEM_PATH,
+    MENU_PATH,
+    WATCHER,
+    WATCHER_PATH,
+    DBusMenu,
+    SniUnavailable,
+    StatusNotifierItem,
+    watcher_reason,
+)
+
+__all__ = ["SniIcon", "SniUnavailable", "pixmaps", "watcher_reason"]
 
 log = logging.getLogger("a2a-bridge")
 
-WATCHER = "org.kde.StatusNotifierWatcher"
-WATCHER_PATH = "/StatusNotifierWatcher"
-ITEM_PATH = "/StatusNotifierItem"
-MENU_PATH = "/MenuBar"
 PIXMAP_SIZES = (16, 22, 24, 32, 48, 64)
-CONNECT_TIMEOUT_S = 3.0
-
-# D-Bus types (dbus-fast reads these annotations to build the introspection data).
-Str = Annotated[str, DBusSignature("s")]
-Int = Annotated[int, DBusSignature("i")]
-UInt = Annotated[int, DBusSignature("u")]
-Bool = Annotated[bool, DBusSignature("b")]
-ObjPath = Annotated[str, DBusSignature("o")]
-StrList = Annotated[list[str], DBusSignature("as")]
-IntList = Annotated[list[int], DBusSignature("ai")]
-Pixmaps = Annotated[list[list[Any]], DBusSignature("a(iiay)")]
-ToolTip = Annotated[list[Any], DBusSignature("(sa(iiay)ss)")]
-AnyValue = Annotated[Variant, DBusSignature("v")]
-LayoutReply = Annotated[list[Any], DBusSignature("u(ia{sv}av)")]
-GroupProps = Annotated[list[list[Any]], DBusSignature("a(ia{sv})")]
-EventList = Annotated[list[list[Any]], DBusSignature("a(isvu)")]
-UpdatedProps = Annotated[list[list[Any]], DBusSignature("a(ia{sv})")]
-RemovedProps = Annotated[list[list[Any]], DBusSignature("a(ias)")]
-ShowGroupReply = Annotated[list[Any], DBusSignature("aiai")]
-
-
-class SniUnavailable(Exception):
-    """No session bus, or no StatusNotifierWatcher on it; the message says which."""
 
 
 def pixmaps(image: Image.Image, sizes: Sequence[int] = PIXMAP_SIZES) -> list[list[Any]]:
@@ -81,257 +66,6 @@ def pixmaps(image: Image.Image, sizes: Sequence[int] = PIXMAP_SIZES) -> list[lis
         r, g, b, a = img.split()  # Pillow has no ARGB packer: reorder the bands
         out.append([size, size, Image.merge("RGBA", (a, r, g, b)).tobytes()])
     return out
-
-
-def _variant_props(props: Props, names: Sequence[str] = ()) -> dict[str, Variant]:
-    out: dict[str, Variant] = {}
-    for key, value in props.items():
-        if names and key not in names:
-            continue
-        if isinstance(value, bool):
-            out[key] = Variant("b", value)
-        elif isinstance(value, int):
-            out[key] = Variant("i", value)
-        else:
-            out[key] = Variant("s", str(value))
-    return out
-
-
-async def find_watcher(timeout: float = CONNECT_TIMEOUT_S) -> str:
-    """Why the SNI backend can be used (a sentence), or :class:`SniUnavailable`."""
-
-    async def probe() -> str:
-        try:
-            bus = await MessageBus(bus_type=BusType.SESSION).connect()
-        except Exception as e:
-            raise SniUnavailable(f"no D-Bus session bus ({type(e).__name__}: {e})") from None
-        try:
-            reply = await bus.call(
-                Message(
-                    destination="org.freedesktop.DBus",
-                    path="/org/freedesktop/DBus",
-                    interface="org.freedesktop.DBus",
-                    member="NameHasOwner",
-                    signature="s",
-                    body=[WATCHER],
-                )
-            )
-            if reply is None or reply.message_type != MessageType.METHOD_RETURN:
-                raise SniUnavailable("the session bus did not answer NameHasOwner")
-            if not reply.body[0]:
-                raise SniUnavailable(f"no {WATCHER} on the session bus")
-            host = await bus.call(
-                Message(
-                    destination=WATCHER,
-                    path=WATCHER_PATH,
-                    interface="org.freedesktop.DBus.Properties",
-                    member="Get",
-                    signature="ss",
-                    body=[WATCHER, "IsStatusNotifierHostRegistered"],
-                )
-            )
-            hosted = (
-                host is not None
-                and host.message_type == MessageType.METHOD_RETURN
-                and bool(host.body[0].value)
-            )
-            return f"{WATCHER} on the session bus" + (
-                "" if hosted else " (no tray host registered yet: the icon shows when one does)"
-            )
-        finally:
-            bus.disconnect()
-
-    try:
-        return await asyncio.wait_for(probe(), timeout)
-    except TimeoutError:
-        raise SniUnavailable("the D-Bus session bus did not answer in time") from None
-
-
-def watcher_reason(timeout: float = CONNECT_TIMEOUT_S) -> str:
-    """:func:`find_watcher` from synchronous code (a private loop, bounded by ``timeout``)."""
-    return asyncio.run(find_watcher(timeout))
-
-
-class StatusNotifierItem(ServiceInterface):
-    """``org.kde.StatusNotifierItem``: icon, tooltip, status; a left click activates."""
-
-    def __init__(self, owner: SniIcon) -> None:
-        super().__init__("org.kde.StatusNotifierItem")
-        self.owner = owner
-
-    @dbus_property(access=PropertyAccess.READ)
-    def Category(self) -> Str:
-        return "ApplicationStatus"
-
-    @dbus_property(access=PropertyAccess.READ)
-    def Id(self) -> Str:
-        return self.owner.name
-
-    @dbus_property(access=PropertyAccess.READ)
-    def Title(self) -> Str:
-        return "omp A2A bridge"
-
-    @dbus_property(access=PropertyAccess.READ)
-    def Status(self) -> Str:
-        return "NeedsAttention" if self.owner.attention else "Active"
-
-    @dbus_property(access=PropertyAccess.READ)
-    def WindowId(self) -> Int:
-        return 0
-
-    @dbus_property(access=PropertyAccess.READ)
-    def IconName(self) -> Str:
-        return ""
-
-    @dbus_property(access=PropertyAccess.READ)
-    def IconPixmap(self) -> Pixmaps:
-        return self.owner._pixmaps
-
-    @dbus_property(access=PropertyAccess.READ)
-    def AttentionIconName(self) -> Str:
-        return ""
-
-    @dbus_property(access=PropertyAccess.READ)
-    def AttentionIconPixmap(self) -> Pixmaps:
-        return self.owner._pixmaps  # the icon itself already shows the attention state
-
-    @dbus_property(access=PropertyAccess.READ)
-    def OverlayIconName(self) -> Str:
-        return ""
-
-    @dbus_property(access=PropertyAccess.READ)
-    def ToolTip(self) -> ToolTip:
-        return ["", [], "omp A2A bridge", self.owner.title]
-
-    @dbus_property(access=PropertyAccess.READ)
-    def ItemIsMenu(self) -> Bool:
-        return False  # a left click is Activate (open the page); the menu is on right click
-
-    @dbus_property(access=PropertyAccess.READ)
-    def Menu(self) -> ObjPath:
-        return MENU_PATH
-
-    @dbus_method()
-    def Activate(self, x: Int, y: Int):
-        self.owner.activate()
-
-    @dbus_method()
-    def SecondaryActivate(self, x: Int, y: Int):
-        self.owner.activate()
-
-    @dbus_method()
-    def ContextMenu(self, x: Int, y: Int):
-        pass  # hosts show the DBusMenu themselves
-
-    @dbus_method()
-    def Scroll(self, delta: Int, orientation: Str):
-        pass
-
-    @dbus_signal()
-    def NewTitle(self):
-        pass
-
-    @dbus_signal()
-    def NewIcon(self):
-        return None
-
-    @dbus_signal()
-    def NewAttentionIcon(self):
-        return None
-
-    @dbus_signal()
-    def NewToolTip(self):
-        return None
-
-    @dbus_signal()
-    def NewStatus(self) -> Str:
-        return "NeedsAttention" if self.owner.attention else "Active"
-
-
-class DBusMenu(ServiceInterface):
-    """``com.canonical.dbusmenu``: the menu model as a layout the host renders."""
-
-    def __init__(self, owner: SniIcon) -> None:
-        super().__init__("com.canonical.dbusmenu")
-        self.owner = owner
-
-    @dbus_property(access=PropertyAccess.READ)
-    def Version(self) -> UInt:
-        return 3
-
-    @dbus_property(access=PropertyAccess.READ)
-    def TextDirection(self) -> Str:
-        return "ltr"
-
-    @dbus_property(access=PropertyAccess.READ)
-    def Status(self) -> Str:
-        return "notice" if self.owner.attention else "normal"
-
-    @dbus_property(access=PropertyAccess.READ)
-    def IconThemePath(self) -> StrList:
-        return []
-
-    def _node(self, node_id: int, depth: int, names: Sequence[str]) -> list[Any]:
-        layout = self.owner.layout
-        node = layout.nodes[node_id]
-        children = []
-        if depth != 0:
-            for child in node.children:
-                sub = self._node(child, depth - 1, names)
-                children.append(Variant("(ia{sv}av)", sub))
-        return [node_id, _variant_props(node.props, names), children]
-
-    @dbus_method()
-    def GetLayout(self, parent_id: Int, depth: Int, property_names: StrList) -> LayoutReply:
-        if parent_id not in self.owner.layout.nodes:
-            raise DBusError("org.freedesktop.DBus.Error.InvalidArgs", f"no menu item {parent_id}")
-        return [self.owner.revision, self._node(parent_id, depth, property_names)]
-
-    @dbus_method()
-    def GetGroupProperties(self, ids: IntList, property_names: StrList) -> GroupProps:
-        nodes = self.owner.layout.nodes
-        wanted = ids or list(nodes)
-        return [[i, _variant_props(nodes[i].props, property_names)] for i in wanted if i in nodes]
-
-    @dbus_method()
-    def GetProperty(self, id: Int, name: Str) -> AnyValue:
-        node = self.owner.layout.nodes.get(id)
-        if node is None or name not in node.props:
-            raise DBusError("org.freedesktop.DBus.Error.InvalidArgs", f"no property {name}")
-        return _variant_props(node.props, (name,))[name]
-
-    @dbus_method()
-    def Event(self, id: Int, event_id: Str, data: AnyValue, timestamp: UInt):
-        if not self.owner.menu_event(id, event_id):
-            raise DBusError("org.freedesktop.DBus.Error.InvalidArgs", f"no menu item {id}")
-
-    @dbus_method()
-    def EventGroup(self, events: EventList) -> IntList:
-        return [e[0] for e in events if not self.owner.menu_event(e[0], e[1])]
-
-    @dbus_method()
-    def AboutToShow(self, id: Int) -> Bool:
-        return False  # the menu is always current: changes are pushed as they happen
-
-    @dbus_method()
-    def AboutToShowGroup(self, ids: IntList) -> ShowGroupReply:
-        return [[], [i for i in ids if i not in self.owner.layout.nodes]]
-
-    @dbus_signal()
-    def ItemsPropertiesUpdated(self) -> Annotated[list[Any], DBusSignature("a(ia{sv})a(ias)")]:
-        change = self.owner._pending_change
-        return [
-            [[i, _variant_props(p)] for i, p in change.updated],
-            [[i, list(names)] for i, names in change.removed],
-        ]
-
-    @dbus_signal()
-    def LayoutUpdated(self) -> Annotated[list[Any], DBusSignature("ui")]:
-        return [self.owner.revision, ROOT]
-
-    @dbus_signal()
-    def ItemActivationRequested(self) -> Annotated[list[Any], DBusSignature("iu")]:
-        return [ROOT, 0]
 
 
 class SniIcon:
@@ -361,8 +95,8 @@ class SniIcon:
         self.revision = 1
         self.ids = IdTable()
         self.layout: Layout = build(self._menu(), self.ids)
-        self._pixmaps: list[list[Any]] = pixmaps(icon) if icon is not None else []
-        self._pending_change = Change(relayout=False)
+        self.pixmap_data: list[list[Any]] = pixmaps(icon) if icon is not None else []
+        self.pending_change = Change(relayout=False)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.bus: MessageBus | None = None
         self.item = StatusNotifierItem(self)
@@ -391,7 +125,7 @@ class SniIcon:
         self._icon = image
         data = pixmaps(image)
         if self.loop is None:
-            self._pixmaps = data  # not on the bus yet: nobody to tell
+            self.pixmap_data = data  # not on the bus yet: nobody to tell
         self._on_loop(lambda: self._set_pixmaps(data))
 
     @property
@@ -488,7 +222,7 @@ class SniIcon:
         except Exception as e:
             raise SniUnavailable(f"no D-Bus session bus ({type(e).__name__}: {e})") from None
         # Whatever changed before the loop ran (updates then had nobody to reach) is read now.
-        self._pixmaps = pixmaps(self._icon) if self._icon is not None else []
+        self.pixmap_data = pixmaps(self._icon) if self._icon is not None else []
         self.layout = build(self._menu(), self.ids)
         with self._lock:
             self.bus = bus
@@ -574,7 +308,7 @@ class SniIcon:
             log.warning("tray icon not registered with the new watcher: %s", e)
 
     def _set_pixmaps(self, data: list[list[Any]]) -> None:
-        self._pixmaps = data
+        self.pixmap_data = data
         self.item.NewIcon()
         self.item.NewAttentionIcon()
         self.item.emit_properties_changed({"IconPixmap": data, "AttentionIconPixmap": data})
@@ -598,7 +332,7 @@ class SniIcon:
             self.revision += 1
             self.dbus_menu.LayoutUpdated()
         elif not change.empty:
-            self._pending_change = change
+            self.pending_change = change
             self.dbus_menu.ItemsPropertiesUpdated()
 
     def menu_event(self, node_id: int, event_id: str) -> bool:

@@ -24,10 +24,11 @@ def enable_clicks(icon: Any) -> bool:
     try:
         from Xlib import X
 
-        icon._window.change_attributes(
+        # pystray's xorg icon has no public window or display: this module is its patch.
+        icon._window.change_attributes(  # noqa: SLF001
             event_mask=X.ExposureMask | X.StructureNotifyMask | X.ButtonPressMask
         )
-        icon._display.flush()
+        icon._display.flush()  # noqa: SLF001
     except Exception as e:  # another pystray version: clicks stay as they are
         log.info("could not enable clicks on the xorg tray icon: %s", e)
         return False
@@ -51,10 +52,11 @@ def keep_docked(
             try:
                 if not getattr(icon, "_running", False) or not icon.visible:
                     continue
-                if icon._window.get_attributes().map_state == X.IsViewable:
+                window = icon._window  # noqa: SLF001 - pystray's, as above
+                if window.get_attributes().map_state == X.IsViewable:
                     wait = period
                     continue
-                icon._show()  # runs on the X thread; docks once a tray host is there
+                icon._show()  # noqa: SLF001 - runs on the X thread; docks once a host is there
                 wait = min(wait * 2, longest)
             except Exception as e:  # the window is gone: the icon is stopping
                 log.debug("xorg dock watcher ends: %s", e)

@@ -1,0 +1,236 @@
+"""Import boundaries, read from the source with ``ast`` (pure: nothing is imported or run).
+
+Why: the front ends (the tray, the control API's handlers, ``watch``, the CLI) must reach the
+bridge only through its API (:mod:`server.api`) and the plain data types, so the core can
+change behind them; and an import cycle, even one hidden in a function, makes a module's
+import order matter. These rules are checked here rather than remembered.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import tomllib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PKG = "omp_a2a_bridge"
+
+# What the tray may import from the server: the API, the data types and errors it names, and
+# pure text helpers (the one renderer of agent text, the preview's escalation words, times).
+TRAY_MAY_IMPORT = {
+    f"{PKG}.server.api",
+    f"{PKG}.server.snapshot",
+    f"{PKG}.server.errors",
+    f"{PKG}.server.textsafe",
+    f"{PKG}.server.preview",
+    f"{PKG}.server.timefmt",  # "12 s", "5 min": the one way every UI writes a time
+}
+# The installed `a2a-bridge` script is the server's CLI with the tray's commands added.
+TRAY_ENTRY_POINT = ("tray/cli.py", f"{PKG}.server.cli")
+
+# The API module is vocabulary: data types, enums, errors, the Protocols. It may not import
+# the machinery behind it (it builds the runner only inside local_bridge()).
+API_MAY_IMPORT = {
+    f"{PKG}.server.approvals",  # Decision, ApproverKind
+    f"{PKG}.server.errors",
+    f"{PKG}.server.rules",  # RuleList, RuleSet
+    f"{PKG}.server.snapshot",
+    f"{PKG}.server.tokens",  # TokenSource
+}
+
+# The control API's modules are the BridgeApi's HTTP form: no bridge, no collaborators.
+CONTROL_MODULES = ("server/control.py", "server/control_api.py", "server/control_auth.py")
+CORE_MODULES = {
+    f"{PKG}.server.bridge",
+    f"{PKG}.server.pipeline",
+    f"{PKG}.server.runner",
+    f"{PKG}.server.sessions",
+    f"{PKG}.server.audit",
+    f"{PKG}.server.tokens",
+    f"{PKG}.server.config",
+    f"{PKG}.server.upstream",
+}
+REACHING_THROUGH = {"bridge", "broker", "tokens", "upstreams", "registry", "policy"}
+
+
+def _sources(folder: str) -> dict[str, str]:
+    """``{relative path: dotted module name}`` for every .py file under ``folder``."""
+    out = {}
+    for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.relpath(os.path.join(dirpath, name), ROOT)
+                parts = path[:-3].split(os.sep)
+                if parts[-1] == "__init__":
+                    parts = parts[:-1]
+                out[path] = ".".join([PKG, *parts])
+    return out
+
+
+def _tree(path: str) -> ast.Module:
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        return ast.parse(f.read(), path)
+
+
+def _type_checking_nodes(tree: ast.Module) -> set[int]:
+    """ids of every node inside an ``if TYPE_CHECKING:`` block (not imported at run time)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for child in node.body:
+                inside.update(id(n) for n in ast.walk(child))
+    return inside
+
+
+def imports(path: str, module: str, *, runtime_only: bool = True) -> set[str]:
+    """The modules ``path`` imports (relative ones resolved), anywhere in the file — a lazy
+    import inside a function counts — except under ``if TYPE_CHECKING:``."""
+    tree = _tree(path)
+    skip = _type_checking_nodes(tree) if runtime_only else set()
+    package = module if path.endswith("__init__.py") else module.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.add(target)
+            # `from . import clientconfig` imports a module too
+            found.update(f"{target}.{a.name}" for a in node.names)
+    return found
+
+
+def _server_imports(path: str, module: str) -> set[str]:
+    """Only the names that are modules of ours (``from .x import Name`` adds ``x.Name``)."""
+    ours = set(_sources("server").values()) | set(_sources("tray").values())
+    return {m for m in imports(path, module) if m in ours}
+
+
+def test_the_tray_imports_only_the_api_and_the_data_types():
+    wrong = []
+    for path, module in _sources("tray").items():
+        for target in _server_imports(path, module):
+            if not target.startswith(f"{PKG}.server"):
+                continue
+            if target in TRAY_MAY_IMPORT or (path, target) == TRAY_ENTRY_POINT:
+                continue
+            if target == f"{PKG}.server":  # the package itself (`from ...server import cli`)
+                continue
+            wrong.append(f"{path} imports {target}")
+    assert not wrong, "the tray reaches past server.api:\n" + "\n".join(sorted(wrong))
+
+
+def test_the_server_never_imports_the_tray():
+    wrong = [
+        f"{path} imports {target}"
+        for path, module in _sources("server").items()
+        for target in _server_imports(path, module)
+        if target.startswith(f"{PKG}.tray")
+    ]
+    assert not wrong, wrong
+
+
+def test_the_api_module_is_only_vocabulary():
+    module = f"{PKG}.server.api"
+    found = _server_imports("server/api.py", module) - {module}
+    tree = _tree("server/api.py")
+    # local_bridge() builds the runner: the one lazy import allowed, and only there.
+    lazy = {
+        f"{PKG}.server.runner"
+        for fn in ast.walk(tree)
+        if isinstance(fn, ast.FunctionDef) and fn.name == "local_bridge"
+        for node in ast.walk(fn)
+        if isinstance(node, ast.ImportFrom) and node.module == "runner"
+    }
+    modules = {m for m in found if m.count(".") == 2}  # drop `module.Name` entries
+    assert lazy == {f"{PKG}.server.runner"}
+    assert modules - lazy <= API_MAY_IMPORT, sorted(modules - lazy - API_MAY_IMPORT)
+
+
+def test_the_control_api_calls_only_the_api():
+    """Its handlers hold a BridgeApi (``self.state.api``); no bridge, broker or token store."""
+    wrong = []
+    for path in CONTROL_MODULES:
+        module = f"{PKG}.{path[:-3].replace('/', '.')}"
+        for target in _server_imports(path, module):
+            if target in CORE_MODULES:
+                wrong.append(f"{path} imports {target}")
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Attribute) and node.attr in REACHING_THROUGH:
+                wrong.append(f"{path}:{node.lineno} reaches .{node.attr}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycles_even_through_lazy_imports():
+    modules = {**_sources("server"), **_sources("tray")}
+    names = set(modules.values())
+    graph = {
+        module: {
+            t for t in imports(path, module) if t in names and t != module and t != PKG + ".server"
+        }
+        for path, module in modules.items()
+    }
+    # A package's __init__ is imported by its submodules implicitly; only explicit edges count.
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1 = on the stack, 2 = done
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    short = [" -> ".join(m.removeprefix(PKG + ".") for m in c) for c in cycles]
+    assert not cycles, "import cycles:\n" + "\n".join(short)
+
+
+def test_private_members_stay_private():
+    """ruff's SLF001 (no ``obj._private`` outside its class) runs with the lint test; keep it
+    selected, so a front end cannot start reaching into the core again unnoticed."""
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        lint = tomllib.load(f)["tool"]["ruff"]["lint"]
+    assert "SLF" in lint["select"] or "SLF001" in lint["select"]
+    assert "SLF001" not in lint.get("ignore", [])
+    for pattern, codes in lint.get("per-file-ignores", {}).items():
+        assert "SLF001" not in codes and "SLF" not in codes, pattern
+
+
+def _module_map() -> str:
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    section = readme[readme.index("## Architecture") :]
+    section = section[section.index("Module map") :]
+    start = section.index("```\n") + 4
+    return section[start : section.index("```", start)]
+
+
+def test_the_readme_module_map_names_every_module():
+    """README's module map matches the code: every module has its line (a new module gets
+    one), and every ``x.py`` it names exists (a moved or removed one loses it)."""
+    block = _module_map()
+    named = set(re.findall(r"\b([a-z_]+\.py)\b", block))
+    files = {
+        os.path.basename(path)
+        for folder in ("server", "tray")
+        for path in _sources(folder)
+        if os.path.basename(path) not in ("__init__.py", "__main__.py")
+    }
+    assert not files - named, f"modules missing from README's module map: {sorted(files - named)}"
+    assert not named - files, f"README's module map names missing modules: {sorted(named - files)}"

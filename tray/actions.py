@@ -1,0 +1,124 @@
+"""What each tray menu item does: :class:`MenuActions` turns an :data:`~tray.menu.Action` into
+calls of the bridge's API (:class:`~server.api.BridgeApi`) and the desktop (browser, file
+manager, clipboard, login items).
+
+Why apart from :mod:`tray.app`: the app is the lifecycle and the snapshot-to-icon path; this is
+the other direction, one small method per action, each testable through the real menu. Slow
+things (a keyring call in a rotation, a config write, the clipboard, the login item) run in a
+worker thread, so the menu never freezes; what fails is told in a notification.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from omp_a2a_bridge.server.api import ApproverKind, Decision, RuleList
+
+from .clipboard import copy_text
+from .menu import Action, ActionKind
+
+if TYPE_CHECKING:
+    from .app import TrayApp
+
+
+class MenuActions:
+    def __init__(self, app: TrayApp) -> None:
+        self.app = app
+
+    def run(self, action: Action) -> None:
+        """On the UI thread (pystray) or the SNI worker thread; raises on failure (the app
+        shows the error state)."""
+        kind, *rest = action
+        app = self.app
+        api, snap = app.api, app.snap
+        if kind == ActionKind.DECIDE:
+            call_id, decision = rest
+            if not api.decide(call_id, Decision(decision), approver=ApproverKind.TRAY):
+                app.notify("That call is no longer waiting (decided, cancelled or timed out).")
+        elif kind == ActionKind.DENY_ALL and snap is not None:
+            for p in snap.pending:
+                api.decide(p.id, Decision.DENY, approver=ApproverKind.TRAY)
+        elif kind == ActionKind.END_SESSION:
+            api.end_session(rest[0])
+        elif kind == ActionKind.RESTART_SERVER:
+            api.restart_server(rest[0])
+        elif kind == ActionKind.RULE_REMOVE:
+            self.in_worker(self.remove_rule, RuleList(rest[0]), rest[1])
+        elif kind == ActionKind.GRANT_REVOKE:
+            api.revoke_grant(rest[0], rest[1])
+        elif kind == ActionKind.PAUSE:
+            api.pause(rest[0] == "on")
+        elif kind == ActionKind.AUTOSTART:
+            self.in_worker(self.toggle_autostart, rest[0] == "on")
+        elif kind == ActionKind.COPY_URL and snap is not None:
+            self.in_worker(self.copy, snap.url, "connection URL", True)
+        elif kind == ActionKind.COPY_CONFIG and snap is not None:
+            config = json.dumps(api.client_config(), indent=2)
+            self.in_worker(self.copy, config, "client config", False)
+        elif kind == ActionKind.COPY_TOKEN:
+            self.in_worker(self.copy, api.token, "token", False)
+        elif kind == ActionKind.ROTATE:
+            self.in_worker(self.rotate)
+        elif kind == ActionKind.OPEN_AUDIT:
+            self.open(api.audit_path)
+        elif kind == ActionKind.OPEN_CONFIG:
+            self.open(os.path.dirname(api.config_path))
+        elif kind in (ActionKind.OPEN_PAGE, ActionKind.OPEN_CALL):
+            if api.control is not None:
+                # A one-time login page opened by path: the code is never on the browser's
+                # command line; it opens the page at that call.
+                anchor = f"#call-{rest[0]}" if kind == ActionKind.OPEN_CALL else ""
+                app.browser(api.login_page(anchor))
+        elif kind == ActionKind.QUIT:
+            app.request_stop()
+
+    def in_worker(self, fn: Callable[..., None], *args: Any) -> None:
+        threading.Thread(target=fn, args=args, daemon=True).start()
+
+    def remove_rule(self, which: RuleList, rule: str) -> None:
+        try:
+            self.app.api.remove_rule(which, rule)
+        except Exception as e:
+            self.app.notify(f"Rule not removed: {e}")
+            return
+        self.app.notify(f"Removed the rule {rule} ({which}).")
+
+    def copy(self, text: str, what: str, may_show: bool) -> None:
+        problem = copy_text(text, copier=self.app.copier)
+        if problem is None:
+            self.app.notify(f"Copied the {what}.")
+            return
+        # Never put the token in a notification or the log; the URL is fine to show.
+        shown = f" It is: {text}" if may_show else " Run 'a2a-bridge client-config' instead."
+        self.app.notify(f"Could not copy the {what}: {problem}.{shown}")
+
+    def rotate(self) -> None:
+        try:
+            self.app.api.rotate_token()
+        except Exception as e:
+            self.app.notify(f"Token not rotated: {e}")
+            return
+        self.app.notify(
+            "Token rotated: the old one no longer works. Update remote client configs "
+            "('Copy client config' has the new token)."
+        )
+
+    def toggle_autostart(self, on: bool) -> None:
+        app = self.app
+        try:
+            app.autostart.enable() if on else app.autostart.disable()
+        except Exception as e:
+            app.notify(f"Could not change 'Start at login': {e}")
+        app.autostart_on = app.read_autostart()
+        if app.icon is not None:
+            app.icon.update_menu()
+
+    def open(self, path: str) -> None:
+        try:
+            self.app.opener(path)
+        except Exception as e:
+            self.app.notify(f"Could not open {path}: {e}")
