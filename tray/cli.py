@@ -8,7 +8,6 @@ import sys
 from collections.abc import Sequence
 
 from omp_a2a_bridge.server import cli as server_cli
-from omp_a2a_bridge.server.childenv import hide_own_environment
 
 from . import tray_available
 
@@ -27,7 +26,7 @@ def cmd_tray(args: argparse.Namespace) -> int:
     ok, why = tray_available()
     if not ok:
         return server_cli.fail(f"cannot show a tray: {why}")
-    hide_own_environment()  # /proc/<pid>/environ unreadable to the agent's processes
+    server_cli.hide_own_environment()  # /proc/<pid>/environ unreadable to the agent's processes
     from .app import run_tray
     from .stopping import exit_now
 
@@ -41,7 +40,7 @@ def cmd_default(args: argparse.Namespace) -> int:
     ok, why = tray_available()
     if ok:
         print("a2a-bridge: starting the tray", file=sys.stderr)
-        hide_own_environment()
+        server_cli.hide_own_environment()
         from .app import run_tray
         from .stopping import exit_now
 
