@@ -22,10 +22,14 @@ import subprocess
 import sys
 import sysconfig
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .base import ToolError
+
+if sys.platform == "linux":
+    import fcntl
 
 EXE = "rg.exe" if sys.platform == "win32" else "rg"
 
@@ -58,6 +62,11 @@ def require_rg() -> str:
 # thread of it), not by exec'ing ``nice``: that was a second exec per search, ~1 ms of every
 # ``find`` and ``grep`` (measured: 2.3 vs 1.5 ms to run ``rg --version``).
 NICE = 10
+
+# Reading rg's output (see RgRun.chunks).
+READ_SIZE = 1 << 20
+EAGER_READS = 16
+READ_PAUSE = 0.001
 
 BASE_ARGS = ("--no-config", "--color", "never", "--no-messages")
 
@@ -121,17 +130,36 @@ class RgRun:
             else:
                 os.killpg(proc.pid, signal.SIGKILL)
 
-    def chunks(self, size: int = 1 << 16) -> Iterator[bytes]:
-        """Raw stdout blocks until EOF (or until killed)."""
+    def chunks(self) -> Iterator[bytes]:
+        """Raw stdout blocks until EOF (or until killed).
+
+        rg writes each file's output as it finishes it, so a search with thousands of matching
+        files reaches the pipe in thousands of small writes; waking up for each cost the reading
+        thread ~5 µs (≈8 ms of CPU for 2,400 matches in 2,200 files, on a 2-core machine where
+        that CPU is taken from rg). Once a run has shown itself to be long (``EAGER_READS``
+        reads), a short read is followed by a ``READ_PAUSE`` nap so the next read takes what
+        accumulated meanwhile (~70 reads instead of ~1,600; at most one nap of delay at EOF).
+        On Linux the pipe is enlarged to 1 MiB so rg does not block while the thread naps.
+        """
         proc = self.proc
         if proc is None or proc.stdout is None:
             return
-        read = proc.stdout.read1 if hasattr(proc.stdout, "read1") else proc.stdout.read
+        fd = proc.stdout.fileno()
+        if sys.platform == "linux":
+            with contextlib.suppress(OSError):  # above /proc/sys/fs/pipe-max-size: keep 64 KiB
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, READ_SIZE)
+        reads = 0
         while True:
-            block = read(size)
+            try:
+                block = os.read(fd, READ_SIZE)
+            except OSError:  # closed by a concurrent finish()
+                return
             if not block:
                 return
             yield block
+            reads += 1
+            if reads > EAGER_READS and len(block) < READ_SIZE // 16:
+                time.sleep(READ_PAUSE)
 
     def finish(self) -> tuple[int, str]:
         """Reap the process; its exit code and the first lines of its error output."""
