@@ -1,7 +1,8 @@
 """``find`` (glob for paths) and ``grep`` (regex in files), both on ripgrep.
 
 ``grep`` runs ``rg`` itself; ``find`` lists files with ``rg --files`` (the same walker, so the
-same ``.gitignore``/hidden rules and switches) and matches the glob here. Both run in the
+same ``.gitignore``/hidden rules and switches) and matches the glob in Python; ``searchout``
+parses the output of both under the path policy. Both run in the
 search pool; ``rg`` is its own process group and is killed on cancel, timeout and shutdown.
 Every file that yields output is judged by the path policy (see ``walkpolicy``); protected
 directories are excluded up front with ``--glob`` so ``rg`` never even opens them.
