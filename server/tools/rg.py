@@ -59,8 +59,10 @@ def require_rg() -> str:
 # 1.5 ms to run ``rg --version``). On Linux the search-pool thread that spawns rg is niced
 # once (rg inherits it from birth); elsewhere rg's process group is reniced right after the
 # spawn (``setpriority(PRIO_PGRP)`` reaches every thread of it). Renicing only after the spawn
-# left rg at full priority for its first moments, and ping p99 under four greps showed it
-# (A/B, 4 runs each: 13–18 ms with the thread niced vs 14–19 ms renicing after the spawn).
+# left rg at full priority for its first moments: ping p99 under four greps, each run
+# against the previous code (nice exec) in the same script, was 5.9–18.9 ms vs 7.5–13.4 ms
+# renicing after the spawn (6 runs, load 2.0–4.3) and 13.4–17.6 ms vs 17.2–27.8 ms with the
+# thread niced (4 runs, load 3.1–3.7).
 NICE = 10
 
 # Reading rg's output (see RgRun.chunks). Blocks stay at 64 KiB: the parsers run C-level
