@@ -81,6 +81,8 @@ def _nice_this_thread() -> bool:
     spawns inherits the priority from its first instruction (nice is per thread on Linux and
     a child takes its forking thread's). The worker's own parsing then also yields to the
     bridge loop, which is the point. True when the thread is niced."""
+    if sys.platform == "win32":
+        return False
     if getattr(_niced, "done", False):
         return True
     try:
