@@ -12,6 +12,7 @@ import http.client
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 FILES = 10_000
-REPEAT = 9
+REPEAT = 15
 
 
 def make_tree(root: str, files: int = FILES) -> str:
@@ -107,26 +108,56 @@ class Client:
         self.rpc("notifications/cancelled", {"requestId": req_id})
 
 
-def compare(fns: dict[str, Callable[[], Any] | None], repeat: int = REPEAT) -> dict[str, Any]:
+def compare(
+    fns: dict[str, Callable[[], Any] | None],
+    repeat: int = REPEAT,
+    cpu: dict[str, Callable[[], float]] | None = None,
+) -> dict[str, Any]:
     """Median wall time in ms of each function, run round-robin so that the load of a shared
     machine hits every contender alike (one warm-up round first). ``ratios`` holds, for each
     contender, the median over rounds of (first contender / it): a per-round ratio cancels
-    most of the drift of a busy machine."""
+    most of the drift of a busy machine.
+
+    ``cpu`` gives, per contender, a cumulative CPU-seconds counter read around each call;
+    ``cpu_ms`` is then the mean CPU per call. CPU time hardly moves with the machine's load
+    (what other processes do takes wall time from a call, not CPU), so it says where a gap
+    comes from when the wall times are noisy."""
     live = {k: f for k, f in fns.items() if f is not None}
     times: dict[str, list[float]] = {k: [] for k in live}
+    cpu_s: dict[str, float] = {k: 0.0 for k in live}
+    counters = cpu or {}
     for i in range(repeat + 1):
         for k, f in live.items():
+            counter = counters.get(k)
+            c0 = counter() if counter else 0.0
             t0 = time.perf_counter()
             f()
             if i:
                 times[k].append((time.perf_counter() - t0) * 1000)
+                if counter:
+                    cpu_s[k] += counter() - c0
     out: dict[str, Any] = {k: (statistics.median(times[k]) if k in times else None) for k in fns}
     first = next(iter(live))
     out["ratios"] = {
         k: statistics.median(a / b for a, b in zip(times[first], times[k], strict=True))
         for k in live
     }
+    out["cpu_ms"] = {k: cpu_s[k] * 1000 / repeat for k in live if k in counters}
     return out
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of this process's reaped children (the native programs)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds of a process and its reaped children (the bridge and its ``rg`` runs), from
+    /proc (clock ticks: 10 ms steps, so only sums over many calls are meaningful)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def native(argv: list[str], cwd: str) -> Callable[[], None]:
@@ -170,7 +201,16 @@ def run_tool_rows(port: int, headers: dict[str, str], root: str, server_pid: int
             v = m.get(name)
             r = m["ratios"].get(name)
             cells += ["-" if v is None else f"{v:.1f}", "-" if r is None else f"{r:.2f}x"]
+        c = m["cpu_ms"]
+        if "ours" in c and others[0] in c:
+            ratio = c["ours"] / c[others[0]] if c[others[0]] else float("nan")
+            cells.append(f"{c['ours']:.1f} / {c[others[0]]:.1f} ({ratio:.2f}x)")
+        else:
+            cells.append("-")
         rows.append(cells)
+
+    def cpu(*natives: str) -> dict[str, Callable[[], float]]:
+        return {"ours": lambda: process_cpu_s(server_pid), **dict.fromkeys(natives, children_cpu_s)}
 
     grep_rn = shutil.which("grep")
     for label, pattern, rg_args, grep_args in (
@@ -185,6 +225,7 @@ def run_tool_rows(port: int, headers: dict[str, str], root: str, server_pid: int
                 "grep": native([grep_rn, "-rn", *grep_args, gpat, "."], tree) if grep_rn else None,
             },
             REPEAT,
+            cpu("rg", "grep"),
         )
         row(label, m, ["rg", "grep"])
 
@@ -197,6 +238,7 @@ def run_tool_rows(port: int, headers: dict[str, str], root: str, server_pid: int
             "find": native([find, ".", "-name", "*.py"], tree) if find else None,
         },
         REPEAT,
+        cpu("fd", "find"),
     )
     row("find *.py", m, ["fd", "find"])
 
@@ -241,11 +283,21 @@ def run_tool_rows(port: int, headers: dict[str, str], root: str, server_pid: int
         f"{os.cpu_count()} cores.",
         "",
         _table(
-            ["what", "bridge ms", "native 1 ms", "ratio", "native 2 ms", "ratio"],
+            [
+                "what",
+                "bridge ms",
+                "native 1 ms",
+                "ratio",
+                "native 2 ms",
+                "ratio",
+                "CPU ms/call: bridge+rg / native 1",
+            ],
             rows,
         ),
         "",
-        "native 1 / 2: rg / grep -rn for grep, fd / find for find, sed or head for read.",
+        "native 1 / 2: rg / grep -rn for grep, fd / find for find, sed or head for read. "
+        "CPU: user+sys of the bridge process and its reaped rg runs (/proc, clock ticks) vs "
+        "of the native process; it hardly moves with the machine's load.",
         f"Bridge peak RSS growth (VmHWM) over the 100 MB one-line reads: {grown:.1f} MB.",
         "",
         "## Latency under load",

@@ -2,7 +2,8 @@
 on ripgrep.
 
 ``grep`` runs ``rg`` itself; ``find`` lists files with ``rg --files`` (the same walker, so the
-same ``.gitignore``/hidden rules and switches) and matches the glob here. Both run in the
+same ``.gitignore``/hidden rules and switches) and matches the glob in Python; ``searchout``
+parses the output of both under the path policy. Both run in the
 search pool; ``rg`` is its own process group and is killed on cancel, timeout and shutdown.
 Every file that yields output is judged by the path policy (see ``walkpolicy``); protected
 directories are excluded up front with ``--glob`` so ``rg`` never even opens them.
@@ -14,9 +15,6 @@ import asyncio
 import contextlib
 import functools
 import os
-import stat
-import sys
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..vocab import Tier
@@ -25,13 +23,9 @@ from .base import Tool, ToolContext, ToolError, ToolResult
 from .fileio import glob_regex
 from .files import READ_ONLY
 from .rg import BASE_ARGS, RgRun, glob_escape, require_rg
-from .walkpolicy import EntryGate, shown_name
+from .searchout import FindWalk
+from .walkpolicy import EntryGate
 
-WALK_LIMIT = 200_000
-# find derives directories from file paths without stat'ing them; the policy only needs to
-# know they are directories (a secret-looking *name* judges files, not directories).
-DIR_STAT = os.stat_result((stat.S_IFDIR | 0o755, 0, 0, 0, 0, 0, 0, 0, 0, 0))
-FS_DECODE = (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
 # Noise directories skipped unless the caller asks for ignored files (VCS internals always).
 NOISE_GLOBS = ("!node_modules", "!__pycache__", "!.venv", "!.tox")
 VCS_GLOBS = ("!.git", "!.hg", "!.svn")
@@ -154,99 +148,14 @@ class FindTool(Tool):
         return ToolResult.text(text)
 
     def _find(self, args: dict[str, Any], ctx: ToolContext, run: RgRun) -> str:
-        rx = glob_regex(args["pattern"])
+        glob_regex(args["pattern"])  # a bad pattern fails before rg starts
         base, shown = base_dir(args, ctx)
         if not os.path.isdir(base):
             raise ToolError(f"{shown}: not a directory")
         gate = EntryGate.for_base(ctx.policy, base)
         argv: list[str | bytes] = [require_rg(), *BASE_ARGS, "--files", "--null"]
-        argv += walk_args(args, gate)
-        argv += ["--", "."]
+        argv += walk_args(args, gate)  # no path: rg lists the cwd, names without "./"
         run.argv, run.cwd = argv, base
         start_rg(run)
-        walk = _FindWalk(rx, gate).collect(run)
-        return walk.text(args["pattern"], shown, ctx.limits.find_max_results)
-
-
-@dataclass(slots=True)
-class _FindWalk:
-    rx: Any
-    gate: EntryGate
-    files: list[str] = field(default_factory=list)
-    dirs: set[str] = field(default_factory=set)
-    cut: bool = False
-
-    def collect(self, run: RgRun) -> _FindWalk:
-        """Gather rg's NUL-separated list, then split and decode it in one go (a Python loop
-        per path costs more than rg's whole walk)."""
-        parts: list[bytes] = []
-        seen = 0
-        try:
-            for block in run.chunks():
-                parts.append(block)
-                seen += block.count(b"\0")
-                if seen > WALK_LIMIT:
-                    self.cut = True
-                    break
-        finally:
-            run.kill()
-            run.finish()
-        text = (b"\0" + b"".join(parts)).decode(*FS_DECODE).replace("\0./", "\0")
-        files = text.split("\0")[1:]
-        if files and files[-1] == "":
-            files.pop()
-        if self.cut:
-            del files[WALK_LIMIT:]
-        self.files = files
-        # Every ancestor directory of a listed file is an entry too (find matches directories).
-        dirs = {f.rpartition("/")[0] for f in files}
-        dirs.discard("")
-        for d in list(dirs):
-            d = d.rpartition("/")[0]
-            while d and d not in dirs:
-                dirs.add(d)
-                d = d.rpartition("/")[0]
-        self.dirs = dirs
-        return self
-
-    def text(self, pattern: str, shown: str, cap: int) -> str:
-        """Sorted matches; the path policy judges them in order until ``cap`` are shown.
-
-        Entries past the cap are counted, not judged (judging costs a few µs per entry, more
-        than the walk itself): their names are never shown, so the only effect is that the
-        "more matches" count may include some protected entries.
-        """
-        match = self.rx.match
-        gate = self.gate
-        matched = [f for f in self.files if match(f)]
-        matched += [d + "/" for d in self.dirs if match(d)]
-        matched.sort()
-        prefix = gate.base.rstrip(os.sep) + os.sep
-        found: list[str] = []
-        used = 0
-        for rel in matched:
-            if len(found) >= cap:
-                break
-            used += 1
-            real = prefix + rel.rstrip("/")
-            if rel.endswith("/"):
-                st: os.stat_result | None = DIR_STAT
-            else:
-                try:  # the identity too: a hard link to a protected file is that file
-                    st = os.lstat(real)
-                except OSError:
-                    st = None
-            if gate.refuses(real, st):
-                continue
-            found.append(shown_name(rel))
-        if not found:
-            text = f"no paths under {shown} match {pattern!r}"
-        else:
-            text = "\n".join(found)
-            more = len(matched) - used
-            if more > 0:
-                text += f"\n… {more} more matches not shown; narrow the pattern"
-        if self.cut:
-            text += f"\n… stopped after {WALK_LIMIT} entries; search a smaller directory"
-        note = gate.note()
-        return f"{text}\n{note}" if note else text
+        walk = FindWalk(args["pattern"], gate).collect(run)
+        return walk.text(shown, ctx.limits.find_max_results)
