@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import tree_sitter
 import tree_sitter_bash
 
+from .bashwrappers import code_option, wrapped
+
 COMMAND_MAX = 20_000  # longer bash commands are never allowed by a rule (they ask)
 CACHE_MAX = 4096  # analyses of commands up to this long are cached (agents repeat themselves)
 REENTRY_DEPTH = 4  # nested ``sh -c`` strings searched for deny rules
@@ -305,7 +307,7 @@ class Walker:
         """``timeout 5 git push``, ``nice sh -c …``, ``xargs rm``, ``find -exec rm {} ;``: the
         command a wrapper runs is a simple command of the call too, so a deny rule sees it,
         an allow rule must cover it as well, and ``sh -c`` inside it stays unallowable."""
-        inner, why = _wrapped(cmd.words)
+        inner, why = wrapped(cmd.words, program_index(cmd.words))
         if why is not None:
             self.flag(why)
         for words in inner:
@@ -350,7 +352,7 @@ class Walker:
         elif base == "env" and len(words) > i + 1:
             self.flag("env with options that run a command differently")
         else:
-            opt = _code_option(base, words[i + 1 :])
+            opt = code_option(base, words[i + 1 :])
             if opt is not None:
                 self.flag(f"{base} {opt} runs another program")
 
@@ -364,166 +366,6 @@ class Walker:
             texts.append(" ".join(w.text for w in rest))  # eval joins its arguments
         for text in texts:
             self.everywhere.extend(analyze(text, self.depth + 1).everywhere)
-
-
-# Programs that run the command given in their arguments: the options that take a separate
-# value, and how many positional words come before the command (timeout's DURATION).
-WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
-    "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
-    "nice": (frozenset({"-n", "--adjustment"}), 0),
-    "nohup": (frozenset(), 0),
-    "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
-    "ionice": (frozenset({"-c", "-n", "-p", "-P", "-u", "--class", "--classdata"}), 0),
-    "setsid": (frozenset(), 0),
-    "time": (frozenset({"-f", "-o", "--format", "--output"}), 0),
-    "caffeinate": (frozenset({"-t", "-w"}), 0),
-    "sudo": (
-        frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user",
-                   "--group", "--close-from", "--chdir", "--host", "--prompt", "--role",
-                   "--type", "--other-user", "--command-timeout"}),
-        0,
-    ),
-    "doas": (frozenset({"-u", "-C"}), 0),
-    "chrt": (frozenset(), 1),
-    "taskset": (frozenset(), 1),
-    "flock": (frozenset({"-w", "--timeout", "-E", "--conflict-exit-code"}), 1),
-    "xargs": (
-        frozenset({"-I", "-n", "-P", "-d", "-E", "-L", "-s", "-a", "--arg-file", "--delimiter",
-                   "--max-args", "--max-procs", "--max-lines", "--max-chars", "--eof",
-                   "--process-slot-var"}),
-        0,
-    ),
-}  # fmt: skip
-# Wrappers whose command is a string for ``sh -c`` (or that cannot be read reliably).
-_SHELL_WRAPPERS = frozenset(
-    {"watch", "script", "parallel", "su", "runuser", "pkexec", "systemd-run", "nsenter",
-     "unshare", "firejail", "bwrap", "chroot", "strace", "ltrace", "unbuffer", "entr"}
-)  # fmt: skip
-_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
-
-
-# Options with which an ordinary program runs another program or shell code (``rg --pre sh``,
-# ``tar --to-command``, ``git -c core.pager=…``): a call that uses one is never allowed by a
-# rule, like ``sh -c``; ``bash(rg TODO *)`` must not run ``rg TODO --pre sh notes.txt``.
-_VIM = ("-c", "--cmd", "-S", "+")
-_CODE_OPTIONS: dict[str, tuple[str, ...]] = {
-    "rg": ("--pre", "--hostname-bin"),
-    "fd": ("-x", "--exec", "-X", "--exec-batch"),
-    "fdfind": ("-x", "--exec", "-X", "--exec-batch"),
-    "tar": ("--to-command", "--checkpoint-action", "--use-compress-program", "-I",
-            "--info-script", "-F", "--new-volume-script", "--rmt-command", "--rsh-command"),
-    "sort": ("--compress-program",),
-    "zip": ("-TT", "--unzip-command"),
-    "scp": ("-S", "-F"),
-    "sftp": ("-S", "-F"),
-    "ssh": ("-F",),
-    "rsync": ("--rsync-path",),
-    "man": ("-P", "--pager", "-H", "--html"),
-    "vim": _VIM, "nvim": _VIM, "vi": _VIM, "view": _VIM, "ex": _VIM,
-    "git": ("-c", "--config-env", "--exec-path"),
-}  # fmt: skip
-_GIT_CODE_OPTIONS: dict[str, tuple[str, ...]] = {
-    "grep": ("-O", "--open-files-in-pager"),
-    "rebase": ("-x", "--exec"),
-    "difftool": ("-x", "--extcmd", "-t", "--tool"),
-    "mergetool": ("-t", "--tool"),
-    "submodule": ("foreach",),
-    "bisect": ("run",),
-    "clone": ("-u", "--upload-pack"),
-    "fetch": ("--upload-pack",),
-    "pull": ("--upload-pack",),
-    "ls-remote": ("--upload-pack",),
-    "push": ("--receive-pack", "--exec"),
-    "archive": ("--exec",),
-    "filter-branch": ("",),
-}
-_SSH_CODE_KEYS = re.compile(
-    r"^(?:proxycommand|localcommand|permitlocalcommand|knownhostscommand|match)\b", re.I
-)
-
-
-def _uses(word: str, opt: str) -> bool:
-    if opt == "" or word == opt:
-        return True
-    if opt.startswith("--"):
-        return word.startswith(opt + "=")
-    if opt == "+":
-        return word.startswith("+")
-    return opt.startswith("-") and len(opt) == 2 and word.startswith(opt)  # -Ixz, -oKey=v
-
-
-_GIT_VALUED = frozenset({"-c", "-C", "--config-env", "--git-dir", "--work-tree", "--namespace"})
-
-
-def _git_subcommand_at(texts: Sequence[str]) -> int:
-    """Index of git's subcommand: after the global options and their values."""
-    n = 0
-    while n < len(texts) and texts[n].startswith("-"):
-        n += 2 if texts[n] in _GIT_VALUED else 1
-    return n
-
-
-def _code_option(base: str, rest: Sequence[Word]) -> str | None:
-    """The first option in ``rest`` with which ``base`` runs another program, or None."""
-    texts = [w.text for w in rest if w.literal]
-    opts = _CODE_OPTIONS.get(base, ())
-    sub_at = _git_subcommand_at(texts) if base == "git" else -1
-    sub_opts = _GIT_CODE_OPTIONS.get(texts[sub_at], ()) if 0 <= sub_at < len(texts) else ()
-    for n, t in enumerate(texts):
-        if base == "git":  # -c/--exec-path before the subcommand, its own options after it
-            opts = _CODE_OPTIONS["git"] if n < sub_at else sub_opts
-        for opt in opts:
-            if _uses(t, opt) and (opt != "" or n == sub_at):
-                return opt or t
-        if base in ("ssh", "scp", "sftp", "rsync") and t.startswith("-o"):
-            value = t[2:] or (texts[n + 1] if n + 1 < len(texts) else "")
-            if _SSH_CODE_KEYS.match(value.lstrip()):
-                return "-o " + value.split("=", 1)[0].split(" ", 1)[0]
-        if base == "rsync" and (t == "-e" or t.startswith("--rsh")):
-            value = t.split("=", 1)[1] if "=" in t else (texts[n + 1] if n + 1 < len(texts) else "")
-            if value != "ssh":
-                return "-e"
-    return None
-
-
-def _wrapped(words: Sequence[Word]) -> tuple[list[tuple[Word, ...]], str | None]:
-    """The commands a wrapper (``timeout``, ``xargs``, ``find -exec``...) runs, and a reason
-    when it runs one that cannot be told from its words."""
-    i = program_index(words)
-    if i is None or not words[i].literal:
-        return [], None
-    base = words[i].text.rsplit("/", 1)[-1]
-    rest = list(words[i + 1 :])
-    if base == "find":
-        out: list[tuple[Word, ...]] = []
-        for j, w in enumerate(rest):
-            if w.literal and w.text in _FIND_EXEC:
-                end = next(
-                    (k for k in range(j + 1, len(rest)) if rest[k].text in (";", "+")), len(rest)
-                )
-                if end > j + 1:
-                    out.append(tuple(rest[j + 1 : end]))
-        return out, None
-    if base in _SHELL_WRAPPERS and rest:
-        return [], f"{base} runs a command this check cannot read"
-    if base == "flock" and any(w.text in ("-c", "--command") for w in rest):
-        return [], "flock -c runs a string as shell code"
-    spec = WRAPPERS.get(base)
-    if spec is None:
-        return [], None
-    valued, positional = spec
-    j = 0
-    while j < len(rest) and rest[j].text.startswith("-") and rest[j].text != "-":
-        opt = rest[j].text
-        j += 1
-        if opt == "--":
-            break
-        if opt in valued:
-            j += 1
-    j += positional
-    if j >= len(rest):
-        return [], None
-    return [tuple(rest[j:])], None
 
 
 def _piped_into(node: tree_sitter.Node) -> bool:

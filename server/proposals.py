@@ -15,7 +15,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from .bashparse import SCRIPT_RUNNERS, WRAPPERS, SimpleCommand, analyze, program_index
+from .bashparse import SCRIPT_RUNNERS, SimpleCommand, analyze, program_index
+from .bashwrappers import WRAPPERS
 from .rules import (
     ARG_NAME,
     PATH_TOOLS,
