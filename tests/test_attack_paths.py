@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import threading
 import time
@@ -472,9 +473,17 @@ def test_race_swapped_dir_symlink_fifo_and_hard_link_never_leak_nor_block(served
     assert served.errors() == [], served.log.read_text()[-3000:]
     assert outcomes.get("ok", 0) > 0, outcomes  # the harmless side was really read
     assert sum(outcomes.values()) == 3600
-    worst = max(pings)
-    print(f"\nrace: outcomes {outcomes}; {len(pings)} pings, max {worst * 1000:.1f} ms")
-    assert worst < 0.5, f"ping took {worst * 1000:.0f} ms during the race"
+    worst, typical = max(pings), statistics.median(pings)
+    print(
+        f"\nrace: outcomes {outcomes}; {len(pings)} pings, median {typical * 1000:.1f} ms, "
+        f"max {worst * 1000:.1f} ms"
+    )
+    # A read that blocked the loop (a FIFO opened without O_NONBLOCK waits for a writer that
+    # never comes) stops every ping for good: far past 2 s. The bounds leave room for a loaded
+    # machine (max 0.8 s seen at load 8.5, where this process's own threads compete for the
+    # GIL too); speed itself is the bench's job.
+    assert worst < 2.0, f"ping took {worst * 1000:.0f} ms during the race"
+    assert typical < 0.1, f"median ping {typical * 1000:.0f} ms during the race"
     shutil.rmtree(race, ignore_errors=True)
 
 

@@ -35,11 +35,13 @@ from .backend import capabilities
 from .dispatch import Dispatcher, ui_poster
 from .icons import render_icon, state_for
 from .menu import Action, ActionKind, Item, menu_model, notification_for, title
-from .notifier import MAX_LIVE, ActionableNotifier, CallNotice
+from .notifier import MAX_LIVE, ActionableNotifier, CallNotice, body_text
 from .render import to_pystray
 from .stopping import StopGuard
 
 log = logging.getLogger("a2a-bridge")
+# pystray backends whose notify() goes through libnotify (Linux notification servers).
+LIBNOTIFY_BACKENDS = frozenset({"appindicator", "gtk"})
 
 ICON_SIZE = 64
 NOTIFY_GAP_S = 2.0  # at most one "waiting for approval" notification per gap (coalesced)
@@ -336,8 +338,14 @@ class TrayApp:
     def notify(self, message: str, heading: str = "omp A2A bridge") -> None:
         self.notifications.append(message)
         if self.icon is not None and self.caps["notification"]:
+            shown = message[:255]
+            if self.backend in LIBNOTIFY_BACKENDS:
+                # pystray hands the text to libnotify, whose servers read body markup: agent
+                # text could hide half a command or add a link. Escaped (tray.sni asks the
+                # server first; here it cannot be asked, so markup is assumed).
+                shown = body_text(shown, markup=True)
             try:
-                self.icon.notify(message[:255], heading[:63])
+                self.icon.notify(shown, heading[:63])
                 return
             except Exception as e:  # a notification daemon that is missing or broken
                 log.info("notification not shown (%s)", e)
