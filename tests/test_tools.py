@@ -438,3 +438,43 @@ def test_read_large_file_streams_in_a_worker(c, root):
     )
     tail = ok(c.call("read", {"path": "big.log", "offset": 20000}))
     assert tail == "20000\tentry 019999"
+
+
+def test_read_write_edit_run_in_the_file_pool(start_bridge, root):
+    """read (off the loop), write and edit wait for a FILE-pool worker like ls: a flood of them
+    cannot take the default executor the control API and the keyring use, and the audit shows
+    how long each waited (``queue_ms``)."""
+    import threading
+
+    from omp_a2a_bridge.server.tools import pools
+
+    running = start_bridge({"approval": {"tiers": {"write": "allow", "edit": "allow"}}})
+    put(root, "big.txt", "x\n" * 300_000)  # past the inline limit: read goes to a worker
+    put(root, "e.txt", "before")
+    gate = threading.Event()
+    held = [pools.executor(pools.Pool.FILE).submit(gate.wait, 30)]
+    held += [
+        pools.executor(pools.Pool.FILE).submit(gate.wait, 30)
+        for _ in range(pools.SIZES[pools.Pool.FILE] - 1)
+    ]
+    calls = [
+        in_thread(running.client().call, "read", {"path": "big.txt", "limit": 1}),
+        in_thread(running.client().call, "write", {"path": "w.txt", "content": "new"}),
+        in_thread(
+            running.client().call,
+            "edit",
+            {"path": "e.txt", "old_string": "before", "new_string": "after"},
+        ),
+    ]
+    time.sleep(0.3)  # the stimulus: the calls sit in the FILE queue while every worker is held
+    gate.set()
+    for t, out in calls:
+        t.join(10)
+        assert out and out[0].result["isError"] is False, out
+    assert read_text(os.path.join(root, "w.txt")) == "new"
+    assert read_text(os.path.join(root, "e.txt")) == "after"
+    done = {r["tool"]: r for r in running.audit() if r["phase"] == "done"}
+    for tool in ("read", "write", "edit"):
+        assert done[tool]["queue_ms"] >= 200, (tool, done[tool])
+    for f in held:
+        f.result(5)

@@ -6,7 +6,6 @@ Blocking file work runs in a worker thread so the bridge loop keeps answering ``
 
 from __future__ import annotations
 
-import asyncio
 import os
 import stat
 from typing import Any
@@ -119,7 +118,7 @@ class WriteTool(Tool):
     writes = True
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await asyncio.to_thread(self._write, args, ctx)
+        return await pools.run(pools.Pool.FILE, self._write, args, ctx)
 
     def _write(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         shown = args["path"]
@@ -172,7 +171,7 @@ class EditTool(Tool):
     writes = True
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return await asyncio.to_thread(self._edit, args, ctx)
+        return await pools.run(pools.Pool.FILE, self._edit, args, ctx)
 
     def _edit(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         shown = args["path"]

@@ -7,13 +7,13 @@ anything bigger, or slower, moves to a worker thread so the loop keeps answering
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
 import stat
 from typing import Any
 
 from ..vocab import Tier
+from . import pools
 from .base import Tool, ToolContext, ToolError, ToolResult, image_block, text_block
 from .fileio import SNIFF_BYTES, image_type, io_error, is_binary, read_upto
 from .files import PATH_FIELD, READ_ONLY, judge_opened, open_read, prestat
@@ -70,7 +70,7 @@ class ReadTool(Tool):
         st = prestat(ctx, path, args["path"])
         if stat.S_ISDIR(st.st_mode):
             raise ToolError(f"{args['path']}: is a directory (use ls)")
-        return await asyncio.to_thread(self._read, args, ctx, path)
+        return await pools.run(pools.Pool.FILE, self._read, args, ctx, path)
 
     def _read(
         self, args: dict[str, Any], ctx: ToolContext, path: str, on_loop: bool = False
