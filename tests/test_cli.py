@@ -167,3 +167,14 @@ def test_plain_command_without_tray_serves_and_says_so(cli_env):
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def test_the_installed_command_runs():
+    """The console script the Quick start runs (``a2a-bridge``, from the namespaced entry point
+    ``omp_a2a_bridge.tray.cli:main``) starts from a plain ``pip install``."""
+    exe = os.path.join(os.path.dirname(sys.executable), "a2a-bridge")
+    assert os.path.exists(exe), "pip install -e . installs the a2a-bridge command"
+    r = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    for verb in ("serve", "tray", "watch", "rules", "client-config"):
+        assert verb in r.stdout, (verb, r.stdout)
