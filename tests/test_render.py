@@ -161,6 +161,9 @@ def test_cli_shows_hostile_calls_safely_with_the_real_tail(ctl, cli):
         c.call("evil\x1b[31mtool\u202e", {})
     finally:
         ws.close()
+    # `a2a-bridge audit` reads the log file; the bridge's writer thread has the last records
+    # until it flushes (ctl.audit() flushes and reads).
+    wait_for(lambda: any("evil" in r["tool"] and r["phase"] == "done" for r in ctl.audit()))
     audit = cli("audit")
     assert audit.returncode == 0, audit.stderr
     assert_clean(audit.stdout + audit.stderr)
