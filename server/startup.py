@@ -160,7 +160,7 @@ def prepare(opts: RunnerOptions, out: Prepared) -> None:
     if opts.tools is None:
         from .tools.builtin import builtin_tools  # only when the built-in tools are wanted
 
-        tools = builtin_tools()
+        tools = builtin_tools(config.bash_env)
     else:
         tools = opts.tools
     bridge = Bridge(

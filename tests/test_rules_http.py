@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import urllib.parse
+from pathlib import Path
 
 import pytest
 
@@ -407,3 +408,40 @@ def test_outside_the_roots_a_rule_may_allow(start_bridge, env, home):
         assert _done(running)["rule"] == "read(~/proj/**)"
     else:
         assert r.text.startswith(ASKS)
+
+
+@pytest.mark.parametrize(
+    ("command", "config_env"),
+    [
+        # A variable the bridge has and bash does not (the scrubbed environment): bash expands
+        # it to nothing and reads the key; the check once expanded the bridge's value.
+        ("cat ${OMP_TEST_ONLY_IN_BRIDGE}{home}/.aws/credentials", {}),
+        ("cat $OMP_TEST_ONLY_IN_BRIDGE{home}/.aws/credentials", {}),
+        # A variable bash.env sets (and the bridge does not have): expanded as bash will.
+        ("cat $D/.aws/credentials", {"set": {"D": "{home}"}}),
+        ("cat ~/../.aws/credentials", {"set": {"HOME": "{home}/proj"}}),
+    ],
+)
+def test_the_command_check_expands_variables_as_bash_will(
+    start_bridge, env, home, monkeypatch, command, config_env
+):
+    monkeypatch.setenv("OMP_TEST_ONLY_IN_BRIDGE", "x11")
+    home = Path(home)
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text("aws_secret_access_key = PLANTED-AWS\n")
+    bash_env = json.loads(json.dumps(config_env).replace("{home}", str(home)))
+    running = start_bridge(
+        {
+            "roots": [str(home / "proj")],
+            "approval": {"tiers": {"bash": "prompt"}},
+            "rules": {"allow": ["bash(cat *)"]},
+            "bash": {"env": bash_env},
+        }
+    )
+    c = running.client()
+    r = c.call("bash", {"command": command.replace("{home}", str(home)), "cwd": str(home / "proj")})
+    assert "PLANTED-AWS" not in r.raw.decode(), r.text
+    assert r.result["isError"] and "no approver" in r.text, r.text
+    # The rule still runs what it covers, variables included.
+    r = c.call("bash", {"command": "cat $PWD/a.txt", "cwd": str(home / "proj")})
+    assert r.text.strip() == "inside proj", r.text

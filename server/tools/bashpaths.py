@@ -19,6 +19,7 @@ import glob
 import itertools
 import os
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -73,11 +74,14 @@ MAX_COMMAND_CHARS = 16384
 MAX_JUDGED = 2000  # candidate paths judged per command
 
 
-def _expand_vars(text: str, cwd: str | None = None) -> str:
-    """``$VAR``/``${VAR}`` from the bridge's environment (the one ``bash`` inherits), except
-    the shell's own ``PWD``/``OLDPWD`` (its working directory) and ``IFS`` (a blank); special
-    and positional parameters are dropped."""
-    env = os.environ
+def _expand_vars(text: str, cwd: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    """``$VAR``/``${VAR}`` as ``bash`` will expand them: from ``env``, the environment the
+    shell runs with (the bridge's own when not given), except the shell's own ``PWD``/``OLDPWD``
+    (its working directory) and ``IFS`` (a blank); special and positional parameters are
+    dropped. A name missing from ``env`` is empty, as in bash: judged with the bridge's value
+    instead, ``cat ${DISPLAY}/home/u/.aws/credentials`` looked relative while bash read the key.
+    """
+    env = os.environ if env is None else env
 
     def value(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(2) or ""
@@ -186,13 +190,15 @@ def _braces(word: str) -> list[str]:
     return out
 
 
-def tokens(command: str, cwd: str | None = None) -> list[str]:
+def tokens(command: str, cwd: str | None = None, env: Mapping[str, str] | None = None) -> list[str]:
     """Every path-like candidate in ``command``, in order, without duplicates."""
     seen: dict[str, None] = {}
     # The text as written and as bash decodes it, each also expanded: ``$'…'`` found where
     # bash sees none (``echo '$' ; cat ~/.a\ws/x ; echo '``) must not hide a word either.
     norm = _normalize(command)
-    texts = dict.fromkeys((command, _expand_vars(command, cwd), norm, _expand_vars(norm, cwd)))
+    texts = dict.fromkeys(
+        (command, _expand_vars(command, cwd, env), norm, _expand_vars(norm, cwd, env))
+    )
     for text in texts:
         text = re.sub(r"\\(.)", r"\1", text, flags=re.S).replace("'", "").replace('"', "")
         text = _FILE_URL.sub("", text)
@@ -224,24 +230,30 @@ def _bases(cwd: str) -> list[str]:
     return out
 
 
-def command_escalation(command: str, cwd: str, policy: PathPolicy | CallPaths) -> Escalation | None:
+def command_escalation(
+    command: str,
+    cwd: str,
+    policy: PathPolicy | CallPaths,
+    env: Mapping[str, str] | None = None,
+) -> Escalation | None:
     """The first protected/persistence/own-file location the command names, or None.
 
     A relative name is tried against the working directory; when the command can change
     directory (``cd``, ``pushd``, ``-C``...), also against each of the working directory's
     ancestors and the home directory, and every word is tried, not only path-like ones
-    (``cd .. && cat .aws/credentials``, ``cd .ssh; cat id_rsa``).
+    (``cd .. && cat .aws/credentials``, ``cd .ssh; cat id_rsa``). ``env`` is the environment
+    the shell runs with (see :func:`_expand_vars`); a ``~`` is tried with its ``HOME`` too.
     """
     if len(command) > MAX_COMMAND_CHARS:
         return _unchecked(cwd, f"command of {len(command)} characters, too long to check")
     try:
-        found = tokens(command, cwd)
+        found = tokens(command, cwd, env)
     except TooComplex as e:
         return _unchecked(cwd, f"command holds {e}, too many to check")
     moves = any(t in _MOVES or t.startswith(_MOVE_OPTS) for t in found)
     bases = _bases(cwd) if moves else [cwd]
     if moves:  # and every folder a cd names, from each base so far: cd .config; cd autostart
-        plain = _expand_vars(_normalize(command), cwd)
+        plain = _expand_vars(_normalize(command), cwd, env)
         plain = re.sub(r"\\(.)", r"\1", plain).replace("'", "").replace('"', "")
         for target in _CD.findall(plain)[:MAX_CD]:
             t = os.path.expanduser(target)
@@ -255,6 +267,9 @@ def command_escalation(command: str, cwd: str, policy: PathPolicy | CallPaths) -
             tok = cwd + tok[2:]  # bash's $PWD and $OLDPWD (taken as the working directory)
         p = os.path.expanduser(tok) if tok.startswith("~") else tok
         names = [_proc_self(p, cwd)] if os.path.isabs(p) else [os.path.join(b, p) for b in bases]
+        shell_home = env.get("HOME") if env is not None else None
+        if shell_home and (tok == "~" or tok.startswith("~/")):
+            names.append(shell_home + tok[1:])  # bash's own HOME, when bash.env sets another
         candidates = list(names)
         for name in names:
             if _GLOB.search(name):

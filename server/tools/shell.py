@@ -326,6 +326,11 @@ class BashTool(Tool):
     path_args = ("cwd",)
     default_paths = {"cwd": ""}
 
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        # The environment bash runs with (server/childenv.py): the command check expands
+        # ``$VAR`` from it, not from the bridge's own (which holds more).
+        self.env = child_env() if env is None else env
+
     def escalation(self, args: dict[str, Any], policy: PathPolicy | CallPaths) -> Escalation | None:
         """The working directory, then every protected or persistence path the command names
         (:mod:`server.tools.bashpaths`): no rule, grant or tier runs ``cat ~/.ssh/id_rsa``."""
@@ -335,7 +340,7 @@ class BashTool(Tool):
             return esc
         cwd = args.get("cwd")
         named = command_escalation(
-            command, policy.resolve(cwd if isinstance(cwd, str) else None), policy
+            command, policy.resolve(cwd if isinstance(cwd, str) else None), policy, self.env
         )
         return named or esc
 
