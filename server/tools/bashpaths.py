@@ -259,6 +259,10 @@ def command_escalation(
             t = os.path.expanduser(target)
             more = [os.path.normpath(os.path.join(b, t)) for b in bases]
             bases = list(dict.fromkeys(bases + more))[:MAX_BASES]
+    # bash's HOME for ``~`` when ``bash.env`` sets another one than the bridge's (else None).
+    shell_home = env.get("HOME") if env is not None else None
+    if shell_home == os.path.expanduser("~"):
+        shell_home = None
     judged = 0
     for tok in found:
         if len(tok) > MAX_TOKEN_LEN or not (moves or _PATHLIKE.search(tok)):
@@ -267,7 +271,6 @@ def command_escalation(
             tok = cwd + tok[2:]  # bash's $PWD and $OLDPWD (taken as the working directory)
         p = os.path.expanduser(tok) if tok.startswith("~") else tok
         names = [_proc_self(p, cwd)] if os.path.isabs(p) else [os.path.join(b, p) for b in bases]
-        shell_home = env.get("HOME") if env is not None else None
         if shell_home and (tok == "~" or tok.startswith("~/")):
             names.append(shell_home + tok[1:])  # bash's own HOME, when bash.env sets another
         candidates = list(names)
