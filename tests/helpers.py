@@ -146,6 +146,18 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.01) -> Any:
     raise AssertionError("condition not met in time")
 
 
+def process_gone(pid: int) -> bool:
+    """True once `pid` has exited: no such process, or a zombie (dead, not yet reaped).
+
+    Reads /proc only: a kill(0) first, then /proc, races with the reaper in between.
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 def read_text(path: str) -> str:
     with open(path, encoding="utf-8") as f:
         return f.read()

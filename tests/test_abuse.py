@@ -29,7 +29,7 @@ from omp_a2a_bridge.server.tools.shell import check_timeout
 
 from .conftest import write_config
 from .control_helpers import Api, WsApprover
-from .helpers import TOKEN, Mcp, in_thread, wait_for
+from .helpers import TOKEN, Mcp, in_thread, process_gone, wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -118,19 +118,6 @@ def one_clear_line(stderr: str) -> str:
     return lines[0]
 
 
-def pid_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # a zombie is gone for our purpose only once reaped; check its state
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
 def read_pids(path: str) -> list[int]:
     with open(path) as f:
         return [int(x) for x in f.read().split()]
@@ -204,7 +191,7 @@ def test_serve_stops_with_bash_and_approval_in_flight(env, tmp_path):
         assert out2[0].text == "bridge shutting down"
         assert out1[0].status == 200  # answered (cancelled by the shutdown), not dropped
         for pid in read_pids(pids):
-            wait_for(lambda pid=pid: pid_gone(pid), timeout=5)
+            wait_for(lambda pid=pid: process_gone(pid), timeout=5)
         assert "Traceback" not in s.stderr()
         ws.close()
     finally:
@@ -599,7 +586,7 @@ def test_bash_returns_when_the_shell_exits(bridge, tmp_path):
     r = c.call("bash", {"command": f"sleep 300 & echo $! > {pids}; echo started"})
     assert time.monotonic() - t0 < 5
     assert r.text == "started" and not r.result["isError"]
-    wait_for(lambda: pid_gone(read_pids(pids)[0]), timeout=5)  # and took its children along
+    wait_for(lambda: process_gone(read_pids(pids)[0]), timeout=5)  # and took its children along
 
 
 @pytest.mark.parametrize("how", ["timeout", "cancel"])
@@ -626,7 +613,7 @@ def test_bash_setsid_and_double_forked_children_are_gone(bridge, tmp_path, how):
     found = read_pids(pids)
     assert len(found) == 3
     for pid in found:
-        wait_for(lambda pid=pid: pid_gone(pid), timeout=5)
+        wait_for(lambda pid=pid: process_gone(pid), timeout=5)
 
 
 def test_bash_environment_has_no_bridge_variables(bridge):

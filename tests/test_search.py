@@ -17,7 +17,7 @@ import pytest
 from omp_a2a_bridge.server.tools.fileio import glob_regex, is_binary, walk_files
 from omp_a2a_bridge.server.tools.rg import rg_path
 
-from .helpers import err, in_thread, ok, put, wait_for
+from .helpers import err, in_thread, ok, process_gone, put, wait_for
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX process checks")
 
@@ -44,14 +44,6 @@ def twin(running, c):
     other = running.client()
     other.sid = c.sid
     return other
-
-
-def gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def sparse(root: str, name: str = "huge.log", size: int = 1 << 40) -> str:
@@ -96,7 +88,7 @@ def test_cancel_of_a_running_grep_kills_rg(bridge, root):
     t.join(10)
     assert out[0].status == 202 and out[0].raw == b""  # cancelled: no JSON-RPC response
     for pid in pids:
-        wait_for(lambda pid=pid: gone(pid), timeout=5)
+        wait_for(lambda pid=pid: process_gone(pid), timeout=5)
     done = [r for r in bridge.audit() if r["phase"] == "done" and r["tool"] == "grep"]
     assert done[-1]["outcome"] == "cancelled"
 
@@ -122,7 +114,7 @@ def test_shutdown_kills_running_rg(start_bridge):
     pids = wait_for(rg_children, timeout=10)
     running.runner.stop()
     for pid in pids:
-        wait_for(lambda pid=pid: gone(pid), timeout=5)
+        wait_for(lambda pid=pid: process_gone(pid), timeout=5)
 
 
 def test_pathological_regex_cannot_block_ping(bridge, root):

@@ -12,7 +12,7 @@ import time
 import pytest
 from PIL import Image
 
-from .helpers import err, in_thread, ok, put, read_text, wait_for
+from .helpers import err, in_thread, ok, process_gone, put, read_text, wait_for
 
 # -- catalogue -------------------------------------------------------------------------------
 
@@ -284,16 +284,6 @@ def test_bash_output_cap_keeps_head_and_tail(start_bridge):
     assert "bytes of output elided" in text and len(text) < 1200
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # A zombie still answers kill(0); it is dead for our purpose.
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split(")")[-1].split()[0] == "Z"
-
-
 def test_bash_timeout_kills_the_process_group(c, root):
     pidfile = os.path.join(root, "pid")
     t0 = time.monotonic()
@@ -303,7 +293,7 @@ def test_bash_timeout_kills_the_process_group(c, root):
     assert time.monotonic() - t0 < 5
     assert "[timed out after 0.5 s; the process group was killed]" in text
     pid = int(read_text(pidfile))
-    wait_for(lambda: _gone(pid), timeout=5)
+    wait_for(lambda: process_gone(pid), timeout=5)
 
 
 def test_bash_cancel_via_notification_kills_the_child(bridge, root):
@@ -316,7 +306,7 @@ def test_bash_cancel_via_notification_kills_the_child(bridge, root):
     assert other.rpc("notifications/cancelled", {"requestId": 99}, req_id=None).status == 202
     t.join(10)
     assert (out[0].status, out[0].raw) == (202, b"")  # the client cancelled: no response
-    wait_for(lambda: _gone(int(read_text(pidfile))), timeout=5)
+    wait_for(lambda: process_gone(int(read_text(pidfile))), timeout=5)
     # The 202 goes out at once; the call's done record follows when the kill has finished.
     done = wait_for(lambda: [r for r in bridge.audit() if r["phase"] == "done"])
     assert done[-1]["outcome"] == "cancelled"
@@ -331,7 +321,7 @@ def test_bash_shutdown_kills_running_command(start_bridge):
     t0 = time.monotonic()
     running.runner.stop()
     assert time.monotonic() - t0 < 2.5
-    wait_for(lambda: _gone(int(read_text(pidfile))), timeout=5)
+    wait_for(lambda: process_gone(int(read_text(pidfile))), timeout=5)
 
 
 def test_bash_bad_cwd_and_timeout_cap(c):
