@@ -35,7 +35,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import REQUEST_TIMEOUT
 from pydantic import TypeAdapter, ValidationError
 
-from . import __version__
+from . import __version__, upstream_http
 from .snapshot import ServerView
 from .tools.base import ToolResult
 from .upstream_config import McpServerSpec
@@ -183,11 +183,11 @@ class UpstreamServer:
             self._stdio = StdioTransport(spec, child_env(spec, self.manager.secret()), self.stderr)
             return self._stdio
         self._stdio = None
-        http = httpx2.AsyncClient(
-            headers=spec.headers, timeout=httpx2.Timeout(10.0, read=max(300.0, spec.timeout_s + 30))
-        )
+        http = upstream_http.http_client(spec.headers, spec.timeout_s)
         self._http = http
-        return streamable_http_client(spec.url or "", http_client=http)
+        return streamable_http_client(
+            spec.url or "", http_client=http, max_sse_event_size=upstream_http.MESSAGE_MAX_BYTES
+        )
 
     async def _session(self) -> float | None:
         """One connection: connect, list, serve until it ends; the time it became ready."""

@@ -128,7 +128,8 @@ def test_slow_loris_connections_are_closed_while_real_clients_work(start_bridge)
         assert time.monotonic() < deadline, "the server kept slow connections open"
         t0 = time.monotonic()
         assert c.rpc("ping").status == 200
-        assert time.monotonic() - t0 < 0.5
+        # A server stuck on a silent socket would never answer; 2 s only absorbs CI load.
+        assert time.monotonic() - t0 < 2
         select.select(slow, [], [], 0.05)  # paced by the sockets themselves, not a sleep
     for s in slow:
         s.settimeout(3)

@@ -459,6 +459,39 @@ def test_http_upstream_reconnects_after_it_comes_back(start_bridge, state, monke
         proc.wait()
 
 
+@pytest.mark.parametrize("answer", ["json", "sse"])
+def test_http_upstream_answer_over_the_message_cap_ends_the_call_with_an_error(
+    start_bridge, state, answer, monkeypatch
+):
+    """A Streamable-HTTP upstream's reply is capped per message like stdio's: an over-size
+    answer (a JSON body or one SSE event) fails that call; the bridge reads no more of it and
+    the server stays usable."""
+    from omp_a2a_bridge.server import upstream_http
+
+    monkeypatch.setattr(upstream_http, "MESSAGE_MAX_BYTES", 1 << 20)
+    port = free_port()
+    cmd = [sys.executable, "-m", "tests.upstream_server", "--state", state, "--http", str(port)]
+    cmd += ["--big"] + (["--json-response"] if answer == "json" else [])
+    proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True)
+    try:
+        tiers = {"mcp__h__big": "allow", "mcp__h__echo": "allow"}
+        url = f"http://127.0.0.1:{port}/mcp"
+        running = start_bridge({"mcp_servers": {"h": {"url": url}}, "approval": {"tiers": tiers}})
+        ready(running, "h", 60)
+        c = running.client()
+        assert c.call("mcp__h__big", {"bytes": 1000}).text == "x" * 1000
+        r = c.call("mcp__h__big", {"bytes": 3 << 20})
+        assert r.result["isError"] is True
+        # The JSON body is cut by the bridge's transport, the SSE event by the SDK's reader.
+        assert ("over 1 MiB" if answer == "json" else "1048576 byte limit") in r.text, r.text
+        assert c.call("mcp__h__echo", {"text": "still here"}).text == "still here"
+        done = [x for x in running.audit() if x["phase"] == "done" and x["tool"] == "mcp__h__big"]
+        assert [x["outcome"] for x in done] == ["ok", "error"]
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 # -- the official SDK client through the bridge -------------------------------------------------
 
 

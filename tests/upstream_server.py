@@ -36,6 +36,8 @@ def main() -> None:
     p.add_argument("--state", required=True)
     p.add_argument("--http", type=int, default=0)
     p.add_argument("--name", default="test-upstream")
+    p.add_argument("--json-response", action="store_true", help="answer POSTs with JSON, not SSE")
+    p.add_argument("--big", action="store_true", help="add the tool `big`")
     a = p.parse_args()
     state = a.state
     os.makedirs(state, exist_ok=True)
@@ -74,6 +76,8 @@ def main() -> None:
             tool("mutate", "Change the tool list and say so."),
             tool("env", "Return this process's environment as JSON."),
         ]
+        if a.big:
+            out.append(tool("big", "Return `bytes` bytes of text.", {"bytes": {"type": "integer"}}))
         if mutated:
             out.append(tool("extra", "Appears after mutate."))
         if os.path.exists(os.path.join(state, "odd")):
@@ -137,6 +141,8 @@ def main() -> None:
             return types.CallToolResult(
                 content=[text(type="text", text=json.dumps(dict(os.environ)))]
             )
+        if name == "big":
+            return types.CallToolResult(content=[text(type="text", text="x" * int(args["bytes"]))])
         if name == "extra":
             return types.CallToolResult(content=[text(type="text", text="extra")])
         raise MCPError(-32602, f"unknown tool {name}")
@@ -146,7 +152,7 @@ def main() -> None:
     if a.http:
         import uvicorn
 
-        app = server.streamable_http_app(host="127.0.0.1")
+        app = server.streamable_http_app(host="127.0.0.1", json_response=a.json_response)
         uvicorn.run(app, host="127.0.0.1", port=a.http, log_level="warning")
         return
 
