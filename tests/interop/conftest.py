@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,26 @@ class Peers:
         lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
         assert r.returncode == 0 and lines, (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
         return json.loads(lines[-1])
+
+    def json_lines_at_once(
+        self, argv: Callable[[int], list[str]], runs: int, procs: int = 4
+    ) -> dict[str, Any]:
+        """`runs` sessions split over `procs` client processes started together (``argv(n)`` is
+        the command for n of them); their outputs merged (results, crashes and logged lines
+        concatenated).
+
+        Each process still runs its sessions one after another, so each teardown race is the
+        same as in one long run; the processes only overlap the clients' timeouts.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        shares = [runs // procs + (i < runs % procs) for i in range(procs)]
+        with ThreadPoolExecutor(procs) as pool:
+            outs = list(pool.map(lambda n: self.json_line(argv(n)), shares))
+        merged = dict(outs[0])
+        for key in ("results", "crashes", "logged"):
+            merged[key] = [x for out in outs for x in out.get(key, [])]
+        return merged
 
 
 @pytest.fixture(scope="session")

@@ -134,12 +134,14 @@ def test_inspector_lists_calls_gets_approval_and_times_out(peers: Peers, peer_br
 TS = {"current": ("ts-sdk", "2025-11-25"), "pre-2025-11-25": ("ts-sdk-old", "2025-06-18")}
 
 
-def _ts(peers: Peers, running: Running, which: str, *args: str) -> dict[str, Any]:
+def _ts_argv(running: Running, which: str, *args: str) -> list[str]:
     sdk = tools.npm_package_dir(TS[which][0], "@modelcontextprotocol/sdk")
     node = os.path.join(tools.node_bin_dir(), "node")
-    return peers.json_line(
-        [node, str(CLIENTS / "ts_client.mjs"), sdk, running.runner.url, TOKEN, *args]
-    )
+    return [node, str(CLIENTS / "ts_client.mjs"), sdk, running.runner.url, TOKEN, *args]
+
+
+def _ts(peers: Peers, running: Running, which: str, *args: str) -> dict[str, Any]:
+    return peers.json_line(_ts_argv(running, which, *args))
 
 
 @pytest.mark.parametrize("which", list(TS))
@@ -151,14 +153,18 @@ def test_typescript_sdk_connects_and_tears_down_cleanly(peers, peer_bridge, whic
     assert res["tools"][0] == "read" and "hello from the bridge" in res["read"]
 
     # Time out (the SDK sends notifications/cancelled), then leave: 40 times, 0 errors.
-    out = _ts(peers, peer_bridge, which, "timeout-leave", str(LOOPS), "20")
+    out = peers.json_lines_at_once(
+        lambda n: _ts_argv(peer_bridge, which, "timeout-leave", str(n), "20"), LOOPS
+    )
     assert out["results"] == ["McpError"] * LOOPS, out
     assert (out["crashes"], out["logged"]) == ([], []), out
 
     # Leaving at the very instant of the timeout: the only reports allowed are the SDK aborting
     # its own still-unsent cancellation at close (it does the same against the SDK's own
     # server); nothing the bridge sent, e.g. "Received a response for an unknown message ID".
-    out = _ts(peers, peer_bridge, which, "timeout-leave", "20")
+    out = peers.json_lines_at_once(
+        lambda n: _ts_argv(peer_bridge, which, "timeout-leave", str(n)), 20
+    )
     assert out["crashes"] == [], out
     own_aborts = [m for m in out["logged"] if m.endswith("This operation was aborted")]
     assert own_aborts == out["logged"], out
@@ -186,7 +192,7 @@ def test_python_sdk_connects_and_tears_down_cleanly(peers, peer_bridge, which):
     assert res["protocol"] == protocol
     assert res["tools"][0] == "read" and "hello from the bridge" in res["read"]
 
-    out = peers.json_line([*base, "timeout-leave", str(LOOPS)])
+    out = peers.json_lines_at_once(lambda n: [*base, "timeout-leave", str(n)], LOOPS)
     assert len(out["results"]) == LOOPS and set(out["results"]) <= {"McpError", "MCPError"}, out
     assert (out["crashes"], out["logged"]) == ([], []), out
     done = wait_for(
