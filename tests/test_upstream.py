@@ -847,3 +847,27 @@ def test_http_tools_are_relisted_without_a_notification(
     assert running.runner.snapshot().servers[0].tools == 10
     open(os.path.join(state, "mutated"), "w").close()  # changed, and nobody says so
     wait_for(lambda: running.runner.snapshot().servers[0].tools == 11, 20)
+
+
+# -- what reaches the user's terminal ------------------------------------------------------------
+
+
+def test_an_upstreams_hostile_stderr_and_tool_names_reach_the_log_rendered(env, tmp_path):
+    """A `serve` terminal shows an upstream's exit reason (its last stderr line) and skipped tool
+    names; escape sequences in them arrive escaped, never raw."""
+    from .conftest import write_config
+    from .helpers import serve_process
+
+    evil = "printf 'ok\\n\\033]0;PWNED\\007\\033[31mred\\033[0m\\n' >&2; exit 3"
+    write_config(env["config"], {"mcp_servers": {"evil": {"command": "sh", "args": ["-c", evil]}}})
+    log = tmp_path / "serve.log"
+    with open(log, "w") as err:
+        proc, _port = serve_process(stderr=err)
+    try:
+        text = wait_for(lambda: "retrying" in (t := log.read_text()) and t, timeout=20)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert "upstream evil: the server exited with code 3" in text
+    assert "\x1b" not in text and "\x07" not in text
+    assert "\\x1b]0;PWNED\\x07\\x1b[31mred" in text  # shown, so the user sees what it tried
