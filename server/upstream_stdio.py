@@ -49,6 +49,41 @@ def child_env(spec: McpServerSpec, secret: str | None) -> dict[str, str]:
     return env
 
 
+class LineTooLong(ValueError):
+    """A line went over the cap before its newline came."""
+
+
+class LineSplitter:
+    """Splits a byte stream into lines in linear time, at most ``limit`` bytes per line.
+
+    Each chunk is searched once and a partial line is kept as a list of pieces, so a 32 MiB
+    message costs one join — appending to one ``bytes`` and re-splitting it per 64 KiB chunk
+    cost ~6 s of event-loop time for 30 MiB.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._pieces: list[bytes] = []
+        self._size = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        lines: list[bytes] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            if self._size + end - start > self.limit:
+                raise LineTooLong
+            self._pieces.append(chunk[start:end])
+            lines.append(b"".join(self._pieces))
+            self._pieces, self._size = [], 0
+            start = end + 1
+        if start < len(chunk):
+            self._pieces.append(chunk[start:])
+            self._size += len(chunk) - start
+            if self._size > self.limit:
+                raise LineTooLong
+        return lines
+
+
 class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
     """Runs a stdio MCP server in its own process group; yields the SDK's stream pair."""
 
@@ -86,15 +121,15 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
 
         async def stdout() -> None:
             assert proc.stdout is not None
-            buf = b""
+            splitter = LineSplitter(LINE_MAX_BYTES)
             try:
                 async with read_send:
                     async for chunk in proc.stdout:
-                        buf += chunk
-                        if len(buf) > LINE_MAX_BYTES:
+                        try:
+                            lines = splitter.feed(chunk)
+                        except LineTooLong:
                             self.ring.append("(bridge) a message over 32 MiB: disconnected")
                             return
-                        *lines, buf = buf.split(b"\n")
                         for line in lines:
                             if not line.strip():
                                 continue
@@ -164,3 +199,7 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
         if sys.platform != "win32":  # children the server left behind in its group
             with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
+        # Close our ends of the pipes too: a stdout we stopped reading (a message over the cap)
+        # would otherwise keep the subprocess transport open past the loop's end.
+        with contextlib.suppress(Exception), anyio.move_on_after(STOP_GRACE_S):
+            await proc.aclose()

@@ -298,6 +298,22 @@ def test_crash_restart_and_call_again(upstream, state):
     assert c.call("mcp__t__echo", {"text": "back"}).text == "back"
 
 
+def test_a_stdio_answer_over_the_message_cap_disconnects_and_restarts(upstream, state, monkeypatch):
+    from omp_a2a_bridge.server import upstream_stdio
+
+    monkeypatch.setattr(upstream_stdio, "LINE_MAX_BYTES", 1 << 20)
+    tiers = {"approval": {"tiers": {"mcp__t__big": "allow", "mcp__t__echo": "allow"}}}
+    running = upstream(tiers, args=["-m", "tests.upstream_server", "--state", state, "--big"])
+    c = running.client()
+    assert c.call("mcp__t__big", {"bytes": 1000}).text == "x" * 1000
+    r = c.call("mcp__t__big", {"bytes": 2 << 20})
+    assert r.result["isError"] is True and "upstream server 't' stopped" in r.text, r.text
+    wait_for(lambda: len(lines(state, "starts")) >= 2, 30)
+    view = ready(running)
+    assert "(bridge) a message over 32 MiB: disconnected" in view.stderr
+    assert c.call("mcp__t__echo", {"text": "back"}).text == "back"
+
+
 def test_a_server_that_is_down_is_absent_and_says_why(start_bridge, tmp_path):
     running = start_bridge({"mcp_servers": {"gone": {"command": str(tmp_path / "nope")}}})
     view = wait_for(
