@@ -355,8 +355,8 @@ def test_legacy_prefix_form():
         ("read", {"path": "/etc/hosts"}, "/etc/hosts", "read(/etc/**)"),
         ("ls", {"path": "proj"}, f"{HOME}/proj", "ls(~/proj/**)"),
         ("edit", {"path": "x"}, f"{HOME}/a[1]/x", "edit(~/a\\[1\\]/**)"),
-        ("mcp__gh__get", {"repo": "acme/x", "n": 3}, None, 'mcp__gh__get(repo="acme/x")'),
-        ("mcp__gh__list", {}, None, "mcp__gh__list"),
+        ("mcp__gh__get", {"repo": "acme/x", "n": 3}, None, 'mcp__gh__get(n=3, repo="acme/x")'),
+        ("mcp__gh__list", {}, None, None),  # the grammar cannot say "no arguments"
     ],
 )
 def test_proposals_are_narrow_and_cover_the_call(tool, args, real, expected):
