@@ -20,6 +20,7 @@ from .bashparse import SCRIPT_RUNNERS, SimpleCommand, analyze, program_index
 from .bashwrappers import WRAPPERS
 from .rules import (
     ARG_NAME,
+    NOTHING_ELSE,
     PATH_TOOLS,
     RULE_MAX,
     WALK_TOOLS,
@@ -98,16 +99,17 @@ def _arg_value(value: Any) -> str | None:
 
 
 def _propose_args(tool: str, args: Mapping[str, Any]) -> str | None:
-    """``tool(a="x", n=42)`` naming every argument the call had, or None when one of them
-    cannot be written exactly (a name outside the grammar, an object, an array) or the call
-    had none (``tool`` alone would allow every call): "Always allow" is then not offered."""
+    """``tool(a="x", n=42, nothing else)``: every argument the call had, and no other (a later
+    call that adds an ``env`` is not "like this"), or None when one of them cannot be written
+    exactly (a name outside the grammar, an object, an array): "Always allow" is then not
+    offered. A call without arguments gets ``tool(nothing else)``."""
     pairs: list[str] = []
     for key, value in sorted(args.items()):
         text = _arg_value(value)
         if text is None or not isinstance(key, str) or not ARG_NAME.match(key):
             return None
         pairs.append(f"{key}={text}")
-    return f"{tool}({', '.join(pairs)})" if pairs else None
+    return f"{tool}({', '.join([*pairs, NOTHING_ELSE])})"
 
 
 def savable(text: str) -> str | None:

@@ -172,17 +172,25 @@ def test_a_builtin_tool_refuses_arguments_it_does_not_know(start_bridge, env):
         (
             "mcp__t__exec",
             {"command": "echo " + "a" * 245},
-            'mcp__t__exec(command="echo ' + "a" * 245 + '")',
+            'mcp__t__exec(command="echo ' + "a" * 245 + '", nothing else)',
             {"command": "rm -rf ~"},
         ),
         (
             "mcp__t__query",
             {"db": "staging", "sql": "SELECT 1 -- " + "x" * 250},
-            'mcp__t__query(db="staging", sql="SELECT 1 -- ' + "x" * 250 + '")',
+            'mcp__t__query(db="staging", sql="SELECT 1 -- ' + "x" * 250 + '", nothing else)',
             {"db": "staging", "sql": "DROP TABLE users"},
         ),
-        ("mcp__t__delete", {"id": 42}, "mcp__t__delete(id=42)", {"id": 43}),
-        ("mcp__t__delete", {"id": "a*"}, 'mcp__t__delete(id="a[*]")', {"id": "abc"}),
+        ("mcp__t__delete", {"id": 42}, "mcp__t__delete(id=42, nothing else)", {"id": 43}),
+        (
+            "mcp__t__delete",
+            {"id": "a*"},
+            'mcp__t__delete(id="a[*]", nothing else)',
+            {"id": "abc"},
+        ),
+        # The same command with an argument the human never saw is not "like this".
+        ("mcp__t__exec", {"command": "ls"}, 'mcp__t__exec(command="ls", nothing else)', EVIL),
+        ("mcp__t__exec", {}, "mcp__t__exec(nothing else)", {"command": "ls"}),
     ],
 )
 def test_always_allow_names_every_argument(wide, tool, args, rule, other):
@@ -208,7 +216,6 @@ def test_always_allow_names_every_argument(wide, tool, args, rule, other):
         EVIL,  # an object: no exact form in the rule grammar
         {"command": "ls", "argv": ["-la"]},  # an array
         {"command": "ls", "two words": "x"},  # a name the grammar cannot write
-        {},  # no arguments: "mcp__t__exec" alone would allow every call
     ],
 )
 def test_no_always_allow_when_a_rule_cannot_name_the_call_exactly(wide, cli, args):
