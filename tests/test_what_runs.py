@@ -20,7 +20,7 @@ from omp_a2a_bridge.server.watch_text import describe
 from omp_a2a_bridge.tray.menu import call_context, menu_model, notification_for, pending_label
 
 from .control_helpers import Api
-from .helpers import in_thread
+from .helpers import in_thread, wait_for, watch_process
 from .test_upstream import ready, state, stdio_spec  # noqa: F401 - the fixture "state"
 
 RLO = "\u202e"
@@ -233,6 +233,31 @@ def test_no_always_allow_when_a_rule_cannot_name_the_call_exactly(wide, cli, arg
     assert '(no "Always allow" for this call' in views["watch"]
     assert running.runner.snapshot().rules.to_json()["allow"] == []
     _finish(running, t, p, "approve")
+
+
+def test_watch_shows_every_argument_and_refuses_always_without_a_rule(wide):
+    running = wide()
+    running.runner.detach_approver(running.approver)
+    c = running.client("agent")
+    proc = watch_process()
+    try:
+        wait_for(lambda: "terminal (watch)" in running.runner.snapshot().approvers)
+        t, out = in_thread(c.call, "mcp__t__exec", EVIL)
+        running.pending()
+        proc.stdin.write("A\nd\n\n")  # [A]lways (not offered), then deny without a reason
+        proc.stdin.flush()
+        t.join(10)
+        proc.stdin.close()
+        proc.wait(10)
+        stdout = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert out[0].text == "denied by the user"
+    assert 'env = {"LD_PRELOAD": "/tmp/evil.so"}' in stdout
+    assert stdout.count('(no "Always allow" for this call') >= 2  # in the card, and on "A"
+    assert "[A]lways" not in stdout
+    assert running.runner.snapshot().rules.to_json()["allow"] == []
 
 
 # -- 3. a proposal with hidden characters never becomes a rule -----------------------------------
