@@ -36,8 +36,9 @@ def shows_arguments(tool: str) -> bool:
 
 def arg_text(value: Any) -> str:
     """One argument's value as the UIs show it: JSON (a string quoted), so ``42`` and ``"42"``
-    differ and a nested object shows every key."""
-    return json.dumps(value, ensure_ascii=False)
+    differ and a nested object shows every key. (Arguments come from JSON; ``default`` only
+    keeps an odd in-process caller from breaking the wait.)"""
+    return json.dumps(value, ensure_ascii=False, default=repr)
 
 
 def more_arguments(n: int) -> str:

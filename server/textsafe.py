@@ -155,8 +155,9 @@ def hidden_in(value: object) -> bool:
     """Whether any string anywhere in a JSON-like value (dict keys and values, lists, nested
     to any depth) holds a character :func:`render` would flag as hidden.
 
-    Newlines and tabs inside values are ordinary (a multi-line SQL query); in keys they count.
-    Iterative, so a deeply nested argument cannot exhaust the stack.
+    As everywhere in this module, a newline or a tab is shown escaped on one line but is not
+    "hidden" (a multi-line SQL query is ordinary). Iterative, so a deeply nested argument
+    cannot exhaust the stack.
     """
     stack = [value]
     while stack:
@@ -166,7 +167,7 @@ def hidden_in(value: object) -> bool:
                 return True
         elif isinstance(v, dict):
             for k, item in v.items():
-                if _scan(str(k), False)[1]:
+                if _scan(str(k), True)[1]:
                     return True
                 stack.append(item)
         elif isinstance(v, list | tuple):
