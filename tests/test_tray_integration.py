@@ -405,7 +405,7 @@ def test_a_rule_with_hidden_characters_is_shown_escaped_when_removed(pystray, en
     t = Tray(pystray, env)
     try:
         rules = t.wait_item("Rules (1)")
-        entry = t.find("deny: read(", rules.submenu)
+        entry = t.find("⚠ contains hidden characters · deny: read(", rules.submenu)
         assert "\u202e" not in entry.text and "\\u202e" in entry.text
         t.click(t.find("Remove", entry.submenu))
         note = wait_for(lambda: [n for n in t.app.notifications if "Removed the rule" in n])[0]

@@ -337,6 +337,7 @@ def test_rules_are_shown_rendered_on_every_ui(start_bridge, env, cli):
     assert "\x1b" not in r.stdout and "bash(rm \\x1b[2K *)" in r.stdout, r.stdout
     rules = next(i for i in menu_model(running.runner.snapshot()) if i.text.startswith("Rules"))
     assert all(RLO not in i.text and "\x1b" not in i.text for i in rules.submenu)
+    assert rules.submenu[0].text == "⚠ contains hidden characters · deny: read(**/a\\u202eb.txt)"
 
 
 # -- 4. one decision on "contains hidden characters" ---------------------------------------------

@@ -323,9 +323,11 @@ def rules_menu(snap: Snapshot) -> Item:
     entries: list[Item] = []
     for which in (RuleList.DENY, RuleList.ASK, RuleList.ALLOW):
         for rule in snap.rules.get(which):
+            shown = shorten(rule.text, RULE_MAX)  # may hold a path or value an agent wrote
+            warn = f"⚠ {HIDDEN_WARNING} · " if shown.hidden else ""
             entries.append(
                 Item(
-                    f"{which}: {_shorten(rule.text, RULE_MAX)}",
+                    f"{warn}{which}: {shown.text}",
                     submenu=(Item("Remove", (ActionKind.RULE_REMOVE, which, rule.text)),),
                 )
             )
