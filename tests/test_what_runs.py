@@ -387,3 +387,16 @@ def test_a_hidden_character_in_the_escalation_path_warns_in_the_tray_too(wide, t
     assert p.escalation is not None and RLO in str(p.escalation.to_json()["path"])
     _all_warn(running, p)
     _finish(running, t, p)
+
+
+def test_a_path_proposal_with_a_hidden_character_is_not_offered(start_bridge, env, cli):
+    # write(<root>/a\u202eb/**) would be a standing rule whose text reads differently.
+    running = start_bridge({"approval": {"timeout_s": 30, "tiers": {"write": "prompt"}}})
+    running.runner.attach_approver("test")
+    os.mkdir(os.path.join(env["root"], f"a{RLO}b"))
+    c = running.client("agent")
+    t, _ = in_thread(c.call, "write", {"path": f"a{RLO}b/x.txt", "content": "x"})
+    (p,) = running.pending()
+    assert p.proposed_rule is None
+    assert call_context(p)[0].startswith("⚠ contains hidden characters")
+    _finish(running, t, p)
