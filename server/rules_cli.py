@@ -16,7 +16,7 @@ from .config import edit_config, load_config
 from .control_client import ControlClient
 from .controlfile import read_control
 from .rules import RuleError, RuleList, edit_raw_rules, evaluate
-from .textsafe import HIDDEN_WARNING, render, safe
+from .textsafe import safe
 
 
 def _client() -> ControlClient | None:
@@ -35,6 +35,8 @@ def _offline_rules() -> dict[str, Any]:
 
 
 def _listing(data: dict[str, Any]) -> str:
+    from .textsafe import HIDDEN_WARNING, render  # (kept apart from the module's imports)
+
     lines: list[str] = []
     for which in (RuleList.DENY, RuleList.ASK, RuleList.ALLOW):
         for i, text in enumerate(data.get(which.value, [])):
