@@ -278,7 +278,7 @@ function renderServers(s) {
 
 // The proposed rule, editable before saving; nothing when no rule could ever apply to the call.
 function alwaysAllow(p) {
-  if (!p.proposed_rule) return [];
+  if (!p.proposed_rule) return [el("span", { class: "muted no-always" }, "No “Always allow” for this call: no rule can name exactly this call")];
   const lines = p.proposed_rule.split("\n").length;
   const rule = el("textarea", { class: "rule-edit", rows: String(lines), spellcheck: "false", "aria-label": `Rule to save for ${p.tool}` });
   rule.value = p.proposed_rule;
@@ -295,9 +295,13 @@ function renderRules(s) {
   renderRules.key = key;
   const items = [];
   for (const list of ["deny", "ask", "allow"]) {
+    // A rule may hold a path or a value an agent wrote: shown as the server rendered it
+    // (rules_display), the raw text kept only to remove it.
+    const shown = (s.rules_display || {})[list] || [];
     (s.rules[list] || []).forEach((text, i) => items.push(el("li", { class: `rule rule-${list}`, "data-list": list, "data-rule": text },
-      el("span", { class: "rule-list" }, list), " ", el("code", {}, text), " ",
-      el("button", { type: "button", onclick: () => removeRule(list, text) }, "Remove"),
+      el("span", { class: "rule-list" }, list), " ", el("code", {}, shown[i] ? shown[i].text : "(not shown)"), " ",
+      ...(shown[i] && shown[i].hidden ? [el("span", { class: "hidden-warning" }, "⚠ contains hidden characters"), " "] : []),
+      el("button", { type: "button", onclick: () => removeRule(list, text, shown[i] ? shown[i].text : "the rule") }, "Remove"),
     )));
   }
   $("rule-count").textContent = items.length;
@@ -311,10 +315,10 @@ function renderRules(s) {
   $("no-grants").hidden = grants.length > 0;
 }
 
-async function removeRule(list, text) {
+async function removeRule(list, text, label) {
   try {
     await api("DELETE", `/api/rules/${list}/${encodeURIComponent(text)}`);
-    toast(`Removed ${text}`);
+    toast(`Removed ${label}`);
   } catch (e) { toast(e.message); }
 }
 
@@ -343,7 +347,7 @@ function setupRules() {
       const r = await api("POST", "/api/rules/test", { command });
       const what = { allow: "runs unattended", ask: "asks a human", deny: "is refused" }[r.outcome];
       let text = `${what} (no rule matches; the ${r.decided_by} decides)`;
-      if (r.rule) text = `${what}: rules.${r.list}[${r.index}] ${r.rule}`;
+      if (r.rule) text = `${what}: rules.${r.list}[${r.index}] ${r.rule_display || ""}`;
       else if (r.unsafe) text = `${what}: no allow rule can cover it: ${r.unsafe}`;
       $("rule-test-result").textContent = text;
     } catch (e) { $("rule-test-result").textContent = e.message; }

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from .paths import Escalation
 
 from .preview import build_preview, summary_of
+from .proposals import savable
 from .snapshot import PendingCall, UpstreamInfo
+from .textsafe import hidden_in
 
 
 class Decision(enum.StrEnum):
@@ -151,9 +153,14 @@ class ApprovalBroker:
             escalation=escalation,
             deadline=now + timeout_s if timeout_s > 0 else None,
             preview=preview,
-            hidden=summary.hidden or bool(preview.get("hidden")),
+            # Every argument, keys and values at any depth: a U+202E in an argument no preview
+            # shows still warns (the client, escalation and upstream text: preview.call_hidden).
+            hidden=summary.hidden or bool(preview.get("hidden")) or hidden_in(arguments),
             upstream=upstream,
-            proposed_rule=proposed_rule,
+            # Whatever proposed it, a rule that may not be saved is never offered to any UI.
+            proposed_rule=proposed_rule
+            if proposed_rule and savable(proposed_rule) is None
+            else None,
         )
         fut: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
         self._pending[call.id] = (call, fut)

@@ -8,14 +8,57 @@ went through :mod:`server.textsafe`.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
 
+from .rules import PATH_TOOLS
 from .sessions import sid_hash
-from .textsafe import Safe, lines_preview, render, shorten
+from .textsafe import Safe, hidden_in, lines_preview, render, shorten
+
+if TYPE_CHECKING:
+    from .snapshot import PendingCall
 
 SUMMARY_MAX = 160
 FIELD_MAX = 120
 PATH_MAX = 200
+ARGS_LISTED = 24  # arguments a preview lists one by one; the rest are counted, never dropped
+SUMMARY_VALUE_MAX = 48  # one argument's value in the one-line summary (head…tail and length)
+# Tools whose arguments the bridge knows (their schema refuses any other argument), so their
+# previews pick the fields that matter. Every other tool (an upstream ``mcp__`` tool, whose
+# arguments mean whatever its server makes of them) shows every argument.
+KNOWN_TOOLS = PATH_TOOLS | {"bash"}
+
+
+def shows_arguments(tool: str) -> bool:
+    """True when a call's summary and preview list its arguments one by one (not a built-in)."""
+    return tool not in KNOWN_TOOLS
+
+
+def arg_text(value: Any) -> str:
+    """One argument's value as the UIs show it: JSON (a string quoted), so ``42`` and ``"42"``
+    differ and a nested object shows every key. (Arguments come from JSON; ``default`` only
+    keeps an odd in-process caller from breaking the wait.)"""
+    return json.dumps(value, ensure_ascii=False, default=repr)
+
+
+def more_arguments(n: int) -> str:
+    """The marker a shortened list of arguments ends with: nothing is cut silently."""
+    return f"… +{n} more argument{'s' if n != 1 else ''}"
+
+
+def call_hidden(p: PendingCall) -> bool:
+    """The one answer to "does this pending call carry hidden characters": its arguments (keys
+    and values, nested), the client's name, the tool's name, the escalation's path and words,
+    the upstream tool's description and annotations. Every UI's warning comes from here."""
+    if p.hidden or hidden_in(p.client) or hidden_in(p.tool):
+        return True
+    esc = escalation_json(p.escalation)
+    if esc is not None and esc["hidden"]:
+        return True
+    if p.upstream is not None:
+        u = p.upstream
+        return hidden_in([u.server, u.tool, u.description, u.annotations])
+    return False
 
 
 def short_session(sid: str) -> str:
@@ -67,6 +110,8 @@ def build_preview(tool: str, args: dict[str, Any], cwd: str | None = None) -> di
         return s.text
 
     out: dict[str, Any] = {}
+    if shows_arguments(tool):
+        return _arguments_preview(args)
     path = args.get("path")
     if isinstance(path, str):
         out["path"] = take(shorten(path, PATH_MAX))
@@ -96,8 +141,59 @@ def build_preview(tool: str, args: dict[str, Any], cwd: str | None = None) -> di
     return out
 
 
+def _arguments_preview(args: dict[str, Any]) -> dict[str, Any]:
+    """Every argument, in the agent's order: the first :data:`ARGS_LISTED` with their values
+    (head…tail and length when long), then how many more there are."""
+    listed: list[dict[str, Any]] = []
+    for key, value in list(args.items())[:ARGS_LISTED]:
+        v = shorten(arg_text(value), FIELD_MAX)
+        listed.append(
+            {
+                "name": shorten(key, 64).text,
+                "value": v.text,
+                "chars": v.length,
+                "truncated": v.truncated,
+            }
+        )
+    return {
+        "arguments": listed,
+        "more_arguments": max(len(args) - ARGS_LISTED, 0),
+        "hidden": hidden_in(args),
+    }
+
+
+def _arguments_summary(tool: str, args: dict[str, Any]) -> Safe:
+    """``mcp__sh__exec: command="ls", env={"LD_PRELOAD": "/tmp/x.so"}, cwd="/"``: every
+    argument, each value head…tail when long, and ``… +N more arguments`` past the line's
+    budget."""
+    tool_s = render(tool)
+    if not args:
+        return Safe(f"{tool_s.text}: (no arguments)", tool_s.hidden, 0)
+    parts: list[str] = []
+    used = 0
+    items = list(args.items())
+    more = 0
+    truncated = False
+    for i, (key, value) in enumerate(items):
+        v = shorten(arg_text(value), SUMMARY_VALUE_MAX)
+        piece = f"{shorten(key, 32).text}={v.text}"
+        if parts and used + len(piece) > SUMMARY_MAX:
+            more = len(items) - i
+            break
+        parts.append(piece)
+        used += len(piece) + 2
+        truncated |= v.truncated
+    body = ", ".join(parts) + (f" {more_arguments(more)}" if more else "")
+    hidden = tool_s.hidden or hidden_in(args)
+    return Safe(f"{tool_s.text}: {body}", hidden, len(body), truncated or bool(more))
+
+
 def summary_of(tool: str, args: dict[str, Any]) -> Safe:
-    """``bash: git push origin main`` — one safe line, head…tail when long."""
+    """``bash: git push origin main`` — one safe line, head…tail when long.
+
+    A tool whose arguments the bridge does not know (upstream) lists every argument."""
+    if shows_arguments(tool):
+        return _arguments_summary(tool, args)
     main: object = None
     for key in ("command", "path", "pattern"):
         v = args.get(key)

@@ -9,6 +9,7 @@ arguments. The human can edit it before saving; :mod:`server.rulebook` checks th
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -19,14 +20,18 @@ from .bashparse import SCRIPT_RUNNERS, SimpleCommand, analyze, program_index
 from .bashwrappers import WRAPPERS
 from .rules import (
     ARG_NAME,
+    NOTHING_ELSE,
     PATH_TOOLS,
+    RULE_MAX,
     WALK_TOOLS,
+    Kind,
     RuleError,
     RuleList,
     RuleSet,
     evaluate,
     parse_rule_lines,
 )
+from .textsafe import hidden_in
 
 _SUBCOMMAND = re.compile(r"^[A-Za-z][A-Za-z0-9_:-]*$")
 # awk's first word is its program, the narrow part of a proposal (like python's script).
@@ -69,6 +74,68 @@ def _propose_command(cmd: SimpleCommand) -> str | None:
 
 def _glob_escape(path: str) -> str:
     return re.sub(r"([*?\[\]\\!#])", r"\\\1", path)
+
+
+def _arg_glob(value: str) -> str:
+    """An argument's string as an ``arg=glob`` value that matches only itself (fnmatch has no
+    backslash escape: ``*?[`` become ``[*]``, ``[?]``, ``[[]``)."""
+    return re.sub(r"([*?\[])", r"[\1]", value)
+
+
+def _arg_value(value: Any) -> str | None:
+    """One argument as a rule value, or None when the grammar cannot say exactly it.
+
+    Strings are quoted JSON; numbers, booleans and null are written as JSON, which is how
+    rules compare them (so ``id=42`` also matches the string ``"42"``: the grammar has no
+    types). Objects, arrays and non-finite numbers have no exact form.
+    """
+    if isinstance(value, str):
+        return json.dumps(_arg_glob(value), ensure_ascii=False)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, bool | int | float) or value is None:
+        return json.dumps(value)
+    return None
+
+
+def _propose_args(tool: str, args: Mapping[str, Any]) -> str | None:
+    """``tool(a="x", n=42, nothing else)``: every argument the call had, and no other (a later
+    call that adds an ``env`` is not "like this"), or None when one of them cannot be written
+    exactly (a name outside the grammar, an object, an array): "Always allow" is then not
+    offered. A call without arguments gets ``tool(nothing else)``."""
+    pairs: list[str] = []
+    for key, value in sorted(args.items()):
+        text = _arg_value(value)
+        if text is None or not isinstance(key, str) or not ARG_NAME.match(key):
+            return None
+        pairs.append(f"{key}={text}")
+    return f"{tool}({', '.join([*pairs, NOTHING_ELSE])})"
+
+
+def savable(text: str) -> str | None:
+    """Why ``text`` may not become a standing "Always allow" rule, or None when it may.
+
+    The one place this is decided: the proposal offered with a pending call
+    (:func:`propose`), what the snapshot and ``/api/pending`` carry, and what
+    :meth:`server.rulebook.RuleBook.rule_to_save` saves from the tray, the page, ``watch`` and
+    ``a2a-bridge approve --always`` all pass through it. A rule with a hidden character (raw,
+    or inside a quoted value where JSON escaped it) would show the human something else than
+    what it matches.
+    """
+    if len(text) > RULE_MAX:
+        return f"longer than {RULE_MAX} characters"
+    try:
+        parsed = parse_rule_lines(text)
+    except RuleError as e:
+        return str(e)
+    values: list[Any] = [text]
+    for r in parsed:
+        if r.kind is Kind.ARGS:
+            values += [name for name, _ in r.args] + [glob for _, glob in r.args]
+        values += list(r.words)
+    if hidden_in(values):
+        return "it contains hidden characters (bidi, invisible or control characters)"
+    return None
 
 
 def _path_glob(real: str, home: str) -> str:
@@ -118,12 +185,12 @@ def propose(
         folder = real if tool in WALK_TOOLS else os.path.dirname(real)
         text = f"{tool}({_path_glob(folder, home)})"
     else:
-        pairs = [
-            f"{k}={json.dumps(_glob_escape(v))}"
-            for k, v in sorted(args.items())
-            if isinstance(v, str) and ARG_NAME.match(k) and len(v) <= 200
-        ]
-        text = f"{tool}({', '.join(pairs)})" if pairs else tool
+        proposal = _propose_args(tool, args)
+        if proposal is None:
+            return None
+        text = proposal
+    if savable(text) is not None:
+        return None
     # A proposal must allow the very call it came from; otherwise offer nothing.
     try:
         rules = RuleSet(allow=tuple(parse_rule_lines(text, home=home, base=base)))

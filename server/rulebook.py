@@ -15,10 +15,16 @@ from collections.abc import Callable
 from typing import Any
 
 from .config import edit_config
+from .proposals import savable
 from .rules import Kind, RuleError, RuleList, RuleSet, edit_raw_rules, parse_rule_lines
 from .snapshot import DecisionError, PendingCall
 
 log = logging.getLogger("a2a-bridge")
+
+NO_RULE = (
+    "no rule can allow calls like this one (it always asks a human, or a rule cannot name "
+    "exactly its arguments): approve it once or for the session instead"
+)
 
 
 class RuleBook:
@@ -41,11 +47,12 @@ class RuleBook:
         Raises :class:`DecisionError` when there is no rule to save (the call always asks) or
         the edited rule is invalid or not about calls like this one.
         """
-        if p.proposed_rule is None:
-            raise DecisionError(
-                "no rule can allow calls like this one (it always asks a human): approve it instead"
-            )
+        if p.proposed_rule is None or savable(p.proposed_rule) is not None:
+            raise DecisionError(NO_RULE)
         text = edited if isinstance(edited, str) and edited.strip() else p.proposed_rule
+        problem = savable(text)  # the one check, whichever UI sent the decision
+        if problem is not None:
+            raise DecisionError(f"rule not saved: {problem}")
         try:
             parsed = parse_rule_lines(text, base=self.base)
         except RuleError as e:

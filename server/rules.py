@@ -42,6 +42,9 @@ WALK_TOOLS = frozenset({"ls", "find", "grep"})  # their path is a directory
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 ARG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 RULE_MAX = 1000  # characters; a rule is something a human reads
+# The last item of an ``arg=glob`` pattern that makes it exact: a call with any argument the
+# rule does not name does not match (what "Always allow" proposes for an upstream tool).
+NOTHING_ELSE = "nothing else"
 
 
 class RuleError(BridgeError, ValueError):
@@ -76,6 +79,7 @@ class Rule:
     path: str = ""  # the path glob as written
     spec: pathspec.PathSpec | None = field(default=None, compare=False)
     args: tuple[tuple[str, str], ...] = ()
+    exact: bool = False  # ARGS: ", nothing else": the call has no argument the rule omits
 
     def matches(self, tool: str, args: Mapping[str, Any], real: str | None, allow: bool) -> bool:
         """For ``kind`` BASH, use :meth:`matches_command` per simple command instead."""
@@ -92,6 +96,8 @@ class Rule:
                 return True
             return tool in WALK_TOOLS and self.spec.match_file(rel + "/")
         if self.kind is Kind.ARGS:
+            if self.exact and set(args) - {name for name, _ in self.args}:
+                return False
             for name, glob in self.args:
                 if name not in args:
                     return False
@@ -176,7 +182,8 @@ def parse_rule(
     if tool in PATH_TOOLS:
         glob = pattern.strip()
         return Rule(canonical, tool, Kind.PATH, path=glob, spec=_path_spec(glob, home, base))
-    return Rule(canonical, tool, Kind.ARGS, args=_arg_pattern(pattern))
+    args, exact = _arg_pattern(pattern)
+    return Rule(canonical, tool, Kind.ARGS, args=args, exact=exact)
 
 
 def _bash_pattern(pattern: str, allow: bool) -> tuple[str, ...]:
@@ -224,10 +231,13 @@ def _path_spec(glob: str, home: str | None, base: str | None) -> pathspec.PathSp
         raise RuleError(f"path pattern: {e}") from None
 
 
-def _arg_pattern(pattern: str) -> tuple[tuple[str, str], ...]:
+def _arg_pattern(pattern: str) -> tuple[tuple[tuple[str, str], ...], bool]:
+    """The ``(name, glob)`` pairs, and whether the pattern ends with ``nothing else``."""
     out: list[tuple[str, str]] = []
     rest = pattern.strip()
     while rest:
+        if rest == NOTHING_ELSE:
+            return tuple(out), True
         name, eq, after = rest.partition("=")
         name = name.strip()
         if not eq or not ARG_NAME.match(name):
@@ -251,7 +261,7 @@ def _arg_pattern(pattern: str) -> tuple[tuple[str, str], ...]:
         if any(n == name for n, _ in out):
             raise RuleError(f"{name} given twice")
         out.append((name, value))
-    return tuple(out)
+    return tuple(out), False
 
 
 # -- rule sets ----------------------------------------------------------------------------------

@@ -35,10 +35,14 @@ def _offline_rules() -> dict[str, Any]:
 
 
 def _listing(data: dict[str, Any]) -> str:
+    from .textsafe import HIDDEN_WARNING, render  # (kept apart from the module's imports)
+
     lines: list[str] = []
     for which in (RuleList.DENY, RuleList.ASK, RuleList.ALLOW):
         for i, text in enumerate(data.get(which.value, [])):
-            lines.append(f"{which.value}[{i}]  {safe(text)}")  # may hold a path an agent named
+            shown = render(text)  # may hold a path or a value an agent wrote
+            warn = f"  ⚠ {HIDDEN_WARNING}" if shown.hidden else ""
+            lines.append(f"{which.value}[{i}]  {shown.text}{warn}")
     if not lines:
         lines.append("no rules (every call follows its tool's tier)")
     for g in data.get("grants", []):
@@ -115,11 +119,12 @@ def _explain(r: dict[str, Any]) -> str:
     outcomes = {"allow": "runs unattended", "ask": "asks a human", "deny": "is refused"}
     outcome = outcomes.get(r.get("outcome") or "", "falls back to the tool's tier")
     if r.get("rule"):
-        line = f"{outcome}: rules.{r['list']}[{r['index']}] {r['rule']}"
+        rule = safe(r["rule"])  # a rule may hold an agent's path: never raw to the terminal
+        line = f"{outcome}: rules.{r['list']}[{r['index']}] {rule}"
         if r.get("decided_by") == "escalation":
-            line = f"asks a human: {r['rule']} matches, but the path always asks"
+            line = f"asks a human: {rule} matches, but the path always asks"
     elif r.get("unsafe"):
-        line = f"{outcome}: no allow rule can cover it: {r['unsafe']}"
+        line = f"{outcome}: no allow rule can cover it: {safe(r['unsafe'])}"
     else:
         line = f"{outcome} (no rule matches; decided by the {r.get('decided_by')})"
     if r.get("note"):

@@ -151,6 +151,30 @@ def render(text: object, *, multiline: bool = False) -> Safe:
     return Safe("".join(t for t, _ in segments), hidden, len(s))
 
 
+def hidden_in(value: object) -> bool:
+    """Whether any string anywhere in a JSON-like value (dict keys and values, lists, nested
+    to any depth) holds a character :func:`render` would flag as hidden.
+
+    As everywhere in this module, a newline or a tab is shown escaped on one line but is not
+    "hidden" (a multi-line SQL query is ordinary). Iterative, so a deeply nested argument
+    cannot exhaust the stack.
+    """
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if _scan(v, True)[1]:
+                return True
+        elif isinstance(v, dict):
+            for k, item in v.items():
+                if _scan(str(k), True)[1]:
+                    return True
+                stack.append(item)
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+    return False
+
+
 def safe(text: object) -> str:
     """Shorthand for one-line output (CLI columns, tray items): the safe text only."""
     return render(text).text

@@ -6,7 +6,8 @@ import json
 import time
 from typing import Any
 
-from .preview import escalation_json, full_display
+from .preview import call_hidden, escalation_json, full_display
+from .proposals import savable
 from .rules import RuleSet
 from .sessions import sid_hash
 from .snapshot import GrantView, PendingCall, ServerView, SessionView, Snapshot
@@ -26,13 +27,7 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
     tool = shorten(p.tool, 80)
     escalation = escalation_json(p.escalation)
     upstream = _upstream_json(p)
-    hidden = (
-        p.hidden
-        or client.hidden
-        or tool.hidden
-        or bool(escalation and escalation["hidden"])
-        or bool(upstream and upstream["hidden"])
-    )
+    hidden = call_hidden(p)  # the one decision every UI shows
     return {
         "id": p.id,
         "sid": p.sid,  # the authenticated control API only; UIs show the hash
@@ -71,11 +66,20 @@ def _upstream_json(p: PendingCall) -> dict[str, Any] | None:
 
 def _proposal_json(rule: str | None) -> str | None:
     """The rule "Always allow calls like this" would save, exactly as it would be saved (the
-    page lets the human edit it). A proposal that carries hidden characters or is very long is
-    not offered: such a call is approved once, never turned into a standing rule."""
-    if rule is None or len(rule) > 500 or render(rule, multiline=True).hidden:
-        return None
-    return rule
+    page lets the human edit it), or None when :func:`server.proposals.savable` refuses it
+    (hidden characters, too long): such a call is approved once, never made a standing rule."""
+    return rule if rule is not None and savable(rule) is None else None
+
+
+def rules_display(rules: RuleSet) -> dict[str, list[dict[str, Any]]]:
+    """Each list's rules as a UI shows them: ``text`` rendered safe (a rule may hold a path or
+    a value an agent wrote), ``hidden`` for the warning. Same order as ``rules`` (whose raw
+    texts stay for removing one through the API)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for which, texts in rules.to_json().items():
+        shown = [render(t, multiline=True) for t in texts]
+        out[which] = [{"text": r.text, "hidden": r.hidden} for r in shown]
+    return out
 
 
 def pending_full_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
@@ -119,6 +123,7 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
         "pending": [pending_json(p, now) for p in snap.pending],
         "servers": [server_json(s, stderr_lines=5) for s in snap.servers],
         "rules": snap.rules.to_json(),
+        "rules_display": rules_display(snap.rules),
         "grants": [grant_json(g) for g in snap.grants],
     }
 
@@ -138,6 +143,7 @@ def grant_json(g: GrantView) -> dict[str, Any]:
 def rules_json(rules: RuleSet, grants: tuple[GrantView, ...]) -> dict[str, Any]:
     """The three lists as saved, and the live "Allow for this session" grants."""
     data: dict[str, Any] = rules.to_json()
+    data["display"] = rules_display(rules)
     data["grants"] = [grant_json(g) for g in grants]
     return data
 

@@ -29,7 +29,14 @@ from typing import Any, TextIO
 from .approvals import ApproverKind, Decision
 from .control_client import ControlClient
 from .errors import ControlError
-from .watch_text import countdown_text, describe, describe_full, remaining, safe_line
+from .watch_text import (
+    NO_ALWAYS,
+    countdown_text,
+    describe,
+    describe_full,
+    remaining,
+    safe_line,
+)
 
 ANSWERS = {
     "a": Decision.APPROVE,
@@ -262,6 +269,7 @@ async def watch(
                 decision = ANSWERS.get(answer)
                 if decision == "allow_always" and not p.get("proposed_rule"):
                     decision = None  # no rule can cover this call: approve it instead
+                    screen.write(f"   {NO_ALWAYS}")
                 if decision is None:
                     prompt()
                 elif decision == "allow_always":

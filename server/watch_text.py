@@ -67,8 +67,11 @@ def describe(p: dict[str, Any], now: float | None = None) -> str:
         lines.append(
             "   [A]lways would save: " + safe_line(" + ".join(p["proposed_rule"].splitlines()))
         )
+    else:
+        lines.append(f"   {NO_ALWAYS}")
     pv = p.get("preview") or {}
     tool = p.get("tool")
+    lines += _argument_lines(pv)
     if "command" in pv:
         lines.append(f"   in: {safe_line(pv.get('cwd') or '(first root)')}")
         lines.append("   command:")
@@ -91,9 +94,29 @@ def describe(p: dict[str, Any], now: float | None = None) -> str:
     for key in ("pattern", "glob"):
         if key in pv:
             lines.append(f"   {key}: {safe_line(pv[key])}")
-    if not pv or set(pv) <= {"hidden"}:
+    if not pv or set(pv) <= {"hidden"}:  # an older bridge's preview: the summary, at least
         lines.append(f"   {safe_line(p.get('summary'))}")
     return "\n".join(lines)
+
+
+NO_ALWAYS = '(no "Always allow" for this call: no rule can name exactly this call)'
+
+
+def _argument_lines(pv: dict[str, Any]) -> list[str]:
+    """An upstream call's arguments from the bounded preview, and how many more there are."""
+    listed = pv.get("arguments")
+    if not isinstance(listed, list):
+        return []
+    if not listed:
+        return ["   arguments: none"]
+    lines = ["   arguments:"]
+    for a in listed:
+        if isinstance(a, dict):
+            lines.append(f"     {safe_line(a.get('name'))} = {safe_line(a.get('value'))}")
+    more = pv.get("more_arguments")
+    if isinstance(more, int) and more > 0:
+        lines.append(f"     … +{more} more argument{'s' if more != 1 else ''} ([f] full call)")
+    return lines
 
 
 def _upstream_lines(u: dict[str, Any] | None) -> list[str]:

@@ -279,6 +279,15 @@ def test_arg_rules_for_other_tools():
     n = parse_rule("plugin(count=3, flag=true)")
     assert n.matches("plugin", {"count": 3, "flag": True}, None, True)
     assert not n.matches("plugin", {"count": [3], "flag": True}, None, True)
+    exact = parse_rule('mcp__gh__get(repo="acme/x", nothing else)')
+    assert exact.matches("mcp__gh__get", {"repo": "acme/x"}, None, True)
+    assert not exact.matches("mcp__gh__get", {"repo": "acme/x", "env": {}}, None, True)
+    assert parse_rule("mcp__gh__list(nothing else)").matches("mcp__gh__list", {}, None, True)
+    assert not parse_rule("mcp__gh__list(nothing else)").matches(
+        "mcp__gh__list", {"a": 1}, None, True
+    )
+    with pytest.raises(RuleError):
+        parse_rule("mcp__gh__list(nothing else, a=1)")  # only as the last item
     whole = parse_rules({"allow": ["mcp__gh__list"]})
     assert evaluate(whole, "mcp__gh__list", {"any": 1}, None).decision is RuleList.ALLOW
 
@@ -355,8 +364,13 @@ def test_legacy_prefix_form():
         ("read", {"path": "/etc/hosts"}, "/etc/hosts", "read(/etc/**)"),
         ("ls", {"path": "proj"}, f"{HOME}/proj", "ls(~/proj/**)"),
         ("edit", {"path": "x"}, f"{HOME}/a[1]/x", "edit(~/a\\[1\\]/**)"),
-        ("mcp__gh__get", {"repo": "acme/x", "n": 3}, None, 'mcp__gh__get(repo="acme/x")'),
-        ("mcp__gh__list", {}, None, "mcp__gh__list"),
+        (
+            "mcp__gh__get",
+            {"repo": "acme/x", "n": 3},
+            None,
+            'mcp__gh__get(n=3, repo="acme/x", nothing else)',
+        ),
+        ("mcp__gh__list", {}, None, "mcp__gh__list(nothing else)"),
     ],
 )
 def test_proposals_are_narrow_and_cover_the_call(tool, args, real, expected):

@@ -78,3 +78,39 @@ def test_page_always_allow_saves_the_edited_rule(start_bridge, browser, env):
     wait_for(lambda: running.runner.snapshot().rules.to_json()["allow"] == ["bash(echo one two)"])
     _wait(browser, lambda d: "bash(echo one two)" in d.find_element(By.ID, "rules").text)
     assert agent.call("bash", {"command": "echo one two"}).text == "one two"  # unattended
+
+
+def test_page_shows_rules_rendered_and_says_when_always_allow_is_not_offered(
+    start_bridge, browser, env
+):
+    from selenium.webdriver.common.by import By
+
+    # A rule may hold a path an agent wrote: the page shows it escaped, with the warning, and
+    # can still remove it (by its raw text).
+    bad = "read(**/a\u202eb.txt)"
+    running = start_bridge(
+        {"approval": {"timeout_s": 30}, "rules": {"deny": [bad, "bash(rm -rf *)"]}},
+        control=True,
+    )
+    browser.get(running.runner.login_url())
+    _wait(browser, lambda d: d.find_element(By.ID, "rule-count").text == "2")
+    rules = browser.find_element(By.ID, "rules").text
+    assert "\u202e" not in rules and "read(**/a\\u202eb.txt)" in rules
+    assert "contains hidden characters" in rules
+    row = browser.find_elements(By.CSS_SELECTOR, "#rules li.rule")[0]
+    row.find_element(By.XPATH, ".//button[text()='Remove']").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "rule-count").text == "1")
+    assert running.runner.snapshot().rules.to_json()["deny"] == ["bash(rm -rf *)"]
+    toast = _wait(browser, lambda d: d.find_element(By.ID, "toast").text)
+    assert "\u202e" not in toast
+
+    # A call no rule can cover says so where the "Always allow" button would be.
+    agent = running.client("claude-code")
+    t, out = in_thread(agent.call, "bash", {"command": "git log > out.txt"})
+    card = _wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#pending .card"))[0]
+    assert not card.find_elements(By.CSS_SELECTOR, "textarea.rule-edit")
+    note = card.find_element(By.CSS_SELECTOR, ".no-always").text
+    assert note == "No \u201cAlways allow\u201d for this call: no rule can name exactly this call"
+    card.find_element(By.XPATH, ".//button[text()='Deny']").click()
+    t.join(10)
+    assert out[0].text == "denied by the user"

@@ -240,6 +240,7 @@ def test_rules_api_add_test_remove_and_errors(ruled, env):
         "decided_by": "rule",
         "list": "allow",
         "rule": "bash(git status)",
+        "rule_display": "bash(git status)",
         "index": 0,
         "tier": "prompt",
         "unsafe": None,

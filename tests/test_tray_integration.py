@@ -395,3 +395,33 @@ def test_audit_failure_becomes_a_warning_notification(pystray, env, tmp_path):
             t.app.quit()
     finally:
         os.environ["A2A_BRIDGE_AUDIT"] = env["audit"]
+
+
+def test_a_rule_with_hidden_characters_is_shown_escaped_when_removed(pystray, env):
+    # A rule may hold a path an agent wrote; the "Removed" notification renders it like the
+    # menu does (it used to pass the raw text, bidi controls and all, to the notification).
+    bad = "read(**/a\u202eb.txt)"
+    write_config(env["config"], {"roots": [env["root"]], "rules": {"deny": [bad]}})
+    t = Tray(pystray, env)
+    try:
+        rules = t.wait_item("Rules (1)")
+        entry = t.find("⚠ contains hidden characters · deny: read(", rules.submenu)
+        assert "\u202e" not in entry.text and "\\u202e" in entry.text
+        t.click(t.find("Remove", entry.submenu))
+        note = wait_for(lambda: [n for n in t.app.notifications if "Removed the rule" in n])[0]
+        assert "\u202e" not in note and "read(**/a\\u202eb.txt)" in note
+    finally:
+        t.app.quit()
+        t.loop.join(10)
+
+
+def test_a_call_without_a_proposal_says_always_allow_is_not_offered(tray):
+    c = tray.client()
+    th, out = in_thread(c.call, "bash", {"command": "git log > out.txt"})  # a redirect
+    item = tray.wait_item("Approve: bash")
+    texts = {i.text: i for i in item.submenu}
+    assert texts["Always allow: not offered (no rule can name exactly this call)"].enabled is False
+    assert not [t for t in texts if t.startswith("Always allow: bash")]
+    tray.click(tray.find("Deny", item.submenu))
+    th.join(10)
+    assert out[0].text == "denied by the user"

@@ -435,9 +435,10 @@ def test_http_upstream_lists_calls_cancels_and_refreshes(start_bridge, http_upst
     running.runner.decide(p.id, "allow_always")
     t.join(10)
     assert out[0].result["structuredContent"] == {"sum": 3}
-    assert c.call("mcp__h__structured", {"a": 2, "b": 2}).result["structuredContent"] == {"sum": 4}
-    with open(running.env["config"]) as f:  # "Always allow" saves a rule, not a tier
-        assert "mcp__h__structured" in json.load(f)["rules"]["allow"]
+    # "Always allow" saves a rule naming every argument (not a tier, not the whole tool).
+    assert c.call("mcp__h__structured", {"a": 1, "b": 2}).result["structuredContent"] == {"sum": 3}
+    with open(running.env["config"]) as f:
+        assert json.load(f)["rules"]["allow"] == ["mcp__h__structured(a=1, b=2, nothing else)"]
 
     t, out = in_thread(c.call, "mcp__h__sleep", {"seconds": 30}, 5)
     wait_for(lambda: lines(state, "sleeping"))  # the upstream runs it

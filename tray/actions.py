@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from omp_a2a_bridge.server.api import ApproverKind, Decision, RuleList
+from omp_a2a_bridge.server.textsafe import safe
 
 from .clipboard import copy_text
 from .menu import Action, ActionKind
@@ -83,9 +84,10 @@ class MenuActions:
         try:
             self.app.api.remove_rule(which, rule)
         except Exception as e:
-            self.app.notify(f"Rule not removed: {e}")
+            self.app.notify(f"Rule not removed: {safe(e)}")
             return
-        self.app.notify(f"Removed the rule {rule} ({which}).")
+        # A rule may hold a path or a value an agent wrote: rendered like any agent text.
+        self.app.notify(f"Removed the rule {safe(rule)} ({which}).")
 
     def copy(self, text: str, what: str, may_show: bool) -> None:
         problem = copy_text(text, copier=self.app.copier)

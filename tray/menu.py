@@ -12,7 +12,13 @@ import time
 from dataclasses import dataclass
 
 from omp_a2a_bridge.server.api import Decision, PendingCall, RuleList, Snapshot
-from omp_a2a_bridge.server.preview import escalation_json, short_session
+from omp_a2a_bridge.server.preview import (
+    call_hidden,
+    escalation_json,
+    more_arguments,
+    short_session,
+    shows_arguments,
+)
 from omp_a2a_bridge.server.textsafe import HIDDEN_WARNING, safe, shorten
 from omp_a2a_bridge.server.timefmt import ago
 
@@ -70,6 +76,12 @@ def _shorten(text: str, limit: int = DETAIL_MAX) -> str:
 def _detail(p: PendingCall, limit: int = DETAIL_MAX) -> str:
     """What the call does, from the raw arguments: head…tail and length, safe."""
     args = p.arguments if isinstance(p.arguments, dict) else {}
+    if shows_arguments(p.tool):
+        # An upstream tool: its arguments mean what its server makes of them, so the detail
+        # is the summary of all of them (never just a ``command`` next to an unseen ``env``).
+        prefix = f"{safe(p.tool)}: "
+        body = p.summary[len(prefix) :] if p.summary.startswith(prefix) else p.summary
+        return _shorten(body, limit)
     for key in ("command", "path", "pattern"):
         v = args.get(key)
         if isinstance(v, str) and v.strip():
@@ -110,19 +122,20 @@ def pending_label(p: PendingCall, now: float) -> str:
     head = f"{tool} — {detail}" if detail else tool
     when = ", ".join(x for x in (ago(now - p.arrived), deadline_text(p, now)) if x)
     label = f"{head} ({_shorten(p.client, 24)}, {when})"
-    return f"⚠ {HIDDEN_WARNING} · {label}" if p.hidden else label
+    return f"⚠ {HIDDEN_WARNING} · {label}" if call_hidden(p) else label
 
 
 def call_context(p: PendingCall) -> tuple[str, ...]:
     """Disabled info lines in a call's submenu: why it needs a human, where, how big, who."""
     lines: list[str] = []
-    if p.hidden:
+    if call_hidden(p):
         lines.append(f"⚠ {HIDDEN_WARNING} (shown escaped)")
     esc = escalation_json(p.escalation)
     if esc is not None:
         what = f"{esc['category']}: {esc['path']}" if esc.get("category") else esc["text"]
         lines.append(f"Why: {_shorten(what or '', 90)}")
     pv = p.preview or {}
+    lines += _argument_lines(p)
     if p.tool == "bash":
         lines.append(f"In: {pv.get('cwd') or '(first root)'}")
     size = pv.get("size")
@@ -137,6 +150,26 @@ def call_context(p: PendingCall) -> tuple[str, ...]:
         lines.append(f"New: {_shorten(pv.get('new', ''), 60)}")
     lines.append(f"From: {_shorten(p.client, 40)} · session {short_session(p.sid)}")
     return tuple(lines)
+
+
+def _argument_lines(p: PendingCall) -> list[str]:
+    """An upstream call's arguments, one line each (from the bounded preview), and how many
+    more there are: the submenu never drops one without saying so."""
+    if not shows_arguments(p.tool):
+        return []
+    pv = p.preview or {}
+    listed = pv.get("arguments")
+    if not isinstance(listed, list):
+        return []
+    if not listed:
+        return ["Arguments: none"]
+    lines = [f"Arguments ({len(listed) + int(pv.get('more_arguments') or 0)}):"]
+    for a in listed:
+        lines.append(f"  {_shorten(str(a.get('name')), 30)} = {_shorten(str(a.get('value')), 80)}")
+    more = int(pv.get("more_arguments") or 0)
+    if more:
+        lines.append(f"  {more_arguments(more)} (Show full call…)")
+    return lines
 
 
 TITLE_MAX = 127  # Windows' tooltip buffer is WCHAR[128]
@@ -272,11 +305,15 @@ def servers_menu(snap: Snapshot) -> Item | None:
 RULE_MAX = 70
 
 
+NO_ALWAYS = "Always allow: not offered (no rule can name exactly this call)"
+
+
 def always_allow_items(call_id: str, proposal: str | None) -> tuple[Item, ...]:
-    """ "Always allow: bash(git log *)" — the rule it saves, or nothing when no rule could apply
-    (an escalated call that always asks)."""
+    """ "Always allow: bash(git log *)" — the rule it saves; a disabled line saying why not when
+    there is no proposal (a call that always asks, arguments no rule can name exactly, hidden
+    characters: the bridge decided that once, in ``server.proposals.savable``)."""
     if not proposal:
-        return ()
+        return (Item(NO_ALWAYS, enabled=False),)
     label = _shorten(" + ".join(proposal.splitlines()), RULE_MAX)
     return (Item(f"Always allow: {label}", (ActionKind.DECIDE, call_id, Decision.ALLOW_ALWAYS)),)
 
@@ -286,9 +323,11 @@ def rules_menu(snap: Snapshot) -> Item:
     entries: list[Item] = []
     for which in (RuleList.DENY, RuleList.ASK, RuleList.ALLOW):
         for rule in snap.rules.get(which):
+            shown = shorten(rule.text, RULE_MAX)  # may hold a path or value an agent wrote
+            warn = f"⚠ {HIDDEN_WARNING} · " if shown.hidden else ""
             entries.append(
                 Item(
-                    f"{which}: {_shorten(rule.text, RULE_MAX)}",
+                    f"{warn}{which}: {shown.text}",
                     submenu=(Item("Remove", (ActionKind.RULE_REMOVE, which, rule.text)),),
                 )
             )
@@ -325,6 +364,9 @@ def notification_for(new: list[PendingCall], total: int, now: float | None = Non
             parts.append(f"why: {_shorten(why or '', 56)}")
         if p.deadline is not None:
             parts.append(countdown(p, now))
+        if shows_arguments(p.tool):
+            n = len(p.arguments) if isinstance(p.arguments, dict) else 0
+            parts.append(f"{n} argument{'s' if n != 1 else ''}")
         text = " · ".join(parts)
-        return f"⚠ {HIDDEN_WARNING}: {text}" if p.hidden else text
+        return f"⚠ {HIDDEN_WARNING}: {text}" if call_hidden(p) else text
     return f"{total} tool calls waiting for approval"
