@@ -9,6 +9,7 @@ protected name may ever appear in it.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -145,3 +146,46 @@ def test_a_protected_or_outside_base_escalates_as_a_whole(agent, home, tmp_path)
         r = agent.call(tool, args)
         assert r.result["isError"] is True, (tool, args)
         assert "approv" in r.text, r.text  # it needs a human; none is attached
+
+
+def _swap_when_rg_starts(monkeypatch, swap) -> list[list[str]]:
+    """Run ``swap()`` at the moment the bridge spawns ``rg`` (the OS edge between the path
+    policy's verdict and rg's own open): the attacker always wins the race, deterministically."""
+    real_popen = subprocess.Popen
+    spawned: list[list[str]] = []
+
+    def popen(argv, *a, **kw):
+        if isinstance(argv, list) and "--regexp" in argv:
+            spawned.append([os.fsdecode(x) for x in argv])
+            swap()
+        return real_popen(argv, *a, **kw)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    return spawned
+
+
+@pytest.mark.parametrize("swap_to", ["symlink", "hard link"])
+def test_grep_on_one_file_reads_the_file_that_was_judged(agent, home, monkeypatch, swap_to):
+    """grep on one file, swapped for a symlink (or hard link) to the SSH key after the call was
+    judged and before rg opens it: rg used to open the name itself and follow the symlink, and
+    the after-the-fact check lstat'ed the link, so the key's content came back. The bridge now
+    opens the file (no symlink at any component) and judges what it opened before rg starts;
+    rg reads that descriptor, so the swap changes nothing."""
+    target = home / "project" / "swap.txt"
+    target.write_text("PUBLIC-swap needle\n")
+    staged = home / "project" / ".staged"
+
+    def swap() -> None:
+        if swap_to == "symlink":
+            os.symlink(home / ".ssh" / "id_rsa", staged)
+        else:
+            os.link(home / ".ssh" / "id_rsa", staged)
+        os.replace(staged, target)
+
+    spawned = _swap_when_rg_starts(monkeypatch, swap)
+    r = agent.call("grep", {"pattern": ".", "path": "project/swap.txt"})
+    assert spawned, "rg was not started"
+    assert not r.result["isError"], r.text
+    assert MARKER not in r.text, r.text
+    assert r.text == "swap.txt:1:PUBLIC-swap needle", r.text
+    assert os.path.islink(target) == (swap_to == "symlink")  # the swap did happen

@@ -16,7 +16,7 @@ from typing import Any
 from ..vocab import Tier
 from .base import Tool, ToolContext, ToolError, ToolResult
 from .fileio import io_error
-from .files import READ_ONLY
+from .files import READ_ONLY, open_read
 from .rg import BASE_ARGS, RgRun, require_rg, rg_error
 from .search import DIR_FIELD, WALK_SWITCHES, base_dir, run_rg, start_rg, walk_args
 from .searchout import MATCH_TEXT_MAX, GrepMatches
@@ -87,11 +87,19 @@ class GrepTool(Tool):
         except OSError as e:
             raise io_error(e, shown) from None
         single = not stat.S_ISDIR(mode)
-        if single and not stat.S_ISREG(mode):
-            raise ToolError(f"{shown}: not a regular file")  # a FIFO or device would block rg
         gate = EntryGate.for_base(ctx.policy, base)
+        fd: int | None = None
         if single:
-            cwd, target = os.path.dirname(base), "./" + os.path.basename(base)
+            # rg must read the file that was judged, not whatever the name points to when rg
+            # gets to it: the bridge opens it (no symlink at any component, never blocking on
+            # a FIFO, regular files only), judges what it opened (real path and device+inode:
+            # a hard link to a protected file is that file) and hands rg the descriptor as
+            # its stdin, searched as "-" (rg names it "<stdin>"; the parser maps it back).
+            fd, st = open_read(base, shown)
+            if gate.refuses(base, st, count=False):
+                os.close(fd)  # left out like a protected file met in a walk: no matches
+                return GrepMatches(gate, "", True, 0, shown, label=os.path.basename(base))
+            cwd, target = os.path.dirname(base), "-"
         else:
             cwd, target = base, "."
         argv: list[str | bytes] = [require_rg(), *BASE_ARGS, "--null", "--line-number"]
@@ -106,7 +114,12 @@ class GrepTool(Tool):
                 argv += ["--glob", args["glob"]]
             argv += walk_args(args, gate)
         argv += ["--regexp", args["pattern"], "--", target]
-        run.argv, run.cwd = argv, cwd
-        start_rg(run)
-        matches = GrepMatches(gate, cwd, single, ctx.limits.grep_max_matches, shown)
+        run.argv, run.cwd, run.stdin = argv, cwd, fd
+        try:
+            start_rg(run)
+        finally:
+            if fd is not None:
+                os.close(fd)  # rg has its own copy (or never started)
+        label = os.path.basename(base) if single else ""
+        matches = GrepMatches(gate, cwd, single, ctx.limits.grep_max_matches, shown, label=label)
         return matches.collect(run)

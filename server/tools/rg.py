@@ -103,6 +103,9 @@ class RgRun:
 
     argv: list[str | bytes]
     cwd: str
+    # A descriptor rg reads as its stdin (``grep`` on one file: the file the bridge opened and
+    # judged, searched as ``-``); None: the null device.
+    stdin: int | None = None
     proc: subprocess.Popen[bytes] | None = None
     killed: bool = False
     timed_out: bool = False
@@ -128,7 +131,7 @@ class RgRun:
             self.proc = subprocess.Popen(
                 argv,
                 cwd=self.cwd,
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL if self.stdin is None else self.stdin,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,  # small: --no-messages leaves only fatal errors
                 env=env,

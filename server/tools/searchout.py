@@ -163,13 +163,18 @@ class FindWalk:
 
 @dataclass(slots=True)
 class GrepMatches:
-    """Parses ``rg --null --line-number`` output: ``path NUL line:text LF`` per match."""
+    """Parses ``rg --null --line-number`` output: ``path NUL line:text LF`` per match.
+
+    With ``label`` (one file, searched through the descriptor the bridge opened and judged
+    itself) every record is that file: rg calls it ``<stdin>``, the result calls it ``label``.
+    """
 
     gate: EntryGate
     cwd: str
     single: bool
     cap: int
     shown: str
+    label: str = ""
     out: list[tuple[str, int, str]] = field(default_factory=list)
     total: int = 0
     stopped: bool = False  # we stopped counting at COUNT_LIMIT and killed rg
@@ -259,13 +264,17 @@ class GrepMatches:
                 return
 
     def _rel(self, raw: bytes) -> str:
+        if self.label:
+            return self.label
         rel = raw[2:] if raw.startswith(b"./") else raw
         return rel.decode(*FS_DECODE)
 
     def _allowed(self, raw: bytes) -> bool:
         """The policy's verdict on one file rg printed (lstat'ed: a hard link to a protected
         file is that file). Not counted in the closing note: whether a left-out file
-        *matched* is its content."""
+        *matched* is its content. A labelled single file was judged when it was opened."""
+        if self.label:
+            return True
         real = self.prefix + self._rel(raw)
         try:
             st: os.stat_result | None = os.lstat(real)
