@@ -148,14 +148,14 @@ def test_a_protected_or_outside_base_escalates_as_a_whole(agent, home, tmp_path)
         assert "approv" in r.text, r.text  # it needs a human; none is attached
 
 
-def _swap_when_rg_starts(monkeypatch, swap) -> list[list[str]]:
+def _swap_when_rg_starts(monkeypatch, swap, flag: str = "--regexp") -> list[list[str]]:
     """Run ``swap()`` at the moment the bridge spawns ``rg`` (the OS edge between the path
     policy's verdict and rg's own open): the attacker always wins the race, deterministically."""
     real_popen = subprocess.Popen
     spawned: list[list[str]] = []
 
     def popen(argv, *a, **kw):
-        if isinstance(argv, list) and "--regexp" in argv:
+        if isinstance(argv, list) and flag in argv:
             spawned.append([os.fsdecode(x) for x in argv])
             swap()
         return real_popen(argv, *a, **kw)
@@ -189,3 +189,67 @@ def test_grep_on_one_file_reads_the_file_that_was_judged(agent, home, monkeypatc
     assert MARKER not in r.text, r.text
     assert r.text == "swap.txt:1:PUBLIC-swap needle", r.text
     assert os.path.islink(target) == (swap_to == "symlink")  # the swap did happen
+
+
+@pytest.mark.parametrize("tool", ["grep", "find"])
+def test_a_walked_directory_swapped_for_a_symlink_is_not_walked(agent, home, monkeypatch, tool):
+    """The directory a grep or find walks, swapped for a symlink to ~/.ssh after the call was
+    judged and before rg starts in it. rg used to chdir through the symlink and walk ~/.ssh;
+    the after-the-fact check then judged ``sub/plain.txt`` by name (harmless) and identity
+    (unknown: a key made after the scan of the protected files), so a new key leaked. rg now
+    starts in the directory the bridge opened (no symlink at any component): the one judged."""
+    sub = home / "project" / "sub"
+    sub.mkdir()
+    (sub / "plain.txt").write_text("PUBLIC-sub plain\n")
+    # Met in a walk, the hard link project/notes.txt waits for the scan of the protected
+    # files; a key made after it is known by no list (by path only, which the swap defeats).
+    agent.call("grep", {"pattern": "needle", "path": "~/project"})
+    (home / ".ssh" / "plain.txt").write_text("PLANTED-SSH-PLAIN\n")
+    (home / ".ssh" / "other.txt").write_text("PLANTED-SSH-OTHER\n")
+    parked = home / "project" / ".parked"
+
+    def swap() -> None:
+        os.rename(sub, parked)
+        os.symlink(home / ".ssh", sub)
+
+    flag = "--regexp" if tool == "grep" else "--files"
+    spawned = _swap_when_rg_starts(monkeypatch, swap, flag=flag)
+    args = {"pattern": "." if tool == "grep" else "*", "path": "project/sub", "hidden": True}
+    r = agent.call(tool, args)
+    assert spawned, "rg was not started"
+    assert os.path.islink(sub)  # the swap did happen
+    assert MARKER not in r.text, r.text
+    assert "other.txt" not in r.text and "id_rsa" not in r.text, r.text
+    if sys.platform == "linux":  # rg ran in the judged directory (FD_CWD)
+        assert r.text == ("plain.txt:1:PUBLIC-sub plain" if tool == "grep" else "plain.txt")
+
+
+@pytest.mark.parametrize("tool", ["grep", "find"])
+def test_without_fd_cwd_a_swapped_walk_base_is_refused(agent, home, monkeypatch, tool):
+    """Where a descriptor cannot be a working directory (macOS, Windows: ``FD_CWD`` off, as
+    forced here), rg starts in the path and the bridge checks that the path still names the
+    directory it opened: the swap is seen, rg is killed and nothing it printed is used."""
+    from omp_a2a_bridge.server.tools import rg, search
+
+    monkeypatch.setattr(rg, "FD_CWD", False)
+    monkeypatch.setattr(search, "FD_CWD", False)
+    sub = home / "project" / "sub"
+    sub.mkdir()
+    (sub / "plain.txt").write_text("PUBLIC-sub plain\n")
+    (home / ".ssh" / "other.txt").write_text("PLANTED-SSH-OTHER\n")
+    parked = home / "project" / ".parked"
+    pattern = "." if tool == "grep" else "*"
+    r = agent.call(tool, {"pattern": pattern, "path": "project/sub"})  # unswapped: it works
+    assert r.text == ("plain.txt:1:PUBLIC-sub plain" if tool == "grep" else "plain.txt"), r.text
+
+    def swap() -> None:
+        os.rename(sub, parked)
+        os.symlink(home / ".ssh", sub)
+
+    flag = "--regexp" if tool == "grep" else "--files"
+    spawned = _swap_when_rg_starts(monkeypatch, swap, flag=flag)
+    r = agent.call(tool, {"pattern": pattern, "path": "project/sub"})
+    assert spawned and os.path.islink(sub)
+    assert r.result["isError"] is True, r.text
+    assert "changed after it was checked" in r.text, r.text
+    assert MARKER not in r.text and "other.txt" not in r.text

@@ -18,7 +18,7 @@ from .base import Tool, ToolContext, ToolError, ToolResult
 from .fileio import io_error
 from .files import READ_ONLY, open_read
 from .rg import BASE_ARGS, RgRun, require_rg, rg_error
-from .search import DIR_FIELD, WALK_SWITCHES, base_dir, run_rg, start_rg, walk_args
+from .search import DIR_FIELD, WALK_SWITCHES, base_dir, open_base, run_rg, start_rg, walk_args
 from .searchout import MATCH_TEXT_MAX, GrepMatches
 from .walkpolicy import EntryGate
 
@@ -88,20 +88,6 @@ class GrepTool(Tool):
             raise io_error(e, shown) from None
         single = not stat.S_ISDIR(mode)
         gate = EntryGate.for_base(ctx.policy, base)
-        fd: int | None = None
-        if single:
-            # rg must read the file that was judged, not whatever the name points to when rg
-            # gets to it: the bridge opens it (no symlink at any component, never blocking on
-            # a FIFO, regular files only), judges what it opened (real path and device+inode:
-            # a hard link to a protected file is that file) and hands rg the descriptor as
-            # its stdin, searched as "-" (rg names it "<stdin>"; the parser maps it back).
-            fd, st = open_read(base, shown)
-            if gate.refuses(base, st, count=False):
-                os.close(fd)  # left out like a protected file met in a walk: no matches
-                return GrepMatches(gate, "", True, 0, shown, label=os.path.basename(base))
-            cwd, target = os.path.dirname(base), "-"
-        else:
-            cwd, target = base, "."
         argv: list[str | bytes] = [require_rg(), *BASE_ARGS, "--null", "--line-number"]
         argv += ["--with-filename", "--no-heading", "--max-columns", str(RG_MAX_COLUMNS)]
         argv += ["--max-columns-preview"]
@@ -113,13 +99,27 @@ class GrepTool(Tool):
                 # that follow cannot be overridden by it.
                 argv += ["--glob", args["glob"]]
             argv += walk_args(args, gate)
-        argv += ["--regexp", args["pattern"], "--", target]
-        run.argv, run.cwd, run.stdin = argv, cwd, fd
+        run.cwd = base
+        if single:
+            # rg must read the file that was judged, not whatever the name points to when rg
+            # gets to it: the bridge opens it (no symlink at any component, never blocking on
+            # a FIFO, regular files only), judges what it opened (real path and device+inode:
+            # a hard link to a protected file is that file) and hands rg the descriptor as
+            # its stdin, searched as "-" (rg names it "<stdin>"; the parser maps it back).
+            fd, st = open_read(base, shown)
+            if gate.refuses(base, st, count=False):
+                os.close(fd)  # left out like a protected file met in a walk: no matches
+                return GrepMatches(gate, "", True, 0, shown, label=os.path.basename(base))
+            run.stdin, run.cwd = fd, os.path.dirname(base)
+        else:
+            # rg walks the directory the bridge opened (see ``open_base``).
+            fd = run.dir_fd = open_base(base, shown)
+        run.argv = [*argv, "--regexp", args["pattern"], "--", "-" if single else "."]
         try:
-            start_rg(run)
+            start_rg(run, shown)
         finally:
-            if fd is not None:
-                os.close(fd)  # rg has its own copy (or never started)
+            os.close(fd)  # rg has its own copy (or never started)
         label = os.path.basename(base) if single else ""
-        matches = GrepMatches(gate, cwd, single, ctx.limits.grep_max_matches, shown, label=label)
+        cap = ctx.limits.grep_max_matches
+        matches = GrepMatches(gate, run.cwd, single, cap, shown, label=label)
         return matches.collect(run)
