@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import safeopen
 from .fileio import glob_regex
 from .rg import RgRun
 from .walkpolicy import EntryGate, shown_name
@@ -270,16 +271,25 @@ class GrepMatches:
         return rel.decode(*FS_DECODE)
 
     def _allowed(self, raw: bytes) -> bool:
-        """The policy's verdict on one file rg printed (lstat'ed: a hard link to a protected
-        file is that file). Not counted in the closing note: whether a left-out file
-        *matched* is its content. A labelled single file was judged when it was opened."""
+        """The policy's verdict on one file rg printed. Not counted in the closing note:
+        whether a left-out file *matched* is its content. A labelled single file was judged
+        when it was opened.
+
+        rg opens the files of a walk by path, following symlinks. Without ``--follow`` it
+        only ever lists regular files, so the name must still reach one with no symlink at
+        any component (opened like ``read`` opens, never blocking on a FIFO), and that file's
+        identity is judged (a hard link to a protected file is that file). A name that is now
+        a symlink, a FIFO, gone, or behind a swapped directory was changed after rg listed
+        it: what rg read is unknown, so it is left out. (A swap undone before this check
+        cannot be seen: README, Security model.)"""
         if self.label:
             return True
         real = self.prefix + self._rel(raw)
         try:
-            st: os.stat_result | None = os.lstat(real)
+            fd, st = safeopen.open_read(real)
         except OSError:
-            st = None
+            return False
+        os.close(fd)
         return not self.gate.refuses(real, st, count=False)
 
     def _keep(self, shown: str, rec: bytes) -> None:
