@@ -297,3 +297,30 @@ def test_a_walked_file_changed_after_rg_read_it_is_left_out(agent, home, monkeyp
     assert r.text == "a.txt:1:PUBLIC-a", r.text
     r = agent.call("grep", {"pattern": ".", "path": "project/sub/a.txt"})  # still searched
     assert r.text == "a.txt:1:PUBLIC-a", r.text
+
+
+def test_ls_lists_the_directory_that_was_judged(agent, home, monkeypatch):
+    """ls of a directory swapped for a symlink to ~/.ssh after the call was judged, right
+    before it is listed: ``scandir`` of the path followed the symlink and listed the names in
+    ~/.ssh that no rule knows (a key made after the scan). ls now lists the directory it
+    opened with no symlink at any component."""
+    sub = home / "project" / "sub"
+    sub.mkdir()
+    (sub / "plain.txt").write_text("PUBLIC-sub plain\n")
+    (home / ".ssh" / "other-secret.txt").write_text("PLANTED-SSH-OTHER\n")
+    parked = home / "project" / ".parked"
+    real_scandir = os.scandir
+    swaps: list[object] = []
+
+    def scandir(arg=".", *a, **kw):  # the OS edge: listing a directory
+        if not swaps and (arg == str(sub) or isinstance(arg, int)):
+            swaps.append(arg)
+            os.rename(sub, parked)
+            os.symlink(home / ".ssh", sub)
+        return real_scandir(arg, *a, **kw)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    r = agent.call("ls", {"path": "project/sub"})
+    assert swaps and os.path.islink(sub)
+    assert "other-secret" not in r.text, r.text
+    assert r.text.endswith("plain.txt"), r.text
