@@ -8,9 +8,14 @@ protected name may ever appear in it.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import os
+import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -324,3 +329,130 @@ def test_ls_lists_the_directory_that_was_judged(agent, home, monkeypatch):
     assert swaps and os.path.islink(sub)
     assert "other-secret" not in r.text, r.text
     assert r.text.endswith("plain.txt"), r.text
+
+
+def test_every_path_tool_under_a_swapping_directory_never_leaks_nor_writes_through(
+    home, start_bridge
+):
+    """A thread swaps project/tog between the real directory and a symlink to ~/.ssh while
+    every path tool works in it (read at an offset, write, edit, ls, find, grep on one file
+    and on the directory), read, write and edit unattended. Whichever side of the swap a
+    call meets, it answers from the judged directory or refuses: never a planted secret,
+    never a file written or changed in ~/.ssh."""
+    running = start_bridge(
+        {
+            "roots": [str(home)],
+            "approval": {"tiers": {"read": "allow", "write": "allow", "edit": "allow"}},
+        }
+    )
+    agent = running.client()
+    ssh = home / ".ssh"
+    tog = home / "project" / "tog"
+    tog.mkdir()
+    (tog / "plain.txt").write_text("PUBLIC-1\nPUBLIC-2 EDITME-a\nPUBLIC-3\n")
+    (ssh / "plain.txt").write_text("PLANTED-1\nPLANTED-2 EDITME-a\nPLANTED-3\n")
+    before = {p.name: p.read_bytes() for p in ssh.iterdir() if p.is_file()}
+    parked = home / "project" / ".tog-parked"
+    stop = threading.Event()
+
+    def swap() -> None:
+        while not stop.is_set():
+            try:
+                os.rename(tog, parked)
+            except OSError:
+                continue
+            with contextlib.suppress(OSError):
+                os.symlink(ssh, tog)
+                os.unlink(tog)
+            while True:  # put it back; a write may have made a fresh 'tog' (it makes parents)
+                try:
+                    os.rename(parked, tog)
+                    break
+                except OSError:
+                    if os.path.islink(tog):
+                        os.unlink(tog)
+                    else:
+                        shutil.rmtree(tog, ignore_errors=True)
+            time.sleep(0.0002)  # the real side needs some time too, or no call ever meets it
+
+    edit = ["EDITME-a", "EDITME-b"]
+    calls = [
+        ("read", lambda: {"path": "project/tog/plain.txt", "offset": 2, "limit": 1}),
+        ("write", lambda: {"path": "project/tog/new.txt", "content": "PUBLIC-new\n"}),
+        ("edit", lambda: {"path": "project/tog/plain.txt", "old_string": edit[0],
+                          "new_string": edit[1]}),
+        ("ls", lambda: {"path": "project/tog"}),
+        ("find", lambda: {"pattern": "*", "path": "project/tog"}),
+        ("grep", lambda: {"pattern": "-[0-9]", "path": "project/tog/plain.txt"}),
+        ("grep", lambda: {"pattern": "-[0-9]", "path": "project/tog"}),
+    ]  # fmt: skip
+    ok: dict[str, int] = {}
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    rounds = 0
+    try:
+        while rounds < 50 or (len(ok) < 6 and rounds < 400):
+            rounds += 1
+            for tool, args in calls:
+                r = agent.call(tool, args())
+                assert r.status == 200 and "Traceback" not in r.text, (tool, r)
+                assert MARKER not in r.text, (tool, r.text)
+                assert "other" not in r.text and "id_rsa" not in r.text, (tool, r.text)
+                if not r.result["isError"]:
+                    ok[tool] = ok.get(tool, 0) + 1
+                    if tool == "edit":
+                        edit.reverse()
+    finally:
+        stop.set()
+        swapper.join(10)
+    after = {p.name: p.read_bytes() for p in ssh.iterdir() if p.is_file()}
+    assert after == before  # nothing written, edited or left behind in ~/.ssh
+    assert set(ok) == {"read", "write", "edit", "ls", "find", "grep"}, ok  # both sides met
+    print(f"\nswapping directory: {rounds} rounds, successes {ok}")
+
+
+@pytest.mark.parametrize("tool", ["write", "edit"])
+def test_write_and_edit_never_write_through_a_directory_swapped_for_a_symlink(
+    home, start_bridge, monkeypatch, tool
+):
+    """The parent directory swapped for a symlink to ~/.ssh right when the write looks at the
+    file (its first ``stat``, the OS edge). ``WRITE_AT_SUPPORTED`` tested ``os.replace`` in
+    ``os.supports_dir_fd``, which CPython never lists (only ``rename``), so every write took the
+    path-based fallback meant for Windows: the check passed, then the temp file and the rename
+    went through the symlink into ~/.ssh. Now the parent is opened first (no symlink at any
+    component) and the file is replaced inside that descriptor: the judged directory."""
+    running = start_bridge(
+        {"roots": [str(home)], "approval": {"tiers": {"write": "allow", "edit": "allow"}}}
+    )
+    agent = running.client()
+    ssh = home / ".ssh"
+    sub = home / "project" / "sub"
+    sub.mkdir()
+    (sub / "f.txt").write_text("PUBLIC-old\n")
+    (ssh / "f.txt").write_text("PLANTED-f\n")
+    before = {p.name: p.read_bytes() for p in ssh.iterdir()}
+    parked = home / "project" / ".parked"
+    real_stat = os.stat
+    swaps: list[object] = []
+
+    def stat(path, *a, **kw):  # the OS edge: the writer's look at the file, after the checks
+        caller = inspect.currentframe().f_back  # type: ignore[union-attr]
+        writer = caller is not None and caller.f_code.co_name in ("atomic_write", "replace_in")
+        if writer and not swaps and os.fspath(path) in ("f.txt", str(sub / "f.txt")):
+            swaps.append(path)
+            os.rename(sub, parked)
+            os.symlink(ssh, sub)
+        return real_stat(path, *a, **kw)
+
+    args = (
+        {"path": "project/sub/f.txt", "content": "PUBLIC-new\n"}
+        if tool == "write"
+        else {"path": "project/sub/f.txt", "old_string": "old", "new_string": "new"}
+    )
+    monkeypatch.setattr(os, "stat", stat)
+    r = agent.call(tool, args)
+    monkeypatch.undo()
+    assert swaps, "the write never looked at the file"
+    assert {p.name: p.read_bytes() for p in ssh.iterdir()} == before, r.text
+    assert (parked / "f.txt").read_text() == "PUBLIC-new\n", r.text  # the judged directory
+    assert not r.result["isError"], r.text
