@@ -317,8 +317,10 @@ def test_ls_lists_the_directory_that_was_judged(agent, home, monkeypatch):
     real_scandir = os.scandir
     swaps: list[object] = []
 
-    def scandir(arg=".", *a, **kw):  # the OS edge: listing a directory
-        if not swaps and (arg == str(sub) or isinstance(arg, int)):
+    def scandir(arg=".", *a, **kw):  # the OS edge: ls listing a directory
+        caller = inspect.currentframe().f_back  # type: ignore[union-attr]
+        by_ls = caller is not None and caller.f_code.co_name == "_ls"  # not the bridge's scans
+        if by_ls and not swaps and (arg == str(sub) or isinstance(arg, int)):
             swaps.append(arg)
             os.rename(sub, parked)
             os.symlink(home / ".ssh", sub)

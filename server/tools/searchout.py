@@ -253,7 +253,7 @@ class GrepMatches:
             if not uniq <= judged:
                 for path in uniq - judged:
                     judged.add(path)
-                    if not self._allowed(path):
+                    if not self._allowed(path, counted_only=True):
                         refused.add(path)
             if refused:
                 for path in uniq & refused:
@@ -270,26 +270,36 @@ class GrepMatches:
         rel = raw[2:] if raw.startswith(b"./") else raw
         return rel.decode(*FS_DECODE)
 
-    def _allowed(self, raw: bytes) -> bool:
+    def _allowed(self, raw: bytes, *, counted_only: bool = False) -> bool:
         """The policy's verdict on one file rg printed. Not counted in the closing note:
         whether a left-out file *matched* is its content. A labelled single file was judged
         when it was opened.
 
         rg opens the files of a walk by path, following symlinks. Without ``--follow`` it
-        only ever lists regular files, so the name must still reach one with no symlink at
-        any component (opened like ``read`` opens, never blocking on a FIFO), and that file's
-        identity is judged (a hard link to a protected file is that file). A name that is now
-        a symlink, a FIFO, gone, or behind a swapped directory was changed after rg listed
-        it: what rg read is unknown, so it is left out. (A swap undone before this check
-        cannot be seen: README, Security model.)"""
+        only ever lists regular files, so a file whose lines are shown must still be reached
+        by its name with no symlink at any component (opened like ``read`` opens, never
+        blocking on a FIFO), and that file's identity is judged (a hard link to a protected
+        file is that file). A name that is now a symlink, a FIFO, gone, or behind a swapped
+        directory was changed after rg listed it: what rg read is unknown, so it is left out.
+        A file past the shown cap is only counted: an ``lstat`` (the name itself must still be
+        a regular file) costs half the open, on up to 100,000 files. (A swap undone before
+        this check cannot be seen: README, Security model.)"""
         if self.label:
             return True
         real = self.prefix + self._rel(raw)
-        try:
-            fd, st = safeopen.open_read(real)
-        except OSError:
-            return False
-        os.close(fd)
+        if counted_only:
+            try:
+                st = os.lstat(real)
+            except OSError:
+                return False
+            if not stat.S_ISREG(st.st_mode):
+                return False
+        else:
+            try:
+                fd, st = safeopen.open_read(real)
+            except OSError:
+                return False
+            os.close(fd)
         return not self.gate.refuses(real, st, count=False)
 
     def _keep(self, shown: str, rec: bytes) -> None:
