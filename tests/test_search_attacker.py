@@ -19,6 +19,8 @@ import time
 
 import pytest
 
+from .helpers import in_thread
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX links and modes")
 
 SECRETS = {
@@ -458,3 +460,27 @@ def test_write_and_edit_never_write_through_a_directory_swapped_for_a_symlink(
     assert {p.name: p.read_bytes() for p in ssh.iterdir()} == before, r.text
     assert (parked / "f.txt").read_text() == "PUBLIC-new\n", r.text  # the judged directory
     assert not r.result["isError"], r.text
+
+
+def test_grep_refuses_a_file_swapped_in_after_approval(start_bridge, tmp_path):
+    """As ``read``: the human approved searching one file outside the roots; a different file
+    put at that path before the search runs is not searched."""
+    running = start_bridge()
+    outside = tmp_path / "o.txt"
+    outside.write_text("approved content\n")
+    running.runner.attach_approver("pytest")
+    c = running.client()
+    t, out = in_thread(c.call, "grep", {"pattern": "content", "path": str(outside)})
+    [p] = running.pending()
+    replacement = tmp_path / "o.new"
+    replacement.write_text("other content\n")
+    os.replace(replacement, outside)
+    running.runner.decide(p.id, "approve")
+    t.join(10)
+    assert out[0].text == f"{outside}: changed after it was approved; nothing was done (call again)"
+    # Unswapped, the approved search runs.
+    t, out = in_thread(c.call, "grep", {"pattern": "content", "path": str(outside)})
+    [p] = running.pending()
+    running.runner.decide(p.id, "approve")
+    t.join(10)
+    assert out[0].text == "o.txt:1:other content"

@@ -16,7 +16,7 @@ from typing import Any
 from ..vocab import Tier
 from .base import Tool, ToolContext, ToolError, ToolResult
 from .fileio import io_error
-from .files import READ_ONLY, open_read
+from .files import READ_ONLY, judge_opened, open_read
 from .rg import BASE_ARGS, RgRun, require_rg, rg_error
 from .search import DIR_FIELD, WALK_SWITCHES, base_dir, open_base, run_rg, start_rg, walk_args
 from .searchout import MATCH_TEXT_MAX, GrepMatches
@@ -107,6 +107,12 @@ class GrepTool(Tool):
             # a hard link to a protected file is that file) and hands rg the descriptor as
             # its stdin, searched as "-" (rg names it "<stdin>"; the parser maps it back).
             fd, st = open_read(base, shown)
+            if ctx.approved:  # the human saw this file: another one at that path is refused
+                try:
+                    judge_opened(ctx, base, st, shown)
+                except ToolError:
+                    os.close(fd)
+                    raise
             if gate.refuses(base, st, count=False):
                 os.close(fd)  # left out like a protected file met in a walk: no matches
                 return GrepMatches(gate, "", True, 0, shown, label=os.path.basename(base))
