@@ -247,6 +247,19 @@ def run_tool_rows(port: int, headers: dict[str, str], root: str, server_pid: int
     with open(deep, "w") as f:
         for i in range(1_000_000):
             f.write(f"line {i} lorem ipsum dolor sit amet\n")
+    # grep on one file: rg reads the descriptor the bridge opened and judged (its stdin)
+    single = r"line 99999\d "
+    m = compare(
+        {
+            "ours": lambda: cl.call("grep", {"pattern": single, "path": deep}),
+            "rg": native([rg, "-n", single, deep], root),
+            "grep": native([grep_rn, "-n", "line 99999[0-9] ", deep], root) if grep_rn else None,
+        },
+        REPEAT,
+        cpu("rg", "grep"),
+    )
+    row("grep one 1M-line file", m, ["rg", "grep"])
+
     m = compare(
         {
             "ours": lambda: cl.call("read", {"path": deep, "offset": 900_000, "limit": 10}),

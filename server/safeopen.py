@@ -314,4 +314,7 @@ def replace_in(dir_fd: int, name: str, data: bytes, path: str) -> bool:
     return existed
 
 
-WRITE_AT_SUPPORTED = _POSIX_WALK and os.replace in os.supports_dir_fd
+# ``os.replace`` takes ``src_dir_fd``/``dst_dir_fd`` wherever ``os.rename`` does (both are
+# ``renameat``), but only ``rename`` is listed in ``os.supports_dir_fd``: testing ``replace``
+# there was always False, and every write took the path-based fallback meant for Windows.
+WRITE_AT_SUPPORTED = _POSIX_WALK and os.rename in os.supports_dir_fd

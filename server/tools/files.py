@@ -59,6 +59,7 @@ def open_read(path: str, shown: str) -> tuple[int, os.stat_result]:
 
 
 CHANGED = "the path changed after it was checked (a symbolic link appeared)"
+SCANDIR_FD = os.scandir in os.supports_fd
 
 
 def judge_opened(
@@ -272,29 +273,58 @@ class LsTool(Tool):
         are listed as links, never followed."""
         shown = args.get("path") or ctx.policy.roots[0]
         path = ctx.resolve(args.get("path"))
-        cap = ctx.limits.list_max_entries
+        # The directory that was judged is listed, not what its path names by now: opened
+        # with no symlink at any component and listed through the descriptor (Windows: no
+        # listing by descriptor, the path is listed as before).
+        dfd: int | None = None
         try:
-            with os.scandir(path) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except NotADirectoryError:
-            raise ToolError(f"{shown}: not a directory (use read)") from None
-        except OSError as e:
-            raise io_error(e, shown) from None
+            try:
+                if SCANDIR_FD:
+                    dfd = safeopen.open_dir(path)
+                    with os.scandir(dfd) as it:
+                        entries = sorted(it, key=lambda e: e.name)
+                else:
+                    with os.scandir(path) as it:
+                        entries = sorted(it, key=lambda e: e.name)
+            except safeopen.PathChanged:
+                raise ToolError(f"{shown}: {CHANGED}; nothing was listed") from None
+            except NotADirectoryError:
+                raise ToolError(f"{shown}: not a directory (use read)") from None
+            except OSError as e:
+                raise io_error(e, shown) from None
+            return self._lines(entries, path, dfd, shown, ctx)
+        finally:
+            if dfd is not None:
+                os.close(dfd)
+
+    def _lines(
+        self,
+        entries: list[os.DirEntry[str]],
+        path: str,
+        dfd: int | None,
+        shown: str,
+        ctx: ToolContext,
+    ) -> ToolResult:
+        cap = ctx.limits.list_max_entries
         gate = EntryGate.for_base(ctx.policy, path)
         lines = []
         listed = 0
         for entry in entries:
             name = shown_name(entry.name)
+            entry_path = entry.path if dfd is None else os.path.join(path, entry.name)
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 st = None
-            if gate.refuses(entry.path, st):
+            if gate.refuses(entry_path, st):
                 continue
             try:
                 if st is not None and stat.S_ISLNK(st.st_mode):
-                    target = os.readlink(entry.path)
-                    if gate.refuses(os.path.realpath(entry.path)):
+                    if dfd is None:
+                        target = os.readlink(entry_path)
+                    else:
+                        target = os.readlink(entry.name, dir_fd=dfd)
+                    if gate.refuses(os.path.realpath(entry_path)):
                         continue
                     line = f"link  {'-':>10}  {name} -> {shown_name(target)}"
                 elif st is not None and stat.S_ISDIR(st.st_mode):

@@ -16,9 +16,9 @@ from typing import Any
 from ..vocab import Tier
 from .base import Tool, ToolContext, ToolError, ToolResult
 from .fileio import io_error
-from .files import READ_ONLY
+from .files import READ_ONLY, judge_opened, open_read
 from .rg import BASE_ARGS, RgRun, require_rg, rg_error
-from .search import DIR_FIELD, WALK_SWITCHES, base_dir, run_rg, start_rg, walk_args
+from .search import DIR_FIELD, WALK_SWITCHES, base_dir, open_base, run_rg, start_rg, walk_args
 from .searchout import MATCH_TEXT_MAX, GrepMatches
 from .walkpolicy import EntryGate
 
@@ -87,13 +87,7 @@ class GrepTool(Tool):
         except OSError as e:
             raise io_error(e, shown) from None
         single = not stat.S_ISDIR(mode)
-        if single and not stat.S_ISREG(mode):
-            raise ToolError(f"{shown}: not a regular file")  # a FIFO or device would block rg
         gate = EntryGate.for_base(ctx.policy, base)
-        if single:
-            cwd, target = os.path.dirname(base), "./" + os.path.basename(base)
-        else:
-            cwd, target = base, "."
         argv: list[str | bytes] = [require_rg(), *BASE_ARGS, "--null", "--line-number"]
         argv += ["--with-filename", "--no-heading", "--max-columns", str(RG_MAX_COLUMNS)]
         argv += ["--max-columns-preview"]
@@ -105,8 +99,33 @@ class GrepTool(Tool):
                 # that follow cannot be overridden by it.
                 argv += ["--glob", args["glob"]]
             argv += walk_args(args, gate)
-        argv += ["--regexp", args["pattern"], "--", target]
-        run.argv, run.cwd = argv, cwd
-        start_rg(run)
-        matches = GrepMatches(gate, cwd, single, ctx.limits.grep_max_matches, shown)
+        run.cwd = base
+        if single:
+            # rg must read the file that was judged, not whatever the name points to when rg
+            # gets to it: the bridge opens it (no symlink at any component, never blocking on
+            # a FIFO, regular files only), judges what it opened (real path and device+inode:
+            # a hard link to a protected file is that file) and hands rg the descriptor as
+            # its stdin, searched as "-" (rg names it "<stdin>"; the parser maps it back).
+            fd, st = open_read(base, shown)
+            if ctx.approved:  # the human saw this file: another one at that path is refused
+                try:
+                    judge_opened(ctx, base, st, shown)
+                except ToolError:
+                    os.close(fd)
+                    raise
+            if gate.refuses(base, st, count=False):
+                os.close(fd)  # left out like a protected file met in a walk: no matches
+                return GrepMatches(gate, "", True, 0, shown, label=os.path.basename(base))
+            run.stdin, run.cwd = fd, os.path.dirname(base)
+        else:
+            # rg walks the directory the bridge opened (see ``open_base``).
+            fd = run.dir_fd = open_base(base, shown)
+        run.argv = [*argv, "--regexp", args["pattern"], "--", "-" if single else "."]
+        try:
+            start_rg(run, shown)
+        finally:
+            os.close(fd)  # rg has its own copy (or never started)
+        label = os.path.basename(base) if single else ""
+        cap = ctx.limits.grep_max_matches
+        matches = GrepMatches(gate, run.cwd, single, cap, shown, label=label)
         return matches.collect(run)

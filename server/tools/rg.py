@@ -93,6 +93,12 @@ def _nice_this_thread() -> bool:
     return True
 
 
+# Linux: the child's ``chdir("/proc/self/fd/N")`` follows the magic link to the directory
+# the descriptor holds, whatever its path names by then (a directory swapped for a symlink to
+# ~/.ssh after the bridge opened it is not entered). macOS's /dev/fd cannot be a working
+# directory and Windows has no such path; there ``cwd`` is checked after the start instead.
+FD_CWD = sys.platform == "linux" and os.path.isdir("/proc/self/fd")
+
 _live: set[RgRun] = set()
 _live_lock = threading.Lock()
 
@@ -103,6 +109,13 @@ class RgRun:
 
     argv: list[str | bytes]
     cwd: str
+    # A descriptor rg reads as its stdin (``grep`` on one file: the file the bridge opened and
+    # judged, searched as ``-``); None: the null device.
+    stdin: int | None = None
+    # The directory rg runs in, opened by the bridge (no symlink at any component). Where a
+    # descriptor can be a working directory (``FD_CWD``) rg starts in that very directory;
+    # elsewhere it starts in ``cwd`` and the caller checks that it still names ``dir_fd``.
+    dir_fd: int | None = None
     proc: subprocess.Popen[bytes] | None = None
     killed: bool = False
     timed_out: bool = False
@@ -121,14 +134,18 @@ class RgRun:
             # Its own process group, but not a new session: on Linux a new session is a new
             # scheduler autogroup, which measurably slowed rg down on a busy machine.
             process_group = 0
+        cwd, pass_fds = self.cwd, ()  # type: tuple[str, tuple[int, ...]]
+        if self.dir_fd is not None and FD_CWD:
+            cwd, pass_fds = f"/proc/self/fd/{self.dir_fd}", (self.dir_fd,)
         niced_at_birth = sys.platform == "linux" and _nice_this_thread()
         with self._lock:
             if self.killed:
                 return
             self.proc = subprocess.Popen(
                 argv,
-                cwd=self.cwd,
-                stdin=subprocess.DEVNULL,
+                cwd=cwd,
+                pass_fds=pass_fds,
+                stdin=subprocess.DEVNULL if self.stdin is None else self.stdin,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,  # small: --no-messages leaves only fatal errors
                 env=env,

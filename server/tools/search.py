@@ -17,12 +17,13 @@ import functools
 import os
 from typing import Any
 
+from .. import safeopen
 from ..vocab import Tier
 from . import pools
 from .base import Tool, ToolContext, ToolError, ToolResult
-from .fileio import glob_regex
+from .fileio import glob_regex, io_error
 from .files import READ_ONLY
-from .rg import BASE_ARGS, RgRun, glob_escape, require_rg
+from .rg import BASE_ARGS, FD_CWD, RgRun, glob_escape, require_rg
 from .searchout import FindWalk
 from .walkpolicy import EntryGate
 
@@ -80,13 +81,48 @@ def walk_args(args: dict[str, Any], gate: EntryGate) -> list[str]:
     return argv
 
 
-def start_rg(run: RgRun) -> None:
+CHANGED = "the path changed after it was checked (a symbolic link appeared); nothing was searched"
+
+
+def open_base(base: str, shown: str) -> int:
+    """The directory a walk starts in, opened with no symlink at any component: ``rg`` runs
+    in it (see ``RgRun.dir_fd``), so a directory swapped for a symlink after the call was
+    judged is not walked."""
+    try:
+        return safeopen.open_dir(base)
+    except safeopen.PathChanged:
+        raise ToolError(f"{shown}: {CHANGED}") from None
+    except NotADirectoryError:
+        raise ToolError(f"{shown}: not a directory") from None
+    except OSError as e:
+        raise io_error(e, shown) from None
+
+
+def start_rg(run: RgRun, shown: str = "") -> None:
+    """Start ``rg``; with ``run.dir_fd`` where ``FD_CWD`` is unavailable, check once it runs
+    that ``run.cwd`` still names that directory (a swap and back in between stays possible
+    there: README, Security model)."""
     try:
         run.start()
     except ValueError:  # an embedded NUL in an argument
         raise ToolError("pattern, glob and path must not contain NUL characters") from None
     except OSError as e:
         raise ToolError(f"cannot start ripgrep: {e.strerror or e}") from None
+    if run.dir_fd is None or FD_CWD:
+        return
+    try:
+        now = safeopen.open_dir(run.cwd)
+        try:
+            a, b = os.fstat(now), os.fstat(run.dir_fd)
+        finally:
+            os.close(now)
+        same = (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+    except OSError:
+        same = False
+    if not same:
+        run.kill()
+        run.finish()
+        raise ToolError(f"{shown}: {CHANGED}")
 
 
 async def run_rg(run: RgRun, collect: Any, ctx: ToolContext) -> Any:
@@ -155,7 +191,10 @@ class FindTool(Tool):
         gate = EntryGate.for_base(ctx.policy, base)
         argv: list[str | bytes] = [require_rg(), *BASE_ARGS, "--files", "--null"]
         argv += walk_args(args, gate)  # no path: rg lists the cwd, names without "./"
-        run.argv, run.cwd = argv, base
-        start_rg(run)
+        run.argv, run.cwd, run.dir_fd = argv, base, open_base(base, shown)
+        try:
+            start_rg(run, shown)
+        finally:
+            os.close(run.dir_fd)
         walk = FindWalk(args["pattern"], gate).collect(run)
         return walk.text(shown, ctx.limits.find_max_results)

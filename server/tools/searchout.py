@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import safeopen
 from .fileio import glob_regex
 from .rg import RgRun
 from .walkpolicy import EntryGate, shown_name
@@ -163,13 +164,18 @@ class FindWalk:
 
 @dataclass(slots=True)
 class GrepMatches:
-    """Parses ``rg --null --line-number`` output: ``path NUL line:text LF`` per match."""
+    """Parses ``rg --null --line-number`` output: ``path NUL line:text LF`` per match.
+
+    With ``label`` (one file, searched through the descriptor the bridge opened and judged
+    itself) every record is that file: rg calls it ``<stdin>``, the result calls it ``label``.
+    """
 
     gate: EntryGate
     cwd: str
     single: bool
     cap: int
     shown: str
+    label: str = ""
     out: list[tuple[str, int, str]] = field(default_factory=list)
     total: int = 0
     stopped: bool = False  # we stopped counting at COUNT_LIMIT and killed rg
@@ -247,7 +253,7 @@ class GrepMatches:
             if not uniq <= judged:
                 for path in uniq - judged:
                     judged.add(path)
-                    if not self._allowed(path):
+                    if not self._allowed(path, counted_only=True):
                         refused.add(path)
             if refused:
                 for path in uniq & refused:
@@ -259,18 +265,41 @@ class GrepMatches:
                 return
 
     def _rel(self, raw: bytes) -> str:
+        if self.label:
+            return self.label
         rel = raw[2:] if raw.startswith(b"./") else raw
         return rel.decode(*FS_DECODE)
 
-    def _allowed(self, raw: bytes) -> bool:
-        """The policy's verdict on one file rg printed (lstat'ed: a hard link to a protected
-        file is that file). Not counted in the closing note: whether a left-out file
-        *matched* is its content."""
+    def _allowed(self, raw: bytes, *, counted_only: bool = False) -> bool:
+        """The policy's verdict on one file rg printed. Not counted in the closing note:
+        whether a left-out file *matched* is its content. A labelled single file was judged
+        when it was opened.
+
+        rg opens the files of a walk by path, following symlinks. Without ``--follow`` it
+        only ever lists regular files, so a file whose lines are shown must still be reached
+        by its name with no symlink at any component (opened like ``read`` opens, never
+        blocking on a FIFO), and that file's identity is judged (a hard link to a protected
+        file is that file). A name that is now a symlink, a FIFO, gone, or behind a swapped
+        directory was changed after rg listed it: what rg read is unknown, so it is left out.
+        A file past the shown cap is only counted: an ``lstat`` (the name itself must still be
+        a regular file) costs half the open, on up to 100,000 files. (A swap undone before
+        this check cannot be seen: README, Security model.)"""
+        if self.label:
+            return True
         real = self.prefix + self._rel(raw)
-        try:
-            st: os.stat_result | None = os.lstat(real)
-        except OSError:
-            st = None
+        if counted_only:
+            try:
+                st = os.lstat(real)
+            except OSError:
+                return False
+            if not stat.S_ISREG(st.st_mode):
+                return False
+        else:
+            try:
+                fd, st = safeopen.open_read(real)
+            except OSError:
+                return False
+            os.close(fd)
         return not self.gate.refuses(real, st, count=False)
 
     def _keep(self, shown: str, rec: bytes) -> None:
