@@ -220,13 +220,48 @@ def serve_process(
     return proc, int(line.strip().rsplit(":", 1)[1].strip("/").split("/")[0])
 
 
-def watch_process() -> subprocess.Popen:
-    """``watch`` in a process of its own, text pipes on stdin, stdout and stderr."""
-    return subprocess.Popen(
-        [*SERVER, "watch"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ),
-    )
+class Watch:
+    """``a2a-bridge watch`` as a real process, its output collected as it arrives."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "omp_a2a_bridge.server", "watch"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(os.environ),
+        )
+        self.buf = bytearray()
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        while chunk := self.proc.stdout.read1(65536):
+            with self.lock:
+                self.buf += chunk
+
+    @property
+    def out(self) -> str:
+        with self.lock:
+            return self.buf.decode("utf-8", "replace")
+
+    def wait_out(self, text: str, count: int = 1, timeout: float = 15) -> str:
+        wait_for(lambda: self.out.count(text) >= count, timeout)
+        return self.out
+
+    def send(self, line: str) -> None:
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def finish(self, timeout: float = 10) -> str:
+        """End of input while idle: watch exits; everything it printed."""
+        self.proc.stdin.close()
+        self.proc.wait(timeout)
+        self.reader.join(timeout)
+        return self.out
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)

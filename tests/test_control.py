@@ -15,10 +15,11 @@ import pytest
 from omp_a2a_bridge.server.controlfile import control_path, read_control
 from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
 from omp_a2a_bridge.server.sessions import sid_hash
+from omp_a2a_bridge.server.watch import PROMPT
 
 from .conftest import write_config
 from .control_helpers import Api, WsApprover, login_page_code, with_control
-from .helpers import in_thread, read_text, wait_for, watch_process
+from .helpers import Watch, in_thread, read_text, wait_for
 
 
 @pytest.fixture
@@ -355,28 +356,28 @@ def test_cli_status_pending_approve_deny_sessions(ctl, cli):
 
 def test_watch_approves_and_denies_from_piped_input(ctl):
     c = ctl.client("watched")
-    proc = watch_process()
+    w = Watch()
     try:
         wait_for(lambda: "terminal (watch)" in ctl.runner.snapshot().approvers)
         t, out = in_thread(c.call, "bash", {"command": "echo watched-ok"})
-        ctl.pending()
-        proc.stdin.write("?\na\n")  # an unknown answer asks again
-        proc.stdin.flush()
+        # Typed only once the call is on screen: watch drops input typed before any call shows.
+        w.wait_out(PROMPT)
+        w.send("?")  # an unknown answer asks again
+        w.wait_out(PROMPT, 2)
+        w.send("a")
         t.join(10)
         assert out[0].text == "watched-ok"
         t, out = in_thread(c.call, "write", {"path": "w.txt", "content": "line one\nline two"})
-        ctl.pending()
-        proc.stdin.write("d\nnot in my home\n")
-        proc.stdin.flush()
+        w.wait_out(PROMPT, 3)
+        w.send("d")
+        w.wait_out("reason (optional")
+        w.send("not in my home")
         t.join(10)
         assert out[0].text == "denied by the user: not in my home"
-        proc.stdin.close()  # end of input while idle: watch exits
-        proc.wait(10)
-        stdout = proc.stdout.read()
+        stdout = w.finish()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0
+        w.close()
+    assert w.proc.returncode == 0
     assert "echo watched-ok" in stdout and "line two" in stdout
     assert stdout.count("[a]pprove / allow for [s]ession / [A]lways allow calls like this") == 3
     assert "→ approve" in stdout and "→ deny" in stdout

@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from omp_a2a_bridge.server.watch import PROMPT
+
 from .conftest import require_system
 from .control_helpers import Api
-from .helpers import in_thread, read_text, wait_for, watch_process
+from .helpers import Watch, in_thread, read_text, wait_for
 from .test_rules import TRICKY
 
 ASKS = "approval required but no approver is available"  # + why, when a path escalated
@@ -329,13 +331,15 @@ def test_a_bad_rule_stops_the_start(start_bridge, env):
 
 def test_watch_edits_the_proposed_rule_before_saving(ruled, env):
     c = ruled.client("watched")
-    proc = watch_process()
+    w = Watch()
     try:
         wait_for(lambda: "terminal (watch)" in ruled.runner.snapshot().approvers)
         t, out = in_thread(c.call, "bash", {"command": "git log --oneline"})
-        ruled.pending()
-        proc.stdin.write("A\nbash(git log --oneline)\n")  # [A]lways, then an edited rule
-        proc.stdin.flush()
+        w.wait_out("[A]lways would save: bash(git log *)")  # watch drops what is typed earlier
+        w.wait_out(PROMPT)
+        w.send("A")
+        w.wait_out("rule to save [")
+        w.send("bash(git log --oneline)")  # an edited rule
         t.join(10)
         assert "init" in out[0].text
         wait_for(
@@ -343,18 +347,15 @@ def test_watch_edits_the_proposed_rule_before_saving(ruled, env):
         )
         # Keeping the proposal: Enter.
         t, out = in_thread(c.call, "bash", {"command": "git show --stat"})
-        ruled.pending()
-        proc.stdin.write("A\n\n")
-        proc.stdin.flush()
+        w.wait_out(PROMPT, 2)
+        w.send("A")
+        w.wait_out("rule to save [", 2)
+        w.send("")
         t.join(10)
         wait_for(lambda: "bash(git show *)" in ruled.runner.snapshot().rules.to_json()["allow"])
-        proc.stdin.close()
-        proc.wait(10)
-        stdout = proc.stdout.read()
+        stdout = w.finish()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert "[A]lways would save: bash(git log *)" in stdout
+        w.close()
     assert "rule to save [bash(git show *)]" in stdout
     assert c.call("bash", {"command": "git log --oneline"}).text != ASKS
     saved = json.loads(read_text(env["config"]))["rules"]["allow"]

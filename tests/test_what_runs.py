@@ -16,11 +16,12 @@ import os
 import pytest
 
 from omp_a2a_bridge.server.views import pending_json
+from omp_a2a_bridge.server.watch import PROMPT_NO_RULE
 from omp_a2a_bridge.server.watch_text import describe
 from omp_a2a_bridge.tray.menu import call_context, menu_model, notification_for, pending_label
 
 from .control_helpers import Api
-from .helpers import in_thread, wait_for, watch_process
+from .helpers import Watch, in_thread, wait_for
 from .test_upstream import ready, state, stdio_spec  # noqa: F401 - the fixture "state"
 
 RLO = "\u202e"
@@ -239,20 +240,20 @@ def test_watch_shows_every_argument_and_refuses_always_without_a_rule(wide):
     running = wide()
     running.runner.detach_approver(running.approver)
     c = running.client("agent")
-    proc = watch_process()
+    w = Watch()
     try:
         wait_for(lambda: "terminal (watch)" in running.runner.snapshot().approvers)
         t, out = in_thread(c.call, "mcp__t__exec", EVIL)
-        running.pending()
-        proc.stdin.write("A\nd\n\n")  # [A]lways (not offered), then deny without a reason
-        proc.stdin.flush()
+        w.wait_out(PROMPT_NO_RULE)  # watch drops what is typed before a call shows
+        w.send("A")  # [A]lways: not offered
+        w.wait_out(PROMPT_NO_RULE, 2)
+        w.send("d")
+        w.wait_out("reason (optional")
+        w.send("")  # deny without a reason
         t.join(10)
-        proc.stdin.close()
-        proc.wait(10)
-        stdout = proc.stdout.read()
+        stdout = w.finish()
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        w.close()
     assert out[0].text == "denied by the user"
     assert 'env = {"LD_PRELOAD": "/tmp/evil.so"}' in stdout
     assert stdout.count('(no "Always allow" for this call') >= 2  # in the card, and on "A"
