@@ -144,7 +144,40 @@ def _limits(path: str, raw: Any) -> Limits:
             if not _is_int(value) or value < least:
                 raise _fail(path, f"limits.{key}", "a positive integer")
             values[key] = value
-    return Limits(**values)
+    limits = Limits(**values)
+    if limits.bash_timeout_s > limits.bash_max_timeout_s:
+        # Else every bash call without its own timeout_s fails, blaming an argument the agent
+        # never sent.
+        raise _fail(
+            path,
+            "limits.bash_timeout_s",
+            f"at most limits.bash_max_timeout_s ({limits.bash_max_timeout_s:g})",
+        )
+    return limits
+
+
+def _check_locations(path: str, name: str, entries: list[str]) -> None:
+    """Added protected locations: ``~/x``, ``/abs``, a bare name or ``**/a/b``. A relative
+    path with a slash would silently mean a place under the bridge's working directory."""
+    for entry in entries:
+        if not (entry.startswith(("~", "**/")) or "/" not in entry or os.path.isabs(entry)):
+            raise _fail(
+                path,
+                name,
+                f"paths starting with ~/ or /, bare names or **/ patterns ({entry!r} is relative)",
+            )
+
+
+def _roots(path: str, raw: dict) -> list[str]:
+    """Absolute or ``~`` paths: a relative root would resolve against whatever directory the
+    bridge happened to start in, and relative tool paths resolve against the first root."""
+    roots = _string_list(path, raw, "roots")
+    for entry in roots:
+        if not os.path.isabs(os.path.expanduser(entry)):
+            raise _fail(
+                path, "roots", f"absolute paths or paths starting with ~/ ({entry!r} is not)"
+            )
+    return roots
 
 
 def _protected(path: str, raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -159,11 +192,7 @@ def _protected(path: str, raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     for name, v in (("add", add), ("remove", remove)):
         if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
             raise _fail(path, f"protected.{name}", "an array of non-empty strings")
-    for entry in add:
-        if not (entry.startswith(("~", "**/")) or "/" not in entry or os.path.isabs(entry)):
-            raise _fail(
-                path, "protected.add", "paths starting with ~/ or /, bare names or **/ patterns"
-            )
+    _check_locations(path, "protected.add", add)
     known = known_removals()
     for entry in remove:
         if entry not in known:
@@ -209,8 +238,9 @@ def parse_config(path: str, raw: Any) -> Config:
     if not isinstance(deny_mcp, bool):
         raise _fail(path, "deny_mcp_tools", "a boolean")
     origins = _string_list(path, raw, "allowed_origins")
-    roots = _string_list(path, raw, "roots")
+    roots = _roots(path, raw)
     sensitive = _string_list(path, raw, "sensitive_paths")
+    _check_locations(path, "sensitive_paths", sensitive)
     added, removed = _protected(path, raw.get("protected"))
 
     approval = raw.get("approval", {})

@@ -229,3 +229,30 @@ def test_url_follows_serve_port_override(env, cli, start_bridge):
     running = start_bridge({"port": 1}, control=True)  # the override: port 0, a free one
     r = cli("url")
     assert r.returncode == 0 and r.stdout.strip() == running.runner.url != "http://127.0.0.1:1/"
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"sensitive_paths": ["work/secrets"]}, "sensitive_paths"),
+        ({"limits": {"bash_timeout_s": 7200}}, "limits.bash_timeout_s"),
+        ({"roots": ["relative/dir"]}, "roots"),
+    ],
+)
+def test_serve_refuses_config_that_would_fail_later(cli_env, env, config, field):
+    """Each of these used to start: a relative sensitive path or root resolved against the
+    bridge's working directory, and a default bash timeout above the maximum failed every
+    bash call with a message about an argument the agent never sent. (A real process with a
+    timeout: a bridge that wrongly starts must fail the test, not hang it.)"""
+    write_config(env["config"], config)
+    before = read_text(env["config"])
+    r = subprocess.run(
+        [*EXE, "serve", "--port", "0"], env=cli_env, capture_output=True, text=True, timeout=30
+    )
+    assert r.returncode == 1 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith(
+        f"a2a-bridge: failed to start: invalid config at {env['config']}: field '{field}' must be"
+    ), lines[0]
+    assert read_text(env["config"]) == before
