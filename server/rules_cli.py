@@ -17,6 +17,7 @@ from .control_client import ControlClient
 from .controlfile import read_control
 from .rules import RuleError, RuleList, edit_raw_rules
 from .textsafe import safe
+from .views import without_session_ids
 
 
 def _client() -> ControlClient | None:
@@ -25,7 +26,8 @@ def _client() -> ControlClient | None:
 
 def _print(data: Any, as_json: bool, text: str) -> None:
     # ASCII JSON: an agent-named path in a rule never reaches the terminal as a raw C1 or bidi
-    print(json.dumps(data, indent=2, ensure_ascii=True) if as_json else text)
+    # and session ids only as their hash (the grants), as every UI shows them
+    print(json.dumps(without_session_ids(data), indent=2, ensure_ascii=True) if as_json else text)
 
 
 def _offline_rules() -> dict[str, Any]:
