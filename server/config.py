@@ -12,6 +12,7 @@ import copy
 import json
 import math
 import os
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -321,6 +322,7 @@ def load_config(path: str | None = None) -> Config:
     try:
         with open(path, "rb") as f:
             data = f.read()
+            st = os.fstat(f.fileno())
     except FileNotFoundError:
         return parse_config(path, {})
     except OSError as e:
@@ -329,7 +331,47 @@ def load_config(path: str | None = None) -> Config:
         raw = json.loads(data)
     except ValueError as e:
         raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
+    check_private(path, st, holds_token=isinstance(raw, dict) and "token" in raw)
     return parse_config(path, raw)
+
+
+def check_private(path: str, st: os.stat_result, holds_token: bool) -> None:
+    """Refuse a config other users could change or, when it holds the token, read (POSIX).
+
+    Like ssh with a private key or a config others may write: no repair, no start. The
+    bridge never loosens its files (it writes them 0600 in a 0700 folder), so a loose one
+    was made by hand or by another program; a token others could read may already be
+    copied, so the fix is theirs to make (chmod, then rotate the token). Someone else's
+    config, or one that other users may write or replace (its folder), decides what runs
+    unattended (rules, tiers, roots) and is refused too.
+    """
+    if not hasattr(os, "getuid"):
+        return  # Windows: ACLs, not mode bits; the profile folder is private by default
+    uid = os.getuid()
+    mode = stat.S_IMODE(st.st_mode)
+    where = f"invalid config at {path}"
+    if st.st_uid not in (uid, 0):
+        raise ConfigError(f"{where}: it belongs to uid {st.st_uid}, not to you (uid {uid})")
+    if mode & 0o022:
+        raise ConfigError(
+            f"{where}: other users can change it (mode {mode:o}); run 'chmod 600 {path}'"
+        )
+    if holds_token and mode & 0o044:
+        raise ConfigError(
+            f"{where}: it holds the token and other users can read it (mode {mode:o}); run "
+            f"'chmod 600 {path}', then 'a2a-bridge token rotate' (it may have been copied)"
+        )
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        dst = os.stat(folder)
+    except OSError:
+        return
+    if dst.st_uid not in (uid, 0) or (dst.st_mode & 0o022 and not dst.st_mode & stat.S_ISVTX):
+        raise ConfigError(
+            f"{where}: its folder {folder} can be changed by other users (owner uid "
+            f"{dst.st_uid}, mode {stat.S_IMODE(dst.st_mode):o}): they could replace the config; "
+            f"run 'chmod 700 {folder}'"
+        )
 
 
 def save_raw(path: str, raw: dict[str, Any]) -> None:
