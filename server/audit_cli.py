@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import time
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .audit import pair_calls, read_records
 from .config import audit_path, load_config
@@ -97,7 +97,7 @@ class _Follower:
     def __init__(self, path: str, keep: int) -> None:
         self.path = path
         self.keep = keep
-        self.starts: dict[str, dict] = {}
+        self.starts: dict[Any, dict] = {}  # start records by call id, until their done
         self.partial = b""
         self.file: BinaryIO | None = None
         self.ino: int | None = None

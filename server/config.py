@@ -331,8 +331,9 @@ def load_config(path: str | None = None) -> Config:
         raw = json.loads(data)
     except ValueError as e:
         raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
-    check_private(path, st, holds_token=isinstance(raw, dict) and "token" in raw)
-    return parse_config(path, raw)
+    config = parse_config(path, raw)  # a malformed field is named first
+    check_private(path, st, holds_token=config.token is not None)
+    return config
 
 
 def check_private(path: str, st: os.stat_result, holds_token: bool) -> None:
