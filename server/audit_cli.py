@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+from typing import Any, BinaryIO
 
 from .audit import pair_calls, read_records
 from .config import audit_path, load_config
@@ -77,40 +78,111 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if not args.follow:
         return 0
     with contextlib.suppress(KeyboardInterrupt):
-        _follow(path)
+        _Follower(path, cfg.audit_keep).run()
     return 0
 
 
-def _follow(path: str) -> None:
-    starts: dict[str, dict] = {}
-    pos = os.path.getsize(path) if os.path.exists(path) else 0
-    inode = os.stat(path).st_ino if os.path.exists(path) else None
-    print(f"following {path} (Ctrl-C to stop)", file=sys.stderr, flush=True)
-    while True:
-        time.sleep(0.5)
+class _Follower:
+    """``--follow``: print each record once, across rotations, never half a line.
+
+    The log file stays open: when the path names another file (rotated), the old one is read
+    to its end first (records written since the last poll), then every rotated generation not
+    seen before (a burst can rotate several times between two polls), oldest first, then the
+    new file from its start. A line without its newline yet is kept until the rest arrives; one
+    left unfinished at the end of a rotated file (a crash mid-write) is dropped.
+    """
+
+    POLL_S = 0.5
+
+    def __init__(self, path: str, keep: int) -> None:
+        self.path = path
+        self.keep = keep
+        self.starts: dict[Any, dict] = {}  # start records by call id, until their done
+        self.partial = b""
+        self.file: BinaryIO | None = None
+        self.ino: int | None = None
+        self.known: set[int] = set()  # inodes of rotated files already printed or old
+
+    def _open(self, at_end: bool) -> None:
         try:
-            st = os.stat(path)
+            f = open(self.path, "rb")  # noqa: SIM115 - kept open across polls
         except FileNotFoundError:
-            continue
-        if st.st_ino != inode or st.st_size < pos:  # rotated
-            inode, pos = st.st_ino, 0
-        if st.st_size == pos:
-            continue
-        with open(path, encoding="utf-8", errors="replace") as f:
-            f.seek(pos)
-            chunk = f.read()
-            pos = f.tell()
-        for line in chunk.splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("phase") == "start":
-                starts[rec.get("id")] = rec
-                print(_describe({"start": rec, "done": None}), flush=True)
-            elif rec.get("phase") == "done":
-                start = starts.pop(rec.get("id"), None)
-                print(_describe({"start": start, "done": rec}), flush=True)
+            return
+        self.file, self.ino = f, os.fstat(f.fileno()).st_ino
+        if at_end:
+            f.seek(0, os.SEEK_END)
+
+    def _generations(self) -> list[tuple[str, int]]:
+        """The rotated files (``audit.jsonl.N``) that exist, oldest first, with their inodes."""
+        found: list[tuple[str, int]] = []
+        for n in range(self.keep, 0, -1):
+            name = f"{self.path}.{n}"
+            with contextlib.suppress(OSError):
+                found.append((name, os.stat(name).st_ino))
+        return found
+
+    def run(self) -> None:
+        self._open(at_end=True)
+        # What is there now has been printed (or was before us): only later files are new.
+        self.known = {ino for _, ino in self._generations()}
+        print(f"following {self.path} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+        while True:
+            self.poll()
+            time.sleep(self.POLL_S)
+
+    def poll(self) -> None:
+        try:
+            ino: int | None = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            ino = None
+        if self.file is not None:
+            self._drain(self.file)
+            if ino == self.ino:
+                return
+            # Rotated: the writer closed the old file before renaming it, so one more read
+            # gets everything it was given since the last poll.
+            self._drain(self.file)
+            self.file.close()
+            self.file = None
+            self.partial = b""  # unfinished at the end of a closed file: a crash mid-write
+            if self.ino is not None:
+                self.known.add(self.ino)
+        elif ino is None:
+            return  # no log yet
+        # Whole generations that rotated past since (a burst between two polls), oldest first.
+        generations = self._generations()
+        for name, gen_ino in generations:
+            if gen_ino not in self.known:
+                self._emit_file(name)
+        self.known = {gen_ino for _, gen_ino in generations}
+        self._open(at_end=False)
+        if self.file is not None:
+            self._drain(self.file)
+
+    def _emit_file(self, name: str) -> None:
+        with contextlib.suppress(FileNotFoundError), open(name, "rb") as f:
+            self._drain(f)
+        self.partial = b""
+
+    def _drain(self, f: BinaryIO) -> None:
+        data = self.partial + f.read()
+        *lines, self.partial = data.split(b"\n")
+        for line in lines:
+            self._record(line.decode("utf-8", errors="replace"))
+
+    def _record(self, line: str) -> None:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(rec, dict):
+            return
+        if rec.get("phase") == "start":
+            self.starts[rec.get("id")] = rec
+            print(_describe({"start": rec, "done": None}), flush=True)
+        elif rec.get("phase") == "done":
+            start = self.starts.pop(rec.get("id"), None)
+            print(_describe({"start": start, "done": rec}), flush=True)
 
 
 def add_audit_parser(sub: argparse._SubParsersAction) -> None:

@@ -28,7 +28,7 @@ from .childenv import build_env
 from .config import Config
 from .controlfile import runtime_dir
 from .paths import PathPolicy
-from .pipeline import CallHandle, CallPipeline
+from .pipeline import CallHandle, CallPipeline, explain_call
 from .protocol import (
     METHOD_NOT_FOUND,
     Reply,
@@ -44,6 +44,7 @@ from .snapshot import GrantView, PendingCall, SessionView, Snapshot
 from .tokens import TokenStore
 from .tools.base import Tool
 from .tools.registry import ToolRegistry
+from .vocab import Tier
 
 log = logging.getLogger("a2a-bridge")
 
@@ -58,6 +59,47 @@ class BridgeOptions:
     session_table: SessionTable | None = None
 
 
+def pins_path(cfg: Config) -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(cfg.path)), "upstream-pins.json")
+
+
+def path_policy(cfg: Config, audit_path: str) -> PathPolicy:
+    """The path policy of a bridge with this config: the live one and the offline
+    ``rules test`` build it here, so both judge a path the same way."""
+    return PathPolicy(
+        cfg.roots,
+        cfg.sensitive_paths,
+        own_files=(
+            (cfg.path, "bridge config, may hold the token"),
+            (audit_path, "audit log"),
+            # Pins decide whether a changed upstream tool keeps its allow rules.
+            (pins_path(cfg), "upstream tool pins"),
+        ),
+        own_dirs=((runtime_dir(), "bridge control file"),),
+        remove=cfg.protected_remove,
+    )
+
+
+def offline_explain(
+    cfg: Config, audit_path: str, name: str, args: dict[str, Any]
+) -> dict[str, Any]:
+    """``a2a-bridge rules test`` with no bridge running: the live bridge's judgement
+    (:func:`~server.pipeline.explain_call`) on a registry, path policy and tiers built from
+    the saved config. Upstream MCP tools are unknown here (nothing is connected)."""
+    from .tools.builtin import builtin_tools  # the tools' modules, only for this command
+
+    registry = ToolRegistry(cfg.deny, cfg.deny_mcp_tools)
+    for tool in builtin_tools(cfg.bash_env):
+        registry.add(tool)
+    registry.discover()
+    policy = path_policy(cfg, audit_path)
+
+    def tier(tool: Tool) -> Tier:
+        return cfg.tiers.get(tool.name) or tool.default_tier or cfg.default_tier
+
+    return explain_call(registry, policy, cfg.rules, tier, name, args)
+
+
 class Bridge:
     def __init__(self, opts: BridgeOptions) -> None:
         cfg = opts.config
@@ -70,18 +112,7 @@ class Bridge:
             self.registry.add(tool)
         if opts.discover_tools:
             self.registry.discover()
-        self.policy = PathPolicy(
-            cfg.roots,
-            cfg.sensitive_paths,
-            own_files=(
-                (cfg.path, "bridge config, may hold the token"),
-                (opts.audit.path, "audit log"),
-                # Pins decide whether a changed upstream tool keeps its allow rules.
-                (self._pins_path(cfg), "upstream tool pins"),
-            ),
-            own_dirs=((runtime_dir(), "bridge control file"),),
-            remove=cfg.protected_remove,
-        )
+        self.policy = path_policy(cfg, opts.audit.path)
         self.broker = ApprovalBroker(
             on_change=self._pending_changed,
             max_pending=cfg.max_pending,
@@ -142,7 +173,7 @@ class Bridge:
 
     @staticmethod
     def _pins_path(cfg: Config) -> str:
-        return os.path.join(os.path.dirname(os.path.abspath(cfg.path)), "upstream-pins.json")
+        return pins_path(cfg)
 
     def _upstreams_changed(self, tools: bool) -> None:
         if tools:

@@ -82,15 +82,46 @@ def _configured_url() -> str:
     return url_for(cfg.host, cfg.port)
 
 
+def _not_running_note() -> None:
+    print(
+        "a2a-bridge: no bridge is running - this is the configured URL "
+        "(a busy port makes the next start pick another)",
+        file=sys.stderr,
+    )
+
+
+def _live_url_and_token() -> tuple[str, str] | None:
+    """The running bridge's URL and token, from its control API; None when none runs.
+
+    The live URL is what clients must use: a busy configured port or ``serve --port`` made
+    the bridge listen elsewhere, and a token from ``A2A_BRIDGE_TOKEN`` is not in the store.
+    """
+    info = read_control()
+    if info is None:
+        return None
+    server = ControlClient(info).client_config()["mcpServers"][clientconfig.SERVER_NAME]
+    return server["url"], server["headers"]["Authorization"].split(" ", 1)[1]
+
+
 def cmd_url(args: argparse.Namespace) -> int:
-    print(_configured_url())
+    info = read_control()
+    if info is not None:
+        print(info.mcp_url)
+        return 0
+    url = _configured_url()
+    _not_running_note()
+    print(url)
     return 0
 
 
 def cmd_client_config(args: argparse.Namespace) -> int:
-    url = _configured_url()
-    store = TokenStore(load_config())
-    token = store.resolve().token
+    live = _live_url_and_token()
+    if live is not None:
+        url, token = live
+    else:
+        url = _configured_url()
+        token = TokenStore(load_config()).resolve().token
+        _not_running_note()
     kind = getattr(args, "for_client", None)
     ssh = getattr(args, "ssh", None)
     if kind is not None:

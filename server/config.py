@@ -12,6 +12,7 @@ import copy
 import json
 import math
 import os
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -144,7 +145,40 @@ def _limits(path: str, raw: Any) -> Limits:
             if not _is_int(value) or value < least:
                 raise _fail(path, f"limits.{key}", "a positive integer")
             values[key] = value
-    return Limits(**values)
+    limits = Limits(**values)
+    if limits.bash_timeout_s > limits.bash_max_timeout_s:
+        # Else every bash call without its own timeout_s fails, blaming an argument the agent
+        # never sent.
+        raise _fail(
+            path,
+            "limits.bash_timeout_s",
+            f"at most limits.bash_max_timeout_s ({limits.bash_max_timeout_s:g})",
+        )
+    return limits
+
+
+def _check_locations(path: str, name: str, entries: list[str]) -> None:
+    """Added protected locations: ``~/x``, ``/abs``, a bare name or ``**/a/b``. A relative
+    path with a slash would silently mean a place under the bridge's working directory."""
+    for entry in entries:
+        if not (entry.startswith(("~", "**/")) or "/" not in entry or os.path.isabs(entry)):
+            raise _fail(
+                path,
+                name,
+                f"paths starting with ~/ or /, bare names or **/ patterns ({entry!r} is relative)",
+            )
+
+
+def _roots(path: str, raw: dict) -> list[str]:
+    """Absolute or ``~`` paths: a relative root would resolve against whatever directory the
+    bridge happened to start in, and relative tool paths resolve against the first root."""
+    roots = _string_list(path, raw, "roots")
+    for entry in roots:
+        if not os.path.isabs(os.path.expanduser(entry)):
+            raise _fail(
+                path, "roots", f"absolute paths or paths starting with ~/ ({entry!r} is not)"
+            )
+    return roots
 
 
 def _protected(path: str, raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -159,11 +193,7 @@ def _protected(path: str, raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     for name, v in (("add", add), ("remove", remove)):
         if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
             raise _fail(path, f"protected.{name}", "an array of non-empty strings")
-    for entry in add:
-        if not (entry.startswith(("~", "**/")) or "/" not in entry or os.path.isabs(entry)):
-            raise _fail(
-                path, "protected.add", "paths starting with ~/ or /, bare names or **/ patterns"
-            )
+    _check_locations(path, "protected.add", add)
     known = known_removals()
     for entry in remove:
         if entry not in known:
@@ -209,8 +239,9 @@ def parse_config(path: str, raw: Any) -> Config:
     if not isinstance(deny_mcp, bool):
         raise _fail(path, "deny_mcp_tools", "a boolean")
     origins = _string_list(path, raw, "allowed_origins")
-    roots = _string_list(path, raw, "roots")
+    roots = _roots(path, raw)
     sensitive = _string_list(path, raw, "sensitive_paths")
+    _check_locations(path, "sensitive_paths", sensitive)
     added, removed = _protected(path, raw.get("protected"))
 
     approval = raw.get("approval", {})
@@ -291,6 +322,7 @@ def load_config(path: str | None = None) -> Config:
     try:
         with open(path, "rb") as f:
             data = f.read()
+            st = os.fstat(f.fileno())
     except FileNotFoundError:
         return parse_config(path, {})
     except OSError as e:
@@ -299,7 +331,48 @@ def load_config(path: str | None = None) -> Config:
         raw = json.loads(data)
     except ValueError as e:
         raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
-    return parse_config(path, raw)
+    config = parse_config(path, raw)  # a malformed field is named first
+    check_private(path, st, holds_token=config.token is not None)
+    return config
+
+
+def check_private(path: str, st: os.stat_result, holds_token: bool) -> None:
+    """Refuse a config other users could change or, when it holds the token, read (POSIX).
+
+    Like ssh with a private key or a config others may write: no repair, no start. The
+    bridge never loosens its files (it writes them 0600 in a 0700 folder), so a loose one
+    was made by hand or by another program; a token others could read may already be
+    copied, so the fix is theirs to make (chmod, then rotate the token). Someone else's
+    config, or one that other users may write or replace (its folder), decides what runs
+    unattended (rules, tiers, roots) and is refused too.
+    """
+    if not hasattr(os, "getuid"):
+        return  # Windows: ACLs, not mode bits; the profile folder is private by default
+    uid = os.getuid()
+    mode = stat.S_IMODE(st.st_mode)
+    where = f"invalid config at {path}"
+    if st.st_uid not in (uid, 0):
+        raise ConfigError(f"{where}: it belongs to uid {st.st_uid}, not to you (uid {uid})")
+    if mode & 0o022:
+        raise ConfigError(
+            f"{where}: other users can change it (mode {mode:o}); run 'chmod 600 {path}'"
+        )
+    if holds_token and mode & 0o044:
+        raise ConfigError(
+            f"{where}: it holds the token and other users can read it (mode {mode:o}); run "
+            f"'chmod 600 {path}', then 'a2a-bridge token rotate' (it may have been copied)"
+        )
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        dst = os.stat(folder)
+    except OSError:
+        return
+    if dst.st_uid not in (uid, 0) or (dst.st_mode & 0o022 and not dst.st_mode & stat.S_ISVTX):
+        raise ConfigError(
+            f"{where}: its folder {folder} can be changed by other users (owner uid "
+            f"{dst.st_uid}, mode {stat.S_IMODE(dst.st_mode):o}): they could replace the config; "
+            f"run 'chmod 700 {folder}'"
+        )
 
 
 def save_raw(path: str, raw: dict[str, Any]) -> None:

@@ -49,7 +49,7 @@ from .protocol import (
     not_exposed_text,
 )
 from .rulebook import RuleBook
-from .rules import PATH_TOOLS, RuleList, evaluate
+from .rules import PATH_TOOLS, RuleList, RuleSet, evaluate
 from .sessions import Session
 from .tools import pools
 from .tools.base import Tool, ToolContext, ToolError, ToolResult
@@ -283,11 +283,7 @@ class CallPipeline:
     def main_path(
         self, tool: Tool, args: dict[str, Any], paths: PathPolicy | CallPaths
     ) -> str | None:
-        """The real path a path tool's rule is matched against (resolved like the tool does)."""
-        if tool.name not in PATH_TOOLS or "path" not in tool.path_args:
-            return None
-        value = args.get("path", tool.default_paths.get("path"))
-        return paths.resolve(value) if isinstance(value, str) else None
+        return main_path(tool, args, paths)
 
     def _apply_rules(
         self,
@@ -413,35 +409,59 @@ class CallPipeline:
 
     def explain(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
         """What would happen to this call now (no session grant counted): for "test a rule"."""
-        tool = self.registry.get(name)
-        real = escalation = None
-        if tool is not None:
-            paths = CallPaths(self.policy)
-            escalation = tool.escalation(args, paths)
-            real = self.main_path(tool, args, paths)
-        v = evaluate(self.rulebook.rules, name, args, real)
-        tier = self.tier(tool) if tool is not None else None
-        if v.decision is RuleList.ASK and v.rule is None:
-            outcome, by = "ask", "guard"  # deny rules exist and the command is unreadable
-        elif v.decision is RuleList.DENY or v.decision is RuleList.ASK:
-            outcome, by = v.decision.value, "rule"
-        elif v.decision is RuleList.ALLOW:
-            outcome, by = ("ask", "escalation") if always_asks(escalation) else ("allow", "rule")
-        elif tool is None or tier == "deny":
-            outcome, by = "deny", "not exposed"
-        elif tier == "allow":
-            outcome, by = ("ask", "escalation") if escalation is not None else ("allow", "tier")
-        else:
-            outcome, by = "ask", "tier"
-        esc = escalation.to_json() if escalation is not None else None
-        return {
-            "tool": name,
-            "outcome": outcome,
-            "decided_by": by,
-            "list": v.decision.value if v.decision else None,
-            "rule": v.rule,
-            "index": v.index,
-            "tier": tier,
-            "unsafe": v.unsafe,
-            "escalation": esc,
-        }
+        return explain_call(self.registry, self.policy, self.rulebook.rules, self.tier, name, args)
+
+
+def main_path(tool: Tool, args: dict[str, Any], paths: PathPolicy | CallPaths) -> str | None:
+    """The real path a path tool's rule is matched against (resolved like the tool does)."""
+    if tool.name not in PATH_TOOLS or "path" not in tool.path_args:
+        return None
+    value = args.get("path", tool.default_paths.get("path"))
+    return paths.resolve(value) if isinstance(value, str) else None
+
+
+def explain_call(
+    registry: ToolRegistry,
+    policy: PathPolicy,
+    rules: RuleSet,
+    tier_of: Callable[[Tool], Tier],
+    name: str,
+    args: dict[str, Any],
+) -> dict[str, Any]:
+    """What would happen to this call (no session grant counted): "test a rule".
+
+    One function for the live bridge (``POST /api/rules/test``) and the offline
+    ``a2a-bridge rules test``, so both judge paths, escalations and tiers the same way.
+    """
+    tool = registry.get(name)
+    real = escalation = None
+    if tool is not None:
+        paths = CallPaths(policy)
+        escalation = tool.escalation(args, paths)
+        real = main_path(tool, args, paths)
+    v = evaluate(rules, name, args, real)
+    tier = tier_of(tool) if tool is not None else None
+    if v.decision is RuleList.ASK and v.rule is None:
+        outcome, by = "ask", "guard"  # deny rules exist and the command is unreadable
+    elif v.decision is RuleList.DENY or v.decision is RuleList.ASK:
+        outcome, by = v.decision.value, "rule"
+    elif v.decision is RuleList.ALLOW:
+        outcome, by = ("ask", "escalation") if always_asks(escalation) else ("allow", "rule")
+    elif tool is None or tier == "deny":
+        outcome, by = "deny", "not exposed"
+    elif tier == "allow":
+        outcome, by = ("ask", "escalation") if escalation is not None else ("allow", "tier")
+    else:
+        outcome, by = "ask", "tier"
+    esc = escalation.to_json() if escalation is not None else None
+    return {
+        "tool": name,
+        "outcome": outcome,
+        "decided_by": by,
+        "list": v.decision.value if v.decision else None,
+        "rule": v.rule,
+        "index": v.index,
+        "tier": tier,
+        "unsafe": v.unsafe,
+        "escalation": esc,
+    }

@@ -21,12 +21,14 @@ from .control_client import ControlClient
 from .errors import BridgeError, ControlError
 from .textsafe import safe
 from .timefmt import ago
+from .views import without_session_ids
 from .watch_text import describe, describe_full
 
 
 def print_json(data: object) -> None:
     # ASCII only: C1 controls (U+009B is an 8-bit CSI) and bidi marks come out as \uXXXX.
-    print(json.dumps(data, indent=2, ensure_ascii=True))
+    # Session ids only as their hash: the CLI is a UI, not the authenticated API.
+    print(json.dumps(without_session_ids(data), indent=2, ensure_ascii=True))
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@
 With a bridge running, everything goes through its control API, so a change takes effect at
 once (and is saved to the config by the bridge). Without one, ``list``/``add``/``rm`` edit the
 config file directly (atomically, other keys kept) and ``test`` judges with the saved rules
-alone.
+and the live bridge's judgement (paths, escalations, tiers: the same function).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import argparse
 import json
 from typing import Any
 
-from .config import edit_config, load_config
+from .config import audit_path, edit_config, load_config
 from .control_client import ControlClient
 from .controlfile import read_control
-from .rules import RuleError, RuleList, edit_raw_rules, evaluate
+from .rules import RuleError, RuleList, edit_raw_rules
 from .textsafe import safe
+from .views import without_session_ids
 
 
 def _client() -> ControlClient | None:
@@ -25,7 +26,8 @@ def _client() -> ControlClient | None:
 
 def _print(data: Any, as_json: bool, text: str) -> None:
     # ASCII JSON: an agent-named path in a rule never reaches the terminal as a raw C1 or bidi
-    print(json.dumps(data, indent=2, ensure_ascii=True) if as_json else text)
+    # and session ids only as their hash (the grants), as every UI shows them
+    print(json.dumps(without_session_ids(data), indent=2, ensure_ascii=True) if as_json else text)
 
 
 def _offline_rules() -> dict[str, Any]:
@@ -100,17 +102,13 @@ def cmd_rules(args: argparse.Namespace) -> int:
     if client:
         result = client.test_rule(name, arguments)
     else:
-        v = evaluate(load_config().rules, name, arguments, None)
-        result = {
-            "tool": name,
-            "outcome": v.decision.value if v.decision else None,
-            "decided_by": "rule" if v.decision else "tier",
-            "list": v.decision.value if v.decision else None,
-            "rule": v.rule,
-            "index": v.index,
-            "unsafe": v.unsafe,
-            "note": "the bridge is not running: only the saved rules were consulted",
-        }
+        from .bridge import offline_explain  # builds the tools and the path policy
+
+        result = offline_explain(load_config(), audit_path(), name, arguments)
+        result["note"] = (
+            "the bridge is not running: judged with the saved config (no session grants, "
+            "no upstream MCP tools)"
+        )
     _print(result, args.json, _explain(result))
     return 0
 

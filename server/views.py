@@ -198,3 +198,27 @@ def audit_call_json(call: dict[str, Any]) -> dict[str, Any]:
         "wait_ms": done.get("wait_ms"),
         "duration_ms": done.get("duration_ms"),
     }
+
+
+SID_LISTS = ("sessions", "pending", "grants")
+
+
+def without_session_ids(data: Any) -> Any:
+    """The API's JSON as a UI prints it (``--json`` of the CLI): every ``sid`` becomes its
+    12-hex hash, as in the audit log, the tray and the page. The full id is a secret (a grant
+    rides on it) that only the authenticated control API carries; ``end-session`` takes the
+    hash. Only the bridge's own objects are touched (a call's, a session's, a grant's), never
+    an agent's ``arguments``."""
+
+    def one(obj: Any) -> Any:
+        if isinstance(obj, dict) and isinstance(obj.get("sid"), str):
+            return {**obj, "sid": sid_hash(obj["sid"])}
+        return obj
+
+    if not isinstance(data, dict):
+        return data
+    out = one(data)
+    for key in SID_LISTS:
+        if isinstance(out.get(key), list):
+            out = {**out, key: [one(x) for x in out[key]]}
+    return out

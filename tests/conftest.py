@@ -80,9 +80,13 @@ def keyring_token(env, memory_keyring, monkeypatch) -> MemoryKeyring:
 
 
 def write_config(path: str, data: dict[str, Any]) -> None:
+    """A hand-written config, private like the bridge writes it (0600: a config that holds
+    the token and others can read, or that others can write, is refused)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
         json.dump(data, f)
+    os.chmod(path, 0o600)
 
 
 @dataclass

@@ -183,6 +183,7 @@ def _plant(base: Path, tiers: dict[str, str]) -> tuple[Path, Path, dict[str, str
             }
         ),
     )
+    os.chmod(home / ".config" / "omp-a2a-bridge" / "config.json", 0o600)  # it holds the token
     _put(home / ".config" / "autostart" / "omp-a2a-bridge.desktop", "[Desktop Entry]")
     (home / "proj" / ".git" / "hooks").mkdir(parents=True)
     runtime = base / "xdg-run"

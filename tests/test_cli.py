@@ -178,3 +178,81 @@ def test_the_installed_command_runs():
     assert r.returncode == 0, r.stderr
     for verb in ("serve", "tray", "watch", "rules", "client-config"):
         assert verb in r.stdout, (verb, r.stdout)
+
+
+def _busy_port() -> tuple[object, int]:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    return s, s.getsockname()[1]
+
+
+@pytest.mark.reveals_token
+def test_url_and_client_config_report_the_live_port_when_the_configured_one_was_busy(env, cli):
+    """The configured port is busy, so the bridge binds another and warns: ``url`` and
+    ``client-config`` must print where it really listens, not the configured port."""
+    from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
+
+    sock, busy = _busy_port()
+    try:
+        write_config(env["config"], {"roots": [env["root"]], "port": busy})
+        runner = BridgeRunner(RunnerOptions(control=True, discover_tools=False))
+        runner.start()
+        try:
+            assert runner.bridge.port != busy
+            live = runner.url
+            r = cli("url")
+            assert r.returncode == 0 and r.stdout.strip() == live, r
+            cfg = json.loads(cli("client-config").stdout)
+            server = cfg["mcpServers"]["omp-host"]
+            assert server["url"] == live
+            assert server["headers"]["Authorization"] == f"Bearer {runner.token}"
+            r = cli("client-config", "--for", "claude-code")
+            assert live in r.stdout and f":{busy}/" not in r.stdout
+            r = cli("client-config", "--ssh", "me@box")
+            port = runner.bridge.port
+            assert f"-R 127.0.0.1:{port}:127.0.0.1:{port}" in r.stdout, r
+        finally:
+            runner.stop()
+        # Nothing runs: the configured URL, and a short note on stderr saying so.
+        r = cli("url")
+        assert r.returncode == 0 and r.stdout.strip() == f"http://127.0.0.1:{busy}/"
+        assert "no bridge is running" in r.stderr
+    finally:
+        sock.close()
+
+
+def test_url_follows_serve_port_override(env, cli, start_bridge):
+    """``serve --port P`` (here: a runner with a port override) is what ``url`` prints."""
+    running = start_bridge({"port": 1}, control=True)  # the override: port 0, a free one
+    r = cli("url")
+    assert r.returncode == 0 and r.stdout.strip() == running.runner.url != "http://127.0.0.1:1/"
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"sensitive_paths": ["work/secrets"]}, "sensitive_paths"),
+        ({"limits": {"bash_timeout_s": 7200}}, "limits.bash_timeout_s"),
+        ({"roots": ["relative/dir"]}, "roots"),
+    ],
+)
+def test_serve_refuses_config_that_would_fail_later(cli_env, env, config, field):
+    """Each of these used to start: a relative sensitive path or root resolved against the
+    bridge's working directory, and a default bash timeout above the maximum failed every
+    bash call with a message about an argument the agent never sent. (A real process with a
+    timeout: a bridge that wrongly starts must fail the test, not hang it.)"""
+    write_config(env["config"], config)
+    before = read_text(env["config"])
+    r = subprocess.run(
+        [*EXE, "serve", "--port", "0"], env=cli_env, capture_output=True, text=True, timeout=30
+    )
+    assert r.returncode == 1 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith(
+        f"a2a-bridge: failed to start: invalid config at {env['config']}: field '{field}' must be"
+    ), lines[0]
+    assert read_text(env["config"]) == before

@@ -354,6 +354,46 @@ def test_cli_status_pending_approve_deny_sessions(ctl, cli):
         ws.close()
 
 
+def test_cli_json_shows_session_ids_only_as_their_hash(ctl, cli):
+    """``--json`` of the CLI is a UI: ``status``, ``pending``, ``sessions``, ``show`` and
+    ``rules list`` print each ``sid`` as its 12-hex hash (the API keeps the full id), and
+    ``end-session`` takes that hash."""
+    c = ctl.client("json-agent")
+    ws = WsApprover(ctl.info)
+    try:
+        t, _ = in_thread(c.call, "write", {"path": "g.txt", "content": "x"})
+        [p] = ctl.pending()
+        assert ctl.runner.decide(p.id, "allow_session")  # a grant, listed with its session
+        t.join(10)
+        t, _ = in_thread(c.call, "bash", {"command": "echo held"})
+        [p] = ctl.pending()
+        assert ctl.api.call("GET", "/api/sessions").json["sessions"][0]["sid"] == c.sid
+        hashed = sid_hash(c.sid)
+        for argv in (
+            ("status", "--json"),
+            ("pending", "--json"),
+            ("sessions", "--json"),
+            ("show", p.id, "--json"),
+            ("rules", "list", "--json"),
+        ):
+            r = cli(*argv)
+            assert r.returncode == 0, (argv, r.stderr)
+            assert c.sid not in r.stdout, argv
+            assert hashed in r.stdout, argv
+        status = json.loads(cli("status", "--json").stdout)
+        assert status["sessions"][0]["sid"] == hashed
+        assert status["pending"][0]["sid"] == hashed
+        assert status["grants"][0]["sid"] == hashed
+        assert json.loads(cli("show", p.id, "--json").stdout)["sid"] == hashed
+        assert ctl.runner.decide(p.id, "deny")
+        t.join(10)
+        sid = json.loads(cli("sessions", "--json").stdout)["sessions"][0]["sid"]
+        r = cli("end-session", sid)
+        assert r.returncode == 0 and r.stdout.strip() == f"session {hashed} ended", r
+    finally:
+        ws.close()
+
+
 def test_watch_approves_and_denies_from_piped_input(ctl):
     c = ctl.client("watched")
     w = Watch()

@@ -447,3 +447,46 @@ def test_the_command_check_expands_variables_as_bash_will(
     # The rule still runs what it covers, variables included.
     r = c.call("bash", {"command": "cat $PWD/a.txt", "cwd": str(home / "proj")})
     assert r.text.strip() == "inside proj", r.text
+
+
+def test_offline_rules_test_judges_paths_like_the_live_bridge(start_bridge, env, home, cli):
+    """``rules test --tool read PATH`` with no bridge running gives the live bridge's answer
+    (the same function): path rules match, escalations and tiers count."""
+    os.makedirs(os.path.join(home, "src"), exist_ok=True)
+    running = start_bridge(
+        {
+            "roots": [home],
+            "approval": {"tiers": {"write": "allow"}},
+            "rules": {"allow": ["read(~/src/**)"], "deny": ["read(**/secret*)"]},
+        },
+        control=True,
+    )
+    cases = [
+        ("read", "~/src/a.py"),
+        ("read", "~/src/secret.txt"),
+        ("read", "src/b.py"),  # relative: from the first root
+        ("read", "~/other.txt"),
+        ("read", "~/.ssh/id_rsa"),
+        ("write", "~/notes.txt"),
+        ("write", "~/.bashrc"),
+        ("ls", '{"path": "~/src"}'),
+        ("nope", "x"),
+    ]
+    live = {}
+    for tool, arg in cases:
+        r = cli("rules", "test", "--json", "--tool", tool, arg)
+        assert r.returncode == 0, r.stderr
+        live[tool, arg] = json.loads(r.stdout)
+    assert live["read", "~/src/a.py"]["outcome"] == "allow"
+    assert live["read", "~/src/secret.txt"]["outcome"] == "deny"
+    running.runner.stop()
+    for (tool, arg), expected in live.items():
+        r = cli("rules", "test", "--json", "--tool", tool, arg)
+        assert r.returncode == 0, r.stderr
+        offline = json.loads(r.stdout)
+        assert "not running" in offline.pop("note")
+        assert offline == expected, (tool, arg)
+    text = cli("rules", "test", "--tool", "read", "~/src/secret.txt").stdout
+    assert "is refused: rules.deny[0] read(**/secret*)" in text
+    text = cli("rules", "test", "--tool", "read", "~/src/a.py").stdout
+    assert "runs unattended: rules.allow[0] read(~/src/**)" in text

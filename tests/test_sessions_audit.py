@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
 from omp_a2a_bridge.server.audit import AuditLog, args_text, pair_calls, read_records, redact
 from omp_a2a_bridge.server.sessions import SessionTable, sid_hash
 
-from .helpers import TOKEN, Mcp
+from .helpers import TOKEN, Mcp, wait_for
 
 
 class Clock:
@@ -227,3 +231,87 @@ def test_recent_records_reads_only_the_tail_across_generations(tmp_path):
     many = recent_records(path, 5, 120)  # crosses into older generations
     assert [r["id"] for r in many] == [str(i) for i in range(180, 300)]
     assert recent_records(str(tmp_path / "none.jsonl"), 5, 10) == []
+
+
+def _follow_process():
+    """``a2a-bridge audit --follow -n 0`` as a real process, its stdout lines collected by a
+    thread; returns once it says it sits at the end of the log."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omp_a2a_bridge.server", "audit", "--follow", "-n", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    assert proc.stderr.readline().startswith("following ")
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    return proc, lines
+
+
+def test_audit_follow_keeps_every_record_across_real_rotations(start_bridge, env):
+    """A burst of calls rotates the log several times between two polls: the records written
+    to the old file since the last poll, and whole generations that rotated past, are printed
+    too - each call's start and done exactly once."""
+    running = start_bridge(
+        {"approval": {"tiers": {"ls": "allow"}}, "audit": {"max_bytes": 4096, "keep": 20}}
+    )
+    proc, lines = _follow_process()
+    try:
+        c = running.client("burst")
+        calls = 40
+        for _ in range(calls):
+            c.call("ls", {})
+        running.runner.bridge.audit.flush()
+        assert os.path.exists(env["audit"] + ".3")  # it really rotated, more than once
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: len(lines) >= 2 * calls, timeout=20)
+        time.sleep(0.6)  # one more poll: nothing is printed twice
+    finally:
+        proc.kill()
+        err = proc.stderr.read()
+        proc.wait(5)
+    assert len(lines) == 2 * calls, (
+        err + "".join(lines) + repr(sorted(os.listdir(os.path.dirname(env["audit"]))))
+    )
+    assert sum("PENDING" in x for x in lines) == calls
+    assert sum(" ok " in x and "(burst)" in x for x in lines) == calls
+
+
+def test_audit_follow_waits_for_a_partly_written_line(env):
+    """A record whose line is not finished yet is printed once the rest arrives, not
+    skipped for good."""
+    os.makedirs(os.path.dirname(env["audit"]), exist_ok=True)
+    with open(env["audit"], "w") as f:
+        f.write("")
+
+    def record(call_id: str, tool: str) -> bytes:
+        rec = {
+            "ts": "2026-01-01T00:00:00Z",
+            "id": call_id,
+            "sid": "0123456789ab",
+            "client": "halfway",
+            "tool": tool,
+            "phase": "start",
+            "args": "{}",
+        }
+        return (json.dumps(rec) + "\n").encode()
+
+    proc, lines = _follow_process()
+    try:
+        second = record("b", "second_tool")
+        with open(env["audit"], "ab", buffering=0) as f:
+            f.write(record("a", "first_tool") + second[:40])
+            wait_for(lambda: any("first_tool" in x for x in lines), timeout=10)
+            time.sleep(0.6)  # a poll sees the half line
+            f.write(second[40:])
+            wait_for(lambda: any("second_tool" in x for x in lines), timeout=10)
+    finally:
+        proc.kill()
+        proc.wait(5)
+    assert len(lines) == 2, lines

@@ -76,6 +76,23 @@ def test_values_are_normalized():
         ({"limits": []}, "limits", "an object"),
         ({"limits": {"max_connections": -1}}, "limits.max_connections", "a positive integer"),
         ({"protected": {"add": ["rel/path"]}}, "protected.add", "paths starting with ~/"),
+        # The older key is the same list of additions: a relative entry is refused the same way
+        # (it used to become a path under the bridge's working directory).
+        ({"sensitive_paths": ["rel/path"]}, "sensitive_paths", "('rel/path' is relative)"),
+        ({"sensitive_paths": "~/x"}, "sensitive_paths", "an array of non-empty strings"),
+        ({"roots": ["src"]}, "roots", "absolute paths or paths starting with ~/ ('src'"),
+        ({"roots": ["/srv", "./x"]}, "roots", "('./x' is not)"),
+        ({"roots": ["~nosuchuser9/x"]}, "roots", "absolute paths or paths starting with ~/"),
+        (
+            {"limits": {"bash_timeout_s": 4000}},
+            "limits.bash_timeout_s",
+            "at most limits.bash_max_timeout_s (3600)",
+        ),
+        (
+            {"limits": {"bash_timeout_s": 60, "bash_max_timeout_s": 30}},
+            "limits.bash_timeout_s",
+            "at most limits.bash_max_timeout_s (30)",
+        ),
         ({"protected": {"remove": ["~/nonsense"]}}, "protected.remove", "'~/nonsense'"),
         ({"protected": {"other": []}}, "protected", 'an object {"add"'),
     ],
@@ -122,3 +139,16 @@ def test_unknown_keys_are_kept_in_raw_and_ignored():
 )
 def test_valid_token(token, ok):
     assert valid_token(token) is ok
+
+
+def test_good_roots_sensitive_paths_and_bash_timeouts_pass():
+    c = parse_config(
+        PATH,
+        {
+            "roots": ["~", "~/src", "/srv/a"],
+            "sensitive_paths": ["~/work/x", "/abs", "*.secret", "**/deploy/creds"],
+            "limits": {"bash_timeout_s": 4000, "bash_max_timeout_s": 5000},
+        },
+    )
+    assert c.roots == ("~", "~/src", "/srv/a")
+    assert c.limits.bash_timeout_s == 4000.0
