@@ -23,7 +23,6 @@ from .control_auth import ControlHandler, Refused
 from .errors import ConfigError
 from .rules import RuleError, RuleList
 from .snapshot import DecisionError, Snapshot
-from .textsafe import render
 from .views import (
     grant_json,
     pending_full_json,
@@ -217,10 +216,7 @@ class RulesTestHandler(ControlHandler):
             name, args = body.get("tool"), body.get("arguments", body.get("args", {}))
             if not isinstance(name, str) or not isinstance(args, dict):
                 raise Refused(400, "give command, or tool and arguments (an object)")
-        out = dict(self.state.api.test_rule(name, args))
-        # The matching rule may hold an agent's path or value: shown as rendered text.
-        out["rule_display"] = None if out.get("rule") is None else render(out["rule"]).text
-        self.send_json(out)
+        self.send_json(dict(self.state.api.test_rule(name, args)))
 
 
 class GrantsHandler(ControlHandler):

@@ -51,6 +51,7 @@ from .protocol import (
 from .rulebook import RuleBook
 from .rules import PATH_TOOLS, RuleList, RuleSet, evaluate
 from .sessions import Session
+from .textsafe import render
 from .tools import pools
 from .tools.base import Tool, ToolContext, ToolError, ToolResult
 from .tools.registry import ToolRegistry
@@ -460,6 +461,8 @@ def explain_call(
         "decided_by": by,
         "list": v.decision.value if v.decision else None,
         "rule": v.rule,
+        # The matching rule may hold an agent's path or value: for display, rendered.
+        "rule_display": None if v.rule is None else render(v.rule).text,
         "index": v.index,
         "tier": tier,
         "unsafe": v.unsafe,
