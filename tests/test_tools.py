@@ -220,6 +220,23 @@ def test_find_globs_and_skips(c, root):
     assert "no paths" in ok(c.call("find", {"pattern": "*.rs"}))
 
 
+@pytest.mark.parametrize(
+    ("pattern", "found"),
+    [
+        ("[]x]", "]"),
+        ("[z-a]", "no paths"),
+        ("[^]x]", "no paths"),
+        ("[]", "no paths"),
+        ("*[]x]*a*b*", "]ab"),  # many stars: the linear matcher takes the same classes
+    ],
+)
+def test_find_takes_any_bracket_expression(c, root, pattern, found):
+    """Odd classes an agent may send are globs like any other, never 'failed: error'."""
+    put(root, "]", "")
+    put(root, "]ab", "")
+    assert found in ok(c.call("find", {"pattern": pattern})).splitlines()[0]
+
+
 def test_find_cap(start_bridge):
     running = start_bridge(
         {"approval": {"tiers": {"find": "allow"}}, "limits": {"find_max_results": 2}}

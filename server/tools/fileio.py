@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fnmatch
 import functools
 import os
 import re
@@ -103,6 +104,27 @@ _LIT, _ONE, _CLASS, _STAR, _DSTAR, _DSTAR_SLASH = range(6)
 MAX_REGEX_STARS = 2
 
 
+def _class_end(pattern: str, i: int) -> int:
+    """Where the ``[...]`` starting at ``i`` ends, as fnmatch reads it (a ``]`` right after
+    ``[`` or ``[!`` is a member); -1 when it never closes (then ``[`` is literal)."""
+    j = i + 1
+    if j < len(pattern) and pattern[j] == "!":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        j += 1
+    j = pattern.find("]", j)
+    return j
+
+
+def _class_regex(segment: str) -> str:
+    """One ``[...]`` as a regex for one path character, through :func:`fnmatch.translate`,
+    which already handles what agents send: ``[]x]``, a reversed range ``[z-a]`` (matches
+    nothing), ``[!...]``, backslashes and regex set operators. A class never matches ``/``."""
+    regex = fnmatch.translate(segment)
+    assert regex.startswith("(?s:") and regex.endswith(")\\Z"), regex
+    return "(?!/)" + regex[4:-3]
+
+
 def _glob_tokens(pattern: str) -> list[tuple[int, str]]:
     if "/" not in pattern:
         pattern = "**/" + pattern
@@ -124,14 +146,11 @@ def _glob_tokens(pattern: str) -> list[tuple[int, str]]:
         elif c == "?":
             out.append((_ONE, "[^/]"))
         elif c == "[":
-            j = pattern.find("]", i + 1)
+            j = _class_end(pattern, i)
             if j == -1:
                 out.append((_LIT, re.escape(c)))
             else:
-                body = pattern[i + 1 : j].replace("\\", "\\\\")
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append((_CLASS, f"[{body}]"))
+                out.append((_CLASS, _class_regex(pattern[i : j + 1])))
                 i = j + 1
                 continue
         else:

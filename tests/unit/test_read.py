@@ -187,6 +187,20 @@ def test_is_binary_and_io_error_texts():
         ("[!a]*.md", "b.md", True),
         ("[!a]*.md", "a.md", False),
         ("[abc.txt", "[abc.txt", True),  # an unclosed bracket is literal
+        # What an agent may send in a class: each a clear match or not, never an error.
+        ("[]x]", "]", True),  # a ] first is a member
+        ("[]x]", "x", True),
+        ("[!]x]", "y", True),
+        ("[!]x]", "]", False),
+        ("[z-a]", "z", False),  # a reversed range matches nothing
+        ("[z-a]x", "x", False),
+        ("[^]x]", "^]x", False),  # ^ is a member, then a literal "x]"
+        ("[^]x]", "^x]", True),
+        ("[[:alpha:]]", "[]", True),  # no POSIX classes: members [ : a l p h, then a literal ]
+        ("[a&&b]", "&", True),  # regex set operators are plain members
+        ("[\\]", "\\", True),
+        ("a[!x]b", "a/b", False),  # a class never matches the separator
+        ("[]", "[]", True),  # no members: literal
     ],
 )
 def test_glob_regex(pattern, path, hit):
