@@ -125,6 +125,7 @@ class ValueKind(enum.StrEnum):
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None}
 _COERCE_MAX = 64  # characters: a longer string is never read as a number for deny/ask
+_WALK_MAX = 10_000  # values inside one argument a deny/ask rule searches; more: it matches
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +152,11 @@ class ArgPattern:
             return True
         if allow:
             return False
-        stack = [v]
+        stack, budget = [v], _WALK_MAX
         while stack:  # every value inside, without recursion (nesting depth is the agent's)
+            budget -= 1
+            if budget < 0:
+                return True  # too big to search on the event loop: it may be what it names
             x = stack.pop()
             if isinstance(x, dict):
                 stack.extend(x.values())

@@ -151,6 +151,15 @@ def test_deeply_nested_values_do_not_crash_a_deny_rule():
     assert not allows(f"{T}(c=*)", {"c": deep})
 
 
+def test_a_huge_argument_is_not_searched_value_by_value():
+    """A deny rule searches at most 10,000 values inside one argument (matching runs on the
+    event loop); past that it matches, so padding cannot hide a denied value."""
+    padded = [0] * 20_000 + [True]
+    assert denies(f"{T}(force=true)", {"force": padded})
+    assert not denies(f"{T}(force=true)", {"force": [0] * 9_000})
+    assert not allows(f"{T}(force=*)", {"force": padded})
+
+
 def test_a_number_out_of_range_is_refused():
     with pytest.raises(RuleError, match="out of range"):
         parse_rule(f"{T}(x=1e400)")
