@@ -123,6 +123,8 @@ class ValueKind(enum.StrEnum):
 # A bare value that is exactly a JSON number is that number, not text (``01``, ``+1``, ``1.``,
 # ``NaN`` are not JSON numbers: they stay words, globs over strings as they always were).
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+# A string a deny/ask rule's number may be read from (Python's int()/float(), JS's Number()).
+_LOOSE_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None}
 _COERCE_MAX = 64  # characters: a longer string is never read as a number for deny/ask
 _WALK_MAX = 10_000  # values inside one argument a deny/ask rule searches; more: it matches
@@ -188,8 +190,9 @@ class ArgPattern:
             word = v.strip()
             if word.lower() in _LITERALS:
                 return _same(self.value, _LITERALS[word.lower()])
-            if _JSON_NUMBER.fullmatch(word):
-                return _same(self.value, json.loads(word))
+            if _LOOSE_NUMBER.fullmatch(word):  # "07", "+7", "7.", ".5": how upstreams read it
+                digits = word.isdigit() or (word[0] in "+-" and word[1:].isdigit())
+                return _same(self.value, int(word) if digits else float(word))
         return False
 
 

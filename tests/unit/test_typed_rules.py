@@ -102,7 +102,12 @@ def test_the_reported_bypass_is_closed():
         ),
         ("false", [False, "false", "False", [False]], [True, 0, "", None]),
         ("null", [None, "null", "NULL", [None]], ["", False, 0]),
-        ("7", [7, 7.0, "7", "7.0", " 7", "7e0", ["7"], {"a": [7]}], [8, "07", "seven", True]),
+        (
+            "7",
+            [7, 7.0, "7", "7.0", " 7", "7e0", "07", "+7", "7.", ["7"], {"a": [7]}],
+            [8, "seven", "0x7", True, "1e400"],
+        ),
+        ("0.5", [0.5, ".5", "5e-1"], ["5", 5]),
         ('"7"', ["7", 7], ["8", 7.0]),  # 7.0 writes as "7.0" in JSON: not the glob "7"
         ('"rm*"', ["rm -rf", ["rm -rf /"], {"c": "rm x"}], ["ls", ["ls"]]),
         ("*", ["x", 7, False, None, ["a"], {"a": 1}, [], {}], []),
