@@ -13,7 +13,8 @@ included).
 Path tools match the *real* path with gitignore-style globs (``pathspec``, the semantics
 Claude Code users know): ``~/`` is the home directory, ``/`` is absolute, a pattern without a
 slash (``*.lock``) matches at any depth, ``**`` spans directories, and another relative pattern
-with a slash is taken relative to the first root. Other tools: ``tool(arg=glob, ...)``.
+with a slash is taken relative to the first root. Other tools: ``tool(arg=value, ...)``, typed
+(:class:`ArgPattern`): an allow rule's ``x=false`` never matches the string ``"false"``.
 
 This module parses rules, holds the three lists and decides (:func:`evaluate`); the narrow rule
 offered by "Always allow calls like this" is :mod:`server.proposals`' job.
