@@ -85,9 +85,11 @@ def _arg_glob(value: str) -> str:
 def _arg_value(value: Any) -> str | None:
     """One argument as a rule value, or None when the grammar cannot say exactly it.
 
-    Strings are quoted JSON; numbers, booleans and null are written as JSON, which is how
-    rules compare them (so ``id=42`` also matches the string ``"42"``: the grammar has no
-    types). Objects, arrays and non-finite numbers have no exact form.
+    Strings are quoted JSON (``id="42"`` matches only the string); numbers, booleans and null
+    are bare JSON literals, which an allow rule matches only as that type (``id=42`` never
+    matches the string ``"42"``, ``recursive=false`` never ``"false"``): the rule allows what
+    the human saw and nothing that only prints the same. Objects, arrays and non-finite
+    numbers have no exact form.
     """
     if isinstance(value, str):
         return json.dumps(_arg_glob(value), ensure_ascii=False)
@@ -131,7 +133,7 @@ def savable(text: str) -> str | None:
     values: list[Any] = [text]
     for r in parsed:
         if r.kind is Kind.ARGS:
-            values += [name for name, _ in r.args] + [glob for _, glob in r.args]
+            values += [a.name for a in r.args] + [a.glob for a in r.args]
         values += list(r.words)
     if hidden_in(values):
         return "it contains hidden characters (bidi, invisible or control characters)"

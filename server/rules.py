@@ -13,7 +13,8 @@ included).
 Path tools match the *real* path with gitignore-style globs (``pathspec``, the semantics
 Claude Code users know): ``~/`` is the home directory, ``/`` is absolute, a pattern without a
 slash (``*.lock``) matches at any depth, ``**`` spans directories, and another relative pattern
-with a slash is taken relative to the first root. Other tools: ``tool(arg=glob, ...)``.
+with a slash is taken relative to the first root. Other tools: ``tool(arg=value, ...)``, typed
+(:class:`ArgPattern`): an allow rule's ``x=false`` never matches the string ``"false"``.
 
 This module parses rules, holds the three lists and decides (:func:`evaluate`); the narrow rule
 offered by "Always allow calls like this" is :mod:`server.proposals`' job.
@@ -25,6 +26,7 @@ import enum
 import fnmatch
 import functools
 import json
+import math
 import os
 import re
 import shlex
@@ -78,7 +80,7 @@ class Rule:
     words: tuple[str, ...] = ()  # bash pattern tokens; "*" is any run of words
     path: str = ""  # the path glob as written
     spec: pathspec.PathSpec | None = field(default=None, compare=False)
-    args: tuple[tuple[str, str], ...] = ()
+    args: tuple[ArgPattern, ...] = ()
     exact: bool = False  # ARGS: ", nothing else": the call has no argument the rule omits
 
     def matches(self, tool: str, args: Mapping[str, Any], real: str | None, allow: bool) -> bool:
@@ -96,16 +98,11 @@ class Rule:
                 return True
             return tool in WALK_TOOLS and self.spec.match_file(rel + "/")
         if self.kind is Kind.ARGS:
-            if self.exact and set(args) - {name for name, _ in self.args}:
+            # "nothing else" narrows an allow rule; a deny or ask rule still matches a call
+            # that adds an argument (an upstream may ignore it: no way around a deny rule).
+            if allow and self.exact and set(args) - {a.name for a in self.args}:
                 return False
-            for name, glob in self.args:
-                if name not in args:
-                    return False
-                v = args[name]
-                s = v if isinstance(v, str) else json.dumps(v) if _scalar(v) else None
-                if s is None or not fnmatch.fnmatchcase(s, glob):
-                    return False
-            return True
+            return all(a.name in args and a.matches(args[a.name], allow) for a in self.args)
         return False
 
     def matches_command(self, cmd: SimpleCommand, allow: bool) -> bool:
@@ -114,6 +111,111 @@ class Rule:
 
 def _scalar(v: Any) -> bool:
     return isinstance(v, int | float | bool) or v is None
+
+
+class ValueKind(enum.StrEnum):
+    """What an ``arg=value`` value is, which decides the JSON types it can match."""
+
+    TEXT = "text"  # quoted, ``x="a*"``: a glob over a string
+    WORD = "word"  # bare and not a JSON literal, ``x=acme/*``: a glob over a string
+    LITERAL = "literal"  # bare ``true``, ``false``, ``null`` or a JSON number: that value
+
+
+# A bare value that is exactly a JSON number is that number, not text (``01``, ``+1``, ``1.``,
+# ``NaN`` are not JSON numbers: they stay words, globs over strings as they always were).
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+# A string a deny/ask rule's number may be read from (Python's int()/float(), JS's Number()).
+_LOOSE_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None}
+_COERCE_MAX = 64  # characters: a longer string is never read as a number for deny/ask
+_WALK_MAX = 10_000  # values inside one argument a deny/ask rule searches; more: it matches
+
+
+@dataclass(frozen=True, slots=True)
+class ArgPattern:
+    """One ``name=value`` of an ``arg=glob`` rule, typed.
+
+    An **allow** rule matches exactly what the human read: a quoted value or a bare word only
+    a JSON string, ``false`` only the boolean false, ``7`` only the number 7 (numbers compare
+    by value, so ``7`` also matches ``7.0`` and ``0`` matches ``-0``; a boolean is never a
+    number). Objects and arrays never match. A **deny or ask** rule asks "may this be what the
+    rule names?", so it matches more, never less: the string forms of a literal (``"false"``,
+    ``"FALSE"``, ``"7.0"``), a value whose JSON text matches the glob (``x="7*"`` matches
+    ``70``), and any value found inside an array or object — an upstream that coerces types
+    cannot slip a denied value past it by sending another JSON type.
+    """
+
+    name: str
+    glob: str  # TEXT/WORD: the glob; LITERAL: the literal as written
+    kind: ValueKind
+    value: Any = None  # LITERAL: the JSON value
+
+    def matches(self, v: Any, allow: bool) -> bool:
+        if self._exact(v):
+            return True
+        if allow:
+            return False
+        stack, budget = [v], _WALK_MAX
+        while stack:  # every value inside, without recursion (nesting depth is the agent's)
+            budget -= 1
+            if budget < 0:
+                return True  # too big to search on the event loop: it may be what it names
+            x = stack.pop()
+            if isinstance(x, dict):
+                stack.extend(x.values())
+            elif isinstance(x, list):
+                stack.extend(x)
+            elif self._exact(x) or self._loose(x):
+                return True
+        if isinstance(v, dict | list):  # also the container's JSON text, as a coercion sees it
+            try:
+                text = json.dumps(v, ensure_ascii=False)
+            except (RecursionError, ValueError):
+                return True  # too deep to read: it may be what the rule names
+            return fnmatch.fnmatchcase(text, self.glob)
+        return False
+
+    def _exact(self, v: Any) -> bool:
+        if self.kind is not ValueKind.LITERAL:
+            return isinstance(v, str) and fnmatch.fnmatchcase(v, self.glob)
+        return _same(self.value, v)
+
+    def _loose(self, v: Any) -> bool:
+        """Deny/ask only: the same value under another JSON type, or the JSON text matching."""
+        if not _scalar(v) and not isinstance(v, str):
+            return False
+        text = v if isinstance(v, str) else json.dumps(v)
+        if fnmatch.fnmatchcase(text, self.glob):
+            return True
+        if self.kind is ValueKind.LITERAL and isinstance(v, str) and len(v) <= _COERCE_MAX:
+            word = v.strip()
+            if word.lower() in _LITERALS:
+                return _same(self.value, _LITERALS[word.lower()])
+            if _LOOSE_NUMBER.fullmatch(word):  # "07", "+7", "7.", ".5": how upstreams read it
+                digits = word.isdigit() or (word[0] in "+-" and word[1:].isdigit())
+                return _same(self.value, int(word) if digits else float(word))
+        return False
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality of two scalars: same type (a boolean is not a number), numbers by value."""
+    if a is None or isinstance(a, bool):
+        return type(b) is type(a) and b == a
+    if isinstance(a, int | float):
+        return isinstance(b, int | float) and not isinstance(b, bool) and b == a
+    return False
+
+
+def _bare_value(name: str, text: str) -> ArgPattern:
+    """An unquoted value: a JSON literal is typed, anything else is a glob over strings."""
+    if text in _LITERALS:
+        return ArgPattern(name, text, ValueKind.LITERAL, _LITERALS[text])
+    if _JSON_NUMBER.fullmatch(text):
+        number = json.loads(text)
+        if isinstance(number, float) and not math.isfinite(number):
+            raise RuleError(f"the number for {name} is out of range")
+        return ArgPattern(name, text, ValueKind.LITERAL, number)
+    return ArgPattern(name, text, ValueKind.WORD)
 
 
 def _match_words(pattern: Sequence[str], words: Sequence[Word], allow: bool) -> bool:
@@ -231,9 +333,9 @@ def _path_spec(glob: str, home: str | None, base: str | None) -> pathspec.PathSp
         raise RuleError(f"path pattern: {e}") from None
 
 
-def _arg_pattern(pattern: str) -> tuple[tuple[tuple[str, str], ...], bool]:
-    """The ``(name, glob)`` pairs, and whether the pattern ends with ``nothing else``."""
-    out: list[tuple[str, str]] = []
+def _arg_pattern(pattern: str) -> tuple[tuple[ArgPattern, ...], bool]:
+    """The typed ``name=value`` items, and whether the pattern ends with ``nothing else``."""
+    out: list[ArgPattern] = []
     rest = pattern.strip()
     while rest:
         if rest == NOTHING_ELSE:
@@ -254,13 +356,14 @@ def _arg_pattern(pattern: str) -> tuple[tuple[tuple[str, str], ...], bool]:
             if after and not after.startswith(","):
                 raise RuleError(f"expected , after the value of {name}")
             rest = after[1:].strip()
+            item = ArgPattern(name, value, ValueKind.TEXT)
         else:
             value, _, rest = after.partition(",")
-            value = value.strip()
+            item = _bare_value(name, value.strip())
             rest = rest.strip()
-        if any(n == name for n, _ in out):
+        if any(a.name == name for a in out):
             raise RuleError(f"{name} given twice")
-        out.append((name, value))
+        out.append(item)
     return tuple(out), False
 
 

@@ -93,6 +93,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
         return 0
     # test
     name, arguments = "bash", {"command": args.rule}
+    parsed: Any = None
     if args.tool:
         try:
             parsed = json.loads(args.rule) if args.rule.strip().startswith("{") else None
@@ -109,7 +110,11 @@ def cmd_rules(args: argparse.Namespace) -> int:
             "the bridge is not running: judged with the saved config (no session grants, "
             "no upstream MCP tools)"
         )
-    _print(result, args.json, _explain(result))
+    text = _explain(result)
+    if args.tool and isinstance(parsed, dict):
+        # The types the rules compare (7, "7", false, "false"), as the bridge read them.
+        text += f"\n(arguments as JSON: {safe(json.dumps(arguments, ensure_ascii=True))})"
+    _print(result, args.json, text)
     return 0
 
 

@@ -490,3 +490,16 @@ def test_offline_rules_test_judges_paths_like_the_live_bridge(start_bridge, env,
     assert "is refused: rules.deny[0] read(**/secret*)" in text
     text = cli("rules", "test", "--tool", "read", "~/src/a.py").stdout
     assert "runs unattended: rules.allow[0] read(~/src/**)" in text
+
+
+def test_cli_rules_test_shows_the_types_it_judged(env, cli):
+    from .conftest import write_config
+
+    rule = "mcp__t__delete(id=7, recursive=false, nothing else)"
+    write_config(env["config"], {"roots": [env["root"]], "rules": {"allow": [rule]}})
+    seen = cli("rules", "test", "--tool", "mcp__t__delete", '{"id": 7, "recursive": false}')
+    assert f"runs unattended: rules.allow[0] {rule}" in seen.stdout, seen
+    assert '(arguments as JSON: {"id": 7, "recursive": false})' in seen.stdout
+    other = cli("rules", "test", "--tool", "mcp__t__delete", '{"id": "7", "recursive": "false"}')
+    assert "rules.allow" not in other.stdout, other
+    assert '(arguments as JSON: {"id": "7", "recursive": "false"})' in other.stdout

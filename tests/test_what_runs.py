@@ -211,6 +211,30 @@ def test_always_allow_names_every_argument(wide, tool, args, rule, other):
     assert out[0].text == "denied by the user"
 
 
+def test_always_allow_for_false_does_not_allow_the_string_false(wide):
+    """The saved rule allows what the human saw (``false``, ``7``), not the strings that print
+    the same (``"false"`` is truthy in a Python or JavaScript upstream)."""
+    running = wide(config={"rules": {"deny": ["mcp__t__delete(force=true)"]}})
+    seen = {"id": 7, "recursive": False}
+    t, out, p = _wait_call(running, running.client("agent"), "mcp__t__delete", seen)
+    rule = "mcp__t__delete(id=7, recursive=false, nothing else)"
+    assert running.api.call("GET", f"/api/pending/{p.id}").json["proposed_rule"] == rule
+    r = running.api.call("POST", f"/api/pending/{p.id}", {"decision": "allow_always"})
+    assert r.status == 200, r.json
+    t.join(10)
+    assert json.loads(out[0].text) == seen
+    c = running.client("other agent")  # a new session: no grant, only the saved rule
+    assert json.loads(c.call("mcp__t__delete", seen).text) == seen
+    t, out, p = _wait_call(running, c, "mcp__t__delete", {"id": "7", "recursive": "false"})
+    _finish(running, t, p)
+    assert out[0].text == "denied by the user"
+    # A deny rule written for a boolean also refuses the other JSON types of the same value.
+    for force in (True, "true", "True", [True]):
+        res = c.call("mcp__t__delete", {"id": 7, "force": force})
+        assert res.result["isError"], force
+        assert res.text == "denied by rule mcp__t__delete(force=true) (rules.deny)", force
+
+
 @pytest.mark.parametrize(
     "args",
     [
