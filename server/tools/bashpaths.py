@@ -64,7 +64,7 @@ _MOVES = frozenset({"cd", "pushd", "popd", "-C", "--directory", "--chdir", "--cw
 _MOVE_OPTS = ("--directory", "--chdir", "--cwd", "-C")
 _CD = re.compile(r"(?:^|[\s;&|(])(?:cd|pushd)\s+([^\s;&|()<>`]+)")
 MAX_CD = 16
-MAX_BASES = 64
+MAX_BASES = 256  # directories a relative name is tried from after cd; past it: asks
 _FILE_URL = re.compile(r"file://(?:localhost)?(?=/)", re.I)
 # An upstream tool's arguments (arguments_escalation): past any of these the call is not
 # judged but always asks. Keys count like values; nesting has no limit of its own (the walk is
@@ -214,8 +214,9 @@ def tokens(command: str, cwd: str | None = None, env: Mapping[str, str] | None =
                 for part in _SUB_SPLIT.split(w):
                     if part:
                         seen.setdefault(part, None)
-            if len(seen) >= MAX_TOKENS:
-                return list(seen)
+            if len(seen) > MAX_TOKENS:
+                # Never a prefix: the first word left out could be ``~/.ssh/id_rsa``.
+                raise TooComplex(f"over {MAX_TOKENS} words")
     return list(seen)
 
 
@@ -274,16 +275,26 @@ def command_escalation(
     if moves:  # and every folder a cd names, from each base so far: cd .config; cd autostart
         plain = _expand_vars(_normalize(command), cwd, env)
         plain = re.sub(r"\\(.)", r"\1", plain).replace("'", "").replace('"', "")
-        for target in _CD.findall(plain)[:MAX_CD]:
+        targets = _CD.findall(plain)
+        if len(targets) > MAX_CD:  # the 17th ``cd`` could be the one into ``~/.config``
+            return _unchecked(cwd, f"command changes directory over {MAX_CD} times")
+        for target in targets:
             t = os.path.expanduser(target)
             more = [os.path.normpath(os.path.join(b, t)) for b in bases]
-            bases = list(dict.fromkeys(bases + more))[:MAX_BASES]
+            bases = list(dict.fromkeys(bases + more))
+            if len(bases) > MAX_BASES:
+                why = f"command reaches over {MAX_BASES} working directories, too many to check"
+                return _unchecked(cwd, why)
     # bash's HOME for ``~`` when ``bash.env`` sets another one than the bridge's (else None).
     shell_home = env.get("HOME") if env is not None else None
     if shell_home == os.path.expanduser("~"):
         shell_home = None
     budget = budget or Budget()
     for tok in found:
+        if len(tok) > MAX_TOKEN_LEN:
+            # The OS refuses a longer name, but a program may normalise it first
+            # (``/./././…/.ssh/id_rsa``, as ``path.resolve`` does): judge that form.
+            tok = os.path.normpath(tok)
         if len(tok) > MAX_TOKEN_LEN or not (moves or _PATHLIKE.search(tok)):
             continue
         if tok == "~+" or tok.startswith(("~+/", "~-/")) or tok == "~-":

@@ -136,3 +136,42 @@ def test_relative_names_of_an_unsure_upstream_are_judged_from_every_plausible_ba
     assert arguments_escalation({"path": "./credentials"}, policy, unsure=True) is not None
     monkeypatch.chdir(home / "proj")
     assert arguments_escalation({"path": "notes.txt"}, policy, unsure=True) is None
+
+
+# -- caps that used to mean "not checked" (siblings of the outside review) -------------------
+
+
+def test_a_command_with_more_words_than_the_cap_asks_instead_of_judging_a_prefix(home, policy):
+    b = "{a,b,c,d,e,f,g,h}"  # 64 distinct words per word below: 12,800 in all
+    command = "echo " + " ".join(f"p{j}{b}{b}" for j in range(200)) + " ; cat ~/.ssh/id_rsa"
+    esc = command_escalation(command, str(home / "proj"), policy)
+    assert esc is not None and esc.kind is EscalationKind.UNCHECKED, esc
+    assert "over 10000 words" in esc.category
+
+
+def test_a_long_name_is_judged_as_a_program_would_normalise_it(home, policy):
+    long = "/." * 2100 + f"{home}/.ssh/id_rsa"  # over PATH_MAX, but path.resolve() shortens it
+    assert arguments_escalation({"path": long}, policy) is not None
+    assert command_escalation(f"cat {long}", str(home / "proj"), policy) is not None
+
+
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [
+        ("cd / ; " * 17 + "cd .aws; cat credentials", "changes directory over 16 times"),
+        (
+            "cd a; cd b; cd c; cd d; cd e; cd f; cd g; cd ~; cd .aws; cat credentials",
+            "working directories, too many to check",
+        ),
+    ],
+)
+def test_a_command_that_moves_too_often_asks(home, policy, command, why):
+    esc = command_escalation(command, str(home / "proj"), policy)
+    assert esc is not None and esc.kind is EscalationKind.UNCHECKED, esc
+    assert why in esc.category
+
+
+def test_a_few_moves_are_still_judged_and_ordinary_ones_pass(home, policy):
+    assert command_escalation("cd sub && ls && cd .. && ls", str(home / "proj"), policy) is None
+    esc = command_escalation("cd a; cd ~; cd .aws; cat credentials", str(home / "proj"), policy)
+    assert esc is not None and esc.kind is EscalationKind.PROTECTED
