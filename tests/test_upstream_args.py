@@ -21,6 +21,10 @@ import sys
 
 import pytest
 
+from omp_a2a_bridge.server.views import pending_json
+from omp_a2a_bridge.server.watch_text import describe
+from omp_a2a_bridge.tray.menu import call_context, notification_for
+
 from .helpers import in_thread, wait_for
 from .test_upstream import REPO, free_port, ready
 
@@ -116,7 +120,15 @@ def test_arguments_too_many_to_check_tell_the_human_and_the_agent_why(start_brid
     t, out = in_thread(c.call, "mcp__up__exec", many)
     (p,) = running.pending()
     assert p.escalation is not None and str(p.escalation.kind) == "unchecked"
-    assert "names and strings, too many to check" in p.escalation.category
+    why = "arguments hold over 512 names and strings, too many to check"
+    assert why in p.escalation.category
+    # Every UI says why: the tray's submenu and notification, watch/pending, the page's JSON.
+    (sp,) = running.runner.snapshot().pending
+    assert any(line.startswith("Why: arguments hold over 512") for line in call_context(sp))
+    assert "why: arguments hold over" in (notification_for([sp], 1) or "")
+    shown = pending_json(sp)
+    assert shown["escalation"]["kind"] == "unchecked" and why in shown["escalation"]["category"]
+    assert "the call was not checked for protected paths" in describe(shown)
     assert p.proposed_rule is None  # an always-asking call gets no "Always allow"
     running.runner.decide(p.id, "approve")
     t.join(10)
