@@ -13,6 +13,7 @@ judged against the first root while a stdio upstream ran in the bridge's own wor
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -60,7 +61,7 @@ def _refused(resp) -> bool:
 FILLERS = {f"k{i}": "v" for i in range(64)}
 
 
-def _hiding(key: str) -> list[dict]:
+def _hiding(key: str, aws: str) -> list[dict]:
     """Calls of ``exec`` (command ``cat …``, so the rule ``exec(command=cat *)`` matches) that
     name ``key`` where the old check never looked."""
     nested: dict = {"p": key}
@@ -72,6 +73,8 @@ def _hiding(key: str) -> list[dict]:
         {"command": "cat x", "env": {key: "x"}},  # a key
         {"command": "cat x", "env": {"list": ["v"] * 64 + [key]}},  # a list of 64 fillers
         {"command": "cat x", "env": {f"k{i}": "v" * 100 for i in range(600)}},  # too many
+        {"command": "cat x", "files": json.dumps([aws])},  # JSON in a string
+        {"command": "cat x", "files": repr([aws])},  # a list's repr: brackets are not globs
     ]
 
 
@@ -94,16 +97,17 @@ def test_no_argument_hides_a_protected_path_from_the_check(start_bridge, home, t
         t.join(10)
         assert not out[0].result.get("isError"), out[0].text
         running.runner.detach_approver(handle)
-    key = f"{home}/.ssh/id_rsa"
+    key, aws = f"{home}/.ssh/id_rsa", f"{home}/.aws/credentials"
     # The plain form was always refused, and an ordinary call still runs unattended.
     assert _refused(c.call("mcp__up__exec", {"command": f"cat {key}"}))
     ok = c.call("mcp__up__exec", {"command": "cat notes.txt", "env": FILLERS})
     assert not ok.result.get("isError") and "notes.txt" in ok.text
-    for args in _hiding(key):
+    for args in _hiding(key, aws):
         r = c.call("mcp__up__exec", args)
         assert _refused(r), (list(args), r.text[:200])
     done = [r for r in running.audit() if r["phase"] == "done" and r["tool"] == "mcp__up__exec"]
-    assert [r["outcome"] for r in done[-5:]] == ["no_approver"] * 5
+    n = len(_hiding(key, aws))
+    assert [r["outcome"] for r in done[-n:]] == ["no_approver"] * n
 
 
 def test_arguments_too_many_to_check_tell_the_human_and_the_agent_why(start_bridge, home, tmp_path):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import itertools
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -65,6 +66,7 @@ _MOVE_OPTS = ("--directory", "--chdir", "--cwd", "-C")
 _CD = re.compile(r"(?:^|[\s;&|(])(?:cd|pushd)\s+([^\s;&|()<>`]+)")
 MAX_CD = 16
 MAX_BASES = 256  # directories a relative name is tried from after cd; past it: asks
+_BRACKETS = re.compile(r"[\[\]{}]")
 _FILE_URL = re.compile(r"file://(?:localhost)?(?=/)", re.I)
 # An upstream tool's arguments (arguments_escalation): past any of these the call is not
 # judged but always asks. Keys count like values; nesting has no limit of its own (the walk is
@@ -375,6 +377,11 @@ def _strings(args: object) -> tuple[list[str], str | None]:
         elif isinstance(value, str):
             out.append(value)
             chars += len(value)
+            if chars <= MAX_ARGUMENT_CHARS and value.lstrip()[:1] in ("[", "{", '"'):
+                # JSON inside a string (``'["/home/u/.aws/credentials"]'``): a server may
+                # decode it; its strings are judged too (and count towards the limits).
+                with contextlib.suppress(ValueError, RecursionError):
+                    stack.append(json.loads(value))
         else:
             continue
         if len(out) > MAX_STRINGS:
@@ -409,7 +416,11 @@ def arguments_escalation(
             bases.append(os.path.realpath(os.getcwd()))
     budget = Budget()
     for s in strings:
-        esc = command_escalation(s, cwd, policy, bases=bases, budget=budget)
-        if esc is not None:
-            return esc
+        # Brackets are not globs to a server: ``['/home/u/.aws/credentials']`` (a list's repr)
+        # names the file too, so the text is also judged with them as separators.
+        texts = (s, _BRACKETS.sub(" ", s)) if _BRACKETS.search(s) else (s,)
+        for text in texts:
+            esc = command_escalation(text, cwd, policy, bases=bases, budget=budget)
+            if esc is not None:
+                return esc
     return None

@@ -175,3 +175,17 @@ def test_a_few_moves_are_still_judged_and_ordinary_ones_pass(home, policy):
     assert command_escalation("cd sub && ls && cd .. && ls", str(home / "proj"), policy) is None
     esc = command_escalation("cd a; cd ~; cd .aws; cat credentials", str(home / "proj"), policy)
     assert esc is not None and esc.kind is EscalationKind.PROTECTED
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '["{home}/.aws/credentials"]',
+        '{{"path": "..\\/.aws\\/credentials"}}',
+        '["\\u002e\\u002e/.aws/credentials"]',
+        "['{home}/.aws/credentials']",
+    ],
+)
+def test_json_or_a_list_inside_a_string_argument_is_judged_too(home, policy, text):
+    esc = arguments_escalation({"files": text.format(home=home)}, policy)
+    assert esc is not None and esc.always_asks, text
