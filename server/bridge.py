@@ -149,6 +149,7 @@ class Bridge:
                 self._pins_path(cfg),
                 lambda: self.tokens.token if self.tokens.state else None,
                 self._upstreams_changed,
+                default_cwd=self.policy.roots[0],
             )
 
     def child_env(self) -> dict[str, str]:

@@ -164,6 +164,11 @@ def no_approver_text(escalation: Escalation | None, roots: Sequence[str]) -> str
             f"{head}: {escalation.text}; outside the allowed roots: ask the user to add the "
             f"folder to roots, or use a path under {under}"
         )
+    if escalation.kind == EscalationKind.UNCHECKED:
+        return (
+            f"{head}: the call is too large to check for protected paths ({escalation.category}); "
+            "the user must open the tray, the approval page or `a2a-bridge watch`"
+        )
     where = {
         EscalationKind.PERSISTENCE: "is a persistence location (startup files, hooks)",
         EscalationKind.OWN_FILE: "is one of the bridge's own files",

@@ -55,6 +55,11 @@ class Escalation:
             return f"{self.path} is outside the configured roots"
         if k is EscalationKind.OWN_FILE:
             return f"{self.path} is one of the bridge's own files ({self.category})"
+        if k is EscalationKind.UNCHECKED:
+            return (
+                f"the call was not checked for protected paths ({self.category}); "
+                "a human must look at it"
+            )
         if k is EscalationKind.PERSISTENCE:
             return (
                 f"{self.path} is a persistence location ({self.category}); "

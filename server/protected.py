@@ -40,6 +40,7 @@ class EscalationKind(enum.StrEnum):
     PROTECTED = "protected"  # secrets; nothing but a human decision covers it
     PERSISTENCE = "persistence"  # write/edit there: always asks; no grant/rule/always
     OWN_FILE = "own_file"  # the bridge's own config, audit, control file, autostart
+    UNCHECKED = "unchecked"  # too large to judge (a command, an upstream's arguments): asks
 
 
 P = EscalationKind.PROTECTED

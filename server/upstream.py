@@ -38,7 +38,7 @@ from pydantic import TypeAdapter, ValidationError
 from . import __version__, upstream_http
 from .snapshot import ServerView
 from .tools.base import ToolResult
-from .upstream_config import McpServerSpec
+from .upstream_config import McpServerSpec, working_dir
 from .upstream_stdio import StdioTransport, child_env
 from .upstream_tools import PinStore, RawResult, UpstreamTool
 
@@ -180,7 +180,9 @@ class UpstreamServer:
     def _transport(self) -> Any:
         spec = self.spec
         if spec.kind == "stdio":
-            self._stdio = StdioTransport(spec, child_env(spec, self.manager.secret()), self.stderr)
+            env = child_env(spec, self.manager.secret())
+            cwd = working_dir(spec, self.manager.default_cwd)
+            self._stdio = StdioTransport(spec, env, self.stderr, cwd)
             return self._stdio
         self._stdio = None
         http = upstream_http.http_client(spec.headers, spec.timeout_s)
@@ -414,8 +416,10 @@ class UpstreamManager:
         pins_path: str,
         secret: Callable[[], str | None],
         on_change: Callable[[bool], None],
+        default_cwd: str | None = None,
     ) -> None:
         self.registry = registry
+        self.default_cwd = default_cwd  # where a stdio server without ``cwd`` runs
         self.pins = PinStore(pins_path)
         self.secret = secret
         self.on_change = on_change  # (tools changed?) -> None

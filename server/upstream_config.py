@@ -59,6 +59,16 @@ class McpServerSpec:
         return f"{scheme}{sep}{host.rpartition('@')[2]}{slash}{path}"
 
 
+def working_dir(spec: McpServerSpec, first_root: str | None) -> str | None:
+    """The directory a stdio upstream runs in: its ``cwd``, else the first root (not the
+    bridge's own working directory, which for a desktop or autostart launch is the home
+    folder: relative names an agent sends would then reach ``.aws/credentials``). None for
+    an HTTP upstream, whose directory the bridge cannot know."""
+    if spec.kind != "stdio":
+        return None
+    return os.path.realpath(spec.cwd) if spec.cwd else first_root
+
+
 def sanitise(key: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", key.lower()).strip("_")[:NAME_MAX].strip("_")
 

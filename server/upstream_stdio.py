@@ -87,8 +87,15 @@ class LineSplitter:
 class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
     """Runs a stdio MCP server in its own process group; yields the SDK's stream pair."""
 
-    def __init__(self, spec: McpServerSpec, env: dict[str, str], ring: collections.deque) -> None:
+    def __init__(
+        self,
+        spec: McpServerSpec,
+        env: dict[str, str],
+        ring: collections.deque,
+        cwd: str | None = None,
+    ) -> None:
         self.spec = spec
+        self.cwd = cwd if cwd is not None else spec.cwd  # see upstream_config.working_dir
         self.env = env
         self.ring = ring
         self.exited = asyncio.Event()
@@ -107,12 +114,12 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
     @contextlib.asynccontextmanager
     async def _run(self) -> AsyncIterator[Any]:
         spec = self.spec
-        if spec.cwd is not None and not os.path.isdir(spec.cwd):
-            raise NotADirectoryError(f"working directory {spec.cwd} does not exist")
+        if self.cwd is not None and not os.path.isdir(self.cwd):
+            raise NotADirectoryError(f"working directory {self.cwd} does not exist")
         proc = await anyio.open_process(
             [spec.command or "", *spec.args],
             env=self.env,
-            cwd=spec.cwd,
+            cwd=self.cwd,
             start_new_session=True,
         )
         self.pid = proc.pid

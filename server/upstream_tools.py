@@ -20,6 +20,7 @@ from .paths import CallPaths, Escalation, PathPolicy
 from .snapshot import UpstreamInfo
 from .tools.base import Tool, ToolContext, ToolResult
 from .tools.bashpaths import arguments_escalation
+from .upstream_config import working_dir
 from .vocab import Tier
 
 if TYPE_CHECKING:
@@ -104,8 +105,12 @@ class UpstreamTool(Tool):
     def escalation(self, args: dict[str, Any], policy: PathPolicy | CallPaths) -> Escalation | None:
         """A string argument naming a protected or persistence location always asks: the
         bridge cannot know what the upstream opens (a filesystem server reads what it is told),
-        and no rule or tier may cover those locations."""
-        return arguments_escalation(args, policy)
+        and no rule or tier may cover those locations. A relative name is judged where the
+        server runs: a stdio server's working directory, or, for an HTTP server (unknown),
+        every plausible one."""
+        spec = self.server.spec
+        cwd = working_dir(spec, policy.resolve(None))
+        return arguments_escalation(args, policy, cwd, unsure=cwd is None)
 
     def grants_suspended(self) -> bool:
         pin = self.server.pins.get(self.name)

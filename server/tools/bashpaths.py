@@ -17,9 +17,10 @@ from __future__ import annotations
 import contextlib
 import glob
 import itertools
+import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -64,10 +65,15 @@ _MOVES = frozenset({"cd", "pushd", "popd", "-C", "--directory", "--chdir", "--cw
 _MOVE_OPTS = ("--directory", "--chdir", "--cwd", "-C")
 _CD = re.compile(r"(?:^|[\s;&|(])(?:cd|pushd)\s+([^\s;&|()<>`]+)")
 MAX_CD = 16
-MAX_BASES = 64
+MAX_BASES = 256  # directories a relative name is tried from after cd; past it: asks
+_BRACKETS = re.compile(r"[\[\]{}]")
 _FILE_URL = re.compile(r"file://(?:localhost)?(?=/)", re.I)
-MAX_STRINGS = 64  # string arguments of one call that are judged (arguments_escalation)
-MAX_STRING_LEN = 65536  # of each, the first characters are judged
+# An upstream tool's arguments (arguments_escalation): past any of these the call is not
+# judged but always asks. Keys count like values; nesting has no limit of its own (the walk is
+# iterative), but every value visited counts, so the walk is bounded too.
+MAX_STRINGS = 512  # keys and string values
+MAX_ARGUMENT_CHARS = 32768  # all of them together
+MAX_VALUES = 8192  # values visited at any depth (numbers, nulls, objects, arrays too)
 # Past these the command is not analysed at all but always asks: the check runs on the bridge
 # loop (it stats and globs), so an agent must not be able to make it arbitrarily long.
 MAX_COMMAND_CHARS = 16384
@@ -210,8 +216,9 @@ def tokens(command: str, cwd: str | None = None, env: Mapping[str, str] | None =
                 for part in _SUB_SPLIT.split(w):
                     if part:
                         seen.setdefault(part, None)
-            if len(seen) >= MAX_TOKENS:
-                return list(seen)
+            if len(seen) > MAX_TOKENS:
+                # Never a prefix: the first word left out could be ``~/.ssh/id_rsa``.
+                raise TooComplex(f"over {MAX_TOKENS} words")
     return list(seen)
 
 
@@ -230,11 +237,23 @@ def _bases(cwd: str) -> list[str]:
     return out
 
 
+class Budget:
+    """Candidate paths judged so far, shared by the strings of one call (each stat costs)."""
+
+    __slots__ = ("judged",)
+
+    def __init__(self) -> None:
+        self.judged = 0
+
+
 def command_escalation(
     command: str,
     cwd: str,
     policy: PathPolicy | CallPaths,
     env: Mapping[str, str] | None = None,
+    *,
+    bases: Sequence[str] = (),
+    budget: Budget | None = None,
 ) -> Escalation | None:
     """The first protected/persistence/own-file location the command names, or None.
 
@@ -243,6 +262,8 @@ def command_escalation(
     ancestors and the home directory, and every word is tried, not only path-like ones
     (``cd .. && cat .aws/credentials``, ``cd .ssh; cat id_rsa``). ``env`` is the environment
     the shell runs with (see :func:`_expand_vars`); a ``~`` is tried with its ``HOME`` too.
+    ``bases``: more directories a relative name is tried against (a working directory that is
+    not known for sure); ``budget``: the count of judged paths, shared across one call.
     """
     if len(command) > MAX_COMMAND_CHARS:
         return _unchecked(cwd, f"command of {len(command)} characters, too long to check")
@@ -251,20 +272,31 @@ def command_escalation(
     except TooComplex as e:
         return _unchecked(cwd, f"command holds {e}, too many to check")
     moves = any(t in _MOVES or t.startswith(_MOVE_OPTS) for t in found)
-    bases = _bases(cwd) if moves else [cwd]
+    tried = _bases(cwd) if moves else [cwd]
+    bases = list(dict.fromkeys([*tried, *bases]))
     if moves:  # and every folder a cd names, from each base so far: cd .config; cd autostart
         plain = _expand_vars(_normalize(command), cwd, env)
         plain = re.sub(r"\\(.)", r"\1", plain).replace("'", "").replace('"', "")
-        for target in _CD.findall(plain)[:MAX_CD]:
+        targets = _CD.findall(plain)
+        if len(targets) > MAX_CD:  # the 17th ``cd`` could be the one into ``~/.config``
+            return _unchecked(cwd, f"command changes directory over {MAX_CD} times")
+        for target in targets:
             t = os.path.expanduser(target)
             more = [os.path.normpath(os.path.join(b, t)) for b in bases]
-            bases = list(dict.fromkeys(bases + more))[:MAX_BASES]
+            bases = list(dict.fromkeys(bases + more))
+            if len(bases) > MAX_BASES:
+                why = f"command reaches over {MAX_BASES} working directories, too many to check"
+                return _unchecked(cwd, why)
     # bash's HOME for ``~`` when ``bash.env`` sets another one than the bridge's (else None).
     shell_home = env.get("HOME") if env is not None else None
     if shell_home == os.path.expanduser("~"):
         shell_home = None
-    judged = 0
+    budget = budget or Budget()
     for tok in found:
+        if len(tok) > MAX_TOKEN_LEN:
+            # The OS refuses a longer name, but a program may normalise it first
+            # (``/./././…/.ssh/id_rsa``, as ``path.resolve`` does): judge that form.
+            tok = os.path.normpath(tok)
         if len(tok) > MAX_TOKEN_LEN or not (moves or _PATHLIKE.search(tok)):
             continue
         if tok == "~+" or tok.startswith(("~+/", "~-/")) or tok == "~-":
@@ -284,8 +316,8 @@ def command_escalation(
                     matches = list(itertools.islice(found_names, MAX_JUDGED + 1))
                 candidates += matches
         bare = "/" not in tok
-        judged += len(candidates)
-        if judged > MAX_JUDGED:
+        budget.judged += len(candidates)
+        if budget.judged > MAX_JUDGED:
             return _unchecked(cwd, f"command names over {MAX_JUDGED} paths, too many to check")
         for c in candidates:
             esc = _judge(c, policy, bare and c in names)
@@ -295,10 +327,11 @@ def command_escalation(
 
 
 def _unchecked(cwd: str, why: str) -> Escalation:
-    """A command whose paths were not checked always asks; the reason says why."""
+    """A command (or arguments) whose paths were not checked always asks; the reason says
+    why, in every UI and to the agent."""
     from ..paths import Escalation, EscalationKind
 
-    return Escalation(EscalationKind.PROTECTED, why, cwd)
+    return Escalation(EscalationKind.UNCHECKED, why, cwd)
 
 
 def _judge(path: str, policy: PathPolicy | CallPaths, bare: bool = False) -> Escalation | None:
@@ -321,27 +354,73 @@ def _judge(path: str, policy: PathPolicy | CallPaths, bare: bool = False) -> Esc
     return esc if esc is not None and esc.always_asks else None
 
 
-def _strings(value: object, out: list[str], depth: int = 0) -> None:
-    if len(out) >= MAX_STRINGS or depth > 8:
-        return
-    if isinstance(value, str):
-        out.append(value[:MAX_STRING_LEN])
-    elif isinstance(value, dict):
-        for v in value.values():
-            _strings(v, out, depth + 1)
-    elif isinstance(value, list):
-        for v in value:
-            _strings(v, out, depth + 1)
+def _strings(args: object) -> tuple[list[str], str | None]:
+    """Every key and string value of ``args``, at any depth; or why they are too many to
+    judge. Iterative (no depth limit to slip past), and bounded by :data:`MAX_VALUES`."""
+    out: list[str] = []
+    chars = 0
+    stack: list[object] = [args]
+    visited = 0
+    while stack:
+        value = stack.pop()
+        visited += 1
+        if visited > MAX_VALUES:
+            return out, f"arguments hold over {MAX_VALUES} values, too many to check"
+        if isinstance(value, dict):
+            for k, v in value.items():
+                key = str(k)
+                out.append(key)
+                chars += len(key)
+                stack.append(v)
+        elif isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, str):
+            out.append(value)
+            chars += len(value)
+            if chars <= MAX_ARGUMENT_CHARS and value.lstrip()[:1] in ("[", "{", '"'):
+                # JSON inside a string (``'["/home/u/.aws/credentials"]'``): a server may
+                # decode it; its strings are judged too (and count towards the limits).
+                with contextlib.suppress(ValueError, RecursionError):
+                    stack.append(json.loads(value))
+        else:
+            continue
+        if len(out) > MAX_STRINGS:
+            return out, f"arguments hold over {MAX_STRINGS} names and strings, too many to check"
+        if chars > MAX_ARGUMENT_CHARS:
+            return out, f"arguments of over {MAX_ARGUMENT_CHARS} characters, too long to check"
+    return out, None
 
 
-def arguments_escalation(args: object, policy: PathPolicy | CallPaths) -> Escalation | None:
-    """The same judgement over every string argument of a tool whose meaning the bridge does
-    not know (an upstream ``mcp__`` tool): relative names are taken from the first root."""
-    strings: list[str] = []
-    _strings(args, strings)
-    cwd = policy.resolve(None)
+def arguments_escalation(
+    args: object,
+    policy: PathPolicy | CallPaths,
+    cwd: str | None = None,
+    *,
+    unsure: bool = False,
+) -> Escalation | None:
+    """The same judgement over every key and string value of a tool whose meaning the bridge
+    does not know (an upstream ``mcp__`` tool). Relative names are taken from ``cwd``, the
+    directory the upstream runs in (default: the first root); with ``unsure`` (its directory
+    is not known: an HTTP upstream) also from the first root's ancestors, the home directory
+    and the bridge's own working directory, and any of them that lands on a protected path
+    asks. Arguments too many or too long to judge always ask, like a too-long command."""
+    root = policy.resolve(None)
+    cwd = cwd or root
+    strings, too_many = _strings(args)
+    if too_many is not None:
+        return _unchecked(cwd, too_many)
+    bases: list[str] = []
+    if unsure:
+        bases = _bases(root)
+        with contextlib.suppress(OSError):
+            bases.append(os.path.realpath(os.getcwd()))
+    budget = Budget()
     for s in strings:
-        esc = command_escalation(s, cwd, policy)
-        if esc is not None:
-            return esc
+        # Brackets are not globs to a server: ``['/home/u/.aws/credentials']`` (a list's repr)
+        # names the file too, so the text is also judged with them as separators.
+        texts = (s, _BRACKETS.sub(" ", s)) if _BRACKETS.search(s) else (s,)
+        for text in texts:
+            esc = command_escalation(text, cwd, policy, bases=bases, budget=budget)
+            if esc is not None:
+                return esc
     return None

@@ -6,7 +6,10 @@ import pytest
 
 from omp_a2a_bridge.server.paths import EscalationKind, PathPolicy
 from omp_a2a_bridge.server.tools.bashpaths import (
+    MAX_ARGUMENT_CHARS,
     MAX_COMMAND_CHARS,
+    MAX_STRINGS,
+    MAX_VALUES,
     arguments_escalation,
     command_escalation,
     tokens,
@@ -74,8 +77,9 @@ def test_ordinary_commands_do_not(home, policy, command):
 
 def test_a_command_too_long_to_check_always_asks(home, policy):
     esc = command_escalation("x" * (MAX_COMMAND_CHARS + 1), str(home / "proj"), policy)
-    assert esc is not None and esc.kind is EscalationKind.PROTECTED
+    assert esc is not None and esc.kind is EscalationKind.UNCHECKED and esc.always_asks
     assert "too long to check" in esc.category
+    assert esc.text.startswith("the call was not checked for protected paths (command of")
 
 
 def test_arguments_of_unknown_tools_are_judged_from_the_first_root(home, policy):
@@ -83,3 +87,105 @@ def test_arguments_of_unknown_tools_are_judged_from_the_first_root(home, policy)
     esc = arguments_escalation({"opts": {"files": ["ok", "../.aws/credentials"]}}, policy)
     assert esc is not None and esc.always_asks
     assert arguments_escalation({"deep": [[[["~/.ssh/id_rsa"]]]]}, policy) is not None
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"env": {f"k{i}": "v" for i in range(MAX_STRINGS)}, "command": "cat ~/.ssh/id_rsa"},
+        {"fill": ["x"] * MAX_STRINGS + ["~/.ssh/id_rsa"]},
+        {"a": {"a": {"a": {"a": {"a": {"a": {"a": {"a": {"a": {"p": "~/.ssh/id_rsa"}}}}}}}}}},
+        {"env": {"~/.ssh/id_rsa": "x"}},  # a key names it
+        {"deep": [[[[[[[[[[[[[[[[[[[[["../.aws/credentials"]]]]]]]]]]]]]]]]]]]]]},
+    ],
+)
+def test_no_argument_escapes_the_check_by_count_depth_or_being_a_key(home, policy, args):
+    esc = arguments_escalation(args, policy)
+    assert esc is not None and esc.always_asks
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        ({f"k{i}": "v" for i in range(MAX_STRINGS)}, "names and strings, too many to check"),
+        ({"a": ["x" * 16000, "y" * 16000, "z" * 1000]}, f"over {MAX_ARGUMENT_CHARS} characters"),
+        ({"n": list(range(MAX_VALUES + 1))}, f"over {MAX_VALUES} values, too many to check"),
+    ],
+)
+def test_arguments_too_many_to_check_always_ask_and_say_why(home, policy, args, why):
+    esc = arguments_escalation(args, policy)
+    assert esc is not None and esc.kind is EscalationKind.UNCHECKED and esc.always_asks
+    assert why in esc.category
+
+
+def test_ordinary_arguments_below_the_limits_do_not_ask(home, policy):
+    args = {"rows": [{"name": f"n{i}", "note": "hello world"} for i in range(100)], "n": 3}
+    assert arguments_escalation(args, policy) is None
+
+
+def test_relative_names_of_an_unsure_upstream_are_judged_from_every_plausible_base(
+    home, policy, monkeypatch
+):
+    # From the first root (~/proj) ".aws/credentials" is nothing; from home it is the key.
+    assert arguments_escalation({"path": ".aws/credentials"}, policy) is None
+    assert arguments_escalation({"path": ".aws/credentials"}, policy, str(home)) is not None
+    esc = arguments_escalation({"path": ".aws/credentials"}, policy, unsure=True)
+    assert esc is not None and esc.always_asks
+    assert arguments_escalation({"path": "./credentials"}, policy, unsure=True) is None
+    monkeypatch.chdir(home / ".aws")  # the bridge's own working directory counts too
+    assert arguments_escalation({"path": "./credentials"}, policy, unsure=True) is not None
+    monkeypatch.chdir(home / "proj")
+    assert arguments_escalation({"path": "notes.txt"}, policy, unsure=True) is None
+
+
+# -- caps that used to mean "not checked" (siblings of the outside review) -------------------
+
+
+def test_a_command_with_more_words_than_the_cap_asks_instead_of_judging_a_prefix(home, policy):
+    b = "{a,b,c,d,e,f,g,h}"  # 64 distinct words per word below: 12,800 in all
+    command = "echo " + " ".join(f"p{j}{b}{b}" for j in range(200)) + " ; cat ~/.ssh/id_rsa"
+    esc = command_escalation(command, str(home / "proj"), policy)
+    assert esc is not None and esc.kind is EscalationKind.UNCHECKED, esc
+    assert "over 10000 words" in esc.category
+
+
+def test_a_long_name_is_judged_as_a_program_would_normalise_it(home, policy):
+    long = "/." * 2100 + f"{home}/.ssh/id_rsa"  # over PATH_MAX, but path.resolve() shortens it
+    assert arguments_escalation({"path": long}, policy) is not None
+    assert command_escalation(f"cat {long}", str(home / "proj"), policy) is not None
+
+
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [
+        ("cd / ; " * 17 + "cd .aws; cat credentials", "changes directory over 16 times"),
+        (
+            "cd a; cd b; cd c; cd d; cd e; cd f; cd g; cd ~; cd .aws; cat credentials",
+            "working directories, too many to check",
+        ),
+    ],
+)
+def test_a_command_that_moves_too_often_asks(home, policy, command, why):
+    esc = command_escalation(command, str(home / "proj"), policy)
+    assert esc is not None and esc.kind is EscalationKind.UNCHECKED, esc
+    assert why in esc.category
+
+
+def test_a_few_moves_are_still_judged_and_ordinary_ones_pass(home, policy):
+    assert command_escalation("cd sub && ls && cd .. && ls", str(home / "proj"), policy) is None
+    esc = command_escalation("cd a; cd ~; cd .aws; cat credentials", str(home / "proj"), policy)
+    assert esc is not None and esc.kind is EscalationKind.PROTECTED
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '["{home}/.aws/credentials"]',
+        '{{"path": "..\\/.aws\\/credentials"}}',
+        '["\\u002e\\u002e/.aws/credentials"]',
+        "['{home}/.aws/credentials']",
+    ],
+)
+def test_json_or_a_list_inside_a_string_argument_is_judged_too(home, policy, text):
+    esc = arguments_escalation({"files": text.format(home=home)}, policy)
+    assert esc is not None and esc.always_asks, text
