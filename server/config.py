@@ -362,17 +362,22 @@ def check_private(path: str, st: os.stat_result, holds_token: bool) -> None:
             f"{where}: it holds the token and other users can read it (mode {mode:o}); run "
             f"'chmod 600 {path}', then 'a2a-bridge token rotate' (it may have been copied)"
         )
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        dst = os.stat(folder)
-    except OSError:
-        return
-    if dst.st_uid not in (uid, 0) or (dst.st_mode & 0o022 and not dst.st_mode & stat.S_ISVTX):
-        raise ConfigError(
-            f"{where}: its folder {folder} can be changed by other users (owner uid "
-            f"{dst.st_uid}, mode {stat.S_IMODE(dst.st_mode):o}): they could replace the config; "
-            f"run 'chmod 700 {folder}'"
-        )
+    # The folder of the name and, when it is a symlink, of the file it points to: others
+    # who can change either could replace what is read.
+    folders = dict.fromkeys(
+        os.path.dirname(p) for p in (os.path.abspath(path), os.path.realpath(path))
+    )
+    for folder in folders:
+        try:
+            dst = os.stat(folder)
+        except OSError:
+            continue
+        if dst.st_uid not in (uid, 0) or (dst.st_mode & 0o022 and not dst.st_mode & stat.S_ISVTX):
+            raise ConfigError(
+                f"{where}: its folder {folder} can be changed by other users (owner uid "
+                f"{dst.st_uid}, mode {stat.S_IMODE(dst.st_mode):o}): they could replace the "
+                f"config; run 'chmod 700 {folder}'"
+            )
 
 
 def save_raw(path: str, raw: dict[str, Any]) -> None:

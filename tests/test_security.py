@@ -146,6 +146,20 @@ def test_a_config_in_a_folder_others_can_write_is_refused(env):
     assert load_config().roots == (env["root"],)
 
 
+def test_a_config_symlinked_into_a_folder_others_can_write_is_refused(env, tmp_path):
+    """The private folder holds only a link; the file it names lives where others write."""
+    pub = tmp_path / "pub"
+    pub.mkdir()
+    real = pub / "real.json"
+    write_config(str(real), {"roots": [env["root"]]})
+    os.makedirs(os.path.dirname(env["config"]), mode=0o700, exist_ok=True)
+    os.symlink(real, env["config"])
+    assert load_config().roots == (env["root"],)  # a private folder: fine
+    os.chmod(pub, 0o777)  # noqa: S103 - the loose folder under test
+    with pytest.raises(ConfigError, match=rf"its folder {pub} can be changed by other users"):
+        load_config()
+
+
 def test_the_bridge_creates_its_folders_0700_and_files_0600(tmp_path, monkeypatch):
     """Config folder and file (the token lands there when the keyring refuses), audit folder,
     log and rotations, runtime folder and control file: none of them exists before."""
