@@ -20,8 +20,11 @@ import itertools
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
+
+from ..protected import fold
 
 if TYPE_CHECKING:
     from ..paths import CallPaths, Escalation, PathPolicy
@@ -237,13 +240,36 @@ def _bases(cwd: str) -> list[str]:
     return out
 
 
-class Budget:
-    """Candidate paths judged so far, shared by the strings of one call (each stat costs)."""
+MAX_LISTING = 4096  # entries of a base read at once to find one-word names; past it: lstat
 
-    __slots__ = ("judged",)
+
+class Budget:
+    """Candidate paths judged so far, shared by the strings of one call (each stat costs), and
+    the folded entry names of each base read so far (one ``listdir`` per base and call, so the
+    many plain words of a command cost a set lookup each, not a system call per base)."""
+
+    __slots__ = ("judged", "listings")
 
     def __init__(self) -> None:
         self.judged = 0
+        self.listings: dict[str, frozenset[str] | None] = {}
+
+    def may_exist(self, base: str, word: str) -> bool:
+        """``word`` (one path component) may name an entry of ``base``: its folded form is in
+        the listing (a superset on a case-sensitive system; exact with ``lexists`` below). A
+        base too large or unreadable to list is asked with ``lexists`` instead."""
+        if base not in self.listings:
+            names: frozenset[str] | None = None
+            with contextlib.suppress(OSError, ValueError):
+                with os.scandir(base) as it:
+                    entries = list(itertools.islice(it, MAX_LISTING + 1))
+                if len(entries) <= MAX_LISTING:
+                    names = frozenset(fold(e.name) for e in entries)
+            self.listings[base] = names
+        names = self.listings[base]
+        if names is not None and fold(word) not in names:
+            return False
+        return os.path.lexists(os.path.join(base, word))
 
 
 def command_escalation(
@@ -297,7 +323,22 @@ def command_escalation(
             # The OS refuses a longer name, but a program may normalise it first
             # (``/./././…/.ssh/id_rsa``, as ``path.resolve`` does): judge that form.
             tok = os.path.normpath(tok)
-        if len(tok) > MAX_TOKEN_LEN or not (moves or _PATHLIKE.search(tok)):
+        if len(tok) > MAX_TOKEN_LEN:
+            continue
+        if not (moves or _PATHLIKE.search(tok)):
+            # A plain word (``creds``, ``fix``) is a file only where it exists: a symlink or a
+            # hard link by that name in a base is judged by where it lands and what it is;
+            # a word that names nothing anywhere is not a path at all.
+            here = [b for b in bases if budget.may_exist(b, tok)]
+            if here:
+                budget.judged += len(here)
+                if budget.judged > MAX_JUDGED:
+                    why = f"command names over {MAX_JUDGED} paths, too many to check"
+                    return _unchecked(cwd, why)
+                for b in here:
+                    esc = _judge(os.path.join(b, tok), policy, True)
+                    if esc is not None:
+                        return esc
             continue
         if tok == "~+" or tok.startswith(("~+/", "~-/")) or tok == "~-":
             tok = cwd + tok[2:]  # bash's $PWD and $OLDPWD (taken as the working directory)
@@ -349,6 +390,13 @@ def _judge(path: str, policy: PathPolicy | CallPaths, bare: bool = False) -> Esc
         if bare and not os.path.lexists(path):
             return None
         esc = policy.escalation(path, write=True)
+        if (esc is None or not esc.always_asks) and not hasattr(policy, "policy"):
+            # A bare PathPolicy judges by path only (CallPaths also checks the identity): a
+            # hard link to ``~/.ssh/id_rsa`` is that file, whatever its name.
+            real = raw.resolve(path)
+            st = os.stat(real)
+            if stat.S_ISREG(st.st_mode):
+                esc = raw.judge_identity(real, st, refresh=False) or esc
     except (OSError, ValueError):
         return None
     return esc if esc is not None and esc.always_asks else None

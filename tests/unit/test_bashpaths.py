@@ -189,3 +189,40 @@ def test_a_few_moves_are_still_judged_and_ordinary_ones_pass(home, policy):
 def test_json_or_a_list_inside_a_string_argument_is_judged_too(home, policy, text):
     esc = arguments_escalation({"files": text.format(home=home)}, policy)
     assert esc is not None and esc.always_asks, text
+
+
+# -- one-word names (attack review F1) and recursive globs (F3) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "command", ["cat creds", "cat < creds", "grep -r key creds", "git commit -m fix the creds"]
+)
+def test_a_one_word_symlink_to_a_secret_is_judged_where_it_lands(home, policy, command):
+    (home / "proj" / "creds").symlink_to("../.aws/credentials")
+    esc = command_escalation(command, str(home / "proj"), policy)
+    assert esc is not None and esc.always_asks, command
+    assert esc.path == str(home / ".aws" / "credentials")
+
+
+def test_a_one_word_symlink_is_judged_in_every_base_of_an_unsure_upstream(home, policy):
+    (home / "keys").symlink_to(".ssh")  # in the home, not in the root
+    esc = arguments_escalation({"path": "keys"}, policy, unsure=True)
+    assert esc is not None and esc.always_asks
+    assert arguments_escalation({"path": "keys"}, policy) is None  # stdio: only its cwd
+
+
+def test_a_one_word_hard_link_to_a_secret_is_that_secret(home):
+    policy = PathPolicy([str(home / "proj")], home=str(home))
+    assert policy.wait_scanned()
+    (home / "proj" / "notes2").hardlink_to(home / ".ssh" / "id_rsa")
+    esc = command_escalation("cat notes2", str(home / "proj"), policy)
+    assert esc is not None and esc.always_asks and "hard link" in esc.category
+    esc = arguments_escalation({"path": "notes2"}, policy)
+    assert esc is not None and esc.always_asks
+
+
+def test_plain_words_that_name_nothing_or_harmless_files_pass(home, policy):
+    (home / "proj" / "fix").write_text("ordinary")
+    (home / "proj" / "link").symlink_to("notes.txt")
+    for command in ("git commit -m fix the thing", "cat link fix", "echo id_rsa credentials"):
+        assert command_escalation(command, str(home / "proj"), policy) is None, command
