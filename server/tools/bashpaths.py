@@ -280,6 +280,7 @@ def command_escalation(
     *,
     bases: Sequence[str] = (),
     budget: Budget | None = None,
+    recursive: bool = False,
 ) -> Escalation | None:
     """The first protected/persistence/own-file location the command names, or None.
 
@@ -290,6 +291,8 @@ def command_escalation(
     the shell runs with (see :func:`_expand_vars`); a ``~`` is tried with its ``HOME`` too.
     ``bases``: more directories a relative name is tried against (a working directory that is
     not known for sure); ``budget``: the count of judged paths, shared across one call.
+    ``recursive``: ``**`` means any depth (an upstream's glob), not ``*`` (bash without
+    ``globstar``, which is off by default and off in ``bash -c``).
     """
     if len(command) > MAX_COMMAND_CHARS:
         return _unchecked(cwd, f"command of {len(command)} characters, too long to check")
@@ -347,6 +350,13 @@ def command_escalation(
         if shell_home and (tok == "~" or tok.startswith("~/")):
             names.append(shell_home + tok[1:])  # bash's own HOME, when bash.env sets another
         candidates = list(names)
+        if recursive and "**" in tok:
+            for name in names:
+                esc = _descendants(name, policy)
+                if esc is not None:
+                    return esc
+                # Every ``**/`` as no folder at all: ``~/**/.ssh/id_rsa`` names ``~/.ssh/id_rsa``.
+                candidates.append(name.replace("**/", ""))
         for name in names:
             if _GLOB.search(name):
                 matches: list[str] = []
@@ -364,6 +374,29 @@ def command_escalation(
             esc = _judge(c, policy, bare and c in names)
             if esc is not None:
                 return esc
+    return None
+
+
+def _descendants(name: str, policy: PathPolicy | CallPaths) -> Escalation | None:
+    """``<top>/**/x`` as a server reads it: any file at any depth below ``top`` (the literal
+    part before the first glob). It is never expanded (that is a walk of the home folder on the
+    bridge loop); instead, when ``top`` is in a protected location or holds one, the call asks:
+    ``~/**/hosts.yml`` reaches ``~/.config/gh/hosts.yml``."""
+    m = _GLOB.search(name)
+    head = name[: m.start()] if m else name
+    top = head if head.endswith("/") else os.path.dirname(head)
+    raw = policy.policy if hasattr(policy, "policy") else policy
+    try:
+        real = os.path.realpath(top or "/")
+        esc = raw.judge(real, write=True)
+        if esc is not None and esc.always_asks:
+            return esc
+        for p in raw.protected_dirs_under(real):
+            esc = raw.judge(p, write=True)
+            if esc is not None and esc.always_asks:
+                return esc
+    except (OSError, ValueError):
+        return None
     return None
 
 
@@ -468,7 +501,7 @@ def arguments_escalation(
         # names the file too, so the text is also judged with them as separators.
         texts = (s, _BRACKETS.sub(" ", s)) if _BRACKETS.search(s) else (s,)
         for text in texts:
-            esc = command_escalation(text, cwd, policy, bases=bases, budget=budget)
+            esc = command_escalation(text, cwd, policy, bases=bases, budget=budget, recursive=True)
             if esc is not None:
                 return esc
     return None

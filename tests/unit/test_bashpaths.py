@@ -226,3 +226,43 @@ def test_plain_words_that_name_nothing_or_harmless_files_pass(home, policy):
     (home / "proj" / "link").symlink_to("notes.txt")
     for command in ("git commit -m fix the thing", "cat link fix", "echo id_rsa credentials"):
         assert command_escalation(command, str(home / "proj"), policy) is None, command
+
+
+@pytest.fixture
+def gh(home):
+    (home / ".config" / "gh").mkdir(parents=True)
+    (home / ".config" / "gh" / "hosts.yml").write_text("oauth_token: x")
+    return home
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"pattern": "~/**/hosts.yml"},
+        {"pattern": "$HOME/**/hosts.yml"},
+        {"pattern": "{home}/**/*.yml"},
+        {"pattern": "~/.config/**"},
+        {"pattern": "~/**/.ssh/id_rsa"},
+    ],
+)
+def test_a_recursive_glob_in_upstream_arguments_reaches_any_depth(gh, policy, args):
+    args = {k: v.replace("{home}", str(gh)) for k, v in args.items()}
+    esc = arguments_escalation(args, policy)
+    assert esc is not None and esc.always_asks, args
+
+
+def test_a_relative_recursive_glob_of_an_unsure_upstream_asks(gh, policy):
+    esc = arguments_escalation({"root": "~", "glob": "**/hosts.yml"}, policy, unsure=True)
+    assert esc is not None and esc.always_asks
+
+
+def test_a_recursive_glob_over_a_clean_folder_passes(gh, policy):
+    (gh / "proj" / "sub" / "a.py").write_text("x")
+    assert arguments_escalation({"pattern": "**/*.py"}, policy) is None
+    assert arguments_escalation({"pattern": "~/proj/**/*.py"}, policy) is None
+
+
+def test_bash_reads_double_star_as_one_level(gh, policy):
+    # globstar is off in ``bash -c``: ``**`` is ``*``, one level; the home's top has no secret.
+    assert command_escalation("ls ~/**/hosts.yml", str(gh / "proj"), policy) is None
+    assert command_escalation("cat ~/.config/**/hosts.yml", str(gh / "proj"), policy) is not None
