@@ -21,6 +21,7 @@ import json
 import os
 import re
 import stat
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -77,6 +78,7 @@ _FILE_URL = re.compile(r"file://(?:localhost)?(?=/)", re.I)
 MAX_STRINGS = 512  # keys and string values
 MAX_ARGUMENT_CHARS = 32768  # all of them together
 MAX_VALUES = 8192  # values visited at any depth (numbers, nulls, objects, arrays too)
+MAX_ARG_FOLDERS = 16  # arguments naming an existing folder (each a base for the others)
 # Past these the command is not analysed at all but always asks: the check runs on the bridge
 # loop (it stats and globs), so an agent must not be able to make it arbitrarily long.
 MAX_COMMAND_CHARS = 16384
@@ -495,11 +497,35 @@ def arguments_escalation(
         bases = _bases(root)
         with contextlib.suppress(OSError):
             bases.append(os.path.realpath(os.getcwd()))
+    # A base and a relative part in two arguments (``{"cwd": "~", "files": ".aws/credentials"}``,
+    # ``{"root": "~", "glob": "**/hosts.yml"}``): every argument that names an existing folder
+    # is one more base for the others.
+    folders: list[str] = []
+    for s in dict.fromkeys(strings):
+        if not s or len(s) > MAX_TOKEN_LEN or "\0" in s:
+            continue
+        p = os.path.expanduser(_expand_vars(_FILE_URL.sub("", s.strip())))
+        p = p if os.path.isabs(p) else os.path.join(cwd, p)
+        with contextlib.suppress(OSError, ValueError):
+            if os.path.isdir(p):
+                folders.append(os.path.realpath(p))
+    folders = list(dict.fromkeys(f for f in folders if f not in bases and f != cwd))
+    if len(folders) > MAX_ARG_FOLDERS:
+        return _unchecked(cwd, f"arguments name over {MAX_ARG_FOLDERS} folders, too many to check")
+    bases += folders
     budget = Budget()
     for s in strings:
         # Brackets are not globs to a server: ``['/home/u/.aws/credentials']`` (a list's repr)
-        # names the file too, so the text is also judged with them as separators.
-        texts = (s, _BRACKETS.sub(" ", s)) if _BRACKETS.search(s) else (s,)
+        # names the file too, so the text is also judged with them as separators; and a server
+        # may percent-decode (``%2essh/%69d_rsa``, ``file:///…/%2Eaws/credentials``,
+        # ``?p=%2F…``), so each decoding (up to three rounds: ``%252e``) is judged too.
+        texts = [s]
+        for _ in range(3):
+            decoded = urllib.parse.unquote(texts[-1])
+            if decoded == texts[-1]:
+                break
+            texts.append(decoded)
+        texts += [_BRACKETS.sub(" ", t) for t in texts if _BRACKETS.search(t)]
         for text in texts:
             esc = command_escalation(text, cwd, policy, bases=bases, budget=budget, recursive=True)
             if esc is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from omp_a2a_bridge.server.paths import EscalationKind, PathPolicy
@@ -266,3 +268,47 @@ def test_bash_reads_double_star_as_one_level(gh, policy):
     # globstar is off in ``bash -c``: ``**`` is ``*``, one level; the home's top has no secret.
     assert command_escalation("ls ~/**/hosts.yml", str(gh / "proj"), policy) is None
     assert command_escalation("cat ~/.config/**/hosts.yml", str(gh / "proj"), policy) is not None
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"path": "{home}/%2essh/%69d_rsa"},
+        {"uri": "file://{home}/%2Eaws/credentials"},
+        {"url": "http://127.0.0.1:9/read?p=%2F{home_q}%2F.aws%2Fcredentials"},
+        {"path": "{home}/%252essh/id_rsa"},
+    ],
+)
+def test_percent_encoded_paths_in_upstream_arguments_are_judged_decoded(home, policy, args):
+    args = {
+        k: v.replace("{home_q}", str(home).lstrip("/").replace("/", "%2F")).replace(
+            "{home}", str(home)
+        )
+        for k, v in args.items()
+    }
+    esc = arguments_escalation(args, policy)
+    assert esc is not None and esc.always_asks, args
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"cwd": "{home}", "files": ".aws/credentials"},
+        {"cwd": "~", "files": ["x", "proj/../.aws/credentials"]},
+        {"root": "~", "glob": "**/credentials"},
+    ],
+)
+def test_a_folder_in_one_argument_is_a_base_for_the_others(home, policy, args):
+    args = {k: v.replace("{home}", str(home)) if isinstance(v, str) else v for k, v in args.items()}
+    esc = arguments_escalation(args, policy)
+    assert esc is not None and esc.always_asks, args
+
+
+def test_ordinary_folder_and_encoded_arguments_pass(home, policy):
+    args = {"cwd": str(home / "proj"), "files": "notes.txt", "q": "a%20b", "dir": "sub"}
+    assert arguments_escalation(args, policy) is None
+    many = {f"d{i}": str(home / "proj" / f"f{i}") for i in range(17)}
+    for d in many.values():
+        os.mkdir(d)
+    esc = arguments_escalation(many, policy)
+    assert esc is not None and esc.kind is EscalationKind.UNCHECKED and "folders" in esc.category
