@@ -237,6 +237,14 @@ def test_a_one_word_symlink_to_a_secret_needs_a_human_upstream_and_in_bash(
     assert _refused(r) and "SECRET" not in r.text, r.text
     r = c.call("bash", {"command": "cat creds"})
     assert _refused(r) and "SECRET" not in r.text, r.text
+    # A hard link by one word is the secret it links to (judged by its identity).
+    os.link(home / ".ssh" / "id_rsa", home / "proj" / "readme")
+    for tool, args in (
+        ("mcp__fs__read_file", {"path": "readme"}),
+        ("bash", {"command": "cat readme"}),
+    ):
+        r = c.call(tool, args)
+        assert _refused(r) and "SECRET" not in r.text, (tool, r.text)
     # A plain word that names an ordinary file still runs unattended.
     assert c.call("mcp__fs__read_file", {"path": "notes.txt"}).text == "PUBLIC-notes\n"
     assert "PUBLIC-notes" in c.call("bash", {"command": "cat notes.txt"}).text
