@@ -214,3 +214,59 @@ def test_relative_names_for_an_http_upstream_are_judged_against_every_plausible_
         r = c.call("mcp__fs__read_file", {"path": path})
         assert _refused(r) and "SECRET" not in r.text, (path, r.text)
     assert c.call("mcp__fs__read_file", {"path": "proj/notes.txt"}).text == "PUBLIC-notes\n"
+
+
+# -- attack review F1: a one-word name that is a symlink to a secret ---------------------------
+
+
+def test_a_one_word_symlink_to_a_secret_needs_a_human_upstream_and_in_bash(
+    start_bridge, home, tmp_path
+):
+    (home / "proj" / "creds").symlink_to("../.aws/credentials")
+    state = str(tmp_path / "state")
+    cfg = {
+        "roots": [str(home / "proj")],
+        "mcp_servers": {"fs": spec(state, "--fs")},
+        "approval": {"tiers": {"mcp__fs__read_file": "allow"}},
+        "rules": {"allow": ["bash(cat *)"]},
+    }
+    running = start_bridge(cfg)
+    ready(running, "fs")
+    c = running.client()
+    r = c.call("mcp__fs__read_file", {"path": "creds"})
+    assert _refused(r) and "SECRET" not in r.text, r.text
+    r = c.call("bash", {"command": "cat creds"})
+    assert _refused(r) and "SECRET" not in r.text, r.text
+    # A hard link by one word is the secret it links to (judged by its identity).
+    os.link(home / ".ssh" / "id_rsa", home / "proj" / "readme")
+    for tool, args in (
+        ("mcp__fs__read_file", {"path": "readme"}),
+        ("bash", {"command": "cat readme"}),
+    ):
+        r = c.call(tool, args)
+        assert _refused(r) and "SECRET" not in r.text, (tool, r.text)
+    # A plain word that names an ordinary file still runs unattended.
+    assert c.call("mcp__fs__read_file", {"path": "notes.txt"}).text == "PUBLIC-notes\n"
+    assert "PUBLIC-notes" in c.call("bash", {"command": "cat notes.txt"}).text
+
+
+def test_a_recursive_glob_reaches_a_protected_file_at_any_depth_only_with_a_human(
+    start_bridge, home, tmp_path
+):
+    (home / ".config" / "gh").mkdir(parents=True)
+    (home / ".config" / "gh" / "hosts.yml").write_text("SECRET-gh\n")
+    state = str(tmp_path / "state")
+    cfg = {
+        "roots": [str(home / "proj")],
+        "mcp_servers": {"up": spec(state, "--wide")},
+        "approval": {"tiers": {"mcp__up__exec": "allow"}},
+    }
+    running = start_bridge(cfg)
+    ready(running, "up")
+    c = running.client()
+    for args in (
+        {"command": "cat x", "pattern": "~/**/hosts.yml"},
+        {"command": "cat x", "root": "~", "glob": "**/hosts.yml"},
+        {"command": f"cat {home}/%2essh/%69d_rsa"},
+    ):
+        assert _refused(c.call("mcp__up__exec", args)), args

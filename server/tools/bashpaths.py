@@ -20,8 +20,12 @@ import itertools
 import json
 import os
 import re
+import stat
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
+
+from ..protected import fold
 
 if TYPE_CHECKING:
     from ..paths import CallPaths, Escalation, PathPolicy
@@ -74,6 +78,7 @@ _FILE_URL = re.compile(r"file://(?:localhost)?(?=/)", re.I)
 MAX_STRINGS = 512  # keys and string values
 MAX_ARGUMENT_CHARS = 32768  # all of them together
 MAX_VALUES = 8192  # values visited at any depth (numbers, nulls, objects, arrays too)
+MAX_ARG_FOLDERS = 16  # arguments naming an existing folder (each a base for the others)
 # Past these the command is not analysed at all but always asks: the check runs on the bridge
 # loop (it stats and globs), so an agent must not be able to make it arbitrarily long.
 MAX_COMMAND_CHARS = 16384
@@ -237,13 +242,36 @@ def _bases(cwd: str) -> list[str]:
     return out
 
 
-class Budget:
-    """Candidate paths judged so far, shared by the strings of one call (each stat costs)."""
+MAX_LISTING = 4096  # entries of a base read at once to find one-word names; past it: lstat
 
-    __slots__ = ("judged",)
+
+class Budget:
+    """Candidate paths judged so far, shared by the strings of one call (each stat costs), and
+    the folded entry names of each base read so far (one ``listdir`` per base and call, so the
+    many plain words of a command cost a set lookup each, not a system call per base)."""
+
+    __slots__ = ("judged", "listings")
 
     def __init__(self) -> None:
         self.judged = 0
+        self.listings: dict[str, frozenset[str] | None] = {}
+
+    def may_exist(self, base: str, word: str) -> bool:
+        """``word`` (one path component) may name an entry of ``base``: its folded form is in
+        the listing (a superset on a case-sensitive system; exact with ``lexists`` below). A
+        base too large or unreadable to list is asked with ``lexists`` instead."""
+        if base not in self.listings:
+            names: frozenset[str] | None = None
+            with contextlib.suppress(OSError, ValueError):
+                with os.scandir(base) as it:
+                    entries = list(itertools.islice(it, MAX_LISTING + 1))
+                if len(entries) <= MAX_LISTING:
+                    names = frozenset(fold(e.name) for e in entries)
+            self.listings[base] = names
+        names = self.listings[base]
+        if names is not None and fold(word) not in names:
+            return False
+        return os.path.lexists(os.path.join(base, word))
 
 
 def command_escalation(
@@ -254,6 +282,7 @@ def command_escalation(
     *,
     bases: Sequence[str] = (),
     budget: Budget | None = None,
+    recursive: bool = False,
 ) -> Escalation | None:
     """The first protected/persistence/own-file location the command names, or None.
 
@@ -264,6 +293,8 @@ def command_escalation(
     the shell runs with (see :func:`_expand_vars`); a ``~`` is tried with its ``HOME`` too.
     ``bases``: more directories a relative name is tried against (a working directory that is
     not known for sure); ``budget``: the count of judged paths, shared across one call.
+    ``recursive``: ``**`` means any depth (an upstream's glob), not ``*`` (bash without
+    ``globstar``, which is off by default and off in ``bash -c``).
     """
     if len(command) > MAX_COMMAND_CHARS:
         return _unchecked(cwd, f"command of {len(command)} characters, too long to check")
@@ -297,7 +328,22 @@ def command_escalation(
             # The OS refuses a longer name, but a program may normalise it first
             # (``/./././…/.ssh/id_rsa``, as ``path.resolve`` does): judge that form.
             tok = os.path.normpath(tok)
-        if len(tok) > MAX_TOKEN_LEN or not (moves or _PATHLIKE.search(tok)):
+        if len(tok) > MAX_TOKEN_LEN:
+            continue
+        if not (moves or _PATHLIKE.search(tok)):
+            # A plain word (``creds``, ``fix``) is a file only where it exists: a symlink or a
+            # hard link by that name in a base is judged by where it lands and what it is;
+            # a word that names nothing anywhere is not a path at all.
+            here = [b for b in bases if budget.may_exist(b, tok)]
+            if here:
+                budget.judged += len(here)
+                if budget.judged > MAX_JUDGED:
+                    why = f"command names over {MAX_JUDGED} paths, too many to check"
+                    return _unchecked(cwd, why)
+                for b in here:
+                    esc = _judge(os.path.join(b, tok), policy, True)
+                    if esc is not None:
+                        return esc
             continue
         if tok == "~+" or tok.startswith(("~+/", "~-/")) or tok == "~-":
             tok = cwd + tok[2:]  # bash's $PWD and $OLDPWD (taken as the working directory)
@@ -306,6 +352,13 @@ def command_escalation(
         if shell_home and (tok == "~" or tok.startswith("~/")):
             names.append(shell_home + tok[1:])  # bash's own HOME, when bash.env sets another
         candidates = list(names)
+        if recursive and "**" in tok:
+            for name in names:
+                esc = _descendants(name, policy)
+                if esc is not None:
+                    return esc
+                # Every ``**/`` as no folder at all: ``~/**/.ssh/id_rsa`` names ``~/.ssh/id_rsa``.
+                candidates.append(name.replace("**/", ""))
         for name in names:
             if _GLOB.search(name):
                 matches: list[str] = []
@@ -323,6 +376,29 @@ def command_escalation(
             esc = _judge(c, policy, bare and c in names)
             if esc is not None:
                 return esc
+    return None
+
+
+def _descendants(name: str, policy: PathPolicy | CallPaths) -> Escalation | None:
+    """``<top>/**/x`` as a server reads it: any file at any depth below ``top`` (the literal
+    part before the first glob). It is never expanded (that is a walk of the home folder on the
+    bridge loop); instead, when ``top`` is in a protected location or holds one, the call asks:
+    ``~/**/hosts.yml`` reaches ``~/.config/gh/hosts.yml``."""
+    m = _GLOB.search(name)
+    head = name[: m.start()] if m else name
+    top = head if head.endswith("/") else os.path.dirname(head)
+    raw = policy.policy if hasattr(policy, "policy") else policy
+    try:
+        real = os.path.realpath(top or "/")
+        esc = raw.judge(real, write=True)
+        if esc is not None and esc.always_asks:
+            return esc
+        for p in raw.protected_dirs_under(real):
+            esc = raw.judge(p, write=True)
+            if esc is not None and esc.always_asks:
+                return esc
+    except (OSError, ValueError):
+        return None
     return None
 
 
@@ -349,6 +425,13 @@ def _judge(path: str, policy: PathPolicy | CallPaths, bare: bool = False) -> Esc
         if bare and not os.path.lexists(path):
             return None
         esc = policy.escalation(path, write=True)
+        if (esc is None or not esc.always_asks) and not hasattr(policy, "policy"):
+            # A bare PathPolicy judges by path only (CallPaths also checks the identity): a
+            # hard link to ``~/.ssh/id_rsa`` is that file, whatever its name.
+            real = raw.resolve(path)
+            st = os.stat(real)
+            if stat.S_ISREG(st.st_mode):
+                esc = raw.judge_identity(real, st, refresh=False) or esc
     except (OSError, ValueError):
         return None
     return esc if esc is not None and esc.always_asks else None
@@ -414,13 +497,37 @@ def arguments_escalation(
         bases = _bases(root)
         with contextlib.suppress(OSError):
             bases.append(os.path.realpath(os.getcwd()))
+    # A base and a relative part in two arguments (``{"cwd": "~", "files": ".aws/credentials"}``,
+    # ``{"root": "~", "glob": "**/hosts.yml"}``): every argument that names an existing folder
+    # is one more base for the others.
+    folders: list[str] = []
+    for s in dict.fromkeys(strings):
+        if not s or len(s) > MAX_TOKEN_LEN or "\0" in s:
+            continue
+        p = os.path.expanduser(_expand_vars(_FILE_URL.sub("", s.strip())))
+        p = p if os.path.isabs(p) else os.path.join(cwd, p)
+        with contextlib.suppress(OSError, ValueError):
+            if os.path.isdir(p):
+                folders.append(os.path.realpath(p))
+    folders = list(dict.fromkeys(f for f in folders if f not in bases and f != cwd))
+    if len(folders) > MAX_ARG_FOLDERS:
+        return _unchecked(cwd, f"arguments name over {MAX_ARG_FOLDERS} folders, too many to check")
+    bases += folders
     budget = Budget()
     for s in strings:
         # Brackets are not globs to a server: ``['/home/u/.aws/credentials']`` (a list's repr)
-        # names the file too, so the text is also judged with them as separators.
-        texts = (s, _BRACKETS.sub(" ", s)) if _BRACKETS.search(s) else (s,)
+        # names the file too, so the text is also judged with them as separators; and a server
+        # may percent-decode (``%2essh/%69d_rsa``, ``file:///…/%2Eaws/credentials``,
+        # ``?p=%2F…``), so each decoding (up to three rounds: ``%252e``) is judged too.
+        texts = [s]
+        for _ in range(3):
+            decoded = urllib.parse.unquote(texts[-1])
+            if decoded == texts[-1]:
+                break
+            texts.append(decoded)
+        texts += [_BRACKETS.sub(" ", t) for t in texts if _BRACKETS.search(t)]
         for text in texts:
-            esc = command_escalation(text, cwd, policy, bases=bases, budget=budget)
+            esc = command_escalation(text, cwd, policy, bases=bases, budget=budget, recursive=True)
             if esc is not None:
                 return esc
     return None

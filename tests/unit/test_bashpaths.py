@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from omp_a2a_bridge.server.paths import EscalationKind, PathPolicy
@@ -189,3 +191,124 @@ def test_a_few_moves_are_still_judged_and_ordinary_ones_pass(home, policy):
 def test_json_or_a_list_inside_a_string_argument_is_judged_too(home, policy, text):
     esc = arguments_escalation({"files": text.format(home=home)}, policy)
     assert esc is not None and esc.always_asks, text
+
+
+# -- one-word names (attack review F1) and recursive globs (F3) ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "command", ["cat creds", "cat < creds", "grep -r key creds", "git commit -m fix the creds"]
+)
+def test_a_one_word_symlink_to_a_secret_is_judged_where_it_lands(home, policy, command):
+    (home / "proj" / "creds").symlink_to("../.aws/credentials")
+    esc = command_escalation(command, str(home / "proj"), policy)
+    assert esc is not None and esc.always_asks, command
+    assert esc.path == str(home / ".aws" / "credentials")
+
+
+def test_a_one_word_symlink_is_judged_in_every_base_of_an_unsure_upstream(home, policy):
+    (home / "keys").symlink_to(".ssh")  # in the home, not in the root
+    esc = arguments_escalation({"path": "keys"}, policy, unsure=True)
+    assert esc is not None and esc.always_asks
+    assert arguments_escalation({"path": "keys"}, policy) is None  # stdio: only its cwd
+
+
+def test_a_one_word_hard_link_to_a_secret_is_that_secret(home):
+    policy = PathPolicy([str(home / "proj")], home=str(home))
+    assert policy.wait_scanned()
+    (home / "proj" / "notes2").hardlink_to(home / ".ssh" / "id_rsa")
+    esc = command_escalation("cat notes2", str(home / "proj"), policy)
+    assert esc is not None and esc.always_asks and "hard link" in esc.category
+    esc = arguments_escalation({"path": "notes2"}, policy)
+    assert esc is not None and esc.always_asks
+
+
+def test_plain_words_that_name_nothing_or_harmless_files_pass(home, policy):
+    (home / "proj" / "fix").write_text("ordinary")
+    (home / "proj" / "link").symlink_to("notes.txt")
+    for command in ("git commit -m fix the thing", "cat link fix", "echo id_rsa credentials"):
+        assert command_escalation(command, str(home / "proj"), policy) is None, command
+
+
+@pytest.fixture
+def gh(home):
+    (home / ".config" / "gh").mkdir(parents=True)
+    (home / ".config" / "gh" / "hosts.yml").write_text("oauth_token: x")
+    return home
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"pattern": "~/**/hosts.yml"},
+        {"pattern": "$HOME/**/hosts.yml"},
+        {"pattern": "{home}/**/*.yml"},
+        {"pattern": "~/.config/**"},
+        {"pattern": "~/**/.ssh/id_rsa"},
+    ],
+)
+def test_a_recursive_glob_in_upstream_arguments_reaches_any_depth(gh, policy, args):
+    args = {k: v.replace("{home}", str(gh)) for k, v in args.items()}
+    esc = arguments_escalation(args, policy)
+    assert esc is not None and esc.always_asks, args
+
+
+def test_a_relative_recursive_glob_of_an_unsure_upstream_asks(gh, policy):
+    esc = arguments_escalation({"root": "~", "glob": "**/hosts.yml"}, policy, unsure=True)
+    assert esc is not None and esc.always_asks
+
+
+def test_a_recursive_glob_over_a_clean_folder_passes(gh, policy):
+    (gh / "proj" / "sub" / "a.py").write_text("x")
+    assert arguments_escalation({"pattern": "**/*.py"}, policy) is None
+    assert arguments_escalation({"pattern": "~/proj/**/*.py"}, policy) is None
+
+
+def test_bash_reads_double_star_as_one_level(gh, policy):
+    # globstar is off in ``bash -c``: ``**`` is ``*``, one level; the home's top has no secret.
+    assert command_escalation("ls ~/**/hosts.yml", str(gh / "proj"), policy) is None
+    assert command_escalation("cat ~/.config/**/hosts.yml", str(gh / "proj"), policy) is not None
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"path": "{home}/%2essh/%69d_rsa"},
+        {"uri": "file://{home}/%2Eaws/credentials"},
+        {"url": "http://127.0.0.1:9/read?p=%2F{home_q}%2F.aws%2Fcredentials"},
+        {"path": "{home}/%252essh/id_rsa"},
+    ],
+)
+def test_percent_encoded_paths_in_upstream_arguments_are_judged_decoded(home, policy, args):
+    args = {
+        k: v.replace("{home_q}", str(home).lstrip("/").replace("/", "%2F")).replace(
+            "{home}", str(home)
+        )
+        for k, v in args.items()
+    }
+    esc = arguments_escalation(args, policy)
+    assert esc is not None and esc.always_asks, args
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"cwd": "{home}", "files": ".aws/credentials"},
+        {"cwd": "~", "files": ["x", "proj/../.aws/credentials"]},
+        {"root": "~", "glob": "**/credentials"},
+    ],
+)
+def test_a_folder_in_one_argument_is_a_base_for_the_others(home, policy, args):
+    args = {k: v.replace("{home}", str(home)) if isinstance(v, str) else v for k, v in args.items()}
+    esc = arguments_escalation(args, policy)
+    assert esc is not None and esc.always_asks, args
+
+
+def test_ordinary_folder_and_encoded_arguments_pass(home, policy):
+    args = {"cwd": str(home / "proj"), "files": "notes.txt", "q": "a%20b", "dir": "sub"}
+    assert arguments_escalation(args, policy) is None
+    many = {f"d{i}": str(home / "proj" / f"f{i}") for i in range(17)}
+    for d in many.values():
+        os.mkdir(d)
+    esc = arguments_escalation(many, policy)
+    assert esc is not None and esc.kind is EscalationKind.UNCHECKED and "folders" in esc.category
