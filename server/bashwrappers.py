@@ -45,6 +45,36 @@ WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
                    "--process-slot-var"}),
         0,
     ),
+    # The command word hidden behind a builtin, a multi-call binary or a helper that only
+    # changes the environment it runs in (an outside review found these ran past deny rules).
+    "env": (frozenset({"-u", "--unset", "-C", "--chdir", "-a", "--argv0", "-P"}), 0),
+    "command": (frozenset(), 0),
+    "exec": (frozenset({"-a"}), 0),
+    "busybox": (frozenset(), 0),
+    "toybox": (frozenset(), 0),
+    "fakeroot": (frozenset({"-l", "--lib", "--faked", "-s", "-i"}), 0),
+    "eatmydata": (frozenset(), 0),
+    "nocache": (frozenset({"-n"}), 0),
+    "chronic": (frozenset(), 0),
+    "ifne": (frozenset(), 0),
+    "catchsegv": (frozenset(), 0),
+    "numactl": (
+        frozenset({"-N", "-m", "-C", "-p", "-i", "--cpunodebind", "--membind", "--physcpubind",
+                   "--preferred", "--interleave"}),
+        0,
+    ),
+    "setarch": (frozenset(), 1),
+    "linux32": (frozenset(), 0),
+    "linux64": (frozenset(), 0),
+    "prlimit": (frozenset({"-p", "--pid"}), 0),
+    "setpriv": (frozenset(), 0),
+    "trickle": (frozenset({"-u", "-d", "-w", "-t", "-l", "-n"}), 0),
+    "proxychains": (frozenset({"-f"}), 0),
+    "proxychains4": (frozenset({"-f"}), 0),
+    "torsocks": (frozenset({"-u", "-p", "-a", "-P"}), 0),
+    "dbus-run-session": (frozenset(), 0),
+    "xvfb-run": (frozenset({"-n", "-s", "-f", "-e", "-p", "-w", "--server-num",
+                            "--server-args", "--auth-file", "--error-file"}), 0),
 }  # fmt: skip
 # Wrappers whose command is a string for ``sh -c`` (or that cannot be read reliably).
 _SHELL_WRAPPERS = frozenset(
@@ -159,12 +189,14 @@ def wrapped(words: Sequence[Word], i: int | None) -> tuple[list[tuple[Word, ...]
         return [], f"{base} runs a command this check cannot read"
     if base == "flock" and any(w.text in ("-c", "--command") for w in rest):
         return [], "flock -c runs a string as shell code"
+    if base == "env" and any(w.text.startswith(("-S", "--split-string")) for w in rest):
+        return [], "env -S splits a string into a command"
     spec = WRAPPERS.get(base)
     if spec is None:
         return [], None
     valued, positional = spec
     j = 0
-    while j < len(rest) and rest[j].text.startswith("-") and rest[j].text != "-":
+    while j < len(rest) and rest[j].text.startswith("-") and (rest[j].text != "-" or base == "env"):
         opt = rest[j].text
         j += 1
         if opt == "--":
