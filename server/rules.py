@@ -278,7 +278,8 @@ def _bare_value(name: str, text: str) -> ArgPattern:
 def _program_forms(words: Sequence[Word]) -> list[tuple[Word, ...]]:
     """Deny/ask: the ways bash may run the same program. ``/bin/rm``, ``./rm`` and ``X=1 rm``
     run ``rm`` as surely as ``rm`` does, so the command word is also matched by its last path
-    component and without the assignments before it."""
+    component (and that in lower case without ``.exe``) and without the assignments before it.
+    Allow rules never use these forms: a path-named program may be anything."""
     forms = [tuple(words)]
     i = program_index(words)
     if i is None:
@@ -287,9 +288,14 @@ def _program_forms(words: Sequence[Word]) -> list[tuple[Word, ...]]:
     if i:
         forms.append(rest)
     prog = rest[0]
+    if not prog.literal:
+        return forms
     base = prog.text.rsplit("/", 1)[-1]
-    if prog.literal and base and base != prog.text:
-        forms.extend((*f[: len(f) - len(rest)], Word(base), *rest[1:]) for f in list(forms))
+    # macOS and Windows file systems ignore case (``/bin/RM`` is rm), Git Bash runs ``rm.exe``.
+    plain = base.casefold().removesuffix(".exe")
+    for name in dict.fromkeys((base, plain)):
+        if name and name != prog.text:
+            forms.extend((*f[: len(f) - len(rest)], Word(name), *rest[1:]) for f in forms[:2])
     return forms
 
 

@@ -43,6 +43,9 @@ def bash(command: str, deny: list[str] = (), allow: list[str] = (), ask: list[st
         ("bash(rm *)", "nocache rm victim"),
         ("bash(rm *)", "chronic rm victim"),
         ("bash(rm *)", "numactl rm victim"),
+        ("bash(rm *)", "/bin/RM victim"),  # macOS: case-insensitive file system
+        ("bash(rm *)", "rm.exe victim"),  # Git Bash on Windows
+        ("bash(rm *)", "X=1 /usr/bin/Rm.EXE victim"),
     ],
 )
 def test_deny_sees_the_program_however_it_is_named(rule, command):
@@ -85,6 +88,8 @@ def test_what_cannot_be_read_never_runs_unattended(command):
         ("bash(rm *)", "busybox rm x"),
         ("bash(rm *)", "fakeroot rm x"),
         ("bash(rm *)", "/bin/env rm x"),
+        ("bash(rm *)", "RM x"),
+        ("bash(rm *)", "rm.exe x"),
     ],
 )
 def test_allow_rules_stay_literal(rule, command):
