@@ -113,6 +113,11 @@ class Rule:
             if allow and self.exact and set(args) - {a.name for a in self.args}:
                 return False
             if allow:
+                # An argument named again in another case (``DRY_RUN`` beside ``dry_run``) may
+                # be the one a case-insensitive upstream reads: the allow rule does not match.
+                named = {a.name.casefold(): a.name for a in self.args}
+                if any(named.get(str(k).casefold(), k) != k for k in args):
+                    return False
                 return all(a.name in args and a.matches(args[a.name], True) for a in self.args)
             # Deny/ask: names case-insensitively (Go's encoding/json fills Force from "FORCE").
             folded = [(str(k).casefold(), v) for k, v in args.items()]
@@ -125,7 +130,17 @@ class Rule:
     def matches_command(self, cmd: SimpleCommand, allow: bool) -> bool:
         if allow:  # literal: ``git`` never covers ``./git`` (an agent-written binary)
             return _match_words(self.words, cmd.words, True)
-        return any(_match_words(self.words, w, False) for w in _program_forms(cmd.words))
+        forms = _program_forms(cmd.words)
+        return any(_match_words(p, w, False) for p in self._deny_patterns() for w in forms)
+
+    def _deny_patterns(self) -> tuple[tuple[str, ...], ...]:
+        """A deny rule written with a path (``bash(/bin/rm *)``) also names the program by its
+        last component: ``rm x`` may well run ``/bin/rm``."""
+        first = self.words[0] if self.words else ""
+        base = first.rsplit("/", 1)[-1]
+        if base and base != first and not any(c in first for c in "*?["):
+            return (self.words, (base, *self.words[1:]))
+        return (self.words,)
 
 
 def _scalar(v: Any) -> bool:

@@ -46,6 +46,8 @@ def bash(command: str, deny: list[str] = (), allow: list[str] = (), ask: list[st
         ("bash(rm *)", "/bin/RM victim"),  # macOS: case-insensitive file system
         ("bash(rm *)", "rm.exe victim"),  # Git Bash on Windows
         ("bash(rm *)", "X=1 /usr/bin/Rm.EXE victim"),
+        ("bash(/bin/rm *)", "rm victim"),  # a rule written with a path names the program too
+        ("bash(/usr/bin/git push *)", "./git push"),
     ],
 )
 def test_deny_sees_the_program_however_it_is_named(rule, command):
@@ -146,3 +148,12 @@ def test_deny_still_tells_other_values_apart():
     assert upstream("mcp__x__t(id=7)", {"id": "1e999"}) is None
     assert upstream("mcp__x__t(id=7)", {"id": 10**400}) is None
     assert upstream("mcp__x__t(force=true)", {"force": True}, "allow") is RuleList.ALLOW
+
+
+def test_an_allow_rule_does_not_match_an_argument_named_twice_in_two_cases():
+    """Go's encoding/json fills ``DryRun`` from the last of ``dry_run``/``DRY_RUN``."""
+    rule = "mcp__x__t(dry_run=true)"
+    assert upstream(rule, {"dry_run": True, "DRY_RUN": False}, "allow") is None
+    assert upstream(rule, {"DRY_RUN": False, "dry_run": True}, "allow") is None
+    assert upstream(rule, {"dry_run": True, "other": 1}, "allow") is RuleList.ALLOW
+    assert upstream(rule, {"dry_run": False, "DRY_RUN": True}) is RuleList.DENY
