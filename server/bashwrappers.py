@@ -22,9 +22,13 @@ if TYPE_CHECKING:
 # value, and how many positional words come before the command (timeout's DURATION).
 WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
+    "gtimeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),  # macOS coreutils
     "nice": (frozenset({"-n", "--adjustment"}), 0),
     "nohup": (frozenset(), 0),
     "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
+    "gstdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
+    "gnice": (frozenset({"-n", "--adjustment"}), 0),
+    "gnohup": (frozenset(), 0),
     "ionice": (frozenset({"-c", "-n", "-p", "-P", "-u", "--class", "--classdata"}), 0),
     "setsid": (frozenset(), 0),
     "time": (frozenset({"-f", "-o", "--format", "--output"}), 0),
@@ -168,6 +172,17 @@ def code_option(base: str, rest: Sequence[Word]) -> str | None:
     return None
 
 
+def _cluster_ends_valued(opt: str, valued: frozenset[str]) -> bool:
+    """``sudo -iu root rm``: in a cluster of short options the first one that takes a value
+    takes the rest of the word (``-uroot``) or, when it is the last letter, the next word."""
+    if opt.startswith("--") or len(opt) < 3:
+        return False
+    for n, c in enumerate(opt[1:], start=1):
+        if "-" + c in valued:
+            return n == len(opt) - 1
+    return False
+
+
 def wrapped(words: Sequence[Word], i: int | None) -> tuple[list[tuple[Word, ...]], str | None]:
     """The commands a wrapper (``timeout``, ``xargs``, ``find -exec``...) runs, and a reason
     when it runs one that cannot be told from its words; ``i`` is the program's index."""
@@ -201,7 +216,7 @@ def wrapped(words: Sequence[Word], i: int | None) -> tuple[list[tuple[Word, ...]
         j += 1
         if opt == "--":
             break
-        if opt in valued:
+        if opt in valued or _cluster_ends_valued(opt, valued):
             j += 1
     j += positional
     if j >= len(rest):

@@ -46,6 +46,9 @@ def bash(command: str, deny: list[str] = (), allow: list[str] = (), ask: list[st
         ("bash(rm *)", "/bin/RM victim"),  # macOS: case-insensitive file system
         ("bash(rm *)", "rm.exe victim"),  # Git Bash on Windows
         ("bash(rm *)", "X=1 /usr/bin/Rm.EXE victim"),
+        ("bash(rm *)", "sudo -iu root rm victim"),  # -u takes the next word
+        ("bash(rm *)", "sudo -uroot /bin/rm victim"),  # -u takes the rest of its word
+        ("bash(rm *)", "gtimeout 5 rm victim"),
         ("bash(/bin/rm *)", "rm victim"),  # a rule written with a path names the program too
         ("bash(/usr/bin/git push *)", "./git push"),
     ],
