@@ -8,7 +8,8 @@ to the tool's tier (the bridge does that).
 rules only when **every** simple command in it matches an allow rule and nothing in it can run
 code or write files behind the rules' back; anything else makes the call *unallowable* (it
 asks, or is denied where a deny rule matches any command found anywhere in it, substitutions
-included).
+included). Deny and ask rules also see the program by its last path component (``/bin/rm`` is
+``rm``) and past leading assignments; allow rules stay literal (``./git`` may be anything).
 
 Path tools match the *real* path with gitignore-style globs (``pathspec``, the semantics
 Claude Code users know): ``~/`` is the home directory, ``/`` is absolute, a pattern without a
@@ -175,9 +176,11 @@ class ArgPattern:
     by value, so ``7`` also matches ``7.0`` and ``0`` matches ``-0``; a boolean is never a
     number). Objects and arrays never match. A **deny or ask** rule asks "may this be what the
     rule names?", so it matches more, never less: the string forms of a literal (``"false"``,
-    ``"FALSE"``, ``"7.0"``), a value whose JSON text matches the glob (``x="7*"`` matches
-    ``70``), and any value found inside an array or object — an upstream that coerces types
-    cannot slip a denied value past it by sending another JSON type.
+    ``"FALSE"``, ``"7.0"``, ``"0x7"``, ``"７"``, a float64-equal number), a value whose JSON
+    text matches the glob (``x="7*"`` matches ``70``), any value found inside an array or
+    object, under the argument's name in any case (the rule matches in :meth:`Rule.matches`) —
+    an upstream that coerces types cannot slip a denied value past it by sending another JSON
+    type.
     """
 
     name: str
