@@ -307,9 +307,17 @@ class Walker:
         """``timeout 5 git push``, ``nice sh -c …``, ``xargs rm``, ``find -exec rm {} ;``: the
         command a wrapper runs is a simple command of the call too, so a deny rule sees it,
         an allow rule must cover it as well, and ``sh -c`` inside it stays unallowable."""
-        inner, why = wrapped(cmd.words, program_index(cmd.words))
+        i = program_index(cmd.words)
+        inner, why = wrapped(cmd.words, i)
         if why is not None:
             self.flag(why)
+            if i is not None and self.depth < REENTRY_DEPTH:
+                # ``watch rm x`` runs its words joined as shell code: search the joined tails
+                # (past a few leading options) for commands a deny rule names.
+                rest = cmd.words[i + 1 :]
+                for k in range(min(len(rest), 5)):
+                    text = " ".join(w.text for w in rest[k:])
+                    self.everywhere.extend(analyze(text, self.depth + 1).everywhere)
         for words in inner:
             sub = SimpleCommand(normalise(list(words)))
             self.commands.append(sub)

@@ -22,9 +22,13 @@ if TYPE_CHECKING:
 # value, and how many positional words come before the command (timeout's DURATION).
 WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "timeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),
+    "gtimeout": (frozenset({"-s", "--signal", "-k", "--kill-after"}), 1),  # macOS coreutils
     "nice": (frozenset({"-n", "--adjustment"}), 0),
     "nohup": (frozenset(), 0),
     "stdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
+    "gstdbuf": (frozenset({"-i", "-o", "-e", "--input", "--output", "--error"}), 0),
+    "gnice": (frozenset({"-n", "--adjustment"}), 0),
+    "gnohup": (frozenset(), 0),
     "ionice": (frozenset({"-c", "-n", "-p", "-P", "-u", "--class", "--classdata"}), 0),
     "setsid": (frozenset(), 0),
     "time": (frozenset({"-f", "-o", "--format", "--output"}), 0),
@@ -45,6 +49,36 @@ WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
                    "--process-slot-var"}),
         0,
     ),
+    # The command word hidden behind a builtin, a multi-call binary or a helper that only
+    # changes the environment it runs in (an outside review found these ran past deny rules).
+    "env": (frozenset({"-u", "--unset", "-C", "--chdir", "-a", "--argv0", "-P"}), 0),
+    "command": (frozenset(), 0),
+    "exec": (frozenset({"-a"}), 0),
+    "busybox": (frozenset(), 0),
+    "toybox": (frozenset(), 0),
+    "fakeroot": (frozenset({"-l", "--lib", "--faked", "-s", "-i"}), 0),
+    "eatmydata": (frozenset(), 0),
+    "nocache": (frozenset({"-n"}), 0),
+    "chronic": (frozenset(), 0),
+    "ifne": (frozenset(), 0),
+    "catchsegv": (frozenset(), 0),
+    "numactl": (
+        frozenset({"-N", "-m", "-C", "-p", "-i", "--cpunodebind", "--membind", "--physcpubind",
+                   "--preferred", "--interleave"}),
+        0,
+    ),
+    "setarch": (frozenset(), 1),
+    "linux32": (frozenset(), 0),
+    "linux64": (frozenset(), 0),
+    "prlimit": (frozenset({"-p", "--pid"}), 0),
+    "setpriv": (frozenset(), 0),
+    "trickle": (frozenset({"-u", "-d", "-w", "-t", "-l", "-n"}), 0),
+    "proxychains": (frozenset({"-f"}), 0),
+    "proxychains4": (frozenset({"-f"}), 0),
+    "torsocks": (frozenset({"-u", "-p", "-a", "-P"}), 0),
+    "dbus-run-session": (frozenset(), 0),
+    "xvfb-run": (frozenset({"-n", "-s", "-f", "-e", "-p", "-w", "--server-num",
+                            "--server-args", "--auth-file", "--error-file"}), 0),
 }  # fmt: skip
 # Wrappers whose command is a string for ``sh -c`` (or that cannot be read reliably).
 _SHELL_WRAPPERS = frozenset(
@@ -138,6 +172,17 @@ def code_option(base: str, rest: Sequence[Word]) -> str | None:
     return None
 
 
+def _cluster_ends_valued(opt: str, valued: frozenset[str]) -> bool:
+    """``sudo -iu root rm``: in a cluster of short options the first one that takes a value
+    takes the rest of the word (``-uroot``) or, when it is the last letter, the next word."""
+    if opt.startswith("--") or len(opt) < 3:
+        return False
+    for n, c in enumerate(opt[1:], start=1):
+        if "-" + c in valued:
+            return n == len(opt) - 1
+    return False
+
+
 def wrapped(words: Sequence[Word], i: int | None) -> tuple[list[tuple[Word, ...]], str | None]:
     """The commands a wrapper (``timeout``, ``xargs``, ``find -exec``...) runs, and a reason
     when it runs one that cannot be told from its words; ``i`` is the program's index."""
@@ -159,17 +204,19 @@ def wrapped(words: Sequence[Word], i: int | None) -> tuple[list[tuple[Word, ...]
         return [], f"{base} runs a command this check cannot read"
     if base == "flock" and any(w.text in ("-c", "--command") for w in rest):
         return [], "flock -c runs a string as shell code"
+    if base == "env" and any(w.text.startswith(("-S", "--split-string")) for w in rest):
+        return [], "env -S splits a string into a command"
     spec = WRAPPERS.get(base)
     if spec is None:
         return [], None
     valued, positional = spec
     j = 0
-    while j < len(rest) and rest[j].text.startswith("-") and rest[j].text != "-":
+    while j < len(rest) and rest[j].text.startswith("-") and (rest[j].text != "-" or base == "env"):
         opt = rest[j].text
         j += 1
         if opt == "--":
             break
-        if opt in valued:
+        if opt in valued or _cluster_ends_valued(opt, valued):
             j += 1
     j += positional
     if j >= len(rest):

@@ -8,7 +8,8 @@ to the tool's tier (the bridge does that).
 rules only when **every** simple command in it matches an allow rule and nothing in it can run
 code or write files behind the rules' back; anything else makes the call *unallowable* (it
 asks, or is denied where a deny rule matches any command found anywhere in it, substitutions
-included).
+included). Deny and ask rules also see the program by its last path component (``/bin/rm`` is
+``rm``) and past leading assignments; allow rules stay literal (``./git`` may be anything).
 
 Path tools match the *real* path with gitignore-style globs (``pathspec``, the semantics
 Claude Code users know): ``~/`` is the home directory, ``/`` is absolute, a pattern without a
@@ -30,13 +31,23 @@ import math
 import os
 import re
 import shlex
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pathspec
 
-from .bashparse import Analysis, SimpleCommand, Walker, Word, analyze, analyze_pattern, normalise
+from .bashparse import (
+    Analysis,
+    SimpleCommand,
+    Walker,
+    Word,
+    analyze,
+    analyze_pattern,
+    normalise,
+    program_index,
+)
 from .errors import BridgeError
 
 PATH_TOOLS = frozenset({"read", "write", "edit", "ls", "find", "grep"})
@@ -102,11 +113,35 @@ class Rule:
             # that adds an argument (an upstream may ignore it: no way around a deny rule).
             if allow and self.exact and set(args) - {a.name for a in self.args}:
                 return False
-            return all(a.name in args and a.matches(args[a.name], allow) for a in self.args)
+            if allow:
+                # An argument named again in another case (``DRY_RUN`` beside ``dry_run``) may
+                # be the one a case-insensitive upstream reads: the allow rule does not match.
+                named = {a.name.casefold(): a.name for a in self.args}
+                if any(named.get(str(k).casefold(), k) != k for k in args):
+                    return False
+                return all(a.name in args and a.matches(args[a.name], True) for a in self.args)
+            # Deny/ask: names case-insensitively (Go's encoding/json fills Force from "FORCE").
+            folded = [(str(k).casefold(), v) for k, v in args.items()]
+            return all(
+                any(k == a.name.casefold() and a.matches(v, False) for k, v in folded)
+                for a in self.args
+            )
         return False
 
     def matches_command(self, cmd: SimpleCommand, allow: bool) -> bool:
-        return _match_words(self.words, cmd.words, allow)
+        if allow:  # literal: ``git`` never covers ``./git`` (an agent-written binary)
+            return _match_words(self.words, cmd.words, True)
+        forms = _program_forms(cmd.words)
+        return any(_match_words(p, w, False) for p in self._deny_patterns() for w in forms)
+
+    def _deny_patterns(self) -> tuple[tuple[str, ...], ...]:
+        """A deny rule written with a path (``bash(/bin/rm *)``) also names the program by its
+        last component: ``rm x`` may well run ``/bin/rm``."""
+        first = self.words[0] if self.words else ""
+        base = first.rsplit("/", 1)[-1]
+        if base and base != first and not any(c in first for c in "*?["):
+            return (self.words, (base, *self.words[1:]))
+        return (self.words,)
 
 
 def _scalar(v: Any) -> bool:
@@ -126,6 +161,7 @@ class ValueKind(enum.StrEnum):
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 # A string a deny/ask rule's number may be read from (Python's int()/float(), JS's Number()).
 _LOOSE_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_PREFIXED_INT = re.compile(r"[+-]?0(?:[xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)")
 _LITERALS: dict[str, Any] = {"true": True, "false": False, "null": None}
 _COERCE_MAX = 64  # characters: a longer string is never read as a number for deny/ask
 _WALK_MAX = 10_000  # values inside one argument a deny/ask rule searches; more: it matches
@@ -140,9 +176,11 @@ class ArgPattern:
     by value, so ``7`` also matches ``7.0`` and ``0`` matches ``-0``; a boolean is never a
     number). Objects and arrays never match. A **deny or ask** rule asks "may this be what the
     rule names?", so it matches more, never less: the string forms of a literal (``"false"``,
-    ``"FALSE"``, ``"7.0"``), a value whose JSON text matches the glob (``x="7*"`` matches
-    ``70``), and any value found inside an array or object — an upstream that coerces types
-    cannot slip a denied value past it by sending another JSON type.
+    ``"FALSE"``, ``"7.0"``, ``"0x7"``, ``"７"``, a float64-equal number), a value whose JSON
+    text matches the glob (``x="7*"`` matches ``70``), any value found inside an array or
+    object, under the argument's name in any case (the rule matches in :meth:`Rule.matches`) —
+    an upstream that coerces types cannot slip a denied value past it by sending another JSON
+    type.
     """
 
     name: str
@@ -187,14 +225,51 @@ class ArgPattern:
         text = v if isinstance(v, str) else json.dumps(v)
         if fnmatch.fnmatchcase(text, self.glob):
             return True
-        if self.kind is ValueKind.LITERAL and isinstance(v, str) and len(v) <= _COERCE_MAX:
-            word = v.strip()
+        if self.kind is not ValueKind.LITERAL:
+            return False
+        if isinstance(v, str) and len(v) <= _COERCE_MAX:
+            word = _plain_digits(unicodedata.normalize("NFKC", v)).strip()
             if word.lower() in _LITERALS:
                 return _same(self.value, _LITERALS[word.lower()])
-            if _LOOSE_NUMBER.fullmatch(word):  # "07", "+7", "7.", ".5": how upstreams read it
-                digits = word.isdigit() or (word[0] in "+-" and word[1:].isdigit())
-                return _same(self.value, int(word) if digits else float(word))
-        return False
+            number = _read_number(word)
+            return number is not None and _same_number(self.value, number)
+        return _same_number(self.value, v)
+
+
+def _plain_digits(text: str) -> str:
+    """Any Unicode decimal digit as its ASCII digit (Python's int() reads ``"٧"`` as 7)."""
+    return "".join(str(d) if (d := unicodedata.decimal(c, None)) is not None else c for c in text)
+
+
+def _read_number(word: str) -> int | float | None:
+    """A string as a lenient upstream reads it as a number (deny/ask only): ``07``, ``+7``,
+    ``7.``, ``.5``, ``1_000``, ``0x7``, ``0o7``, ``0b111``; None when it is not one."""
+    w = word.replace("_", "")
+    if not w or "_" in (word[0], word[-1]):
+        return None
+    if _PREFIXED_INT.fullmatch(w):
+        return int(w, 0)
+    if _LOOSE_NUMBER.fullmatch(w):  # "07", "+7", "7.", ".5": how upstreams read it
+        digits = w.isdigit() or (w[0] in "+-" and w[1:].isdigit())
+        return int(w) if digits else float(w)
+    return None
+
+
+def _f64(n: int | float) -> float:
+    """The number as JavaScript's JSON.parse (a float64) holds it."""
+    try:
+        return float(n)
+    except OverflowError:
+        return math.inf if n > 0 else -math.inf
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    """Deny/ask: equal as written, or equal once both are read as float64
+    (``9007199254740993`` is ``9007199254740992`` to JSON.parse)."""
+    if _same(a, b):
+        return True
+    numbers = [x for x in (a, b) if isinstance(x, int | float) and not isinstance(x, bool)]
+    return len(numbers) == 2 and _f64(a) == _f64(b)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -216,6 +291,30 @@ def _bare_value(name: str, text: str) -> ArgPattern:
             raise RuleError(f"the number for {name} is out of range")
         return ArgPattern(name, text, ValueKind.LITERAL, number)
     return ArgPattern(name, text, ValueKind.WORD)
+
+
+def _program_forms(words: Sequence[Word]) -> list[tuple[Word, ...]]:
+    """Deny/ask: the ways bash may run the same program. ``/bin/rm``, ``./rm`` and ``X=1 rm``
+    run ``rm`` as surely as ``rm`` does, so the command word is also matched by its last path
+    component (and that in lower case without ``.exe``) and without the assignments before it.
+    Allow rules never use these forms: a path-named program may be anything."""
+    forms = [tuple(words)]
+    i = program_index(words)
+    if i is None:
+        return forms
+    rest = tuple(words[i:])
+    if i:
+        forms.append(rest)
+    prog = rest[0]
+    if not prog.literal:
+        return forms
+    base = prog.text.rsplit("/", 1)[-1]
+    # macOS and Windows file systems ignore case (``/bin/RM`` is rm), Git Bash runs ``rm.exe``.
+    plain = base.casefold().removesuffix(".exe")
+    for name in dict.fromkeys((base, plain)):
+        if name and name != prog.text:
+            forms.extend((*f[: len(f) - len(rest)], Word(name), *rest[1:]) for f in forms[:2])
+    return forms
 
 
 def _match_words(pattern: Sequence[str], words: Sequence[Word], allow: bool) -> bool:

@@ -137,6 +137,34 @@ def test_deny_beats_allow(start_bridge, repo, home):
     assert c.call("bash", {"command": "echo fine"}).text == "fine"  # no deny match, tier allow
 
 
+def test_a_deny_rule_sees_the_program_named_by_its_path(start_bridge, repo, home):
+    """Outside review F2: ``/bin/rm`` ran past ``bash(rm *)`` and deleted the file."""
+    running = start_bridge(
+        {
+            "roots": [repo, home],
+            "approval": {"tiers": {"bash": "allow"}},
+            "rules": {"deny": ["bash(rm *)", "bash(git push *)"]},
+        }
+    )
+    c = running.client()
+    victims = []
+    for n, command in enumerate(
+        ["rm victim1", "/bin/rm victim2", "./../../bin/rm victim3", "sudo -n /bin/rm victim4",
+         "X=1 /usr/bin/env -i rm victim5", "busybox rm victim6", "command -p rm victim7"],
+        start=1,
+    ):  # fmt: skip
+        victim = os.path.join(repo, f"victim{n}")
+        Path(victim).write_text("keep me\n")
+        victims.append(victim)
+        r = c.call("bash", {"command": command})
+        assert r.result["isError"] is True, command
+        assert r.text == "denied by rule bash(rm *) (rules.deny)", (command, r.text)
+    assert all(os.path.exists(v) for v in victims)
+    r = c.call("bash", {"command": "timeout 5 /usr/bin/git push origin main"})
+    assert r.text == "denied by rule bash(git push *) (rules.deny)"
+    assert c.call("bash", {"command": "/bin/echo fine"}).text == "fine"  # no deny match
+
+
 def test_protected_paths_always_ask_whatever_the_rules_say(start_bridge, home):
     running = start_bridge(
         {
