@@ -66,8 +66,15 @@ _GLOB = re.compile(r"[*?\[]")
 # A word that can name a path by itself; a bare word only matters after a change of directory.
 _PATHLIKE = re.compile(r"[/.~*?\[]")
 _MOVES = frozenset({"cd", "pushd", "popd", "-C", "--directory", "--chdir", "--cwd", "-chdir"})
-_MOVE_OPTS = ("--directory", "--chdir", "--cwd", "-C")
-_CD = re.compile(r"(?:^|[\s;&|(])(?:cd|pushd)\s+([^\s;&|()<>`]+)")
+_MOVE_OPTS = ("--directory", "--chdir", "--cwd", "-C", "--work-tree", "--git-dir", "-chdir")
+# Options whose value is a directory the program works from (``tar -C``, ``git -C``,
+# ``make --directory``): like a ``cd`` target, a base for the relative names after it.
+_DIR_OPTS = frozenset(o for o in _MOVE_OPTS if o.startswith("-"))
+_SHORT_C = re.compile(r"-[A-Za-z]+C")  # ``tar -xzC dir``: the cluster's last option takes it
+# One shell word as bash reads it: a quoted part is part of the word, spaces included.
+_WORD = re.compile(r"""(?:[^\s;&|<>()`'"\\]|\\.|'[^']*'|"(?:[^"\\]|\\.)*")+""", re.S)
+_QUOTED = re.compile(r"""'([^']*)'|"((?:[^"\\]|\\.)*)"|\\(.)""", re.S)
+_DQ_ESCAPE = re.compile(r"""\\([$`"\\\n])""")
 MAX_CD = 16
 MAX_BASES = 256  # directories a relative name is tried from after cd; past it: asks
 _BRACKETS = re.compile(r"[\[\]{}]")
@@ -201,8 +208,60 @@ def _braces(word: str) -> list[str]:
     return out
 
 
-def tokens(command: str, cwd: str | None = None, env: Mapping[str, str] | None = None) -> list[str]:
-    """Every path-like candidate in ``command``, in order, without duplicates."""
+def _shell_words(text: str) -> list[str]:
+    """``text``'s words as bash splits them, quotes and backslashes removed: ``'my key'`` and
+    ``my\\ key`` are one word ``my key`` (the split below, on every blank, never sees it)."""
+
+    def unquote(m: re.Match[str]) -> str:
+        single, double, escaped = m.groups()
+        if single is not None:
+            return single
+        if double is not None:
+            return _DQ_ESCAPE.sub(r"\1", double)
+        return "" if escaped == "\n" else escaped
+
+    return [_QUOTED.sub(unquote, w) for w in _WORD.findall(text)]
+
+
+def _move_targets(words: Sequence[str]) -> list[str]:
+    """The folders a command works from besides its own: ``cd``/``pushd`` targets (options such
+    as ``-P``, ``-n``, ``--`` skipped) and the values of ``-C``, ``--directory``, ``--chdir``,
+    ``--work-tree``... (``-C dir``, ``-Cdir``, ``-xC dir``, ``--directory=dir``)."""
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        i += 1
+        if w in ("cd", "pushd"):
+            while i < len(words) and words[i].startswith("-") and words[i] != "-":
+                i += 1
+            if i < len(words):
+                out.append(words[i])
+                i += 1
+            continue
+        if not w.startswith("-"):
+            continue
+        name, eq, value = w.partition("=")
+        if eq and name in _DIR_OPTS:
+            out.append(value)
+        elif w in _DIR_OPTS or _SHORT_C.fullmatch(w):
+            if i < len(words):
+                out.append(words[i])
+                i += 1
+        elif w.startswith("-C") and len(w) > 2:
+            out.append(w[2:])
+    return out
+
+
+def tokens(
+    command: str,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    whole: bool = False,
+) -> list[str]:
+    """Every path-like candidate in ``command``, in order, without duplicates. ``whole``: the
+    text is also one name by itself (an upstream's string: ``…/Application Support/…``)."""
     seen: dict[str, None] = {}
     # The text as written and as bash decodes it, each also expanded: ``$'…'`` found where
     # bash sees none (``echo '$' ; cat ~/.a\ws/x ; echo '``) must not hide a word either.
@@ -211,9 +270,14 @@ def tokens(command: str, cwd: str | None = None, env: Mapping[str, str] | None =
         (command, _expand_vars(command, cwd, env), norm, _expand_vars(norm, cwd, env))
     )
     for text in texts:
+        # Whole shell words first (a quoted word with spaces is one name to bash), then every
+        # piece split on blanks and separators (what a program may split it into).
+        words = [_FILE_URL.sub("", w) for w in _shell_words(text) if re.search(r"\s", w)]
+        if whole:
+            words += dict.fromkeys((text.strip(), _FILE_URL.sub("", text.strip())))
         text = re.sub(r"\\(.)", r"\1", text, flags=re.S).replace("'", "").replace('"', "")
         text = _FILE_URL.sub("", text)
-        for word in _SPLIT.split(text):
+        for word in [*words, *_SPLIT.split(text)]:
             if not word:
                 continue
             for w in _braces(_sequences(word)):
@@ -283,6 +347,7 @@ def command_escalation(
     bases: Sequence[str] = (),
     budget: Budget | None = None,
     recursive: bool = False,
+    whole: bool = False,
 ) -> Escalation | None:
     """The first protected/persistence/own-file location the command names, or None.
 
@@ -294,21 +359,20 @@ def command_escalation(
     ``bases``: more directories a relative name is tried against (a working directory that is
     not known for sure); ``budget``: the count of judged paths, shared across one call.
     ``recursive``: ``**`` means any depth (an upstream's glob), not ``*`` (bash without
-    ``globstar``, which is off by default and off in ``bash -c``).
+    ``globstar``, which is off by default and off in ``bash -c``). ``whole``: the text is
+    also one name by itself, spaces included (an upstream's string, not a command).
     """
     if len(command) > MAX_COMMAND_CHARS:
         return _unchecked(cwd, f"command of {len(command)} characters, too long to check")
     try:
-        found = tokens(command, cwd, env)
+        found = tokens(command, cwd, env, whole=whole)
     except TooComplex as e:
         return _unchecked(cwd, f"command holds {e}, too many to check")
-    moves = any(t in _MOVES or t.startswith(_MOVE_OPTS) for t in found)
+    moves = any(t in _MOVES or t.startswith(_MOVE_OPTS) or _SHORT_C.fullmatch(t) for t in found)
     tried = _bases(cwd) if moves else [cwd]
     bases = list(dict.fromkeys([*tried, *bases]))
-    if moves:  # and every folder a cd names, from each base so far: cd .config; cd autostart
-        plain = _expand_vars(_normalize(command), cwd, env)
-        plain = re.sub(r"\\(.)", r"\1", plain).replace("'", "").replace('"', "")
-        targets = _CD.findall(plain)
+    if moves:  # and every folder a cd or -C names, from each base so far: cd .config; cd x
+        targets = _move_targets(_shell_words(_expand_vars(_normalize(command), cwd, env)))
         if len(targets) > MAX_CD:  # the 17th ``cd`` could be the one into ``~/.config``
             return _unchecked(cwd, f"command changes directory over {MAX_CD} times")
         for target in targets:
@@ -527,7 +591,9 @@ def arguments_escalation(
             texts.append(decoded)
         texts += [_BRACKETS.sub(" ", t) for t in texts if _BRACKETS.search(t)]
         for text in texts:
-            esc = command_escalation(text, cwd, policy, bases=bases, budget=budget, recursive=True)
+            esc = command_escalation(
+                text, cwd, policy, bases=bases, budget=budget, recursive=True, whole=True
+            )
             if esc is not None:
                 return esc
     return None

@@ -312,3 +312,69 @@ def test_ordinary_folder_and_encoded_arguments_pass(home, policy):
         os.mkdir(d)
     esc = arguments_escalation(many, policy)
     assert esc is not None and esc.kind is EscalationKind.UNCHECKED and "folders" in esc.category
+
+
+# Attack review round: paths with spaces, -C bases, cd options ----------------------------------
+
+
+@pytest.fixture
+def spaced(home):
+    """Protected locations whose names hold spaces (Chrome's cookies, the Startup folder)."""
+    chrome = home / "Library" / "Application Support" / "Google" / "Chrome" / "Default"
+    chrome.mkdir(parents=True)
+    (chrome / "Cookies").write_text("COOKIES")
+    (home / ".docker").mkdir()
+    (home / ".docker" / "config.json").write_text("{}")
+    (home / "proj" / "my key").symlink_to(home / ".ssh" / "id_rsa")
+    return home
+
+
+def test_a_quoted_word_with_spaces_is_judged_whole(spaced, policy):
+    cwd = str(spaced / "proj")
+    assert command_escalation("cat 'my key'", cwd, policy) is not None
+    assert command_escalation('cat "my key"', cwd, policy) is not None
+    assert command_escalation("cat my\\ key", cwd, policy) is not None
+    assert command_escalation("cat < 'my key'", cwd, policy) is not None
+    cookies = '"../Library/Application Support/Google/Chrome/Default/Cookies"'
+    assert command_escalation(f"cat {cookies}", cwd, policy) is not None
+    startup = "AppData/Roaming/Microsoft/Windows/Start Menu/Programs/Startup/a.bat"
+    assert command_escalation(f'cp x "$HOME/{startup}"', cwd, policy) is not None
+    assert command_escalation("cat 'notes.txt'", cwd, policy) is None
+
+
+def test_an_upstream_string_with_spaces_is_judged_whole(spaced, policy):
+    cookies = str(spaced / "Library/Application Support/Google/Chrome/Default/Cookies")
+    assert arguments_escalation({"path": cookies}, policy, None) is not None
+    assert arguments_escalation({"path": "file://" + cookies}, policy, None) is not None
+    assert arguments_escalation({"path": "my key"}, policy, None) is not None
+    assert arguments_escalation({"text": "hello world"}, policy, None) is None
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "tar -C ../.docker -cf - config.json | tar -xOf -",
+        "tar -cf - -C ../.docker config.json",
+        "tar --directory=../.docker -cf - config.json",
+        "tar --directory ../.docker -cf - config.json",
+        "git -C ../.docker diff --no-index /dev/null config.json",
+        "git --work-tree=../.docker show HEAD:config.json",
+        "make -C ../.docker config.json",
+        "tar -xOC ../.docker -f - config.json",
+        "make -C../.docker config.json",
+        "npm --prefix x --cwd ../.docker cat config.json",
+        "cd -P ../.docker && cat config.json",
+        "cd -L ../.docker && cat config.json",
+        "cd -- ../.docker && cat config.json",
+        "pushd -n ../.docker && cat config.json",
+        "cd '../Library/Application Support/Google' && cat Chrome/Default/Cookies",
+    ],
+)
+def test_directory_options_and_cd_options_make_bases(spaced, policy, command):
+    assert command_escalation(command, str(spaced / "proj"), policy) is not None
+
+
+def test_directory_options_into_harmless_folders_stay_quiet(spaced, policy):
+    cwd = str(spaced / "proj")
+    assert command_escalation("make -C sub all", cwd, policy) is None
+    assert command_escalation("cd -P sub && cat notes.txt", cwd, policy) is None
