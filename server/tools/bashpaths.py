@@ -564,20 +564,36 @@ def arguments_escalation(
     # A base and a relative part in two arguments (``{"cwd": "~", "files": ".aws/credentials"}``,
     # ``{"root": "~", "glob": "**/hosts.yml"}``): every argument that names an existing folder
     # is one more base for the others.
+    # Also percent-decoded (``file:///…/.dock%65r``), and for an unsure upstream from every
+    # base (``{"dir": ".docker", "file": "config.json"}``).
     folders: list[str] = []
+    budget = Budget()
     for s in dict.fromkeys(strings):
         if not s or len(s) > MAX_TOKEN_LEN or "\0" in s:
             continue
-        p = os.path.expanduser(_expand_vars(_FILE_URL.sub("", s.strip())))
-        p = p if os.path.isabs(p) else os.path.join(cwd, p)
-        with contextlib.suppress(OSError, ValueError):
-            if os.path.isdir(p):
-                folders.append(os.path.realpath(p))
+        forms = [s]
+        for _ in range(3):
+            decoded = urllib.parse.unquote(forms[-1])
+            if decoded == forms[-1]:
+                break
+            forms.append(decoded)
+        for form in forms:
+            p = os.path.expanduser(_expand_vars(_FILE_URL.sub("", form.strip())))
+            if os.path.isabs(p):
+                here = [p]
+            elif "/" in p or p in (".", ".."):
+                here = [os.path.join(b, p) for b in dict.fromkeys([cwd, *bases])]
+            else:  # one word: a set lookup per base (one listing each), not a stat
+                here = [os.path.join(b, p) for b in dict.fromkeys([cwd, *bases])]
+                here = [q for q in here if budget.may_exist(os.path.dirname(q), p)]
+            for q in here:
+                with contextlib.suppress(OSError, ValueError):
+                    if os.path.isdir(q):
+                        folders.append(os.path.realpath(q))
     folders = list(dict.fromkeys(f for f in folders if f not in bases and f != cwd))
     if len(folders) > MAX_ARG_FOLDERS:
         return _unchecked(cwd, f"arguments name over {MAX_ARG_FOLDERS} folders, too many to check")
     bases += folders
-    budget = Budget()
     for s in strings:
         # Brackets are not globs to a server: ``['/home/u/.aws/credentials']`` (a list's repr)
         # names the file too, so the text is also judged with them as separators; and a server

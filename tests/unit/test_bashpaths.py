@@ -378,3 +378,12 @@ def test_directory_options_into_harmless_folders_stay_quiet(spaced, policy):
     cwd = str(spaced / "proj")
     assert command_escalation("make -C sub all", cwd, policy) is None
     assert command_escalation("cd -P sub && cat notes.txt", cwd, policy) is None
+
+
+def test_a_folder_argument_is_found_percent_decoded_and_from_every_base(spaced, policy):
+    uri = "file://" + str(spaced) + "/.dock%65r"
+    assert arguments_escalation({"uri": uri, "name": "config.json"}, policy, None) is not None
+    args = {"dir": ".docker", "file": "config.json"}
+    assert arguments_escalation(args, policy, None, unsure=True) is not None
+    assert arguments_escalation({"dir": "sub", "file": "config.json"}, policy, None) is None
+    assert arguments_escalation({"dir": "..", "file": ".ssh/id_rsa"}, policy, None) is not None
