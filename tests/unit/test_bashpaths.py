@@ -335,6 +335,9 @@ def test_a_quoted_word_with_spaces_is_judged_whole(spaced, policy):
     assert command_escalation('cat "my key"', cwd, policy) is not None
     assert command_escalation("cat my\\ key", cwd, policy) is not None
     assert command_escalation("cat < 'my key'", cwd, policy) is not None
+    assert command_escalation("cat<'my key'", cwd, policy) is not None
+    assert command_escalation('tool --file="my key"', cwd, policy) is not None
+    assert command_escalation("cat my' 'key", cwd, policy) is not None
     cookies = '"../Library/Application Support/Google/Chrome/Default/Cookies"'
     assert command_escalation(f"cat {cookies}", cwd, policy) is not None
     startup = "AppData/Roaming/Microsoft/Windows/Start Menu/Programs/Startup/a.bat"
