@@ -267,9 +267,18 @@ GLOBAL_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset({"-v", "--verbose", "-q", "--quiet", "--isolated", "--require-virtualenv",
                    "--no-cache-dir", "--disable-pip-version-check", "--no-color", "--no-input"}),
     ),
+    "make": (  # -j and -l take an optional value: read both ways
+        frozenset({"-C", "--directory", "-f", "--file", "--makefile", "-I", "--include-dir",
+                   "-o", "--old-file", "--assume-old", "-W", "--what-if", "--new-file",
+                   "--assume-new"}),
+        frozenset({"-k", "--keep-going", "-s", "--silent", "--quiet", "-n", "--dry-run",
+                   "--just-print", "-B", "--always-make", "-i", "--ignore-errors", "-q",
+                   "--question", "-r", "-R", "-e", "-t", "--touch", "--no-print-directory",
+                   "-w", "--print-directory", "-O", "--output-sync"}),
+    ),
 }  # fmt: skip
-for _alias, _of in (("pip3", "pip"), ("docker.exe", "docker"), ("kubectl.exe", "kubectl")):
-    GLOBAL_OPTIONS[_alias] = GLOBAL_OPTIONS[_of]
+GLOBAL_OPTIONS["pip3"] = GLOBAL_OPTIONS["pip"]
+GLOBAL_OPTIONS["gmake"] = GLOBAL_OPTIONS["make"]
 _SUBCOMMAND_FORMS_MAX = 8
 
 
