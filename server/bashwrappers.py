@@ -6,7 +6,8 @@ Why a module of its own: these are tables about the outside world (what each pro
 mean), kept apart from the bash grammar walk in :mod:`server.bashparse` that consults them. The
 command a wrapper runs is one more simple command of the call, so a deny rule sees
 ``timeout 5 git push`` and an allow rule must cover what ``xargs`` runs; a code-running option
-makes the call unallowable by any rule, like ``sh -c``.
+makes the call unallowable by any rule, like ``sh -c``. The global options before a subcommand
+(``git -C . push``) are skipped for deny and ask rules only (:data:`GLOBAL_OPTIONS`).
 """
 
 from __future__ import annotations
