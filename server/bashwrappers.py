@@ -268,6 +268,12 @@ GLOBAL_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
         frozenset({"-v", "--verbose", "-q", "--quiet", "--isolated", "--require-virtualenv",
                    "--no-cache-dir", "--disable-pip-version-check", "--no-color", "--no-input"}),
     ),
+    "docker-compose": (
+        frozenset({"-f", "--file", "-p", "--project-name", "--profile", "--env-file",
+                   "--project-directory", "--ansi", "--progress", "--parallel", "-H", "--host",
+                   "-c", "--context"}),
+        frozenset({"--compatibility", "--dry-run", "--all-resources", "--verbose"}),
+    ),
     "make": (  # -j and -l take an optional value: read both ways
         frozenset({"-C", "--directory", "-f", "--file", "--makefile", "-I", "--include-dir",
                    "-o", "--old-file", "--assume-old", "-W", "--what-if", "--new-file",

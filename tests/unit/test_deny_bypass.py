@@ -186,6 +186,7 @@ def test_an_allow_rule_does_not_match_an_argument_named_twice_in_two_cases():
         ("bash(cargo publish *)", "cargo --locked -Z x publish"),
         ("bash(systemctl stop *)", "systemctl --user stop x"),
         ("bash(aws s3 rm *)", "aws --profile p s3 rm s3://x"),
+        ("bash(docker-compose down *)", "docker-compose -f x.yml -p p down -v"),
         ("bash(make deploy*)", "make -C sub -j 4 deploy"),
         ("bash(make deploy*)", "make -j deploy"),  # -j's value is optional
         ("bash(rm *)", "sudo -R /x rm x"),  # sudo's --chroot takes a value
