@@ -6,11 +6,13 @@ Why a module of its own: these are tables about the outside world (what each pro
 mean), kept apart from the bash grammar walk in :mod:`server.bashparse` that consults them. The
 command a wrapper runs is one more simple command of the call, so a deny rule sees
 ``timeout 5 git push`` and an allow rule must cover what ``xargs`` runs; a code-running option
-makes the call unallowable by any rule, like ``sh -c``.
+makes the call unallowable by any rule, like ``sh -c``. The global options before a subcommand
+(``git -C . push``) are skipped for deny and ask rules only (:data:`GLOBAL_OPTIONS`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -36,7 +38,7 @@ WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "sudo": (
         frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user",
                    "--group", "--close-from", "--chdir", "--host", "--prompt", "--role",
-                   "--type", "--other-user", "--command-timeout"}),
+                   "--type", "--other-user", "--command-timeout", "-R", "--chroot"}),
         0,
     ),
     "doas": (frozenset({"-u", "-C"}), 0),
@@ -172,6 +174,158 @@ def code_option(base: str, rest: Sequence[Word]) -> str | None:
     return None
 
 
+# Programs whose global options come before a subcommand (``git -C . push``, ``kubectl -n ns
+# delete``): the options that take a separate value, and those that take none. A deny or ask
+# rule ``bash(git push *)`` is also matched against the command with these skipped; allow rules
+# stay literal (``-C /elsewhere`` changes what the subcommand acts on). An option in neither set
+# is read both ways (a flag, or one taking the next word), as a deny rule asks "may it match?".
+_GIT_FLAGS = frozenset(
+    {"-p", "-P", "--paginate", "--no-pager", "--bare", "--no-replace-objects",
+     "--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs",
+     "--no-optional-locks", "--no-advice", "--no-lazy-fetch", "--exec-path"}
+)  # fmt: skip
+GLOBAL_OPTIONS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "git": (_GIT_VALUED | {"--super-prefix", "--attr-source", "--list-cmds"}, _GIT_FLAGS),
+    "docker": (
+        frozenset({"-H", "--host", "-c", "--context", "--config", "-l", "--log-level",
+                   "--tlscacert", "--tlscert", "--tlskey"}),
+        frozenset({"-D", "--debug", "--tls", "--tlsverify"}),
+    ),
+    "podman": (
+        frozenset({"-c", "--connection", "--url", "--identity", "--root", "--runroot",
+                   "--storage-driver", "--log-level", "--cgroup-manager", "--module"}),
+        frozenset({"-r", "--remote", "--syslog"}),
+    ),
+    "kubectl": (
+        frozenset({"-n", "--namespace", "--context", "--cluster", "--user", "--kubeconfig",
+                   "-s", "--server", "--token", "--as", "--as-group", "--as-uid",
+                   "--request-timeout", "--certificate-authority", "--client-certificate",
+                   "--client-key", "--tls-server-name", "--cache-dir", "-v", "--v",
+                   "--username", "--password", "--profile", "--profile-output"}),
+        frozenset({"--insecure-skip-tls-verify", "--match-server-version", "--warnings-as-errors"}),
+    ),
+    "helm": (
+        frozenset({"-n", "--namespace", "--kube-context", "--kubeconfig", "--kube-apiserver",
+                   "--kube-as-user", "--kube-as-group", "--kube-token", "--kube-ca-file",
+                   "--registry-config", "--repository-cache", "--repository-config",
+                   "--burst-limit", "--qps"}),
+        frozenset({"--debug", "--kube-insecure-skip-tls-verify"}),
+    ),
+    "npm": (
+        frozenset({"-C", "--prefix", "--registry", "--userconfig", "--globalconfig", "--cache",
+                   "--loglevel", "-w", "--workspace", "--otp", "--tag", "--access"}),
+        frozenset({"-g", "--global", "-s", "--silent", "-q", "--quiet", "-d", "-dd", "-ddd",
+                   "--verbose", "-y", "--yes", "-f", "--force", "--dry-run", "-ws",
+                   "--workspaces", "--include-workspace-root", "--no-workspaces"}),
+    ),
+    "pnpm": (
+        frozenset({"-C", "--dir", "--filter", "-F", "--reporter", "--loglevel",
+                   "--workspace-dir", "--store-dir"}),
+        frozenset({"-r", "--recursive", "-w", "--workspace-root", "-g", "--global",
+                   "-s", "--silent"}),
+    ),
+    "yarn": (frozenset({"--cwd", "--registry", "--cache-folder"}), frozenset({"-s", "--silent"})),
+    "cargo": (
+        frozenset({"-Z", "--config", "--color", "-C"}),
+        frozenset({"-v", "-vv", "--verbose", "-q", "--quiet", "--frozen", "--locked",
+                   "--offline"}),
+    ),
+    "rustup": (frozenset(), frozenset({"-v", "--verbose", "-q", "--quiet"})),
+    "systemctl": (
+        frozenset({"-H", "--host", "-M", "--machine", "-t", "--type", "-s", "--signal",
+                   "-p", "--property", "--state", "-o", "--output", "--root", "--image",
+                   "-n", "--lines", "--kill-whom", "--job-mode", "--what", "--timestamp",
+                   "--message", "--when", "--kill-value", "--reboot-argument"}),
+        frozenset({"--user", "--system", "--global", "--now", "-q", "--quiet", "--no-block",
+                   "--no-pager", "-f", "--force", "-a", "--all", "-l", "--full", "-r",
+                   "--recursive", "-i", "--ignore-inhibitors", "--dry-run", "--no-reload",
+                   "--no-ask-password", "--runtime", "--no-wall", "--failed", "--no-legend",
+                   "--plain", "--wait", "--show-types", "--reverse"}),
+    ),
+    "aws": (
+        frozenset({"--profile", "--region", "--endpoint-url", "--output", "--query",
+                   "--cli-read-timeout", "--cli-connect-timeout", "--ca-bundle", "--color",
+                   "--cli-binary-format"}),
+        frozenset({"--debug", "--no-verify-ssl", "--no-paginate", "--no-cli-pager",
+                   "--no-sign-request", "--cli-auto-prompt", "--no-cli-auto-prompt"}),
+    ),
+    "gcloud": (
+        frozenset({"--project", "--account", "--configuration", "--verbosity", "--format",
+                   "--impersonate-service-account", "--billing-project", "--flags-file",
+                   "--flatten", "--trace-token"}),
+        frozenset({"-q", "--quiet", "--log-http", "--no-user-output-enabled"}),
+    ),
+    "terraform": (frozenset(), frozenset({"-help", "-version"})),  # -chdir=DIR
+    "hg": (
+        frozenset({"-R", "--repository", "--cwd", "--config", "--encoding", "--color",
+                   "--pager"}),
+        frozenset({"-y", "--noninteractive", "-q", "--quiet", "-v", "--verbose", "--debug",
+                   "--traceback", "--time", "--profile"}),
+    ),
+    "pip": (
+        frozenset({"--python", "--log", "--proxy", "--retries", "--timeout", "--exists-action",
+                   "--trusted-host", "--cert", "--client-cert", "--cache-dir"}),
+        frozenset({"-v", "--verbose", "-q", "--quiet", "--isolated", "--require-virtualenv",
+                   "--no-cache-dir", "--disable-pip-version-check", "--no-color", "--no-input"}),
+    ),
+    "docker-compose": (
+        frozenset({"-f", "--file", "-p", "--project-name", "--profile", "--env-file",
+                   "--project-directory", "--ansi", "--progress", "--parallel", "-H", "--host",
+                   "-c", "--context"}),
+        frozenset({"--compatibility", "--dry-run", "--all-resources", "--verbose"}),
+    ),
+    "make": (  # -j and -l take an optional value: read both ways
+        frozenset({"-C", "--directory", "-f", "--file", "--makefile", "-I", "--include-dir",
+                   "-o", "--old-file", "--assume-old", "-W", "--what-if", "--new-file",
+                   "--assume-new"}),
+        frozenset({"-k", "--keep-going", "-s", "--silent", "--quiet", "-n", "--dry-run",
+                   "--just-print", "-B", "--always-make", "-i", "--ignore-errors", "-q",
+                   "--question", "-r", "-R", "-e", "-t", "--touch", "--no-print-directory",
+                   "-w", "--print-directory", "-O", "--output-sync"}),
+    ),
+}  # fmt: skip
+GLOBAL_OPTIONS["pip3"] = GLOBAL_OPTIONS["pip"]
+GLOBAL_OPTIONS["gmake"] = GLOBAL_OPTIONS["make"]
+_SUBCOMMAND_FORMS_MAX = 8
+
+
+def subcommand_starts(base: str, rest: Sequence[Word]) -> list[int]:
+    """Deny/ask: where in ``rest`` (the words after program ``base``) its subcommand may start
+    once the global options before it are skipped (``git -C . push`` → 2), leaving out 0."""
+    spec = GLOBAL_OPTIONS.get(base)
+    if spec is None:
+        return []
+    valued, flags = spec
+    out: list[int] = []
+    todo, seen = [0], set()
+    while todo and len(out) < _SUBCOMMAND_FORMS_MAX:
+        n = todo.pop()
+        if n in seen or n >= len(rest):
+            continue
+        seen.add(n)
+        w = rest[n]
+        option = (
+            w.literal
+            and len(w.text) > 1
+            and (w.text.startswith("-") or (base in ("cargo", "rustup") and w.text.startswith("+")))
+        )
+        if not option or w.text == "--":
+            start = n + 1 if w.text == "--" else n
+            if start:
+                out.append(start)
+            continue
+        t = w.text
+        if "=" in t or t in flags or t.startswith("+"):
+            todo.append(n + 1)
+        elif t in valued or _cluster_ends_valued(t, valued):
+            todo.append(n + 2)
+        elif any(t.startswith(v) and len(v) == 2 and not v.startswith("--") for v in valued):
+            todo.append(n + 1)  # -C. -nprod: the value in the same word
+        else:
+            todo.extend((n + 2, n + 1))
+    return sorted(set(out))
+
+
 def _cluster_ends_valued(opt: str, valued: frozenset[str]) -> bool:
     """``sudo -iu root rm``: in a cluster of short options the first one that takes a value
     takes the rest of the word (``-uroot``) or, when it is the last letter, the next word."""
@@ -206,6 +360,14 @@ def wrapped(words: Sequence[Word], i: int | None) -> tuple[list[tuple[Word, ...]
         return [], "flock -c runs a string as shell code"
     if base == "env" and any(w.text.startswith(("-S", "--split-string")) for w in rest):
         return [], "env -S splits a string into a command"
+    if base == "coreutils" and rest and rest[0].text.startswith("--coreutils-prog"):
+        # The multi-call binary: ``coreutils --coreutils-prog=rm x`` runs ``rm x``; the
+        # ``-shebang=`` form skips the script's name after it (both read, for a deny rule).
+        prog = dataclasses.replace(rest[0], text=rest[0].text.split("=", 1)[-1])
+        forms = [(prog, *rest[1:])]
+        if rest[0].text.startswith("--coreutils-prog-shebang=") and len(rest) > 1:
+            forms.append((prog, *rest[2:]))
+        return forms, None
     spec = WRAPPERS.get(base)
     if spec is None:
         return [], None

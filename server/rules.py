@@ -48,6 +48,7 @@ from .bashparse import (
     normalise,
     program_index,
 )
+from .bashwrappers import subcommand_starts
 from .errors import BridgeError
 
 PATH_TOOLS = frozenset({"read", "write", "edit", "ls", "find", "grep"})
@@ -314,6 +315,10 @@ def _program_forms(words: Sequence[Word]) -> list[tuple[Word, ...]]:
     for name in dict.fromkeys((base, plain)):
         if name and name != prog.text:
             forms.extend((*f[: len(f) - len(rest)], Word(name), *rest[1:]) for f in forms[:2])
+    # ``git -C . push`` runs ``git push``: also without the global options before a subcommand.
+    named = list(forms)
+    for k in subcommand_starts(plain, rest[1:]):
+        forms.extend((*f[: len(f) - len(rest) + 1], *rest[1 + k :]) for f in named)
     return forms
 
 

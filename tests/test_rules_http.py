@@ -165,6 +165,36 @@ def test_a_deny_rule_sees_the_program_named_by_its_path(start_bridge, repo, home
     assert c.call("bash", {"command": "/bin/echo fine"}).text == "fine"  # no deny match
 
 
+def test_a_deny_rule_sees_git_push_past_global_options(start_bridge, repo, home):
+    """Outside review: ``git -C . push`` ran past ``bash(git push *)``."""
+    remote = os.path.join(home, "remote.git")
+    subprocess.run(["git", "init", "-q", "--bare", remote], check=True, capture_output=True)
+    running = start_bridge(
+        {
+            "roots": [repo, home],
+            "approval": {"tiers": {"bash": "allow"}},
+            "rules": {"deny": ["bash(git push *)"]},
+        }
+    )
+    c = running.client()
+    for command in (
+        f"git -C . push {remote} HEAD:refs/heads/a",
+        f"git --no-pager push {remote} HEAD:refs/heads/b",
+        f"git -P push {remote} HEAD:refs/heads/c",
+        f"git --git-dir=.git push {remote} HEAD:refs/heads/d",
+        f"git --work-tree . push {remote} HEAD:refs/heads/e",
+        f"timeout 5 git -P push {remote} HEAD:refs/heads/f",
+    ):
+        r = c.call("bash", {"command": command})
+        assert r.text == "denied by rule bash(git push *) (rules.deny)", (command, r.text)
+    refs = subprocess.run(
+        ["git", "--git-dir", remote, "for-each-ref"], check=True, capture_output=True, text=True
+    )
+    assert refs.stdout == ""  # nothing was pushed
+    r = c.call("bash", {"command": "git -C . rev-parse --is-inside-work-tree"})
+    assert r.text.strip() == "true"  # another subcommand runs
+
+
 def test_protected_paths_always_ask_whatever_the_rules_say(start_bridge, home):
     running = start_bridge(
         {

@@ -160,3 +160,66 @@ def test_an_allow_rule_does_not_match_an_argument_named_twice_in_two_cases():
     assert upstream(rule, {"DRY_RUN": False, "dry_run": True}, "allow") is None
     assert upstream(rule, {"dry_run": True, "other": 1}, "allow") is RuleList.ALLOW
     assert upstream(rule, {"dry_run": False, "DRY_RUN": True}) is RuleList.DENY
+
+
+@pytest.mark.parametrize(
+    ("rule", "command"),
+    [
+        ("bash(git push *)", "git -C . push origin main"),
+        ("bash(git push *)", "git --no-pager push"),
+        ("bash(git push *)", "git -P push"),
+        ("bash(git push *)", "git --git-dir=.git push"),
+        ("bash(git push *)", "git --work-tree . push"),
+        ("bash(git push *)", "git --namespace x push"),
+        ("bash(git push *)", "git --bare push"),
+        ("bash(git push *)", "git --literal-pathspecs push"),
+        ("bash(git push *)", "timeout 5 git -P push"),
+        ("bash(git push *)", "/usr/bin/git -C /x --no-pager push"),
+        ("bash(git push *)", "git -C. push"),  # the value in the option's word
+        ("bash(git push *)", "git --some-future-option x push"),  # unknown: read both ways
+        ("bash(docker rm *)", "docker -H tcp://x rm c"),
+        ("bash(docker rm *)", "docker --context c rm c"),
+        ("bash(kubectl delete *)", "kubectl -n ns delete pod x"),
+        ("bash(kubectl delete *)", "kubectl --context prod --namespace=ns delete pod x"),
+        ("bash(npm publish *)", "npm --prefix x publish"),
+        ("bash(cargo publish *)", "cargo +nightly publish"),
+        ("bash(cargo publish *)", "cargo --locked -Z x publish"),
+        ("bash(systemctl stop *)", "systemctl --user stop x"),
+        ("bash(aws s3 rm *)", "aws --profile p s3 rm s3://x"),
+        ("bash(docker-compose down *)", "docker-compose -f x.yml -p p down -v"),
+        ("bash(make deploy*)", "make -C sub -j 4 deploy"),
+        ("bash(make deploy*)", "make -j deploy"),  # -j's value is optional
+        ("bash(rm *)", "sudo -R /x rm x"),  # sudo's --chroot takes a value
+        ("bash(rm *)", "sudo --chroot /x rm x"),
+        ("bash(rm *)", "coreutils --coreutils-prog=rm x"),
+        ("bash(rm *)", "coreutils --coreutils-prog-shebang=rm script x"),
+    ],
+)
+def test_deny_sees_the_subcommand_past_global_options(rule, command):
+    assert bash(command, deny=[rule]).decision is RuleList.DENY, command
+    assert bash(command, ask=[rule]).decision is RuleList.ASK, command
+
+
+@pytest.mark.parametrize(
+    ("rule", "command"),
+    [
+        ("bash(git log *)", "git -C /elsewhere log"),  # -C changes which repository
+        ("bash(git log *)", "git --git-dir=/x/.git log"),
+        ("bash(git push *)", "git -C . push"),
+        ("bash(kubectl get *)", "kubectl -n prod get pods"),
+    ],
+)
+def test_allow_rules_stay_literal_about_global_options(rule, command):
+    assert bash(command, allow=[rule]).decision is None, command
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["git -C push status", "git status push", "git --git-dir push status", "docker -H rm ps"],
+)
+def test_a_global_options_value_is_not_the_subcommand(command):
+    assert bash(command, deny=["bash(git push)", "bash(docker rm *)"]).decision is None, command
+
+
+def test_git_c_is_still_never_allowed():
+    assert bash("git -c core.pager=sh push", allow=["bash(git *)"]).decision is None
