@@ -102,6 +102,23 @@ def test_every_match_of_a_glob_is_judged(ruled):
     assert _leaks(ruled, r) == [] and r.text.startswith(NO_APPROVER), r.text[:200]
 
 
+def test_many_globs_over_a_big_folder_ask_instead_of_freezing_the_loop(ruled):
+    """``cat big/[aaa big/[aab …`` (each word a glob that matches nothing) over a folder of
+    5,000 files made the check list and match the whole folder once per word, on the bridge
+    loop, for seconds. Now entries looked at count against a budget: past it the call asks."""
+    big = ruled.home / "proj" / "big"
+    big.mkdir()
+    for i in range(5000):
+        (big / f"f{i:05}").touch()
+    abc = [chr(97 + i // 676) + chr(97 + i // 26 % 26) + chr(97 + i % 26) for i in range(1600)]
+    command = "cat " + " ".join(f"big/[{w}" for w in abc)
+    c = ruled.client()
+    r = c.call("bash", {"command": command, "cwd": "proj"})
+    assert r.text.startswith(NO_APPROVER) and "too many files" in r.text, r.text[:300]
+    r = c.call("bash", {"command": "cat big/f0000?", "cwd": "proj"})  # the rule still runs it
+    assert r.status == 200 and not r.text.startswith(NO_APPROVER), r.text[:300]
+
+
 def test_bash_spellings_do_not_block_harmless_commands(ruled):
     c = ruled.client()
     for command in (

@@ -15,6 +15,7 @@ output) is not seen: a rule for an interpreter is the user's informed choice.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import glob
 import itertools
 import json
@@ -90,6 +91,10 @@ MAX_ARG_FOLDERS = 16  # arguments naming an existing folder (each a base for the
 # loop (it stats and globs), so an agent must not be able to make it arbitrarily long.
 MAX_COMMAND_CHARS = 16384
 MAX_JUDGED = 2000  # candidate paths judged per command
+# Directory entries looked at per call (each entry a glob is matched against, each entry of a
+# listing read, each ``lexists`` of a plain word): the cost of the check is bounded by the
+# work, not by the words; past it the call asks. Ordinary commands look at a few hundred.
+MAX_SCANNED = 50000
 
 
 def _expand_vars(text: str, cwd: str | None = None, env: Mapping[str, str] | None = None) -> str:
@@ -309,16 +314,38 @@ def _bases(cwd: str) -> list[str]:
 MAX_LISTING = 4096  # entries of a base read at once to find one-word names; past it: lstat
 
 
-class Budget:
-    """Candidate paths judged so far, shared by the strings of one call (each stat costs), and
-    the folded entry names of each base read so far (one ``listdir`` per base and call, so the
-    many plain words of a command cost a set lookup each, not a system call per base)."""
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
-    __slots__ = ("judged", "listings")
+
+class _OverBudget(Exception):
+    """More directory entries to look at than :data:`MAX_SCANNED`: the call asks."""
+
+
+class Budget:
+    """Candidate paths judged so far, shared by the strings of one call (each stat costs), the
+    folded entry names of each base read so far (one ``listdir`` per base and call, so the
+    many plain words of a command cost a set lookup each, not a system call per base), the
+    entries of each directory a glob read (once per call), and the directory entries looked at
+    so far (``scanned``, bounded by :data:`MAX_SCANNED`)."""
+
+    __slots__ = ("dirs", "judged", "listings", "scanned")
 
     def __init__(self) -> None:
         self.judged = 0
         self.listings: dict[str, frozenset[str] | None] = {}
+        self.dirs: dict[str, list[os.DirEntry[str]]] = {}
+        self.scanned = 0
+
+    def charge(self, entries: int) -> None:
+        """``entries`` more directory entries looked at; past :data:`MAX_SCANNED` the call
+        is not judged further but asks."""
+        self.scanned += entries
+        if self.scanned > MAX_SCANNED:
+            raise _OverBudget
 
     def may_exist(self, base: str, word: str) -> bool:
         """``word`` (one path component) may name an entry of ``base``: its folded form is in
@@ -329,13 +356,56 @@ class Budget:
             with contextlib.suppress(OSError, ValueError):
                 with os.scandir(base) as it:
                     entries = list(itertools.islice(it, MAX_LISTING + 1))
+                self.charge(len(entries))
                 if len(entries) <= MAX_LISTING:
                     names = frozenset(fold(e.name) for e in entries)
             self.listings[base] = names
         names = self.listings[base]
         if names is not None and fold(word) not in names:
             return False
+        self.charge(1)
         return os.path.lexists(os.path.join(base, word))
+
+    def entries(self, folder: str) -> list[os.DirEntry[str]]:
+        """The entries of ``folder``, read once per call (as much of it as the budget
+        allows); unreadable: none."""
+        if folder not in self.dirs:
+            got: list[os.DirEntry[str]] = []
+            room = max(MAX_SCANNED - self.scanned + 1, 1)
+            with contextlib.suppress(OSError, ValueError), os.scandir(folder or ".") as it:
+                got = list(itertools.islice(it, room))
+            self.dirs[folder] = got  # charged as it is matched, each time
+        return self.dirs[folder]
+
+    def glob(self, pattern: str, limit: int) -> list[str]:
+        """Python's ``glob.glob(pattern, include_hidden=True)`` (no ``**``), on the listings of
+        this call, each entry matched charged to the budget; at most ``limit`` matches."""
+        head, sep, rest = pattern.partition("/") if pattern.startswith("/") else ("", "", pattern)
+        found = [head + sep] if sep else [""]
+        parts = [p for p in rest.split("/") if p]
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            nxt: list[str] = []
+            if not glob.has_magic(part):
+                for f in found:
+                    path = os.path.join(f, part)
+                    if last:
+                        self.charge(1)
+                        if not os.path.lexists(path):
+                            continue
+                    nxt.append(path)
+            else:
+                for f in found:
+                    listed = self.entries(f)
+                    self.charge(len(listed))  # each one matched against the pattern
+                    names = [e.name for e in listed if last or _is_dir(e)]
+                    nxt += [os.path.join(f, n) for n in fnmatch.filter(names, part)]
+                    if len(nxt) > limit:
+                        break
+            found = nxt[: limit + 1]
+            if not found:
+                break
+        return found if parts else []
 
 
 def command_escalation(
@@ -387,6 +457,24 @@ def command_escalation(
     if shell_home == os.path.expanduser("~"):
         shell_home = None
     budget = budget or Budget()
+    try:
+        return _words_escalation(found, cwd, policy, bases, budget, moves, shell_home, recursive)
+    except _OverBudget:
+        why = f"command names too many files to check (over {MAX_SCANNED} directory entries)"
+        return _unchecked(cwd, why)
+
+
+def _words_escalation(
+    found: list[str],
+    cwd: str,
+    policy: PathPolicy | CallPaths,
+    bases: list[str],
+    budget: Budget,
+    moves: bool,
+    shell_home: str | None,
+    recursive: bool,
+) -> Escalation | None:
+    """:func:`command_escalation` over the words ``found`` (raises :class:`_OverBudget`)."""
     for tok in found:
         if len(tok) > MAX_TOKEN_LEN:
             # The OS refuses a longer name, but a program may normalise it first
@@ -425,13 +513,9 @@ def command_escalation(
                 candidates.append(name.replace("**/", ""))
         for name in names:
             if _GLOB.search(name):
-                matches: list[str] = []
-                with contextlib.suppress(OSError, ValueError, RecursionError):
-                    found_names = glob.iglob(_globbable(name), recursive=False, include_hidden=True)
-                    # Never a prefix of the matches: the first one left out could be the
-                    # secret. Past MAX_JUDGED in all, the command asks (below).
-                    matches = list(itertools.islice(found_names, MAX_JUDGED + 1))
-                candidates += matches
+                # Never a prefix of the matches: the first one left out could be the
+                # secret. Past MAX_JUDGED in all, the command asks (below).
+                candidates += budget.glob(_globbable(name), MAX_JUDGED)
         bare = "/" not in tok
         budget.judged += len(candidates)
         if budget.judged > MAX_JUDGED:
