@@ -54,7 +54,7 @@ function ago(seconds) {
   return `${Math.round(seconds / 3600)} h`;
 }
 
-// Every agent string on this page was rendered safe by the server (server/textsafe.py):
+// Every agent string on this page was rendered safe by the server (server/present/textsafe.py):
 // controls, bidi and invisible characters arrive as visible escapes and `hidden` flags them.
 // This page never shows raw arguments, and no box hides its overflow: long text shows its
 // head, an explicit "more" marker and its tail, with a button to show everything.

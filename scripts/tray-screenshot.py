@@ -35,7 +35,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from omp_a2a_bridge.server.controlfile import read_control  # noqa: E402
+from omp_a2a_bridge.server.control.controlfile import read_control  # noqa: E402
 from omp_a2a_bridge.tray.sni import SniUnavailable, watcher_reason  # noqa: E402
 from tests.dbus_fakes import PrivateBus  # noqa: E402
 from tests.helpers import Mcp, wait_for  # noqa: E402

@@ -1,7 +1,7 @@
 """omp A2A bridge: an MCP server that exposes this machine's tools to remote agents.
 
 Everything in this package runs without a screen; the tray UI lives in ``tray`` and talks to
-the bridge only through :class:`server.runner.BridgeRunner`.
+the bridge only through :class:`server.core.runner.BridgeRunner`.
 """
 
 from importlib import metadata

@@ -7,11 +7,11 @@ the CLI building requests). Now there is one list of them:
 
 - :class:`BridgeControl` — the actions (decide, pause, end a session, rotate the token, rules,
   grants, servers, the client config, the audit tail, a page login link). Implemented in
-  process by :class:`~server.runner.BridgeRunner` and over HTTP by
-  :class:`~server.control_client.ControlClient`; the control API
-  (:mod:`server.control`) is its HTTP form and calls nothing else.
+  process by :class:`~server.core.runner.BridgeRunner` and over HTTP by
+  :class:`~server.control.client.ControlClient`; the control API
+  (:mod:`server.control.server`) is its HTTP form and calls nothing else.
 - :class:`BridgeApi` — those plus what only an in-process front end can have: immutable
-  snapshots (:mod:`server.snapshot`'s types), a subscription to them, approvers attached by
+  snapshots (:mod:`server.types`'s types), a subscription to them, approvers attached by
   handle, the token itself, the lifecycle. The tray and the control API's handlers hold one.
   (Over HTTP the snapshot is ``GET /api/status`` and "subscribe + attach" is the events
   WebSocket: ``ControlClient`` offers those as JSON, since that is what the CLI prints.)
@@ -31,10 +31,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from .approvals import ApproverKind, Decision
+from .core.approvals import ApproverKind, Decision
 from .errors import AlreadyRunning, BridgeError, StartupError
-from .rules import RuleList, RuleSet
-from .snapshot import (
+from .infra.tokens import TokenSource
+from .policy.rules import RuleList, RuleSet
+from .types import (
     DecisionError,
     GrantView,
     PendingCall,
@@ -43,12 +44,11 @@ from .snapshot import (
     Snapshot,
     UpstreamInfo,
 )
-from .tokens import TokenSource
 
 if TYPE_CHECKING:
-    from .control_client import ControlClient
-    from .controlfile import ControlInfo
-    from .runner import BridgeRunner
+    from .control.client import ControlClient
+    from .control.controlfile import ControlInfo
+    from .core.runner import BridgeRunner
 
 __all__ = [
     "AlreadyRunning",
@@ -221,7 +221,7 @@ def local_bridge(*, control: bool = True) -> BridgeApi:
     Imported here, not at the top: this module is the front ends' vocabulary and stays light;
     the runner imports the whole core (and nothing imports this module back from there).
     """
-    from .runner import BridgeRunner, RunnerOptions
+    from .core.runner import BridgeRunner, RunnerOptions
 
     return BridgeRunner(RunnerOptions(control=control))
 

@@ -4,8 +4,8 @@ Why one base: every front end ends the same way on them. The CLI's ``main`` turn
 :class:`BridgeError` into ``a2a-bridge: <message>`` on stderr and its ``exit_code``
 (:func:`exit_line`); the tray prints the same line. Here: the ones the front ends raise and
 catch. Defined next to their code but subclasses of :class:`BridgeError`:
-:class:`~server.rules.RuleError` (a rule that cannot be used) and
-:class:`~server.snapshot.DecisionError` (a decision that cannot be applied as asked).
+:class:`~server.policy.rules.RuleError` (a rule that cannot be used) and
+:class:`~server.types.DecisionError` (a decision that cannot be applied as asked).
 
 Not here, on purpose: errors that never reach a user as such — a tool's own failure
 (``ToolError``, an ``isError`` result), a path that changed under a call, a tray backend or
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .textsafe import safe
+from .present.textsafe import safe
 
 if TYPE_CHECKING:
-    from .controlfile import ControlInfo
+    from .control.controlfile import ControlInfo
 
 
 class BridgeError(Exception):

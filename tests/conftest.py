@@ -15,9 +15,9 @@ import pytest
 from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
 
-from omp_a2a_bridge.server.audit import read_records
-from omp_a2a_bridge.server.logsetup import setup_logging
-from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
+from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
+from omp_a2a_bridge.server.infra.audit import read_records
+from omp_a2a_bridge.server.infra.logs import setup_logging
 
 from .helpers import RESPONSES, TOKEN, Mcp, wait_for
 
@@ -180,7 +180,7 @@ def cli(capsys) -> Any:
     runtime folder) - without a Python start-up per command. Tests of process behaviour
     (signals, closed pipes, terminals, exit at SIGTERM) keep real processes.
     """
-    from omp_a2a_bridge.server.cli import main
+    from omp_a2a_bridge.server.cli.main import main
 
     def run(*argv: str) -> CliResult:
         capsys.readouterr()  # only this command's output

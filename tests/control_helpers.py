@@ -14,7 +14,7 @@ from typing import Any
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
-from omp_a2a_bridge.server.controlfile import ControlInfo
+from omp_a2a_bridge.server.control.controlfile import ControlInfo
 
 from .helpers import Http
 

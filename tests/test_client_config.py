@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from omp_a2a_bridge.server import clientconfig as cc
-from omp_a2a_bridge.server.clientconfig import ClientKind
+from omp_a2a_bridge.server.present import clientconfig as cc
+from omp_a2a_bridge.server.present.clientconfig import ClientKind
 
 from .conftest import write_config
 from .helpers import TOKEN
@@ -115,8 +115,8 @@ def test_readme_section_is_the_generators_output():
     m = re.search(re.escape(cc.README_BEGIN) + r".*?" + re.escape(cc.README_END), text, re.S)
     assert m is not None, "README lacks the generated client recipes"
     assert m.group(0) == cc.readme_section(), (
-        "README 'Connect a client' is stale: paste `python -c 'from server.clientconfig import "
-        "readme_section; print(readme_section())'`"
+        "README 'Connect a client' is stale: paste `python -c 'from "
+        "server.present.clientconfig import readme_section; print(readme_section())'`"
     )
 
 

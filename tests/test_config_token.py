@@ -9,9 +9,9 @@ import stat
 
 import pytest
 
-from omp_a2a_bridge.server.config import ConfigError, load_config, update_config
-from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions, StartupError
-from omp_a2a_bridge.server.tokens import (
+from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions, StartupError
+from omp_a2a_bridge.server.infra.config import ConfigError, load_config, update_config
+from omp_a2a_bridge.server.infra.tokens import (
     KeyringStore,
     KeyringUnavailable,
     TokenStore,

@@ -12,10 +12,10 @@ import urllib.parse
 
 import pytest
 
-from omp_a2a_bridge.server.controlfile import control_path, read_control
-from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
-from omp_a2a_bridge.server.sessions import sid_hash
-from omp_a2a_bridge.server.watch import PROMPT
+from omp_a2a_bridge.server.cli.watch import PROMPT
+from omp_a2a_bridge.server.control.controlfile import control_path, read_control
+from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
+from omp_a2a_bridge.server.present.ids import sid_hash
 
 from .conftest import write_config
 from .control_helpers import Api, WsApprover, login_page_code, with_control

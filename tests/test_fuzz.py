@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from omp_a2a_bridge.server.audit import pair_calls, read_records
-from omp_a2a_bridge.server.logsetup import setup_logging
-from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
+from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
+from omp_a2a_bridge.server.infra.audit import pair_calls, read_records
+from omp_a2a_bridge.server.infra.logs import setup_logging
 
 from .helpers import TOKEN, Mcp
 

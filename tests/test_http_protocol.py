@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from omp_a2a_bridge.server.protocol import UNAUTHORIZED_HINT
+from omp_a2a_bridge.server.mcp.protocol import UNAUTHORIZED_HINT
 
 from .helpers import TOKEN, Http, Mcp
 

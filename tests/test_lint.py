@@ -137,7 +137,7 @@ def test_wheel_installs_only_the_namespace(tmp_path):
         "omp_a2a_bridge-0.1.0.dist-info",
     }
     for needed in (
-        "omp_a2a_bridge/server/bridge.py",
+        "omp_a2a_bridge/server/core/bridge.py",
         "omp_a2a_bridge/server/tools/search.py",
         "omp_a2a_bridge/tray/cli.py",
         "omp_a2a_bridge/assets/page.html",

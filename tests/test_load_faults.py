@@ -13,7 +13,7 @@ import subprocess
 import threading
 import time
 
-from omp_a2a_bridge.server.audit import pair_calls, read_records
+from omp_a2a_bridge.server.infra.audit import pair_calls, read_records
 
 from .conftest import write_config
 from .control_helpers import WsApprover
@@ -202,7 +202,7 @@ def test_kill_9_under_load_leaves_a_parseable_audit_log(env):
 def test_sigterm_with_calls_in_flight(env):
     proc, port = _serve(env, {"approval": {"tiers": {"bash": "allow"}, "timeout_s": 30}})
     try:
-        from omp_a2a_bridge.server.controlfile import read_control
+        from omp_a2a_bridge.server.control.controlfile import read_control
 
         info = wait_for(read_control)
         ws = WsApprover(info)

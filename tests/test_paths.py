@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from omp_a2a_bridge.server.paths import PathPolicy, is_within
+from omp_a2a_bridge.server.policy.paths import PathPolicy, is_within
 
 
 def test_is_within_whole_components():

@@ -9,10 +9,10 @@ import threading
 
 import pytest
 
-from omp_a2a_bridge.server import hardlinks, safeopen
-from omp_a2a_bridge.server.config import ConfigError, load_config
-from omp_a2a_bridge.server.paths import Escalation, EscalationKind, PathPolicy
-from omp_a2a_bridge.server.protected import TABLE
+from omp_a2a_bridge.server.infra.config import ConfigError, load_config
+from omp_a2a_bridge.server.policy import hardlinks, safeopen
+from omp_a2a_bridge.server.policy.paths import Escalation, EscalationKind, PathPolicy
+from omp_a2a_bridge.server.policy.protected import TABLE
 
 from .conftest import write_config
 from .helpers import in_thread
@@ -450,10 +450,10 @@ def test_read_refuses_a_file_swapped_in_after_approval(start_bridge, tmp_path):
 def test_the_reason_and_a_session_hash_reach_the_ui_views():
     """pending_json carries the Escalation as JSON and a display hash; watch prints both and
     never the session id."""
-    from omp_a2a_bridge.server.sessions import sid_hash
-    from omp_a2a_bridge.server.snapshot import PendingCall
-    from omp_a2a_bridge.server.views import pending_json
-    from omp_a2a_bridge.server.watch import describe
+    from omp_a2a_bridge.server.cli.watch import describe
+    from omp_a2a_bridge.server.present.ids import sid_hash
+    from omp_a2a_bridge.server.present.views import pending_json
+    from omp_a2a_bridge.server.types import PendingCall
 
     sid = "0123456789abcdef0123456789abcdef"
     esc = Escalation(W, "shell startup file", "/home/u/.bashrc")

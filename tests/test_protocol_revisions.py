@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from omp_a2a_bridge.server.protocol import (
+from omp_a2a_bridge.server.mcp.protocol import (
     PARSE_ERROR,
     PROTOCOL_VERSION,
     negotiate_version,
@@ -162,7 +162,7 @@ def test_initialize_negotiates_and_the_session_keeps_it(running, asked, answered
 
 
 def test_session_json_shows_the_negotiated_version(running):
-    from omp_a2a_bridge.server.views import session_json
+    from omp_a2a_bridge.server.present.views import session_json
 
     c = Mcp(running.port)
     _init(c, "2025-06-18")

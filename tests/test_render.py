@@ -22,8 +22,8 @@ import unicodedata
 
 import pytest
 
-from omp_a2a_bridge.server.controlfile import read_control
-from omp_a2a_bridge.server.textsafe import BIDI
+from omp_a2a_bridge.server.control.controlfile import read_control
+from omp_a2a_bridge.server.present.textsafe import BIDI
 
 from .conftest import write_config
 from .control_helpers import Api, WsApprover, with_control
@@ -352,7 +352,7 @@ def test_watch_in_a_closed_pipe_exits_quietly(ctl):
 
 
 def _tray_snapshot(*pending):
-    from omp_a2a_bridge.server.snapshot import Snapshot
+    from omp_a2a_bridge.server.types import Snapshot
 
     return Snapshot(
         1,
@@ -372,8 +372,8 @@ def _tray_snapshot(*pending):
 
 
 def _pending_call(tool: str, args: dict, escalation=None, client: str = "claude-code"):
-    from omp_a2a_bridge.server.preview import build_preview, summary_of
-    from omp_a2a_bridge.server.snapshot import PendingCall
+    from omp_a2a_bridge.server.present.preview import build_preview, summary_of
+    from omp_a2a_bridge.server.types import PendingCall
 
     now = 1_000_000.0
     summary = summary_of(tool, args)

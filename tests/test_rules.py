@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from omp_a2a_bridge.server.bashparse import analyze
-from omp_a2a_bridge.server.config import ConfigError, parse_config
-from omp_a2a_bridge.server.proposals import propose
-from omp_a2a_bridge.server.rules import (
+from omp_a2a_bridge.server.infra.config import ConfigError, parse_config
+from omp_a2a_bridge.server.policy.bash.parse import analyze
+from omp_a2a_bridge.server.policy.proposals import propose
+from omp_a2a_bridge.server.policy.rules import (
     RuleError,
     RuleList,
     evaluate,

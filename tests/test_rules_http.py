@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from omp_a2a_bridge.server.watch import PROMPT
+from omp_a2a_bridge.server.cli.watch import PROMPT
 
 from .conftest import require_system
 from .control_helpers import Api
@@ -377,7 +377,7 @@ def test_cli_rules_add_test_rm_and_offline(ruled, env, cli):
 
 
 def test_a_bad_rule_stops_the_start(start_bridge, env):
-    from omp_a2a_bridge.server.runner import StartupError
+    from omp_a2a_bridge.server.core.runner import StartupError
 
     with pytest.raises(StartupError) as e:
         start_bridge({"rules": {"allow": ["bash(git status)", "read(!x)"]}})
@@ -459,7 +459,7 @@ def test_tray_rules_submenu_model(ruled):
 def test_outside_the_roots_a_rule_may_allow(start_bridge, env, home):
     """Outside the roots is the one escalation a rule may cover (branch pathpolicy's
     ``Escalation.always_asks`` is False for it); a plain-text escalation always asks."""
-    from omp_a2a_bridge.server import paths
+    from omp_a2a_bridge.server.policy import paths
 
     running = start_bridge({"roots": [env["root"]], "rules": {"allow": ["read(~/proj/**)"]}})
     r = running.client().call("read", {"path": f"{home}/proj/a.txt"})

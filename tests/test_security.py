@@ -14,10 +14,10 @@ import sys
 
 import pytest
 
-from omp_a2a_bridge.server import protocol
-from omp_a2a_bridge.server.config import load_config
+from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
 from omp_a2a_bridge.server.errors import ConfigError
-from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
+from omp_a2a_bridge.server.infra.config import load_config
+from omp_a2a_bridge.server.mcp import protocol
 
 from .conftest import write_config
 from .control_helpers import Api
@@ -76,7 +76,7 @@ def test_no_secret_in_the_control_file_listing_or_status(start_bridge):
 def test_config_written_by_the_bridge_is_private_even_if_loose_before(env):
     write_config(env["config"], {"roots": [env["root"]]})
     os.chmod(env["config"], 0o644)
-    from omp_a2a_bridge.server.config import update_config
+    from omp_a2a_bridge.server.infra.config import update_config
 
     update_config(env["config"], {"port": 1234})
     assert stat.S_IMODE(os.stat(env["config"]).st_mode) == 0o600

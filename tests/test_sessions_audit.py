@@ -13,8 +13,9 @@ import time
 
 import pytest
 
-from omp_a2a_bridge.server.audit import AuditLog, args_text, pair_calls, read_records, redact
-from omp_a2a_bridge.server.sessions import SessionTable, sid_hash
+from omp_a2a_bridge.server.infra.audit import AuditLog, args_text, pair_calls, read_records, redact
+from omp_a2a_bridge.server.mcp.sessions import SessionTable
+from omp_a2a_bridge.server.present.ids import sid_hash
 
 from .helpers import TOKEN, Mcp, wait_for
 
@@ -219,7 +220,7 @@ def test_audit_rotation_keeps_n_generations(tmp_path):
 
 
 def test_recent_records_reads_only_the_tail_across_generations(tmp_path):
-    from omp_a2a_bridge.server.audit import recent_records
+    from omp_a2a_bridge.server.infra.audit import recent_records
 
     path = str(tmp_path / "a.jsonl")
     log = AuditLog(path, max_bytes=4096, keep=5)

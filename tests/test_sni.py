@@ -13,7 +13,7 @@ import threading
 import pytest
 from PIL import Image
 
-from omp_a2a_bridge.server.runner import BridgeRunner, RunnerOptions
+from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
 
 from .conftest import write_config
 from .control_helpers import login_page_text

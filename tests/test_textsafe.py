@@ -1,4 +1,4 @@
-"""The one rendering function (server/textsafe.py): property-based and hostile examples."""
+"""The one rendering function (server/present/textsafe.py): property-based and hostile examples."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import unicodedata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omp_a2a_bridge.server.preview import build_preview, full_display, summary_of
-from omp_a2a_bridge.server.textsafe import BIDI, lines_preview, render, shorten
+from omp_a2a_bridge.server.present.preview import build_preview, full_display, summary_of
+from omp_a2a_bridge.server.present.textsafe import BIDI, lines_preview, render, shorten
 
 # Characters an attacker would use, mixed into ordinary text so shrinking finds small cases.
 HOSTILE = st.sampled_from(

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from omp_a2a_bridge.server.controlfile import read_control
+from omp_a2a_bridge.server.control.controlfile import read_control
 
 from .conftest import require_system, write_config
 from .dbus_fakes import FakeWatcher, PrivateBus

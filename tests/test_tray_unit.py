@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from omp_a2a_bridge.server.snapshot import PendingCall, SessionView, Snapshot
+from omp_a2a_bridge.server.types import PendingCall, SessionView, Snapshot
 from omp_a2a_bridge.tray.autostart import APPROVED_KEY, RUN_KEY, Autostart
 from omp_a2a_bridge.tray.clipboard import copy_text
 from omp_a2a_bridge.tray.dispatch import Dispatcher

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from omp_a2a_bridge.server.controlfile import read_control
+from omp_a2a_bridge.server.control.controlfile import read_control
 
 from .conftest import require_system, write_config
 from .helpers import Mcp, read_text, wait_for

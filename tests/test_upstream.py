@@ -22,7 +22,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from omp_a2a_bridge.server.config import ConfigError, parse_config
+from omp_a2a_bridge.server.infra.config import ConfigError, parse_config
 
 from .helpers import TOKEN, in_thread, wait_for
 from .test_browser import _wait
@@ -299,7 +299,7 @@ def test_crash_restart_and_call_again(upstream, state):
 
 
 def test_a_stdio_answer_over_the_message_cap_disconnects_and_restarts(upstream, state, monkeypatch):
-    from omp_a2a_bridge.server import upstream_stdio
+    from omp_a2a_bridge.server.upstream import stdio as upstream_stdio
 
     monkeypatch.setattr(upstream_stdio, "LINE_MAX_BYTES", 1 << 20)
     tiers = {"approval": {"tiers": {"mcp__t__big": "allow", "mcp__t__echo": "allow"}}}
@@ -454,7 +454,7 @@ def test_http_upstream_lists_calls_cancels_and_refreshes(start_bridge, http_upst
 
 
 def test_http_upstream_reconnects_after_it_comes_back(start_bridge, state, monkeypatch):
-    from omp_a2a_bridge.server import upstream
+    from omp_a2a_bridge.server.upstream import manager as upstream
 
     # Retries stay automatic; only their back-off is capped lower than 30 s, so the test does
     # not sit out a doubled wait while the server's process starts again.
@@ -483,7 +483,7 @@ def test_http_upstream_answer_over_the_message_cap_ends_the_call_with_an_error(
     """A Streamable-HTTP upstream's reply is capped per message like stdio's: an over-size
     answer (a JSON body or one SSE event) fails that call; the bridge reads no more of it and
     the server stays usable."""
-    from omp_a2a_bridge.server import upstream_http
+    from omp_a2a_bridge.server.upstream import http as upstream_http
 
     monkeypatch.setattr(upstream_http, "MESSAGE_MAX_BYTES", 1 << 20)
     port = free_port()
@@ -534,7 +534,7 @@ def test_sdk_client_drives_an_upstream_tool(upstream):
 
 
 def test_servers_in_status_api_cli_and_restart(start_bridge, state, tmp_path, cli):
-    from omp_a2a_bridge.server.views import snapshot_json
+    from omp_a2a_bridge.server.present.views import snapshot_json
 
     from .control_helpers import Api
 
@@ -756,8 +756,8 @@ def test_a_definition_that_changes_while_the_call_waits_is_not_run(upstream, sta
 
 
 def test_terminal_and_tray_show_upstream_details(upstream, state):
-    from omp_a2a_bridge.server.views import pending_json
-    from omp_a2a_bridge.server.watch import describe
+    from omp_a2a_bridge.server.cli.watch import describe
+    from omp_a2a_bridge.server.present.views import pending_json
     from omp_a2a_bridge.tray.menu import menu_model
 
     running = upstream({"approval": {"tiers": {"mcp__t__echo": "allow"}}})
@@ -855,7 +855,7 @@ def test_the_page_shows_servers_and_upstream_details(start_bridge, state, reques
 def test_http_tools_are_relisted_without_a_notification(
     start_bridge, http_upstream, state, monkeypatch
 ):
-    from omp_a2a_bridge.server import upstream
+    from omp_a2a_bridge.server.upstream import manager as upstream
 
     monkeypatch.setattr(upstream, "PING_EVERY_S", 0.1)
     url, _ = http_upstream

@@ -22,8 +22,8 @@ import sys
 
 import pytest
 
-from omp_a2a_bridge.server.views import pending_json
-from omp_a2a_bridge.server.watch_text import describe
+from omp_a2a_bridge.server.present.views import pending_json
+from omp_a2a_bridge.server.present.watchtext import describe
 from omp_a2a_bridge.tray.menu import call_context, notification_for
 
 from .helpers import in_thread, wait_for

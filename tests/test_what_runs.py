@@ -15,9 +15,9 @@ import os
 
 import pytest
 
-from omp_a2a_bridge.server.views import pending_json
-from omp_a2a_bridge.server.watch import PROMPT_NO_RULE
-from omp_a2a_bridge.server.watch_text import describe
+from omp_a2a_bridge.server.cli.watch import PROMPT_NO_RULE
+from omp_a2a_bridge.server.present.views import pending_json
+from omp_a2a_bridge.server.present.watchtext import describe
 from omp_a2a_bridge.tray.menu import call_context, menu_model, notification_for, pending_label
 
 from .control_helpers import Api

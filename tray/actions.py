@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from omp_a2a_bridge.server.api import ApproverKind, Decision, RuleList
-from omp_a2a_bridge.server.textsafe import safe
+from omp_a2a_bridge.server.present.textsafe import safe
 
 from .clipboard import copy_text
 from .menu import Action, ActionKind

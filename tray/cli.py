@@ -7,7 +7,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from omp_a2a_bridge.server import cli as server_cli
+from omp_a2a_bridge.server.cli import main as server_cli
 
 from . import tray_available
 

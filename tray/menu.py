@@ -12,15 +12,15 @@ import time
 from dataclasses import dataclass
 
 from omp_a2a_bridge.server.api import Decision, PendingCall, RuleList, Snapshot
-from omp_a2a_bridge.server.preview import (
+from omp_a2a_bridge.server.present.preview import (
     call_hidden,
     escalation_json,
     more_arguments,
     short_session,
     shows_arguments,
 )
-from omp_a2a_bridge.server.textsafe import HIDDEN_WARNING, safe, shorten
-from omp_a2a_bridge.server.timefmt import ago
+from omp_a2a_bridge.server.present.textsafe import HIDDEN_WARNING, safe, shorten
+from omp_a2a_bridge.server.present.timefmt import ago
 
 
 class ActionKind(enum.StrEnum):
@@ -311,7 +311,7 @@ NO_ALWAYS = "Always allow: not offered (no rule can name exactly this call)"
 def always_allow_items(call_id: str, proposal: str | None) -> tuple[Item, ...]:
     """ "Always allow: bash(git log *)" — the rule it saves; a disabled line saying why not when
     there is no proposal (a call that always asks, arguments no rule can name exactly, hidden
-    characters: the bridge decided that once, in ``server.proposals.savable``)."""
+    characters: the bridge decided that once, in ``server.policy.proposals.savable``)."""
     if not proposal:
         return (Item(NO_ALWAYS, enabled=False),)
     label = _shorten(" + ".join(proposal.splitlines()), RULE_MAX)

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..vocab import Tier
 
 if TYPE_CHECKING:
-    from ..config import Limits
-    from ..paths import CallPaths, Escalation, PathPolicy
+    from ..infra.config import Limits
+    from ..policy.paths import CallPaths, Escalation, PathPolicy
 
 
 def text_block(text: str) -> dict[str, Any]:
@@ -55,7 +55,7 @@ class ToolContext:
     escalation: Escalation | None = None
     approved: bool = False
     # The environment a process started for this call gets (``bash``); None = the safe list
-    # alone (server/childenv.py). Never the bridge's own environment.
+    # alone (server/infra/childenv.py). Never the bridge's own environment.
     env: dict[str, str] | None = None
 
     def resolve(self, path: str | None) -> str:
@@ -67,7 +67,7 @@ class Tool(abc.ABC):
 
     ``path_args`` names the arguments that are file-system paths: the bridge checks each against
     the roots and the protected table and escalates an allow-tier call to prompt when one falls
-    outside (see :class:`server.paths.PathPolicy`).
+    outside (see :class:`server.policy.paths.PathPolicy`).
     """
 
     # Class attributes on the built-in tools, per instance on upstream tools (one class, many).
@@ -95,7 +95,7 @@ class Tool(abc.ABC):
         return None
 
     def approval_info(self) -> Any:
-        """Extra facts an approver must see (:class:`server.snapshot.UpstreamInfo`)."""
+        """Extra facts an approver must see (:class:`server.types.UpstreamInfo`)."""
         return None
 
     def escalation(self, args: dict[str, Any], policy: PathPolicy | CallPaths) -> Escalation | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..childenv import EnvSpec, build_env
+from ..infra.childenv import EnvSpec, build_env
 from .base import Tool
 from .files import EditTool, LsTool, WriteTool
 from .grep import GrepTool

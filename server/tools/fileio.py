@@ -9,7 +9,7 @@ import os
 import re
 import stat
 
-from .. import fsutil
+from ..infra import fsutil
 from .base import ToolError
 
 SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", ".hg", ".svn", ".tox"})

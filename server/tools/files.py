@@ -10,13 +10,13 @@ import os
 import stat
 from typing import Any
 
-from .. import safeopen
-from ..paths import CallPaths, PathPolicy
+from ..policy import safeopen
+from ..policy.paths import CallPaths, PathPolicy
+from ..policy.walk import EntryGate, shown_name
 from ..vocab import Tier
 from . import pools
 from .base import Tool, ToolContext, ToolError, ToolResult
 from .fileio import SNIFF_BYTES, atomic_write, io_error, is_binary, read_upto
-from .walkpolicy import EntryGate, shown_name
 
 READ_ONLY = {
     "readOnlyHint": True,

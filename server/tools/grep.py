@@ -13,6 +13,7 @@ import os
 import stat
 from typing import Any
 
+from ..policy.walk import EntryGate
 from ..vocab import Tier
 from .base import Tool, ToolContext, ToolError, ToolResult
 from .fileio import io_error
@@ -20,7 +21,6 @@ from .files import READ_ONLY, judge_opened, open_read
 from .rg import BASE_ARGS, RgRun, require_rg, rg_error
 from .search import DIR_FIELD, WALK_SWITCHES, base_dir, open_base, run_rg, start_rg, walk_args
 from .searchout import MATCH_TEXT_MAX, GrepMatches
-from .walkpolicy import EntryGate
 
 # rg cuts longer lines itself (in bytes), so one huge line never crosses the pipe whole.
 RG_MAX_COLUMNS = 4 * MATCH_TEXT_MAX

@@ -18,7 +18,7 @@ from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 
-from ..protocol import TOOL_NAME_RE
+from ..mcp.protocol import TOOL_NAME_RE
 from .base import Tool
 from .fastcheck import compile_check
 

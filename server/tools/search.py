@@ -17,7 +17,8 @@ import functools
 import os
 from typing import Any
 
-from .. import safeopen
+from ..policy import safeopen
+from ..policy.walk import EntryGate
 from ..vocab import Tier
 from . import pools
 from .base import Tool, ToolContext, ToolError, ToolResult
@@ -25,7 +26,6 @@ from .fileio import glob_regex, io_error
 from .files import READ_ONLY
 from .rg import BASE_ARGS, FD_CWD, RgRun, glob_escape, require_rg
 from .searchout import FindWalk
-from .walkpolicy import EntryGate
 
 # Noise directories skipped unless the caller asks for ignored files (VCS internals always).
 NOISE_GLOBS = ("!node_modules", "!__pycache__", "!.venv", "!.tox")

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import safeopen
+from ..policy import safeopen
+from ..policy.walk import EntryGate, shown_name
 from .fileio import glob_regex
 from .rg import RgRun
-from .walkpolicy import EntryGate, shown_name
 
 WALK_LIMIT = 200_000
 # find derives directories from file paths without stat'ing them; the policy only needs to

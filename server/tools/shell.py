@@ -6,7 +6,8 @@ Linux including ``setsid`` and double-forked ones, through a child-subreaper sup
 (:mod:`server.tools.reaper`). The call returns when the shell exits, whatever its background
 children do with the pipe. Output is stdout and stderr merged in order; when it is too long the
 head and tail are kept and the middle is elided. The shell and its supervisor get a scrubbed
-environment (:mod:`server.childenv`): a safe allow-list plus the config's ``bash.env``, never a
+environment (:mod:`server.infra.childenv`): a safe allow-list plus the config's ``bash.env``, never
+a
 secret-looking variable the user did not name, never ``A2A_BRIDGE_*``.
 """
 
@@ -23,15 +24,15 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..childenv import EnvSpec, build_env
+from ..infra.childenv import EnvSpec, build_env
+from ..policy.bash.paths import command_escalation
 from ..vocab import Tier
 from .base import Tool, ToolContext, ToolError, ToolResult
-from .bashpaths import command_escalation
 from .fileio import io_error
 
 if TYPE_CHECKING:
-    from ..config import Limits
-    from ..paths import CallPaths, Escalation, PathPolicy
+    from ..infra.config import Limits
+    from ..policy.paths import CallPaths, Escalation, PathPolicy
 
 DRAIN_AFTER_EXIT_S = 0.2
 SUPERVISOR_EXIT_S = 2.0  # the supervisor ends everything in ~0.3 s; this only bounds a bug
@@ -327,13 +328,13 @@ class BashTool(Tool):
     default_paths = {"cwd": ""}
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
-        # The environment bash runs with (server/childenv.py): the command check expands
+        # The environment bash runs with (server/infra/childenv.py): the command check expands
         # ``$VAR`` from it, not from the bridge's own (which holds more).
         self.env = child_env() if env is None else env
 
     def escalation(self, args: dict[str, Any], policy: PathPolicy | CallPaths) -> Escalation | None:
         """The working directory, then every protected or persistence path the command names
-        (:mod:`server.tools.bashpaths`): no rule, grant or tier runs ``cat ~/.ssh/id_rsa``."""
+        (:mod:`server.policy.bash.paths`): no rule, grant or tier runs ``cat ~/.ssh/id_rsa``."""
         esc = super().escalation(args, policy)
         command = args.get("command")
         if (esc is not None and esc.always_asks) or not isinstance(command, str):

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from omp_a2a_bridge.server import clientconfig
-from omp_a2a_bridge.server.clientconfig import ClientKind
+from omp_a2a_bridge.server.present import clientconfig
+from omp_a2a_bridge.server.present.clientconfig import ClientKind
 
 from ..conftest import Running
 from ..helpers import TOKEN, wait_for

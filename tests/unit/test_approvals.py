@@ -1,4 +1,6 @@
-"""server/approvals.py: the broker and PendingCall on a private event loop (no bridge, no HTTP)."""
+"""server/core/approvals.py: the broker and PendingCall on a private event loop (no bridge, no
+HTTP).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from omp_a2a_bridge.server.approvals import (
+from omp_a2a_bridge.server.core.approvals import (
     ApprovalBroker,
     Decision,
     Ending,

@@ -1,4 +1,6 @@
-"""server/audit.py: redaction and record capping as pure functions (no log file, no thread)."""
+"""server/infra/audit.py: redaction and record capping as pure functions (no log file, no
+thread).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omp_a2a_bridge.server import audit
-from omp_a2a_bridge.server.audit import (
+from omp_a2a_bridge.server.infra import audit
+from omp_a2a_bridge.server.infra.audit import (
     ARGS_CAP,
     FIELD_CAP,
     RECORD_CAP,

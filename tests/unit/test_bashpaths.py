@@ -1,4 +1,4 @@
-"""server/tools/bashpaths.py: which protected locations a shell command names, on a tmp home."""
+"""server/policy/bash/paths.py: which protected locations a shell command names, on a tmp home."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import os
 
 import pytest
 
-from omp_a2a_bridge.server.paths import EscalationKind, PathPolicy
-from omp_a2a_bridge.server.tools.bashpaths import (
+from omp_a2a_bridge.server.policy.bash.paths import (
     MAX_ARGUMENT_CHARS,
     MAX_COMMAND_CHARS,
     MAX_STRINGS,
@@ -16,6 +15,7 @@ from omp_a2a_bridge.server.tools.bashpaths import (
     command_escalation,
     tokens,
 )
+from omp_a2a_bridge.server.policy.paths import EscalationKind, PathPolicy
 
 
 @pytest.fixture

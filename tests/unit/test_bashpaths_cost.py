@@ -1,4 +1,4 @@
-"""server/tools/bashpaths.py: the check's work is bounded by directory entries looked at.
+"""server/policy/bash/paths.py: the check's work is bounded by directory entries looked at.
 
 A glob word makes the check read and match a whole folder; a command of many such words over
 a big folder once froze the bridge loop for seconds (outside attack review). The listings are
@@ -13,14 +13,14 @@ import os
 
 import pytest
 
-from omp_a2a_bridge.server.paths import CallPaths, EscalationKind, PathPolicy
-from omp_a2a_bridge.server.tools import bashpaths
-from omp_a2a_bridge.server.tools.bashpaths import (
+from omp_a2a_bridge.server.policy.bash import paths as bashpaths
+from omp_a2a_bridge.server.policy.bash.paths import (
     MAX_SCANNED,
     Budget,
     arguments_escalation,
     command_escalation,
 )
+from omp_a2a_bridge.server.policy.paths import CallPaths, EscalationKind, PathPolicy
 
 BIG = 5000
 

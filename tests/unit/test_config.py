@@ -1,4 +1,4 @@
-"""server/config.py: validation of a loaded document (parse_config), no file, no bridge."""
+"""server/infra/config.py: validation of a loaded document (parse_config), no file, no bridge."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from omp_a2a_bridge.server.config import (
+from omp_a2a_bridge.server.infra.config import (
     TOKEN_MIN_LENGTH,
     ConfigError,
     Limits,

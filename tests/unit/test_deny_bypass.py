@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from omp_a2a_bridge.server.rules import RuleList, evaluate, parse_rules
+from omp_a2a_bridge.server.policy.rules import RuleList, evaluate, parse_rules
 
 
 def bash(command: str, deny: list[str] = (), allow: list[str] = (), ask: list[str] = ()):

@@ -1,4 +1,4 @@
-"""server/logsetup.py: every log line is rendered safe, the bridge's own and the SDK's."""
+"""server/infra/logs.py: every log line is rendered safe, the bridge's own and the SDK's."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from omp_a2a_bridge.server.logsetup import PEER_LOGGERS, BridgeLogHandler, SafeFormatter
+from omp_a2a_bridge.server.infra.logs import PEER_LOGGERS, BridgeLogHandler, SafeFormatter
 
 
 def test_the_formatter_escapes_controls_and_keeps_lines():
@@ -17,7 +17,7 @@ def test_the_formatter_escapes_controls_and_keeps_lines():
 
 @pytest.mark.parametrize("name", [*PEER_LOGGERS, "a2a-bridge"])
 def test_peer_library_warnings_go_through_the_safe_handler(name, capsys, monkeypatch):
-    from omp_a2a_bridge.server import logsetup
+    from omp_a2a_bridge.server.infra import logs as logsetup
 
     for n in (name, "a2a-bridge"):  # a fresh logger state for this test
         logger = logging.getLogger(n)

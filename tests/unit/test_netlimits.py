@@ -1,10 +1,10 @@
-"""server/netlimits.py, pure part: how the descriptor limit is shared between the listeners."""
+"""server/mcp/netlimits.py, pure part: how the descriptor limit is shared between the listeners."""
 
 from __future__ import annotations
 
 import pytest
 
-from omp_a2a_bridge.server.netlimits import CONTROL_MAX_CONNECTIONS, connection_caps
+from omp_a2a_bridge.server.mcp.netlimits import CONTROL_MAX_CONNECTIONS, connection_caps
 
 
 @pytest.mark.parametrize(

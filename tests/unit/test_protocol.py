@@ -1,4 +1,4 @@
-"""server/protocol.py: the wire rules as pure functions (no server, no sockets)."""
+"""server/mcp/protocol.py: the wire rules as pure functions (no server, no sockets)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from omp_a2a_bridge.server import protocol as p
+from omp_a2a_bridge.server.mcp import protocol as p
 
 
 def test_error_and_result_bodies_are_compact_json_rpc():

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from omp_a2a_bridge.server.config import Limits
-from omp_a2a_bridge.server.paths import PathPolicy
+from omp_a2a_bridge.server.infra.config import Limits
+from omp_a2a_bridge.server.policy.paths import PathPolicy
 from omp_a2a_bridge.server.tools.base import ToolContext, ToolError
 from omp_a2a_bridge.server.tools.fileio import glob_regex, image_type, io_error, is_binary
 from omp_a2a_bridge.server.tools.read import (

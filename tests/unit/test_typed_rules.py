@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from omp_a2a_bridge.server.proposals import propose
-from omp_a2a_bridge.server.rules import (
+from omp_a2a_bridge.server.policy.proposals import propose
+from omp_a2a_bridge.server.policy.rules import (
     RuleError,
     RuleList,
     ValueKind,

@@ -1,4 +1,4 @@
-"""server/upstream_http.py: the per-message cap on upstream HTTP bodies, compressed or not."""
+"""server/upstream/http.py: the per-message cap on upstream HTTP bodies, compressed or not."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import zlib
 import httpx2
 import pytest
 
-from omp_a2a_bridge.server.upstream_http import CappedTransport, MessageTooLarge, cap_text
+from omp_a2a_bridge.server.upstream.http import CappedTransport, MessageTooLarge, cap_text
 
 LIMIT = 1 << 20
 

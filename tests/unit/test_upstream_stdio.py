@@ -1,10 +1,10 @@
-"""server/upstream_stdio.py: the stdout line splitter (linear, capped)."""
+"""server/upstream/stdio.py: the stdout line splitter (linear, capped)."""
 
 from __future__ import annotations
 
 import pytest
 
-from omp_a2a_bridge.server.upstream_stdio import LineSplitter, LineTooLong
+from omp_a2a_bridge.server.upstream.stdio import LineSplitter, LineTooLong
 
 
 def test_lines_split_across_and_within_chunks():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from omp_a2a_bridge.server.preview import build_preview, call_hidden, summary_of
-from omp_a2a_bridge.server.proposals import propose, savable
-from omp_a2a_bridge.server.snapshot import PendingCall, UpstreamInfo
-from omp_a2a_bridge.server.textsafe import hidden_in
+from omp_a2a_bridge.server.policy.proposals import propose, savable
+from omp_a2a_bridge.server.present.preview import build_preview, call_hidden, summary_of
+from omp_a2a_bridge.server.present.textsafe import hidden_in
+from omp_a2a_bridge.server.types import PendingCall, UpstreamInfo
 
 
 def test_hidden_in_looks_everywhere_and_survives_deep_nesting():

@@ -1,0 +1,307 @@
+"""The control API's endpoints: :class:`~server.api.BridgeApi` over HTTP, and nothing else.
+
+Each handler checks its request's shape, calls one API method and turns the answer into JSON
+(:mod:`server.present.views`); it never reaches into the bridge. What may call at all is decided
+before, in :class:`~server.control.auth.ControlHandler`. Work that blocks (a keyring call, a
+config write, reading the audit files, rendering a huge argument) runs in a worker, so the
+bridge loop these handlers share never waits on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from tornado import websocket
+from tornado.iostream import StreamClosedError
+
+from ..core.approvals import ApproverKind, Decision
+from ..errors import ConfigError
+from ..policy.rules import RuleError, RuleList
+from ..present.views import (
+    grant_json,
+    pending_full_json,
+    pending_json,
+    rules_json,
+    server_json,
+    session_json,
+    snapshot_json,
+)
+from ..types import DecisionError, Snapshot
+from .auth import ControlHandler, Refused
+
+log = logging.getLogger("a2a-bridge")
+
+DECISIONS = {d.value for d in Decision}
+
+
+class StatusHandler(ControlHandler):
+    def get(self) -> None:
+        self.send_json(snapshot_json(self.state.api.snapshot()))
+
+
+class PendingListHandler(ControlHandler):
+    def get(self) -> None:
+        self.send_json({"pending": [pending_json(p) for p in self.state.api.snapshot().pending]})
+
+
+class PendingHandler(ControlHandler):
+    async def get(self, call_id: str) -> None:
+        """The full call: rendering a huge argument safe runs off the loop (the call is
+        immutable, so another thread may read it)."""
+        p = self.state.api.pending_call(call_id)
+        if p is None:
+            raise Refused(404, f"call {call_id} is not pending")
+        loop = asyncio.get_running_loop()
+        body = await loop.run_in_executor(None, lambda: json.dumps(pending_full_json(p)))
+        self.set_header("Content-Type", "application/json")
+        self.finish(body)
+
+    def post(self, call_id: str) -> None:
+        body = self.body_json()
+        decision = body.get("decision")
+        if decision not in DECISIONS:
+            raise Refused(400, f"decision must be one of {', '.join(sorted(DECISIONS))}")
+        reason = body.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise Refused(400, "reason must be a string")
+        by = body.get("by")
+        approver: str
+        if self.via_cookie:
+            approver = ApproverKind.PAGE
+        elif isinstance(by, str) and by.strip():
+            approver = by.strip()[:40]
+        else:
+            approver = ApproverKind.CONTROL_API
+        rule = body.get("rule")
+        if rule is not None and not isinstance(rule, str):
+            raise Refused(400, "rule must be a string (one rule per line)")
+        try:
+            decided = self.state.api.decide(
+                call_id, Decision(decision), reason, approver=approver, rule=rule
+            )
+        except DecisionError as e:
+            raise Refused(400, str(e)) from None
+        if not decided:
+            raise Refused(404, f"call {call_id} is no longer pending")
+        self.send_json({"ok": True, "id": call_id, "decision": decision})
+
+
+class SessionsHandler(ControlHandler):
+    def get(self) -> None:
+        sessions = self.state.api.snapshot().sessions
+        self.send_json({"sessions": [session_json(s) for s in sessions]})
+
+
+class SessionHandler(ControlHandler):
+    def delete(self, sid: str) -> None:
+        if not self.state.api.end_session(sid):
+            raise Refused(404, "no such session")
+        self.set_status(204)
+        self.finish()
+
+
+class ServersHandler(ControlHandler):
+    def get(self) -> None:
+        """Upstream MCP servers, with the whole stderr ring (the snapshot has its tail)."""
+        self.send_json({"servers": [server_json(v) for v in self.state.api.servers()]})
+
+
+class ServerRestartHandler(ControlHandler):
+    def post(self, name: str) -> None:
+        if not self.state.api.restart_server(name):
+            raise Refused(404, f"no upstream server named {name}")
+        self.send_json({"ok": True, "name": name}, 202)
+
+
+class PauseHandler(ControlHandler):
+    def post(self) -> None:
+        paused = self.body_json().get("paused")
+        if not isinstance(paused, bool):
+            raise Refused(400, "paused must be true or false")
+        self.state.api.pause(paused)
+        self.send_json({"paused": paused})
+
+
+class RotateHandler(ControlHandler):
+    async def post(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            source = await loop.run_in_executor(None, self.state.api.rotate_token)
+        except Exception as e:
+            raise Refused(500, f"token not rotated: {e}") from None
+        self.send_json({"ok": True, "token_source": source})
+
+
+class ClientConfigHandler(ControlHandler):
+    def get(self) -> None:
+        self.send_json(self.state.api.client_config())
+
+
+class AuditHandler(ControlHandler):
+    async def get(self) -> None:
+        try:
+            limit = int(self.get_query_argument("limit", "50"))
+        except ValueError:
+            raise Refused(400, "limit must be an integer") from None
+        limit = max(1, min(limit, 1000))
+        loop = asyncio.get_running_loop()
+        calls = await loop.run_in_executor(None, self.state.api.audit_tail, limit)
+        self.send_json({"calls": calls})
+
+
+def _rule_list(name: str) -> RuleList:
+    try:
+        return RuleList(name)
+    except ValueError:
+        raise Refused(400, "list must be one of allow, ask, deny") from None
+
+
+class _RuleEditing(ControlHandler):
+    def rules_json(self) -> dict[str, Any]:
+        api = self.state.api
+        return rules_json(api.rules(), api.grants())
+
+    async def edit(self, fn: Callable[[], None], *, removing: bool) -> None:
+        """A config write: in a worker. A rule that is not there is a 404 when removing."""
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, fn)
+        except RuleError as e:
+            raise Refused(404 if removing else 400, str(e)) from None
+        except (ConfigError, OSError) as e:
+            raise Refused(400, str(e)) from None
+
+
+class RulesHandler(_RuleEditing):
+    """GET the rules; POST ``{"list": "allow", "rule": "bash(git status)"}`` adds one."""
+
+    def get(self) -> None:
+        self.send_json(self.rules_json())
+
+    async def post(self) -> None:
+        body = self.body_json()
+        which = _rule_list(body.get("list", "allow"))
+        rule = body.get("rule")
+        if not isinstance(rule, str) or not rule.strip():
+            raise Refused(400, "rule must be a non-empty string, e.g. bash(git status)")
+        texts = [line.strip() for line in rule.splitlines() if line.strip()]
+        await self.edit(lambda: self.state.api.add_rules(which, texts), removing=False)
+        self.send_json(self.rules_json())
+
+
+class RuleHandler(_RuleEditing):
+    """DELETE /api/rules/<list>/<index or URL-encoded rule text>."""
+
+    async def delete(self, which: str, key: str) -> None:
+        lst = _rule_list(which)
+        await self.edit(lambda: self.state.api.remove_rule(lst, key), removing=True)
+        self.send_json(self.rules_json())
+
+
+class RulesTestHandler(ControlHandler):
+    """POST ``{"command": "..."}`` or ``{"tool": "read", "arguments": {...}}``: who decides."""
+
+    def post(self) -> None:
+        body = self.body_json()
+        name: object
+        args: object
+        if "command" in body:
+            if not isinstance(body["command"], str):
+                raise Refused(400, "command must be a string")
+            name, args = "bash", {"command": body["command"]}
+        else:
+            name, args = body.get("tool"), body.get("arguments", body.get("args", {}))
+            if not isinstance(name, str) or not isinstance(args, dict):
+                raise Refused(400, "give command, or tool and arguments (an object)")
+        self.send_json(dict(self.state.api.test_rule(name, args)))
+
+
+class GrantsHandler(ControlHandler):
+    def get(self) -> None:
+        self.send_json({"grants": [grant_json(g) for g in self.state.api.grants()]})
+
+
+class GrantHandler(ControlHandler):
+    """DELETE /api/grants/<sid>/<tool>: revoke an "Allow for this session" grant."""
+
+    def delete(self, sid: str, tool: str) -> None:
+        if not self.state.api.revoke_grant(sid, tool):
+            raise Refused(404, "no such grant")
+        self.set_status(204)
+        self.finish()
+
+
+class EventsHandler(websocket.WebSocketHandler, ControlHandler):
+    """Pushes the snapshot on connect and on every change; an open socket is an approver."""
+
+    approver: int | None = None
+    unsubscribe: Callable[[], None] | None = None
+
+    def check_origin(self, origin: str) -> bool:
+        return origin.rstrip("/").lower() in self.state.own_origins()
+
+    def open(self) -> None:
+        # Snapshots go out as they happen, often two in a row (a call arrived, then it is
+        # pending): with Nagle's algorithm the second waits for the approver's delayed ACK,
+        # ~40 ms on Linux, before the human hears of the call.
+        self.set_nodelay(True)
+        name = self.get_query_argument("as", ApproverKind.PAGE)[:40]
+        api = self.state.api
+        self.unsubscribe = api.subscribe(self._push)
+        self.approver = api.attach_approver(name)  # publishes: this socket gets the snapshot
+
+    def _push(self, snap: Snapshot) -> None:
+        if self.ws_connection is None or self.ws_connection.is_closing():
+            return
+        try:
+            sent = self.write_message(json.dumps(snapshot_json(snap)))
+        except websocket.WebSocketClosedError:
+            return
+        # The approver may hang up while this is being written: the write's future then fails.
+        # Retrieve that here, so asyncio never logs "Task exception was never retrieved".
+        sent.add_done_callback(_ignore_closed)
+
+    def on_message(self, message: str | bytes) -> None:
+        pass  # decisions go through the REST endpoints
+
+    def on_close(self) -> None:
+        if self.unsubscribe is not None:
+            self.unsubscribe()
+            self.unsubscribe = None
+        if self.approver is not None:
+            self.state.api.detach_approver(self.approver)  # publishes to the others
+            self.approver = None
+
+
+def _ignore_closed(fut: Any) -> None:
+    if not fut.cancelled():
+        exc = fut.exception()
+        if exc is not None and not isinstance(
+            exc, websocket.WebSocketClosedError | StreamClosedError
+        ):
+            log.warning("approval page push failed: %s", exc)
+
+
+ROUTES: list[tuple[str, type]] = [
+    (r"/api/status", StatusHandler),
+    (r"/api/pending", PendingListHandler),
+    (r"/api/pending/([A-Za-z0-9_-]+)", PendingHandler),
+    (r"/api/sessions", SessionsHandler),
+    (r"/api/sessions/([A-Za-z0-9_-]+)", SessionHandler),
+    (r"/api/pause", PauseHandler),
+    (r"/api/servers", ServersHandler),
+    (r"/api/servers/([a-z0-9_]+)/restart", ServerRestartHandler),
+    (r"/api/token/rotate", RotateHandler),
+    (r"/api/client-config", ClientConfigHandler),
+    (r"/api/audit", AuditHandler),
+    (r"/api/events", EventsHandler),
+    (r"/api/rules", RulesHandler),
+    (r"/api/rules/test", RulesTestHandler),
+    (r"/api/rules/([a-z]+)/(.+)", RuleHandler),
+    (r"/api/grants", GrantsHandler),
+    (r"/api/grants/([A-Za-z0-9_-]+)/([A-Za-z0-9_.-]+)", GrantHandler),
+]
+"""The API's endpoints, in the order :func:`server.control.server.control_app` routes them."""

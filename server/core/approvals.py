@@ -1,0 +1,209 @@
+"""Pending approvals: a prompt-tier call waits here until a human decides or something ends it.
+
+Every wait ends with a :class:`Verdict` — approved, denied, timed out, cancelled, session ended,
+paused, shutting down, or "no approver" when nobody could ever answer. Approvers (tray, control
+API, terminal ``watch``, tests) attach through :meth:`ApprovalBroker.attach`, which is thread-safe;
+everything else runs on the bridge thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..policy.paths import Escalation
+
+from ..policy.proposals import savable
+from ..present.preview import build_preview, summary_of
+from ..present.textsafe import hidden_in
+from ..types import PendingCall, UpstreamInfo
+
+
+class Decision(enum.StrEnum):
+    APPROVE = "approve"
+    ALLOW_SESSION = "allow_session"
+    ALLOW_ALWAYS = "allow_always"
+    DENY = "deny"
+
+
+class ApproverKind(enum.StrEnum):
+    """The built-in approvers, as the audit's ``approver`` and the snapshot's ``approvers``
+    name them. An events socket may name itself (``?as=``) and a bearer request may pass
+    ``by``, so the field stays a string; these are the names the bridge's own UIs use."""
+
+    TRAY = "tray"
+    PAGE = "approval page"
+    WATCH = "terminal (watch)"
+    CONTROL_API = "control API"  # a bearer request that did not say who it is
+
+
+class Ending(enum.StrEnum):
+    """Why a wait ended; ``APPROVED`` is the only one after which the tool runs."""
+
+    APPROVED = "approved"
+    DENIED = "denied"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    DISCONNECTED = "disconnected"
+    SESSION_ENDED = "session_ended"
+    PAUSED = "paused"
+    SHUTDOWN = "shutdown"
+    NO_APPROVER = "no_approver"
+    TOO_MANY = "too_many"  # the pending caps (approval.max_pending*) were reached
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    ending: Ending
+    decision: Decision | None = None
+    reason: str | None = None
+    approver: str | None = None  # which UI decided ("approval page", "tray", ...)
+    rule: str | None = None  # ALLOW_ALWAYS: the rule(s) to save, one per line
+
+
+class ApprovalBroker:
+    def __init__(
+        self,
+        on_change: Callable[[], None] = lambda: None,
+        max_pending: int = 32,
+        max_pending_per_session: int = 8,
+    ) -> None:
+        self._on_change = on_change
+        # Bounds on what one agent (or all of them) can make the bridge hold in memory and
+        # republish to every approver; past them a call is refused at once.
+        self.max_pending = max_pending
+        self.max_pending_per_session = max_pending_per_session
+        self._pending: dict[str, tuple[PendingCall, asyncio.Future[Verdict]]] = {}
+        self._ids = itertools.count(1)
+        self._approvers: dict[int, str] = {}
+        self._approver_ids = itertools.count(1)
+        self._lock = threading.Lock()
+
+    # -- approvers (thread-safe) -----------------------------------------------------------
+
+    def attach(self, name: str) -> int:
+        """Register an approver; prompt-tier calls wait only while at least one is attached."""
+        with self._lock:
+            handle = next(self._approver_ids)
+            self._approvers[handle] = name
+        return handle
+
+    def detach(self, handle: int) -> None:
+        with self._lock:
+            self._approvers.pop(handle, None)
+
+    @property
+    def approvers(self) -> list[str]:
+        with self._lock:
+            return list(self._approvers.values())
+
+    @property
+    def has_approver(self) -> bool:
+        return bool(self._approvers)
+
+    # -- bridge thread ----------------------------------------------------------------------
+
+    def pending(self) -> list[PendingCall]:
+        return [p for p, _ in self._pending.values()]
+
+    def get(self, call_id: str) -> PendingCall | None:
+        entry = self._pending.get(call_id)
+        return entry[0] if entry else None
+
+    async def wait(
+        self,
+        *,
+        sid: str,
+        client: str,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout_s: float,
+        escalation: Escalation | None = None,
+        cwd: str | None = None,
+        upstream: UpstreamInfo | None = None,
+        proposed_rule: str | None = None,
+        on_created: Callable[[PendingCall], None] = lambda p: None,
+    ) -> Verdict:
+        """Hold the call until a verdict; ``timeout_s`` 0 waits forever."""
+        if not self.has_approver:
+            return Verdict(Ending.NO_APPROVER)
+        if len(self._pending) >= self.max_pending or (
+            sum(1 for p, _ in self._pending.values() if p.sid == sid)
+            >= self.max_pending_per_session
+        ):
+            return Verdict(Ending.TOO_MANY)
+        now = time.time()
+        summary = summary_of(tool, arguments)
+        preview = build_preview(tool, arguments, cwd)
+        call = PendingCall(
+            id=f"a{next(self._ids)}",
+            sid=sid,
+            client=client,
+            tool=tool,
+            arguments=arguments,
+            summary=summary.text,
+            arrived=now,
+            escalation=escalation,
+            deadline=now + timeout_s if timeout_s > 0 else None,
+            preview=preview,
+            # Every argument, keys and values at any depth: a U+202E in an argument no preview
+            # shows still warns (the client, escalation and upstream text: preview.call_hidden).
+            hidden=summary.hidden or bool(preview.get("hidden")) or hidden_in(arguments),
+            upstream=upstream,
+            # Whatever proposed it, a rule that may not be saved is never offered to any UI.
+            proposed_rule=proposed_rule
+            if proposed_rule and savable(proposed_rule) is None
+            else None,
+        )
+        fut: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
+        self._pending[call.id] = (call, fut)
+        on_created(call)
+        self._on_change()
+        try:
+            if timeout_s > 0:
+                return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+            return await fut
+        except TimeoutError:
+            return Verdict(Ending.TIMEOUT)
+        finally:
+            if self._pending.pop(call.id, None) is not None:
+                self._on_change()
+
+    def decide(
+        self,
+        call_id: str,
+        decision: Decision,
+        reason: str | None = None,
+        approver: str | None = None,
+        rule: str | None = None,
+    ) -> bool:
+        """Apply a human decision; False when the call is no longer pending."""
+        entry = self._pending.get(call_id)
+        if entry is None or entry[1].done():
+            return False
+        ending = Ending.DENIED if decision is Decision.DENY else Ending.APPROVED
+        reason = reason.strip() if isinstance(reason, str) and reason.strip() else None
+        entry[1].set_result(Verdict(ending, decision, reason, approver=approver, rule=rule))
+        return True
+
+    def end(self, call_id: str, ending: Ending) -> bool:
+        entry = self._pending.get(call_id)
+        if entry is None or entry[1].done():
+            return False
+        entry[1].set_result(Verdict(ending))
+        return True
+
+    def end_where(self, ending: Ending, sid: str | None = None) -> int:
+        """End every pending call (of one session, when ``sid`` is given)."""
+        n = 0
+        for call, _ in list(self._pending.values()):
+            if sid is None or call.sid == sid:
+                n += self.end(call.id, ending)
+        return n

@@ -1,0 +1,195 @@
+"""Everything that can fail or block before the bridge's loop runs: config, token, sockets,
+the audit log, the control file.
+
+Why apart from :mod:`server.core.runner`: this part runs once, on the caller's thread, and its
+failures must reach the user as one clear line (:class:`~server.errors.StartupError`,
+:class:`~server.errors.AlreadyRunning`); the runner is what keeps the bridge running and hands
+out the thread-safe API. :func:`prepare` returns what the loop thread needs, or raises having
+closed what it opened so far (the caller cleans up the rest from :class:`Prepared`).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import secrets
+import socket
+from dataclasses import dataclass, field
+
+from tornado.netutil import bind_sockets
+
+from ..control.controlfile import (
+    ControlInfo,
+    claim,
+    control_path,
+    prepare_runtime_dir,
+    read_control,
+)
+from ..errors import AlreadyRunning, ConfigError, RuntimeDirError, StartupError
+from ..infra.audit import AuditLog
+from ..infra.config import audit_path, load_config, update_config
+from ..infra.tokens import KeyringStore, TokenStore
+from ..mcp.http import BODY_TIMEOUT_S, IDLE_CONNECTION_TIMEOUT_S
+from ..mcp.netlimits import raise_nofile
+from ..mcp.protocol import is_loopback_name
+from ..mcp.sessions import SessionTable
+from ..tools.base import Tool
+from .bridge import Bridge, BridgeOptions
+
+log = logging.getLogger("a2a-bridge")
+
+LISTEN_BACKLOG = (
+    1024  # a burst of clients connecting at once waits in the kernel, not on SYN retries
+)
+
+
+@dataclass
+class RunnerOptions:
+    config_path: str | None = None
+    host: str | None = None  # --host: overrides the config for this run, never saved
+    port: int | None = None  # --port: likewise
+    tools: list[Tool] | None = None  # None: the built-in tools
+    discover_tools: bool = True
+    keyring_store: KeyringStore | None = None
+    audit_path: str | None = None
+    session_table: SessionTable | None = None  # tests inject one with a fake clock
+    control: bool = False  # the local control API + control file (serve and tray turn it on)
+    idle_timeout_s: float = IDLE_CONNECTION_TIMEOUT_S  # close idle keep-alive connections
+    body_timeout_s: float = BODY_TIMEOUT_S  # close connections whose body trickles in
+
+
+@dataclass
+class Prepared:
+    """What :func:`prepare` opened, filled in as it goes (so a failure can be undone)."""
+
+    nofile: int | None = None
+    bridge: Bridge | None = None
+    url: str = ""
+    loopback: bool = True
+    sockets: list[socket.socket] = field(default_factory=list)
+    control_sockets: list[socket.socket] = field(default_factory=list)
+    control: ControlInfo | None = None
+
+
+def url_for(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
+
+
+def bind(host: str, port: int) -> tuple[list[socket.socket], int, bool]:
+    """Bind ``host:port``; a busy explicit port falls back to a free one (other errors raise)."""
+    try:
+        socks = bind_sockets(port, host, backlog=LISTEN_BACKLOG)
+        fell_back = False
+    except OSError as e:
+        if e.errno != errno.EADDRINUSE or port == 0:
+            raise
+        socks = bind_sockets(0, host, backlog=LISTEN_BACKLOG)
+        fell_back = True
+    return socks, socks[0].getsockname()[1], fell_back
+
+
+def prepare(opts: RunnerOptions, out: Prepared) -> None:
+    """Load config and token, bind, build the bridge, claim the control file (into ``out``).
+
+    With ``control`` on, a live instance found through the control file raises
+    :class:`AlreadyRunning` before anything is bound.
+    """
+    out.nofile = raise_nofile()
+    try:
+        config = load_config(opts.config_path)
+    except ConfigError as e:
+        raise StartupError(str(e)) from None
+    if opts.control:
+        try:
+            prepare_runtime_dir()
+        except RuntimeDirError as e:
+            raise StartupError(str(e)) from None
+        live = read_control()
+        if live is not None and live.pid != os.getpid():
+            raise AlreadyRunning(live)
+    tokens = TokenStore(config, opts.keyring_store)
+    try:
+        tokens.resolve()
+    except ConfigError as e:
+        raise StartupError(str(e)) from None
+    except OSError as e:
+        raise StartupError(
+            f"cannot store the token in {config.path}: {e.strerror or e} "
+            "(make its folder writable, or fix the keyring)"
+        ) from None
+
+    host = opts.host or config.host
+    port = opts.port if opts.port is not None else config.port
+    warnings: list[str] = []
+    if tokens.state and tokens.state.warning:
+        warnings.append(tokens.state.warning)
+    try:
+        out.sockets, bound, fell_back = bind(host, port)
+    except OSError as e:
+        raise StartupError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    if fell_back:
+        w = (
+            f"configured port {port} is busy - bound {bound} instead; "
+            "update the URL in remote client configs"
+        )
+        log.warning(w)
+        warnings.append(w)
+    if port == 0 and opts.port is None and config.port == 0:
+        # First start: keep the picked port so the URL in remote configs stays valid.
+        try:
+            update_config(config.path, {"port": bound})
+        except (OSError, ConfigError) as e:
+            log.warning("could not save the port to %s: %s", config.path, e)
+    out.loopback = is_loopback_name(host.strip("[]").lower())
+    if not out.loopback:
+        w = (
+            f"bound to {host}, which is not a loopback address - anyone who can reach "
+            "it can try the token"
+        )
+        log.warning(w)
+        warnings.append(w)
+
+    audit = AuditLog(
+        opts.audit_path or audit_path(),
+        config.audit_max_bytes,
+        config.audit_keep,
+        secret=lambda: tokens.token if tokens.state else None,
+    )
+    if opts.tools is None:
+        from ..tools.builtin import builtin_tools  # only when the built-in tools are wanted
+
+        tools = builtin_tools(config.bash_env)
+    else:
+        tools = opts.tools
+    bridge = Bridge(
+        BridgeOptions(
+            config,
+            tokens,
+            audit,
+            tools,
+            discover_tools=opts.discover_tools,
+            session_table=opts.session_table,
+        )
+    )
+    bridge.host, bridge.port = host, bound
+    bridge.url = out.url = url_for(host, bound)
+    bridge.warnings = warnings
+    out.bridge = bridge
+    if opts.control:
+        out.control_sockets = bind_sockets(0, "127.0.0.1")
+        control_port = out.control_sockets[0].getsockname()[1]
+        info = ControlInfo(
+            os.getpid(), url_for("127.0.0.1", control_port), secrets.token_urlsafe(32), out.url
+        )
+        try:
+            claim(info)
+        except RuntimeDirError as e:
+            raise StartupError(str(e)) from None
+        except OSError as e:
+            raise StartupError(
+                f"cannot create the control file {control_path()}: {e.strerror or e}"
+            ) from None
+        out.control = info
+        bridge.control_url = info.url

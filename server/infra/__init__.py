@@ -1,0 +1,3 @@
+"""What the core stands on: config, tokens, the audit log, child environments, file helpers and
+logging.
+"""

@@ -1,0 +1,447 @@
+"""The bridge's JSON config: where it lives, what it may hold, and how it is saved.
+
+Validation fails closed: a malformed file or field stops the start with
+``invalid config at <file>: field '<name>' must be <what>`` and the file is never "healed".
+Saving rewrites the whole document atomically (0600) from the raw dict that was loaded, so keys
+this version does not know survive.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import stat
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import platformdirs
+
+from .. import APP_NAME
+from ..errors import ConfigError
+from ..policy.protected import known_removals
+from ..policy.rules import RuleError, RuleSet, parse_rules
+from ..upstream.config import McpServerSpec, _Fail, parse_mcp_servers
+from ..vocab import Tier
+from .childenv import EnvSpec, EnvSpecError, parse_env_spec
+from .fsutil import write_private_atomic
+
+TIERS = tuple(Tier)
+TOKEN_MIN_LENGTH = 32
+ZERO_OK_LIMITS = ("inline_read_max_bytes", "max_connections")  # 0 has a meaning there
+
+
+def config_path() -> str:
+    return os.environ.get("A2A_BRIDGE_CONFIG") or os.path.join(
+        platformdirs.user_config_dir(APP_NAME, appauthor=False), "config.json"
+    )
+
+
+def audit_path() -> str:
+    return os.environ.get("A2A_BRIDGE_AUDIT") or os.path.join(
+        platformdirs.user_log_dir(APP_NAME, appauthor=False), "audit.jsonl"
+    )
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-tool limits; all in bytes, lines or seconds."""
+
+    read_max_bytes: int = 256 * 1024
+    # Regular files up to this size are read on the bridge loop (like Tornado's own
+    # StaticFileHandler); a worker-thread hop costs more than the read. 0 = always a thread.
+    inline_read_max_bytes: int = 64 * 1024
+    read_max_lines: int = 2000
+    read_line_max_chars: int = 2000
+    image_max_bytes: int = 5 * 1024 * 1024
+    write_max_bytes: int = 10 * 1024 * 1024
+    list_max_entries: int = 1000
+    find_max_results: int = 1000
+    grep_max_matches: int = 500
+    search_timeout_s: float = 60.0  # grep/find: rg is killed after this and partial results kept
+    output_max_bytes: int = 64 * 1024
+    # bash output past this many bytes ends the command (head and tail are still kept).
+    output_kill_bytes: int = 64 * 1024 * 1024
+    bash_timeout_s: float = 120.0
+    bash_max_timeout_s: float = 3600.0
+    # Open connections on the MCP listener; 0 = automatic, from the file-descriptor limit.
+    max_connections: int = 0
+
+
+@dataclass(frozen=True)
+class Config:
+    path: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    token_store: str = "keyring"
+    token: str | None = None
+    deny: frozenset[str] = frozenset()
+    deny_mcp_tools: bool = False
+    allowed_origins: frozenset[str] = frozenset()
+    roots: tuple[str, ...] = ()
+    sensitive_paths: tuple[str, ...] = ()  # additions: the old key plus protected.add
+    protected_remove: tuple[str, ...] = ()  # built-in locations or categories to drop
+    tiers: dict[str, Tier] = field(default_factory=dict)
+    default_tier: Tier = Tier.PROMPT
+    approval_timeout_s: float = 55.0
+    max_pending: int = 32  # calls waiting for approval, all sessions together
+    max_pending_per_session: int = 8
+    audit_max_bytes: int = 10 * 1024 * 1024
+    audit_keep: int = 5
+    limits: Limits = Limits()
+    mcp_servers: tuple[McpServerSpec, ...] = ()
+    rules: RuleSet = field(default_factory=RuleSet)
+    bash_env: EnvSpec = field(
+        default_factory=EnvSpec
+    )  # bash's additions (server/infra/childenv.py)
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+def _fail(path: str, name: str, what: str) -> ConfigError:
+    return ConfigError(f"invalid config at {path}: field '{name}' must be {what}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return (isinstance(v, int | float) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+def valid_token(token: Any) -> bool:
+    return (
+        isinstance(token, str)
+        and len(token) >= TOKEN_MIN_LENGTH
+        and not any(c.isspace() for c in token)
+    )
+
+
+def _string_list(path: str, raw: dict, name: str) -> list[str]:
+    v = raw.get(name, [])
+    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+        raise _fail(path, name, "an array of non-empty strings")
+    return v
+
+
+def _limits(path: str, raw: Any) -> Limits:
+    if raw is None:
+        return Limits()
+    if not isinstance(raw, dict):
+        raise _fail(path, "limits", "an object")
+    defaults = Limits()
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if not hasattr(defaults, key):
+            continue  # unknown keys are preserved on save, ignored here
+        default = getattr(defaults, key)
+        if isinstance(default, float):
+            if not _is_number(value) or value <= 0:
+                raise _fail(path, f"limits.{key}", "a positive number")
+            values[key] = float(value)
+        else:
+            least = 0 if key in ZERO_OK_LIMITS else 1
+            if not _is_int(value) or value < least:
+                raise _fail(path, f"limits.{key}", "a positive integer")
+            values[key] = value
+    limits = Limits(**values)
+    if limits.bash_timeout_s > limits.bash_max_timeout_s:
+        # Else every bash call without its own timeout_s fails, blaming an argument the agent
+        # never sent.
+        raise _fail(
+            path,
+            "limits.bash_timeout_s",
+            f"at most limits.bash_max_timeout_s ({limits.bash_max_timeout_s:g})",
+        )
+    return limits
+
+
+def _check_locations(path: str, name: str, entries: list[str]) -> None:
+    """Added protected locations: ``~/x``, ``/abs``, a bare name or ``**/a/b``. A relative
+    path with a slash would silently mean a place under the bridge's working directory."""
+    for entry in entries:
+        if not (entry.startswith(("~", "**/")) or "/" not in entry or os.path.isabs(entry)):
+            raise _fail(
+                path,
+                name,
+                f"paths starting with ~/ or /, bare names or **/ patterns ({entry!r} is relative)",
+            )
+
+
+def _roots(path: str, raw: dict) -> list[str]:
+    """Absolute or ``~`` paths: a relative root would resolve against whatever directory the
+    bridge happened to start in, and relative tool paths resolve against the first root."""
+    roots = _string_list(path, raw, "roots")
+    for entry in roots:
+        if not os.path.isabs(os.path.expanduser(entry)):
+            raise _fail(
+                path, "roots", f"absolute paths or paths starting with ~/ ({entry!r} is not)"
+            )
+    return roots
+
+
+def _protected(path: str, raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``protected``: ``{"add": [...], "remove": [...]}``; a removal must name a built-in
+    location or category (a typo would otherwise silently keep nothing removed)."""
+    if raw is None:
+        return (), ()
+    what = 'an object {"add": [...], "remove": [...]}'
+    if not isinstance(raw, dict) or not set(raw) <= {"add", "remove"}:
+        raise _fail(path, "protected", what)
+    add, remove = raw.get("add", []), raw.get("remove", [])
+    for name, v in (("add", add), ("remove", remove)):
+        if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+            raise _fail(path, f"protected.{name}", "an array of non-empty strings")
+    _check_locations(path, "protected.add", add)
+    known = known_removals()
+    for entry in remove:
+        if entry not in known:
+            raise _fail(
+                path,
+                "protected.remove",
+                f"built-in protected locations or categories ({entry!r} is neither; "
+                "the bridge's own files cannot be removed)",
+            )
+    return tuple(add), tuple(remove)
+
+
+def _bash(path: str, raw: Any) -> EnvSpec:
+    """``bash``: ``{"env": {"pass": [...], "set": {...}}}``; other keys are kept, not read."""
+    if raw is None:
+        return EnvSpec()
+    if not isinstance(raw, dict):
+        raise _fail(path, "bash", 'an object {"env": {"pass": [...], "set": {...}}}')
+    try:
+        return parse_env_spec(raw.get("env"), "bash.env")
+    except EnvSpecError as e:
+        raise _fail(path, e.name, e.what) from None
+
+
+def parse_config(path: str, raw: Any) -> Config:
+    """Validate a loaded document; raise :class:`ConfigError` naming the first bad field."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"invalid config at {path}: expected a JSON object")
+    host = raw.get("host", "127.0.0.1")
+    if not isinstance(host, str) or not host.strip():
+        raise _fail(path, "host", "a non-empty string")
+    port = raw.get("port", 0)
+    if not _is_int(port) or not 0 <= port <= 65535:
+        raise _fail(path, "port", "an integer in [0, 65535]")
+    token_store = raw.get("token_store", "keyring")
+    if token_store not in ("keyring", "file"):
+        raise _fail(path, "token_store", "one of 'keyring', 'file'")
+    token = raw.get("token")
+    if token is not None and not valid_token(token):
+        raise _fail(path, "token", f"at least {TOKEN_MIN_LENGTH} characters, no whitespace")
+    deny = _string_list(path, raw, "deny")
+    deny_mcp = raw.get("deny_mcp_tools", False)
+    if not isinstance(deny_mcp, bool):
+        raise _fail(path, "deny_mcp_tools", "a boolean")
+    origins = _string_list(path, raw, "allowed_origins")
+    roots = _roots(path, raw)
+    sensitive = _string_list(path, raw, "sensitive_paths")
+    _check_locations(path, "sensitive_paths", sensitive)
+    added, removed = _protected(path, raw.get("protected"))
+
+    approval = raw.get("approval", {})
+    if not isinstance(approval, dict):
+        raise _fail(path, "approval", "an object")
+    tiers = approval.get("tiers", {})
+    if not isinstance(tiers, dict) or not all(
+        isinstance(k, str) and v in TIERS for k, v in tiers.items()
+    ):
+        raise _fail(path, "approval.tiers", "an object mapping tool names to allow|prompt|deny")
+    default_tier = approval.get("default_tier", "prompt")
+    if default_tier not in TIERS:
+        raise _fail(path, "approval.default_tier", "one of 'allow', 'prompt', 'deny'")
+    timeout_s = approval.get("timeout_s", 55)
+    if not _is_number(timeout_s) or timeout_s < 0:
+        raise _fail(path, "approval.timeout_s", "a number >= 0 (0 = wait forever)")
+    max_pending = approval.get("max_pending", 32)
+    if not _is_int(max_pending) or not 1 <= max_pending <= 10000:
+        raise _fail(path, "approval.max_pending", "an integer in [1, 10000]")
+    max_per_session = approval.get("max_pending_per_session", 8)
+    if not _is_int(max_per_session) or not 1 <= max_per_session <= 10000:
+        raise _fail(path, "approval.max_pending_per_session", "an integer in [1, 10000]")
+
+    audit = raw.get("audit", {})
+    if not isinstance(audit, dict):
+        raise _fail(path, "audit", "an object")
+    max_bytes = audit.get("max_bytes", 10 * 1024 * 1024)
+    if not _is_int(max_bytes) or max_bytes < 4096:
+        raise _fail(path, "audit.max_bytes", "an integer >= 4096")
+    keep = audit.get("keep", 5)
+    if not _is_int(keep) or not 1 <= keep <= 100:
+        raise _fail(path, "audit.keep", "an integer in [1, 100]")
+
+    try:
+        mcp_servers = parse_mcp_servers(raw.get("mcp_servers"))
+    except _Fail as e:
+        raise _fail(path, e.name, e.what) from None
+    rules = config_rules(path, raw.get("rules"), tuple(roots) or (os.path.expanduser("~"),))
+
+    return Config(
+        path=path,
+        host=host.strip(),
+        port=port,
+        token_store=token_store,
+        token=token,
+        deny=frozenset(deny),
+        deny_mcp_tools=deny_mcp,
+        allowed_origins=frozenset(o.strip().rstrip("/").lower() for o in origins),
+        roots=tuple(roots) or (os.path.expanduser("~"),),
+        sensitive_paths=tuple(sensitive) + added,
+        protected_remove=removed,
+        tiers={k: Tier(v) for k, v in tiers.items()},
+        default_tier=Tier(default_tier),
+        approval_timeout_s=float(timeout_s),
+        max_pending=max_pending,
+        max_pending_per_session=max_per_session,
+        audit_max_bytes=max_bytes,
+        audit_keep=keep,
+        limits=_limits(path, raw.get("limits")),
+        mcp_servers=mcp_servers,
+        rules=rules,
+        bash_env=_bash(path, raw.get("bash")),
+        raw=raw,
+    )
+
+
+def config_rules(path: str, raw: Any, roots: tuple[str, ...]) -> RuleSet:
+    """The ``rules`` object; ``~/`` is the real home, relative paths start at the first root."""
+    try:
+        return parse_rules(raw, base=os.path.realpath(os.path.expanduser(roots[0])))
+    except RuleError as e:
+        raise ConfigError(f"invalid config at {path}: {e}") from None
+
+
+def load_config(path: str | None = None) -> Config:
+    """Read and validate the config; an absent file means all defaults."""
+    path = path or config_path()
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+            st = os.fstat(f.fileno())
+    except FileNotFoundError:
+        return parse_config(path, {})
+    except OSError as e:
+        raise ConfigError(f"invalid config at {path}: cannot read it ({e.strerror})") from None
+    try:
+        raw = json.loads(data)
+    except ValueError as e:
+        raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
+    config = parse_config(path, raw)  # a malformed field is named first
+    check_private(path, st, holds_token=config.token is not None)
+    return config
+
+
+def check_private(path: str, st: os.stat_result, holds_token: bool) -> None:
+    """Refuse a config other users could change or, when it holds the token, read (POSIX).
+
+    Like ssh with a private key or a config others may write: no repair, no start. The
+    bridge never loosens its files (it writes them 0600 in a 0700 folder), so a loose one
+    was made by hand or by another program; a token others could read may already be
+    copied, so the fix is theirs to make (chmod, then rotate the token). Someone else's
+    config, or one that other users may write or replace (its folder), decides what runs
+    unattended (rules, tiers, roots) and is refused too.
+    """
+    if not hasattr(os, "getuid"):
+        return  # Windows: ACLs, not mode bits; the profile folder is private by default
+    uid = os.getuid()
+    mode = stat.S_IMODE(st.st_mode)
+    where = f"invalid config at {path}"
+    if st.st_uid not in (uid, 0):
+        raise ConfigError(f"{where}: it belongs to uid {st.st_uid}, not to you (uid {uid})")
+    if mode & 0o022:
+        raise ConfigError(
+            f"{where}: other users can change it (mode {mode:o}); run 'chmod 600 {path}'"
+        )
+    if holds_token and mode & 0o044:
+        raise ConfigError(
+            f"{where}: it holds the token and other users can read it (mode {mode:o}); run "
+            f"'chmod 600 {path}', then 'a2a-bridge token rotate' (it may have been copied)"
+        )
+    # The folder of the name and, when it is a symlink, of the file it points to: others
+    # who can change either could replace what is read.
+    folders = dict.fromkeys(
+        os.path.dirname(p) for p in (os.path.abspath(path), os.path.realpath(path))
+    )
+    for folder in folders:
+        try:
+            dst = os.stat(folder)
+        except OSError:
+            continue
+        if dst.st_uid not in (uid, 0) or (dst.st_mode & 0o022 and not dst.st_mode & stat.S_ISVTX):
+            raise ConfigError(
+                f"{where}: its folder {folder} can be changed by other users (owner uid "
+                f"{dst.st_uid}, mode {stat.S_IMODE(dst.st_mode):o}): they could replace the "
+                f"config; run 'chmod 700 {folder}'"
+            )
+
+
+def save_raw(path: str, raw: dict[str, Any]) -> None:
+    write_private_atomic(path, (json.dumps(raw, indent=2, ensure_ascii=False) + "\n").encode())
+
+
+def update_config(path: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """Re-read the file, apply ``changes`` (dotted keys reach into objects), save it.
+
+    Re-reading first means an edit the user made by hand since the start is not overwritten by
+    a key the bridge changes (e.g. "Always allow" persisting a tier). A value of ``None`` removes
+    the key.
+    """
+    try:
+        with open(path, "rb") as f:
+            raw = json.loads(f.read())
+        if not isinstance(raw, dict):
+            raise ConfigError(f"invalid config at {path}: expected a JSON object")
+    except FileNotFoundError:
+        raw = {}
+    except ValueError as e:
+        raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
+    raw = copy.deepcopy(raw)
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split(".")
+        node = raw
+        for p in parents:
+            child = node.get(p)
+            if not isinstance(child, dict):
+                child = {}
+                node[p] = child
+            node = child
+        if value is None:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = value
+    parse_config(path, raw)  # never write a file the next start would refuse
+    save_raw(path, raw)
+    return raw
+
+
+_EDIT_LOCK = threading.Lock()
+
+
+def edit_config(path: str, edit: Callable[[dict[str, Any]], None]) -> Config:
+    """Like :func:`update_config`, for changes that depend on what the file holds now.
+
+    ``edit`` changes the freshly read document in place (e.g. appends to ``rules.allow``); the
+    result is validated before it is written, and edits are serialised so two at once do not
+    lose one another. Returns the new config.
+    """
+    with _EDIT_LOCK:
+        try:
+            with open(path, "rb") as f:
+                raw = json.loads(f.read())
+        except FileNotFoundError:
+            raw = {}
+        except ValueError as e:
+            raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"invalid config at {path}: expected a JSON object")
+        edit(raw)
+        cfg = parse_config(path, raw)
+        save_raw(path, raw)
+        return cfg

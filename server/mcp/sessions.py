@@ -1,0 +1,105 @@
+"""The in-memory session table: 64 entries at most, 24 h idle TTL, least-recently-seen eviction.
+
+Sessions are not credentials (every request is authenticated on its own); they attribute calls
+to a client and carry what the tray shows as "live sessions".
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..present.ids import sid_hash
+
+MAX_SESSIONS = 64
+SESSION_TTL_S = 24 * 3600.0
+
+
+@dataclass(slots=True)
+class Session:
+    sid: str
+    client_name: str
+    client_version: str
+    created: float  # wall clock, for display
+    last_seen: float  # table clock, for TTL and LRU
+    last_seen_wall: float
+    calls: int = 0
+    pending: int = 0
+    allowed_tools: set[str] = field(default_factory=set)
+    protocol_version: str = "2025-11-25"  # negotiated in initialize, shown with the client
+    sid_hash: str = ""
+
+    def __post_init__(self) -> None:
+        self.sid_hash = sid_hash(self.sid)
+
+    @property
+    def client(self) -> str:
+        return self.client_name
+
+
+class SessionTable:
+    """Owned by the bridge thread; not thread-safe by design (no locks on the hot path)."""
+
+    def __init__(
+        self,
+        max_sessions: int = MAX_SESSIONS,
+        ttl_s: float = SESSION_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_sessions = max_sessions
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def create(
+        self, client_info: object, protocol_version: str = "2025-11-25"
+    ) -> tuple[Session, Session | None]:
+        """A new session; returns it and the one evicted to make room, if any."""
+        evicted = None
+        if len(self._sessions) >= self.max_sessions:
+            _, evicted = self._sessions.popitem(last=False)
+        name, version = _client_info(client_info)
+        now = self.clock()
+        s = Session(secrets.token_hex(16), name, version, time.time(), now, time.time())
+        s.protocol_version = protocol_version
+        self._sessions[s.sid] = s
+        return s, evicted
+
+    def touch(self, sid: str) -> Session | None:
+        """The live session with its idle timer refreshed, or None (an expired one is dropped)."""
+        s = self._sessions.get(sid)
+        if s is None:
+            return None
+        now = self.clock()
+        if now - s.last_seen > self.ttl_s:
+            del self._sessions[sid]
+            return None
+        s.last_seen = now
+        s.last_seen_wall = time.time()
+        self._sessions.move_to_end(sid)
+        return s
+
+    def get(self, sid: str) -> Session | None:
+        return self._sessions.get(sid)
+
+    def remove(self, sid: str) -> Session | None:
+        return self._sessions.pop(sid, None)
+
+    def all(self) -> list[Session]:
+        return list(self._sessions.values())
+
+
+def _client_info(info: object) -> tuple[str, str]:
+    if not isinstance(info, dict):
+        return "unknown", ""
+    name = info.get("name")
+    version = info.get("version")
+    name = name[:64] if isinstance(name, str) and name.strip() else "unknown"
+    version = version[:32] if isinstance(version, str) else ""
+    return name, version

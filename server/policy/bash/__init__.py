@@ -1,0 +1,3 @@
+"""Reading ``bash`` command lines: the parse (tree-sitter-bash), the wrappers table and the paths
+a command names.
+"""

@@ -1,0 +1,629 @@
+"""The protected-location table: every place a tool must not touch without a human, with why.
+
+One data table (:data:`TABLE`) lists each location with the category the approval UIs show.
+A pattern is one of:
+
+- ``~/x/y`` or ``/x/y``: that location and everything below it. ``*`` and ``?`` match inside
+  one path component (``~/.var/app/*/.mozilla``).
+- a bare name without ``/`` (``*.pem``, ``.env.*``): a file with that name anywhere, except
+  the names in ``unless`` (``.env.example``, ``id_rsa.pub``).
+- ``**/a/b``: the components ``a/b`` anywhere, and everything below (``**/.git/hooks``).
+
+Matching is case-insensitive and Unicode-compatibility-folded on every OS (so ``~/.SSH`` on a
+case-insensitive disk and a full-width look-alike are caught; over-protecting a distinct
+directory on Linux costs one question, never a leak). :class:`Matcher` compiles the table once:
+a tuple ``startswith`` for plain locations, one regex for names, guarded regexes for globs.
+
+Over 400 lines for a reason: two thirds of it is the table itself, which is read (and
+reviewed) best as one list; the compiler below it is the only code that reads it.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+import unicodedata
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import platformdirs
+
+from .. import APP_NAME
+
+
+class EscalationKind(enum.StrEnum):
+    """Why a path needs a human; only ``OUTSIDE_ROOTS`` may ever be covered by a rule."""
+
+    OUTSIDE_ROOTS = "outside_roots"  # a rule may allow it
+    PROTECTED = "protected"  # secrets; nothing but a human decision covers it
+    PERSISTENCE = "persistence"  # write/edit there: always asks; no grant/rule/always
+    OWN_FILE = "own_file"  # the bridge's own config, audit, control file, autostart
+    UNCHECKED = "unchecked"  # too large to judge (a command, an upstream's arguments): asks
+
+
+P = EscalationKind.PROTECTED
+W = EscalationKind.PERSISTENCE
+O = EscalationKind.OWN_FILE  # noqa: E741
+
+
+@dataclass(frozen=True, slots=True)
+class Location:
+    pattern: str
+    category: str
+    kind: EscalationKind = EscalationKind.PROTECTED
+    unless: tuple[str, ...] = ()  # name patterns that are exempt (bare-name entries only)
+
+
+def _many(category: str, kind: EscalationKind, *patterns: str) -> list[Location]:
+    return [Location(p, category, kind) for p in patterns]
+
+
+SSH = "SSH keys"
+GPG = "GnuPG keys"
+CLOUD = "cloud and cluster credentials"
+FORGE = "package-manager and forge credentials"
+KEYRING = "keyrings and wallets"
+PASSWORDS = "password stores"
+BROWSER = "browser profiles"
+MAIL = "mail and chat profiles"
+HISTORY = "shell and REPL histories"
+SECRET_FILE = "secret-looking file"
+OWN = "bridge data"
+
+_BROWSER_DIRS = (
+    "google-chrome*",
+    "chromium",
+    "BraveSoftware",
+    "microsoft-edge*",
+    "vivaldi*",
+    "opera*",
+)
+
+TABLE: tuple[Location, ...] = (
+    # -- secrets ---------------------------------------------------------------------------------
+    *_many(SSH, P, "~/.ssh", "~/AppData/Roaming/ssh"),
+    *_many(GPG, P, "~/.gnupg", "~/AppData/Roaming/gnupg"),
+    *_many(
+        CLOUD,
+        P,
+        "~/.aws",
+        "~/.azure",
+        "~/.config/gcloud",
+        "~/AppData/Roaming/gcloud",
+        "~/.kube",
+        "~/.docker/config.json",
+        "~/.dockercfg",
+        "~/.config/containers/auth.json",
+        "~/.minikube",
+        "~/.oci",
+        "~/.config/doctl",
+        "~/.config/hcloud",
+        "~/.config/openstack",
+        "~/.s3cfg",
+        "~/.boto",
+        "~/.databrickscfg",
+        "~/.fly",
+        "~/.config/flyctl",
+        "~/.talos",
+    ),
+    *_many(
+        FORGE,
+        P,
+        "~/.netrc",
+        "~/_netrc",
+        "~/.git-credentials",
+        "~/.config/git/credentials",
+        "~/.npmrc",
+        "~/.yarnrc.yml",
+        "~/.pypirc",
+        "~/.config/pip",
+        "~/.pip",
+        "~/.cargo/credentials",
+        "~/.cargo/credentials.toml",
+        "~/.gem/credentials",
+        "~/.local/share/gem/credentials",
+        "~/.m2/settings.xml",
+        "~/.m2/settings-security.xml",
+        "~/.m2/settings*.xml",
+        "~/.gradle/gradle.properties",
+        "~/.config/gh",
+        "~/.config/hub",
+        "~/.config/glab-cli",
+        "~/.pgpass",
+        "~/AppData/Roaming/postgresql/pgpass.conf",
+        "~/.my.cnf",
+        "~/.vault-token",
+        "~/.config/rclone",
+        "~/.terraform.d/credentials.tfrc.json",
+        "~/.terraformrc",
+        "~/AppData/Roaming/terraform.rc",
+        "~/.config/op",
+        "~/.op",
+        "~/.composer/auth.json",
+        "~/.config/composer/auth.json",
+        "~/.nuget/NuGet/NuGet.Config",
+        "~/AppData/Roaming/NuGet/NuGet.Config",
+        "~/.config/configstore",
+    ),
+    *_many(
+        KEYRING,
+        P,
+        "~/.local/share/keyrings",
+        "~/.gnome2/keyrings",
+        "~/.local/share/kwalletd",
+        "~/.kde/share/apps/kwallet",
+        "~/.kde4/share/apps/kwallet",
+        "~/.local/share/python_keyring",
+        "~/.config/python_keyring",
+        "~/AppData/Local/Python Keyring",
+        "~/Library/Keychains",
+        "~/AppData/Roaming/Microsoft/Credentials",
+        "~/AppData/Local/Microsoft/Credentials",
+        "~/AppData/Roaming/Microsoft/Protect",
+        "~/AppData/Local/Microsoft/Vault",
+        "~/AppData/Roaming/Microsoft/Vault",
+        "~/.config/1Password",
+        "~/Library/Group Containers/*.com.1password",
+        "~/.config/Bitwarden",
+        "~/.config/Bitwarden CLI",
+        "~/.bitcoin/wallet.dat",
+        "~/.bitcoin/wallets",
+        "~/.electrum",
+        "~/.ethereum/keystore",
+    ),
+    *_many(PASSWORDS, P, "~/.password-store", "~/.local/share/gopass", "~/.config/gopass"),
+    Location("*.kdbx", PASSWORDS),
+    Location("*.kdb", PASSWORDS),
+    *_many(
+        BROWSER,
+        P,
+        # Linux, including beta/dev/unstable channels
+        "~/.mozilla",
+        "~/.librewolf",
+        "~/.waterfox",
+        *(f"~/.config/{d}" for d in _BROWSER_DIRS),
+        "~/.config/epiphany",
+        "~/.local/share/epiphany",
+        # Flatpak (any app id) and the usual browser apps as a whole
+        "~/.var/app/*/.mozilla",
+        *(f"~/.var/app/*/config/{d}" for d in _BROWSER_DIRS),
+        "~/.var/app/*/data/keyrings",
+        "~/.var/app/org.mozilla.firefox",
+        "~/.var/app/com.google.Chrome*",
+        "~/.var/app/org.chromium.Chromium",
+        "~/.var/app/com.brave.Browser",
+        "~/.var/app/com.microsoft.Edge*",
+        "~/.var/app/com.vivaldi.Vivaldi",
+        "~/.var/app/com.opera.Opera*",
+        "~/.var/app/io.gitlab.librewolf-community",
+        "~/.var/app/org.gnome.Epiphany",
+        # Snap
+        "~/snap/firefox",
+        "~/snap/chromium",
+        "~/snap/brave",
+        "~/snap/opera*",
+        "~/snap/vivaldi*",
+        "~/snap/microsoft-edge*",
+        "~/snap/*/*/.mozilla",
+        # macOS
+        "~/Library/Application Support/Google/Chrome*",
+        "~/Library/Application Support/Chromium",
+        "~/Library/Application Support/BraveSoftware",
+        "~/Library/Application Support/Microsoft Edge*",
+        "~/Library/Application Support/Vivaldi*",
+        "~/Library/Application Support/com.operasoftware.Opera*",
+        "~/Library/Application Support/Firefox",
+        "~/Library/Safari",
+        "~/Library/Cookies",
+        "~/Library/Containers/com.apple.Safari",
+        # Windows
+        "~/AppData/Roaming/Mozilla",
+        "~/AppData/Local/Mozilla",
+        "~/AppData/Local/Google/Chrome*",
+        "~/AppData/Local/Chromium",
+        "~/AppData/Local/BraveSoftware",
+        "~/AppData/Local/Microsoft/Edge*",
+        "~/AppData/Local/Vivaldi",
+        "~/AppData/Roaming/Opera Software",
+    ),
+    *_many(
+        MAIL,
+        P,
+        "~/.thunderbird",
+        "~/.var/app/*/.thunderbird",
+        "~/.var/app/org.mozilla.Thunderbird",
+        "~/snap/thunderbird",
+        "~/.local/share/evolution",
+        "~/.config/evolution",
+        "~/Library/Thunderbird",
+        "~/Library/Mail",
+        "~/Library/Containers/com.apple.mail",
+        "~/Library/Messages",
+        "~/AppData/Roaming/Thunderbird",
+        "~/.config/Slack",
+        "~/.config/discord",
+        "~/.config/Signal",
+        "~/.local/share/TelegramDesktop",
+    ),
+    *_many(
+        HISTORY,
+        P,
+        "~/.bash_history",
+        "~/.zsh_history",
+        "~/.zhistory",
+        "~/.histfile",
+        "~/.sh_history",
+        "~/.local/share/fish/fish_history",
+        "~/.python_history",
+        "~/.node_repl_history",
+        "~/.psql_history",
+        "~/.mysql_history",
+        "~/.sqlite_history",
+        "~/.irb_history",
+        "~/.rediscli_history",
+        "~/.lesshst",
+        "~/.viminfo",
+        "~/.local/share/nvim/shada",
+        "~/.ipython/profile_default/history.sqlite",
+        "~/.julia/logs/repl_history.jl",
+        "~/.Rhistory",
+        "~/AppData/Roaming/Microsoft/Windows/PowerShell/PSReadLine",
+    ),
+    Location(".*_history", HISTORY),
+    *_many(
+        "process memory and environment",
+        P,
+        "/proc/*/environ",
+        "/proc/*/mem",
+        "/proc/*/task/*/environ",
+        "/proc/*/task/*/mem",
+        "/dev/mem",
+        "/dev/kmem",
+    ),
+    # Sockets that act with the user's keys: bash gets no SSH_AUTH_SOCK or session bus address
+    # (server/infra/childenv.py), so a command that names one by path always asks.
+    *_many(
+        "agent and session sockets",
+        P,
+        "/tmp/ssh-*",  # noqa: S108 - OpenSSH ssh-agent
+        "/tmp/com.apple.launchd.*",  # noqa: S108 - macOS SSH_AUTH_SOCK
+        "/private/tmp/com.apple.launchd.*",
+        "/run/user/*/keyring",  # gnome-keyring: its ssh agent and control sockets
+        "/run/user/*/gcr",  # gcr-ssh-agent (GNOME 46+)
+        "/run/user/*/gnupg",  # gpg-agent, also as an ssh agent
+        "/run/user/*/ssh-agent.socket",
+        "/run/user/*/openssh_agent",
+        "/run/user/*/bus",  # the D-Bus session bus: the Secret Service keyring
+        "/run/user/*/docker.sock",  # rootless Docker
+        "/run/docker.sock",  # Docker: root on this machine
+        "/var/run/docker.sock",
+        "~/.1password/agent.sock",
+        "~/.bitwarden-ssh-agent.sock",
+    ),
+    # -- secret-looking files, wherever they are --------------------------------------------------
+    Location(".env", SECRET_FILE),
+    Location(
+        ".env.*",
+        SECRET_FILE,
+        unless=("*.example", "*.sample", "*.template", "*.dist"),
+    ),
+    Location("*.pem", SECRET_FILE),
+    Location("*.key", SECRET_FILE),
+    Location("*.p12", SECRET_FILE),
+    Location("*.pfx", SECRET_FILE),
+    Location("*.jks", SECRET_FILE),
+    Location("*.keystore", SECRET_FILE),
+    Location("id_rsa*", SECRET_FILE, unless=("*.pub",)),
+    Location("id_dsa*", SECRET_FILE, unless=("*.pub",)),
+    Location("id_ecdsa*", SECRET_FILE, unless=("*.pub",)),
+    Location("id_ed25519*", SECRET_FILE, unless=("*.pub",)),
+    Location(".netrc", SECRET_FILE),
+    Location(".pgpass", SECRET_FILE),
+    Location(".git-credentials", SECRET_FILE),
+    Location(".vault-token", SECRET_FILE),
+    Location(".htpasswd", SECRET_FILE),
+    # -- the bridge's own files (the per-run paths are added by PathPolicy) ---------------------
+    *_many(
+        OWN,
+        O,
+        "~/.config/omp-a2a-bridge",
+        "~/.local/state/omp-a2a-bridge",
+        "~/.cache/omp-a2a-bridge",
+        "~/Library/Application Support/omp-a2a-bridge",
+        "~/Library/Logs/omp-a2a-bridge",
+        "~/AppData/Local/omp-a2a-bridge",
+        "~/AppData/Roaming/omp-a2a-bridge",
+    ),
+    *_many(
+        "bridge autostart entry",
+        O,
+        "~/.config/autostart/omp-a2a-bridge.desktop",
+        "~/Library/LaunchAgents/dev.omp.a2a-bridge.plist",
+    ),
+    # -- persistence: reading is fine, writing there can make programs run later ----------------
+    *_many(
+        "shell startup file",
+        W,
+        "~/.bashrc",
+        "~/.bash_profile",
+        "~/.bash_login",
+        "~/.bash_logout",
+        "~/.profile",
+        "~/.zshrc",
+        "~/.zprofile",
+        "~/.zshenv",
+        "~/.zlogin",
+        "~/.zlogout",
+        "~/.config/fish",
+        "~/.xprofile",
+        "~/.xinitrc",
+        "~/.xsession",
+        "~/.xsessionrc",
+        "~/.pam_environment",
+        "~/.config/environment.d",
+        "~/.config/plasma-workspace/env",
+        "~/.config/powershell",
+        "~/Documents/PowerShell",
+        "~/Documents/WindowsPowerShell",
+        "~/.vimrc",
+        "~/.config/nvim",
+        "~/.local/lib/python*/site-packages",
+    ),
+    *_many(
+        "autostart folder",
+        W,
+        "~/.config/autostart",
+        "~/Library/LaunchAgents",
+        "~/AppData/Roaming/Microsoft/Windows/Start Menu/Programs/Startup",
+        "/etc/xdg/autostart",
+    ),
+    *_many(
+        "systemd user units",
+        W,
+        "~/.config/systemd/user",
+        "~/.local/share/systemd/user",
+        "~/.config/containers/systemd",
+    ),
+    *_many(
+        "crontab",
+        W,
+        "/var/spool/cron",
+        "/etc/crontab",
+        "/etc/cron.d",
+        "/usr/lib/cron/tabs",
+        "/var/at/tabs",
+    ),
+    *_many("program folder on PATH", W, "~/.local/bin", "~/bin"),
+    *_many(
+        "SSH login access",
+        W,
+        "~/.ssh/authorized_keys",
+        "~/.ssh/authorized_keys2",
+        "~/.ssh/rc",
+        "~/.ssh/config",
+    ),
+    Location("**/.git/hooks", "git hooks", W),
+    Location("**/.husky", "git hooks", W),
+    Location("**/.githooks", "git hooks", W),
+    Location("**/.vscode/tasks.json", "editor task that can run on folder open", W),
+    Location("**/*.git/hooks", "git hooks", W),
+    Location("**/.git/config", "git config", W),
+    Location("**/.git/modules/*/config", "git config", W),
+    Location("**/.git/modules/*/hooks", "git hooks", W),
+    Location("**/.git/worktrees/*/config.worktree", "git config", W),
+    Location("**/*.git/config", "git config", W),
+    *_many("git config", W, "~/.gitconfig", "~/.config/git"),
+    Location(".envrc", "direnv script (runs on cd)", W),
+)
+
+
+# -- compiling --------------------------------------------------------------------------------
+
+
+def fold(path: str) -> str:
+    """The key every comparison uses: ``/`` separators, case and compatibility folded."""
+    if os.sep != "/":
+        path = path.replace(os.sep, "/")
+    if path.isascii():
+        return path.lower()
+    return unicodedata.normalize("NFKC", path).casefold()
+
+
+def _glob_rx(glob: str, *, component: bool = True) -> str:
+    """Regex text for a glob where ``*``/``?`` stay inside one component."""
+    out = []
+    for c in glob:
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        else:
+            out.append(re.escape(c))
+    return "".join(out)
+
+
+def _has_glob(s: str) -> bool:
+    return "*" in s or "?" in s
+
+
+def expand(pattern: str, home: str) -> str:
+    """A location pattern as a real absolute path (``~`` = the real home); globs kept."""
+    if pattern == "~" or pattern.startswith("~/"):
+        pattern = home + pattern[1:]
+    head, sep, tail = pattern.partition("*")
+    # Resolve the literal part's symlinks (e.g. /var -> /private/var on macOS); keep the glob.
+    literal_dir = os.path.dirname(head) if sep else head
+    real = os.path.realpath(literal_dir) if literal_dir else literal_dir
+    if sep:
+        return real + head[len(literal_dir) :] + sep + tail
+    return real
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    category: str
+    kind: EscalationKind
+    location: str  # the table pattern as expanded (for messages and tests)
+
+
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def _literal_parts(glob: str) -> list[str]:
+    return [p for p in _GLOB_CHARS.split(glob) if p]
+
+
+_Entry = tuple[int, str, "re.Pattern[str] | None", "Hit"]
+
+
+class Matcher:
+    """The table compiled for one home directory; every method takes a folded key.
+
+    Built for the per-entry hot path of walks: locations are bucketed by their first component
+    below the home (or below ``/``), so a path meets only the few entries that could hold it;
+    names go through a set of exact names, a set of extensions, and one regex only for the
+    few patterns left; ``**/`` patterns are guarded by a substring test.
+    """
+
+    def __init__(self, locations: Iterable[Location], home: str) -> None:
+        self.home = home
+        self._fhome = fold(home).rstrip("/")
+        self._fhome_below = self._fhome + "/"
+        self.locations: list[tuple[str, Hit]] = []  # (expanded real pattern, hit)
+        buckets: dict[str, list[tuple[int, str, re.Pattern[str] | None, Hit]]] = {}
+        wild: list[tuple[int, str, re.Pattern[str] | None, Hit]] = []
+        exact: dict[str, list[tuple[tuple[re.Pattern[str], ...], Hit]]] = {}
+        exts: dict[str, list[tuple[tuple[re.Pattern[str], ...], Hit]]] = {}
+        names: list[tuple[re.Pattern[str], tuple[re.Pattern[str], ...], Hit, str]] = []
+        anywhere: list[tuple[re.Pattern[str], tuple[str, ...], Hit]] = []
+        for loc in locations:
+            pattern = loc.pattern
+            if pattern.startswith("**/"):
+                body = fold(pattern[3:])
+                rx = re.compile("/" + _glob_rx(body) + "(?:/|$)")
+                lits = tuple(_literal_parts(body)) or ("",)
+                anywhere.append((rx, lits, Hit(loc.category, loc.kind, pattern)))
+            elif "/" not in pattern:
+                key = fold(pattern)
+                unless = tuple(re.compile(_glob_rx(fold(u)) + r"\Z") for u in loc.unless)
+                hit = Hit(loc.category, loc.kind, pattern)
+                if not _has_glob(key):
+                    exact.setdefault(key, []).append((unless, hit))
+                elif key.startswith("*.") and not _has_glob(key[2:]) and "." not in key[2:]:
+                    exts.setdefault(key[2:], []).append((unless, hit))
+                else:
+                    guard = _GLOB_CHARS.split(key, 1)[0]  # the literal head, e.g. "id_rsa"
+                    names.append((re.compile(_glob_rx(key) + r"\Z"), unless, hit, guard))
+            else:
+                real = expand(pattern, home)
+                hit = Hit(loc.category, loc.kind, real)
+                self.locations.append((real, hit))
+                key = fold(real).rstrip("/") or "/"
+                key_rx = re.compile(_glob_rx(key) + "(?:/|$)") if _has_glob(key) else None
+                literal = len(_GLOB_CHARS.split(key, 1)[0])
+                entry = (literal, key, key_rx, hit)
+                bucket = self._bucket(key)
+                if bucket is None or _has_glob(bucket) or self._fhome.startswith(key):
+                    wild.append(entry)
+                else:
+                    buckets.setdefault(bucket, []).append(entry)
+        # Most specific first, so ~/.ssh/config (persistence) wins over ~/.ssh in its matcher.
+        self._buckets = {b: tuple(sorted(es, key=lambda e: -e[0])) for b, es in buckets.items()}
+        self._wild = tuple(sorted(wild, key=lambda e: -e[0]))
+        self._exact = exact
+        self._exts = exts
+        self._names = tuple(names)
+        self._name_guards = tuple(g for *_, g in names) if names else ("\0",)
+        self._anywhere = tuple(anywhere)
+        self._anywhere_lits = tuple({lit for _, lits, _ in anywhere for lit in lits})
+
+    def _bucket(self, key: str) -> str | None:
+        if key.startswith(self._fhome_below):
+            rest = key[len(self._fhome_below) :]
+            return "~" + rest.split("/", 1)[0]
+        if key.startswith("/"):
+            return "/" + key[1:].split("/", 1)[0]
+        return None
+
+    @staticmethod
+    def _match(
+        entries: tuple[tuple[int, str, re.Pattern[str] | None, Hit], ...], key: str
+    ) -> Hit | None:
+        for _, loc, rx, hit in entries:
+            if rx is None:
+                if key == loc or (key.startswith(loc) and key[len(loc) : len(loc) + 1] == "/"):
+                    return hit
+            elif rx.match(key):
+                return hit
+        return None
+
+    def location(self, key: str) -> Hit | None:
+        """The table location ``key`` is (or is below), most specific first."""
+        bucket = self._bucket(key)
+        if bucket is not None:
+            entries = self._buckets.get(bucket)
+            if entries is not None:
+                hit = self._match(entries, key)
+                if hit is not None:
+                    return hit
+        if self._wild:
+            return self._match(self._wild, key)
+        return None
+
+    def anywhere(self, key: str) -> Hit | None:
+        """Components matched anywhere in the path (``**/.git/hooks``)."""
+        for lit in self._anywhere_lits:
+            if lit in key:
+                for rx, _, hit in self._anywhere:
+                    if rx.search(key):
+                        return hit
+                return None
+        return None
+
+    def name(self, name_key: str) -> Hit | None:
+        """A secret-looking file name (already folded)."""
+        for unless, hit in self._exact.get(name_key, ()):
+            if not any(u.match(name_key) for u in unless):
+                return hit
+        dot = name_key.rfind(".")
+        if dot >= 0:
+            for unless, hit in self._exts.get(name_key[dot + 1 :], ()):
+                if not any(u.match(name_key) for u in unless):
+                    return hit
+        if not name_key.startswith(self._name_guards):
+            return None
+        for rx, unless, hit, guard in self._names:
+            if (
+                name_key.startswith(guard)
+                and rx.match(name_key)
+                and not any(u.match(name_key) for u in unless)
+            ):
+                return hit
+        return None
+
+
+def own_default_locations() -> list[str]:
+    """The platform's own dirs for this app (config, logs, runtime), as this OS names them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [
+            platformdirs.user_config_dir(APP_NAME, appauthor=False),
+            platformdirs.user_log_dir(APP_NAME, appauthor=False),
+            platformdirs.user_state_dir(APP_NAME, appauthor=False),
+            platformdirs.user_runtime_dir(APP_NAME, appauthor=False),
+        ]
+
+
+def removable(entry: str, loc: Location) -> bool:
+    """A ``protected.remove`` entry names this location (its pattern or its category).
+
+    The bridge's own files cannot be removed: they hold the token and the approval settings.
+    """
+    return loc.kind is not O and entry in (loc.pattern, loc.category)
+
+
+def known_removals() -> frozenset[str]:
+    """Every name ``protected.remove`` accepts: table patterns and category names."""
+    return frozenset(e for loc in TABLE if loc.kind is not O for e in (loc.pattern, loc.category))

@@ -1,0 +1,110 @@
+"""The path policy, entry by entry, for the walking tools (``ls``, ``find``, ``grep``).
+
+Only the base of a walk goes through the call's escalation check; everything the walk reaches
+is judged here: protected entries (credential stores, secret-looking names, the bridge's own
+files, hard links to protected files) are left out of names and contents and counted, and the
+result ends with one line saying how many were left out and why.
+
+When the base itself is protected, a human has already approved this very call (nothing else
+covers a protected path), so its entries are shown: the human saw what they allowed.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from .paths import CallPaths, PathPolicy, always_asks
+
+
+def policy_of(ctx_policy: PathPolicy | CallPaths) -> PathPolicy:
+    """The :class:`PathPolicy` behind a tool context's policy (``CallPaths`` wraps it)."""
+    return ctx_policy.policy if isinstance(ctx_policy, CallPaths) else ctx_policy
+
+
+def judge_entry(policy: PathPolicy, real: str, st: os.stat_result | None) -> bool:
+    """True when the policy refuses this walked entry (its real path; ``st`` from lstat)."""
+    return policy.judge_entry(real, st) is not None
+
+
+def protected_dirs_under(policy: PathPolicy, base: str) -> list[str]:
+    """Real paths of protected directories strictly below ``base``, to prune up front."""
+    return [d for d in policy.protected_dirs_under(base) if d != base]
+
+
+@dataclass(slots=True)
+class EntryGate:
+    """Judges the entries of one walk below ``base`` and counts what it leaves out."""
+
+    policy: PathPolicy
+    base: str
+    active: bool = True
+    left_out: int = 0
+    _seen: set[str] = field(default_factory=set)
+
+    @classmethod
+    def for_base(cls, ctx_policy: PathPolicy | CallPaths, base: str) -> EntryGate:
+        policy = policy_of(ctx_policy)
+        approved_protected = always_asks(policy.judge(base))
+        return cls(policy, base, active=not approved_protected)
+
+    def refuses(self, real: str, st: os.stat_result | None = None, *, count: bool = True) -> bool:
+        """True (and, with ``count``, counted once per path) when ``real`` must be left out.
+
+        grep passes ``count=False``: it only meets files that matched, so counting them would
+        tell the agent whether a secret's content matched its regex."""
+        if not self.active or not judge_entry(self.policy, real, st):
+            return False
+        if count and real not in self._seen:
+            self._seen.add(real)
+            self.left_out += 1
+        return True
+
+    def pruned(self) -> list[str]:
+        """Protected directories below the base that the walk must not enter."""
+        return protected_dirs_under(self.policy, self.base) if self.active else []
+
+    def count_pruned(self, dirs: list[str], *, hidden: bool) -> None:
+        """Count pruned directories that exist and the walk would otherwise have entered."""
+        for d in dirs:
+            rel = os.path.relpath(d, self.base)
+            if rel.startswith(".."):
+                continue
+            if not hidden and any(part.startswith(".") for part in rel.split(os.sep)):
+                continue  # hidden: the walk would not have gone there anyway
+            if os.path.lexists(d) and d not in self._seen:
+                self._seen.add(d)
+                self.left_out += 1
+
+    def note(self) -> str:
+        """The closing line, or "" when nothing was left out."""
+        if not self.left_out:
+            return ""
+        n = self.left_out
+        return f"({n} {'entry' if n == 1 else 'entries'} in protected locations not shown)"
+
+
+def shown_name(name: str) -> str:
+    """A file name as the agent sees it: undecodable bytes (surrogate escapes, from a
+    non-UTF-8 name) become visible ``\\xNN`` escapes instead of breaking the JSON reply."""
+    if name.isascii():
+        return name
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        out = []
+        for ch in name:
+            code = ord(ch)
+            if 0xDC80 <= code <= 0xDCFF:
+                out.append(f"\\x{code - 0xDC00:02x}")
+            elif 0xD800 <= code <= 0xDFFF:
+                out.append(f"\\u{code:04x}")
+            else:
+                out.append(ch)
+        return "".join(out)
+
+
+def shown_bytes(raw: bytes) -> str:
+    """Raw path bytes (from ``rg``) shown like :func:`shown_name`."""
+    return shown_name(os.fsdecode(raw))

@@ -1,0 +1,224 @@
+"""JSON views of bridge state for the control API, the page and the CLI (pure functions)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..policy.proposals import savable
+from ..policy.rules import RuleSet
+from ..types import GrantView, PendingCall, ServerView, SessionView, Snapshot
+from .ids import sid_hash
+from .preview import call_hidden, escalation_json, full_display
+from .textsafe import render, safe, shorten
+
+
+def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
+    """A bounded, safe summary of one pending call (snapshots, lists): never its arguments.
+
+    Every string is rendered by :mod:`server.present.textsafe`; ``hidden`` is the "contains hidden
+    characters" warning; ``deadline`` (wall clock, null when calls wait forever) lets each UI
+    count down to the auto-deny. The full call is ``GET /api/pending/<id>``
+    (:func:`pending_full_json`).
+    """
+    now = time.time() if now is None else now
+    client = shorten(p.client, 80)
+    tool = shorten(p.tool, 80)
+    escalation = escalation_json(p.escalation)
+    upstream = _upstream_json(p)
+    hidden = call_hidden(p)  # the one decision every UI shows
+    return {
+        "id": p.id,
+        "sid": p.sid,  # the authenticated control API only; UIs show the hash
+        "session": sid_hash(p.sid),
+        "sid_hash": sid_hash(p.sid),
+        "client": client.text,
+        "tool": tool.text,
+        "summary": p.summary,
+        "hidden": hidden,
+        "escalation": escalation,
+        "preview": p.preview,
+        "upstream": upstream,
+        "proposed_rule": _proposal_json(p.proposed_rule),
+        "arrived": p.arrived,
+        "deadline": p.deadline,
+        "waiting_s": round(max(now - p.arrived, 0.0), 1),
+        "remaining_s": None if p.deadline is None else round(max(p.deadline - now, 0.0), 1),
+    }
+
+
+def _upstream_json(p: PendingCall) -> dict[str, Any] | None:
+    """An upstream tool's own words (description, annotations) are untrusted text: rendered
+    safe and bounded like agent text, and a hidden character raises the call's warning."""
+    if p.upstream is None:
+        return None
+    out = p.upstream.to_json()
+    description = shorten(out["description"], 4000, multiline=True)
+    annotations = shorten(json.dumps(out["annotations"], ensure_ascii=False), 1000)
+    out["server"] = shorten(out["server"], 80).text
+    out["tool"] = shorten(out["tool"], 120).text
+    out["description"] = description.text
+    out["annotations_text"] = annotations.text
+    out["hidden"] = description.hidden or annotations.hidden
+    return out
+
+
+def _proposal_json(rule: str | None) -> str | None:
+    """The rule "Always allow calls like this" would save, exactly as it would be saved (the
+    page lets the human edit it), or None when :func:`server.policy.proposals.savable` refuses it
+    (hidden characters, too long): such a call is approved once, never made a standing rule."""
+    return rule if rule is not None and savable(rule) is None else None
+
+
+def rules_display(rules: RuleSet) -> dict[str, list[dict[str, Any]]]:
+    """Each list's rules as a UI shows them: ``text`` rendered safe (a rule may hold a path or
+    a value an agent wrote), ``hidden`` for the warning. Same order as ``rules`` (whose raw
+    texts stay for removing one through the API)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for which, texts in rules.to_json().items():
+        shown = [render(t, multiline=True) for t in texts]
+        out[which] = [{"text": r.text, "hidden": r.hidden} for r in shown]
+    return out
+
+
+def pending_full_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
+    """One call in full: the summary plus the raw ``arguments`` (for API clients) and
+    ``display``, every argument rendered safe in full (what the page and ``watch`` show)."""
+    out = pending_json(p, now)
+    out["arguments"] = p.arguments
+    out["display"] = full_display(p.tool, p.arguments)
+    return out
+
+
+def session_json(s: SessionView) -> dict[str, Any]:
+    """Client name and version are agent text: rendered safe and capped."""
+    client, version = shorten(s.client, 80), shorten(s.version, 40)
+    return {
+        "sid": s.sid,
+        "session": sid_hash(s.sid),
+        "sid_hash": sid_hash(s.sid),
+        "client": client.text,
+        "version": version.text,
+        "hidden": client.hidden or version.hidden,
+        "created": s.created,
+        "last_seen": s.last_seen,
+        "calls": s.calls,
+        "pending": s.pending,
+        "protocol": s.protocol,
+    }
+
+
+def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
+    return {
+        "mcp_url": snap.url,
+        "paused": snap.paused,
+        "running": snap.running,
+        "approvers": list(snap.approvers),
+        "token_source": snap.token_source,
+        "warnings": list(snap.warnings),
+        "calls_total": snap.calls_total,
+        "counts": {"sessions": len(snap.sessions), "pending": len(snap.pending)},
+        "sessions": [session_json(s) for s in snap.sessions],
+        "pending": [pending_json(p, now) for p in snap.pending],
+        "servers": [server_json(s, stderr_lines=5) for s in snap.servers],
+        "rules": snap.rules.to_json(),
+        "rules_display": rules_display(snap.rules),
+        "grants": [grant_json(g) for g in snap.grants],
+    }
+
+
+def grant_json(g: GrantView) -> dict[str, Any]:
+    """An "Allow for this session" grant. The client name is agent text (rendered like
+    everywhere else); ``sid`` is for revoking through the API only, ``session`` is what a UI
+    shows."""
+    return {
+        "sid": g.sid,
+        "session": sid_hash(g.sid),
+        "client": shorten(g.client, 80).text,
+        "tool": g.tool,
+    }
+
+
+def rules_json(rules: RuleSet, grants: tuple[GrantView, ...]) -> dict[str, Any]:
+    """The three lists as saved, and the live "Allow for this session" grants."""
+    data: dict[str, Any] = rules.to_json()
+    data["display"] = rules_display(rules)
+    data["grants"] = [grant_json(g) for g in grants]
+    return data
+
+
+def server_json(s: ServerView, stderr_lines: int | None = None) -> dict[str, Any]:
+    """An upstream MCP server; the snapshot carries only the last few stderr lines."""
+    # The server's stderr, its exit reason and its skipped tools' names are its own words:
+    # rendered safe like agent text (a terminal or the tray never gets a raw escape).
+    stderr = [safe(x) for x in (s.stderr if stderr_lines is None else s.stderr[-stderr_lines:])]
+    return {
+        "name": s.name,
+        "kind": s.kind,
+        "target": safe(s.target),
+        "state": s.state,
+        "last_error": None if s.last_error is None else safe(s.last_error),
+        "tools": s.tools,
+        "restarts": s.restarts,
+        "changed": list(s.changed),
+        "skipped": [safe(x) for x in s.skipped],
+        "stderr": stderr,
+    }
+
+
+def audit_call_json(call: dict[str, Any]) -> dict[str, Any]:
+    """One paired call from the audit log (start and done joined by id), agent text made safe."""
+    start = call.get("start") or {}
+    done = call.get("done") or {}
+    rec = start or done
+    texts = {
+        key: shorten(value, limit) if value is not None else None
+        for key, value, limit in (
+            ("client", rec.get("client"), 80),
+            ("tool", rec.get("tool"), 80),
+            ("args", rec.get("args"), 600),
+            ("reason", done.get("reason"), 300),
+        )
+    }
+    return {
+        "id": call["id"],
+        "ts": rec.get("ts"),
+        "sid": rec.get("sid"),
+        "client": texts["client"] and texts["client"].text,
+        "tool": texts["tool"] and texts["tool"].text,
+        "args": texts["args"] and texts["args"].text,
+        "hidden": any(t.hidden for t in texts.values() if t is not None),
+        "pending": not done,
+        "outcome": done.get("outcome"),
+        "isError": done.get("isError"),
+        "decided_by": done.get("decided_by"),
+        "approver": done.get("approver"),
+        "reason": texts["reason"] and texts["reason"].text,
+        "wait_ms": done.get("wait_ms"),
+        "duration_ms": done.get("duration_ms"),
+    }
+
+
+SID_LISTS = ("sessions", "pending", "grants")
+
+
+def without_session_ids(data: Any) -> Any:
+    """The API's JSON as a UI prints it (``--json`` of the CLI): every ``sid`` becomes its
+    12-hex hash, as in the audit log, the tray and the page. The full id is a secret (a grant
+    rides on it) that only the authenticated control API carries; ``end-session`` takes the
+    hash. Only the bridge's own objects are touched (a call's, a session's, a grant's), never
+    an agent's ``arguments``."""
+
+    def one(obj: Any) -> Any:
+        if isinstance(obj, dict) and isinstance(obj.get("sid"), str):
+            return {**obj, "sid": sid_hash(obj["sid"])}
+        return obj
+
+    if not isinstance(data, dict):
+        return data
+    out = one(data)
+    for key in SID_LISTS:
+        if isinstance(out.get(key), list):
+            out = {**out, key: [one(x) for x in out[key]]}
+    return out

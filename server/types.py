@@ -1,0 +1,120 @@
+"""The data types every UI sees: immutable pictures of the bridge, safe to hand to any thread.
+
+The tray, the control API, ``a2a-bridge watch`` and the tests read the bridge only through these
+records (and :class:`Snapshot` above all): plain frozen dataclasses with no behaviour beyond a
+JSON form, so a front end can import them without pulling in the bridge's machinery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import BridgeError
+from .policy.rules import RuleSet
+
+if TYPE_CHECKING:
+    from .policy.paths import Escalation
+
+
+class DecisionError(BridgeError, ValueError):
+    """A decision that cannot be applied as asked (e.g. an invalid edited rule)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamInfo:
+    """What an approver sees about an upstream tool (its description and annotations are the
+    upstream's words: shown, never used to decide)."""
+
+    server: str
+    tool: str  # the upstream's own name for it
+    description: str
+    annotations: dict[str, Any]
+    changed: bool  # its definition changed since a human (or a tier) approved it
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "tool": self.tool,
+            "description": self.description,
+            "annotations": dict(self.annotations),
+            "changed": self.changed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """What an approver sees: immutable, safe to hand to another thread."""
+
+    id: str
+    sid: str
+    client: str
+    tool: str
+    arguments: dict[str, Any]
+    summary: str
+    arrived: float  # wall clock
+    escalation: Escalation | None = None  # why the call needs a human (category, real path)
+    deadline: float | None = None  # wall clock of the auto-deny; None: waits until decided
+    preview: dict[str, Any] = field(default_factory=dict)  # bounded safe context (preview.py)
+    hidden: bool = False  # the agent's text carried bidi/invisible/control characters
+    upstream: UpstreamInfo | None = None  # an upstream MCP server's tool: server, description…
+    proposed_rule: str | None = None  # "Always allow calls like this": one rule per line
+
+
+@dataclass(frozen=True, slots=True)
+class ServerView:
+    """One upstream server for the UIs (immutable, safe on other threads)."""
+
+    name: str
+    kind: str  # "stdio" | "http"
+    target: str  # command line, or the URL without query/credentials
+    state: str
+    last_error: str | None
+    tools: int
+    restarts: int
+    changed: tuple[str, ...]  # tools whose definition changed since approved
+    skipped: tuple[str, ...]  # upstream tools not exposed, with why
+    stderr: tuple[str, ...]  # the last lines the child wrote to stderr
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    sid: str
+    client: str
+    version: str
+    created: float
+    last_seen: float
+    calls: int
+    pending: int
+    protocol: str = "2025-11-25"  # the MCP revision negotiated in initialize
+
+
+@dataclass(frozen=True, slots=True)
+class GrantView:
+    """An "Allow for this session" grant: this session's calls of ``tool`` run unattended."""
+
+    sid: str
+    client: str
+    tool: str
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """An immutable picture of the bridge for UIs on other threads."""
+
+    seq: int
+    url: str
+    control_url: str
+    host: str
+    port: int
+    paused: bool
+    running: bool
+    sessions: tuple[SessionView, ...]
+    pending: tuple[PendingCall, ...]
+    approvers: tuple[str, ...]
+    token_source: str
+    warnings: tuple[str, ...]
+    calls_total: int
+    servers: tuple[ServerView, ...] = ()  # upstream MCP servers (server.upstream.manager)
+    rules: RuleSet = field(default_factory=RuleSet)
+    grants: tuple[GrantView, ...] = ()

@@ -1,0 +1,212 @@
+"""The stdio transport for upstream MCP servers: the child process, its environment, its stderr.
+
+Our own (not the SDK's ``stdio_client``) because the bridge must: keep the child's stderr in a
+small ring for the UI, give the child a minimal environment that never carries the bridge's
+token or ``A2A_BRIDGE_*`` variables, run it in its own process group, and stop it within the
+bridge's 2 s shutdown budget (the SDK waits up to 2 s + 2 s before it kills).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.shared.message import SessionMessage
+
+from ..infra.childenv import EnvSpec, build_env
+from .config import McpServerSpec
+
+log = logging.getLogger("a2a-bridge")
+
+STDERR_LINE_MAX = 400
+LINE_MAX_BYTES = 32 * 1024 * 1024
+STOP_GRACE_S = 0.2  # after stdin closes, before SIGTERM; then as long again before SIGKILL
+
+
+def child_env(spec: McpServerSpec, secret: str | None) -> dict[str, str]:
+    """The same safe allow-list ``bash`` starts from (:mod:`server.infra.childenv`, like the SDK's
+    ``get_default_environment()``) plus the server's configured ``env``, which is explicit and
+    passes as written; never the bridge's own variables.
+
+    Refused: any ``A2A_BRIDGE_*`` name, and any value that contains the bridge's token (a
+    token pasted into a server's ``env`` by mistake).
+    """
+    env = build_env(EnvSpec()).env
+    env.update(spec.env)
+    for k in list(env):
+        if k.upper().startswith("A2A_BRIDGE_") or (secret and secret in env[k]):
+            log.warning("upstream %s: variable %s withheld from its environment", spec.name, k)
+            del env[k]
+    return env
+
+
+class LineTooLong(ValueError):
+    """A line went over the cap before its newline came."""
+
+
+class LineSplitter:
+    """Splits a byte stream into lines in linear time, at most ``limit`` bytes per line.
+
+    Each chunk is searched once and a partial line is kept as a list of pieces, so a 32 MiB
+    message costs one join — appending to one ``bytes`` and re-splitting it per 64 KiB chunk
+    cost ~6 s of event-loop time for 30 MiB.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._pieces: list[bytes] = []
+        self._size = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        lines: list[bytes] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) != -1:
+            if self._size + end - start > self.limit:
+                raise LineTooLong
+            self._pieces.append(chunk[start:end])
+            lines.append(b"".join(self._pieces))
+            self._pieces, self._size = [], 0
+            start = end + 1
+        if start < len(chunk):
+            self._pieces.append(chunk[start:])
+            self._size += len(chunk) - start
+            if self._size > self.limit:
+                raise LineTooLong
+        return lines
+
+
+class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
+    """Runs a stdio MCP server in its own process group; yields the SDK's stream pair."""
+
+    def __init__(
+        self,
+        spec: McpServerSpec,
+        env: dict[str, str],
+        ring: collections.deque,
+        cwd: str | None = None,
+    ) -> None:
+        self.spec = spec
+        self.cwd = cwd if cwd is not None else spec.cwd  # see upstream_config.working_dir
+        self.env = env
+        self.ring = ring
+        self.exited = asyncio.Event()
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self._cm: contextlib.AbstractAsyncContextManager[Any] | None = None
+
+    async def __aenter__(self) -> Any:
+        self._cm = self._run()
+        return await self._cm.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._cm is not None
+        return await self._cm.__aexit__(*exc)
+
+    @contextlib.asynccontextmanager
+    async def _run(self) -> AsyncIterator[Any]:
+        spec = self.spec
+        if self.cwd is not None and not os.path.isdir(self.cwd):
+            raise NotADirectoryError(f"working directory {self.cwd} does not exist")
+        proc = await anyio.open_process(
+            [spec.command or "", *spec.args],
+            env=self.env,
+            cwd=self.cwd,
+            start_new_session=True,
+        )
+        self.pid = proc.pid
+        read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+
+        async def stdout() -> None:
+            assert proc.stdout is not None
+            splitter = LineSplitter(LINE_MAX_BYTES)
+            try:
+                async with read_send:
+                    async for chunk in proc.stdout:
+                        try:
+                            lines = splitter.feed(chunk)
+                        except LineTooLong:
+                            self.ring.append("(bridge) a message over 32 MiB: disconnected")
+                            return
+                        for line in lines:
+                            if not line.strip():
+                                continue
+                            try:
+                                item: SessionMessage | Exception = SessionMessage(
+                                    types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                                )
+                            except ValueError as e:
+                                item = e
+                            await read_send.send(item)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                pass
+            finally:
+                self.exited.set()
+
+        async def stderr() -> None:
+            assert proc.stderr is not None
+            buf = b""
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                async for chunk in proc.stderr:
+                    buf += chunk
+                    *lines, buf = buf.split(b"\n")
+                    for line in lines:
+                        self.ring.append(line.decode("utf-8", "replace")[:STDERR_LINE_MAX])
+                    buf = buf[-STDERR_LINE_MAX:]
+
+        async def stdin() -> None:
+            assert proc.stdin is not None
+            try:
+                async with write_recv:
+                    async for msg in write_recv:
+                        data = msg.message.model_dump_json(by_alias=True, exclude_unset=True)
+                        await proc.stdin.send(data.encode() + b"\n")
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                await read_send.aclose()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stdout)
+            tg.start_soon(stderr)
+            tg.start_soon(stdin)
+            try:
+                yield read_recv, write_send
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._stop(proc)
+                    for s in (read_recv, write_send, read_send, write_recv):
+                        await s.aclose()
+                tg.cancel_scope.cancel()
+
+    async def _stop(self, proc: Any) -> None:
+        """Close stdin (the spec's polite stop), then SIGTERM, then SIGKILL the group."""
+        with contextlib.suppress(Exception):
+            await proc.stdin.aclose()
+        # Windows has no SIGKILL (there, proc.kill() below is the hard stop).
+        for sig in (None, signal.SIGTERM, getattr(signal, "SIGKILL", signal.SIGTERM)):
+            if sig is not None and sys.platform != "win32":
+                with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                    os.killpg(proc.pid, sig)
+            elif sig is not None:
+                with contextlib.suppress(ProcessLookupError, OSError):
+                    proc.kill()
+            with anyio.move_on_after(STOP_GRACE_S):
+                await proc.wait()
+            if proc.returncode is not None:
+                self.returncode = proc.returncode
+                break
+        if sys.platform != "win32":  # children the server left behind in its group
+            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        # Close our ends of the pipes too: a stdout we stopped reading (a message over the cap)
+        # would otherwise keep the subprocess transport open past the loop's end.
+        with contextlib.suppress(Exception), anyio.move_on_after(STOP_GRACE_S):
+            await proc.aclose()
