@@ -15,6 +15,7 @@ class Tier(enum.StrEnum):
     """What happens to a call of a tool no rule decides (``approval.tiers``)."""
 
     ALLOW = "allow"  # runs unattended (unless its path escalates)
+    BOX = "box"  # bash: runs in the kernel sandbox unattended; prompt where no box exists
     PROMPT = "prompt"  # waits for a human
     DENY = "deny"  # not exposed at all
 

@@ -30,6 +30,7 @@ class Decision(enum.StrEnum):
     APPROVE = "approve"
     ALLOW_SESSION = "allow_session"
     ALLOW_ALWAYS = "allow_always"
+    RUN_OUTSIDE_BOX = "run_outside_box"  # bash only: this one call runs without the box
     DENY = "deny"
 
 
