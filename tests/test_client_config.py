@@ -1,4 +1,5 @@
-"""``a2a-bridge client-config --for X [--ssh user@host]`` and the README section made from it.
+"""``a2a-bridge client-config --for X [--ssh user@host]`` and the recipes made from it on the
+docs page ``docs/guide/clients.md``.
 
 The recipes are checked for what each client parses (JSON, TOML, a shell command line); the
 interop suite (tests/interop) runs the Claude Code and Gemini CLI commands for real.
@@ -21,7 +22,9 @@ from .conftest import write_config
 from .helpers import TOKEN
 
 URL = "http://127.0.0.1:41234/"
-README = Path(__file__).resolve().parent.parent / "README.md"
+# The generated recipes live on the docs site's client page (they were in README.md until the
+# README became a landing page).
+CLIENTS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "guide" / "clients.md"
 
 
 def test_claude_code_is_one_command_with_the_header():
@@ -110,13 +113,14 @@ def test_ssh_prints_a_reverse_tunnel_and_the_remote_config():
     assert "ssh -N -R 127.0.0.1:41234:127.0.0.1:41234 'a b;rm -rf ~'" in odd
 
 
-def test_readme_section_is_the_generators_output():
-    text = README.read_text(encoding="utf-8")
+def test_the_clients_page_is_the_generators_output():
+    text = CLIENTS_PAGE.read_text(encoding="utf-8")
     m = re.search(re.escape(cc.README_BEGIN) + r".*?" + re.escape(cc.README_END), text, re.S)
-    assert m is not None, "README lacks the generated client recipes"
+    assert m is not None, "docs/guide/clients.md lacks the generated client recipes"
     assert m.group(0) == cc.readme_section(), (
-        "README 'Connect a client' is stale: paste `python -c 'from "
-        "server.present.clientconfig import readme_section; print(readme_section())'`"
+        "docs/guide/clients.md is stale: paste `python -c 'from "
+        "omp_a2a_bridge.server.present.clientconfig import readme_section; "
+        "print(readme_section())'`"
     )
 
 
