@@ -3,7 +3,7 @@ plain strings they always were (``json.dumps(Tier.ALLOW) == '"allow"'``).
 
 Each value is part of a public format: the config (``approval.tiers``), the audit log
 (``phase``, ``outcome``, ``decided_by``) and the control API's JSON. Adding a member is a
-format change; the README's audit section lists them.
+format change; docs/reference/audit.md lists them.
 """
 
 from __future__ import annotations

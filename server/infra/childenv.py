@@ -32,7 +32,7 @@ from typing import Any
 
 BRIDGE_PREFIX = "A2A_BRIDGE_"
 
-# Copied when present. Why each is harmless (and needed), in README "Decisions":
+# Copied when present. Why each is harmless (and needed), in docs/decisions/infra.md:
 #   PATH      finding programs;                HOME      ~ and every program's dot-files
 #   USER, LOGNAME  who runs (git, ssh, many tools read them; public in /etc/passwd anyway)
 #   SHELL     the user's login shell (a path); LANG, LANGUAGE, LC_*  UTF-8 and messages

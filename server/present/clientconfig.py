@@ -1,8 +1,8 @@
 """Per-client setup recipes: the exact command or config snippet each MCP client needs.
 
-One pure function per client, so ``a2a-bridge client-config --for X``, the README's "Connect a
-client" section (a test checks it is this module's output) and the interop suite (which runs the
-Claude Code and Gemini CLI commands for real) all come from the same code.
+One pure function per client, so ``a2a-bridge client-config --for X``, the docs page
+``docs/guide/clients.md`` (a test checks it is this module's output) and the interop suite
+(which runs the Claude Code and Gemini CLI commands for real) all come from the same code.
 
 Where a client expands an environment variable in its config, the recipe uses
 ``A2A_BRIDGE_TOKEN`` instead of the literal token, so the token lives in the user's environment
@@ -39,7 +39,7 @@ class Recipe:
     title: str
     where: str  # "run" for a command, else the config file to edit
     text: str  # the command or the snippet, exactly
-    lang: str  # "bash", "json" or "toml": how the README fences it
+    lang: str  # "bash", "json" or "toml": how the docs page fences it
     env: str | None  # "export A2A_BRIDGE_TOKEN=...": where the client expands the variable
 
     def render(self) -> str:
@@ -145,7 +145,7 @@ def render(kind: ClientKind, url: str, token: str, ssh: str | None = None) -> st
     )
 
 
-# -- the README section ------------------------------------------------------------------------
+# -- the docs page section --------------------------------------------------------------------
 
 README_URL = "http://127.0.0.1:53917/"
 README_TOKEN = "<token>"
@@ -154,7 +154,7 @@ README_END = "<!-- /client-recipes -->"
 
 
 def readme_section() -> str:
-    """The generated part of README "Connect a client" (tests/test_client_config.py checks it)."""
+    """The generated part of docs/guide/clients.md (tests/test_client_config.py checks it)."""
     out = [README_BEGIN]
     for kind in ClientKind:
         r = recipe(kind, README_URL, README_TOKEN)

@@ -101,7 +101,7 @@ def open_base(base: str, shown: str) -> int:
 def start_rg(run: RgRun, shown: str = "") -> None:
     """Start ``rg``; with ``run.dir_fd`` where ``FD_CWD`` is unavailable, check once it runs
     that ``run.cwd`` still names that directory (a swap and back in between stays possible
-    there: README, Security model)."""
+    there: docs/security/model.md)."""
     try:
         run.start()
     except ValueError:  # an embedded NUL in an argument

@@ -283,7 +283,7 @@ class GrepMatches:
         directory was changed after rg listed it: what rg read is unknown, so it is left out.
         A file past the shown cap is only counted: an ``lstat`` (the name itself must still be
         a regular file) costs half the open, on up to 100,000 files. (A swap undone before
-        this check cannot be seen: README, Security model.)"""
+        this check cannot be seen: docs/security/model.md.)"""
         if self.label:
             return True
         real = self.prefix + self._rel(raw)
