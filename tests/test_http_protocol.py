@@ -199,18 +199,27 @@ def test_protocol_version_header(running):
     c = running.client()
     for v in ("2025-11-25", "2025-06-18", "2025-03-26"):
         assert c.rpc("ping", headers={"MCP-Protocol-Version": v}).status == 200
-    r = c.rpc("ping", headers={"MCP-Protocol-Version": "2026-07-28"})
+    r = c.rpc("ping", headers={"MCP-Protocol-Version": "1999-01-01"})
     assert (r.status, r.error) == (400, {"code": -32600, "message": "unsupported protocol version"})
     assert r.json["id"] is not None
+    # The 2026-07-28 header is the modern era (§ 9, tests/test_modern_era.py): its own checks,
+    # and a request without its routing headers is told so.
+    r = c.rpc("ping", headers={"MCP-Protocol-Version": "2026-07-28"})
+    assert (r.status, r.error["code"]) == (400, -32020)
 
 
-def test_server_discover_probe_falls_back_cleanly(running):
-    """Newer clients probe first with no session and a 2026 version header."""
+def test_server_discover_probe_is_answered_in_the_modern_era(running):
+    """Newer clients probe first with no session and a 2026 version header: the bridge serves
+    that era too (§ 9), without creating a session."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
     r = Http(running.port).request(
-        body={"jsonrpc": "2.0", "id": 0, "method": "server/discover"},
-        headers={"MCP-Protocol-Version": "2026-07-28"},
+        body={"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": meta}},
+        headers={"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"},
     )
-    assert (r.status, r.error["message"]) == (400, "missing mcp-session-id")
+    assert r.status == 200 and "2026-07-28" in r.result["supportedVersions"]
     assert len(running.runner.snapshot().sessions) == 0
 
 

@@ -27,6 +27,14 @@ from ..infra.audit import AuditLog
 from ..infra.childenv import build_env
 from ..infra.config import Config
 from ..infra.tokens import TokenStore
+from ..mcp.modern import (
+    MODERN_VERSION,
+    Envelope,
+    decorate_body,
+    discover_result,
+    error_reply,
+    listing_result,
+)
 from ..mcp.protocol import (
     METHOD_NOT_FOUND,
     Reply,
@@ -260,6 +268,38 @@ class Bridge:
         if method == "tools/call":
             return self.pipeline.tools_call(session, req_id, msg.get("params"), handle)
         return Reply(200, error_body(req_id, METHOD_NOT_FOUND, "method not found"))
+
+    def dispatch_modern(
+        self, msg: dict[str, Any], env: Envelope, handle: CallHandle | None = None
+    ) -> Reply | Coroutine[Any, Any, Reply]:
+        """§ 9: a 2026-07-28 request, which passed its checks, has no session. A tools/call
+        gets a one-call session (never in the table, so never granted "for this session")
+        named by the client's ``_meta.clientInfo``; everything else about it is the same
+        pipeline, approvals and audit as the 2025 era."""
+        method: str = msg["method"]
+        req_id = msg.get("id")
+        if method == "server/discover":
+            return Reply(200, result_body(req_id, discover_result(__version__)))
+        if method == "tools/list":
+            self._listing_body(req_id)  # refreshes the serialised catalogue
+            assert self._listing_json is not None
+            result = listing_result(self._listing_json[1], __version__)
+            body = b'{"jsonrpc":"2.0","id":' + json.dumps(req_id).encode() + b',"result":'
+            return Reply(200, body + result + b"}")
+        if method != "tools/call":
+            return error_reply(req_id, METHOD_NOT_FOUND, "method not found")
+        session = self.sessions.one_call(env.client_name, env.client_version, MODERN_VERSION)
+        reply = self.pipeline.tools_call(session, req_id, msg.get("params"), handle)
+        if isinstance(reply, Reply):
+            reply.body = decorate_body(reply.body, __version__)
+            return reply
+        return self._decorated(reply)
+
+    @staticmethod
+    async def _decorated(pending: Coroutine[Any, Any, Reply]) -> Reply:
+        reply = await pending
+        reply.body = decorate_body(reply.body, __version__)
+        return reply
 
     def _initialize(self, msg: dict[str, Any]) -> Reply:
         params = msg.get("params")

@@ -208,6 +208,8 @@ class CallPipeline:
             "phase": phase,
             "args": call.args,
         }
+        if call.session.one_call:  # a 2026-07-28 request (§ 9): the era is on the record
+            rec["era"] = call.session.protocol_version
         if out is not None:
             rec["isError"] = True if out.result is None else out.result.is_error
             rec["outcome"] = out.outcome

@@ -24,6 +24,7 @@ from tornado.iostream import IOStream, StreamClosedError
 
 from ..core.bridge import Bridge
 from ..core.pipeline import CallHandle
+from .modern import MODERN_VERSION, check_request, is_modern
 from .netlimits import LimitedHTTPServer
 from .protocol import (
     BODY_TOO_LARGE,
@@ -188,7 +189,11 @@ class McpExchange(httputil.HTTPMessageDelegate):
         assert headers is not None
         bridge = self.server.bridge
         method = self.method
-        if method != "POST" and method != "DELETE":
+        modern = headers.get("MCP-Protocol-Version") == MODERN_VERSION
+        if method != "POST" and (method != "DELETE" or modern):
+            # A modern client (§ 9) has no session to DELETE and no stream to GET.
+            if modern:
+                return Reply(METHOD_NOT_ALLOWED.status, b"", {"Allow": "POST"})
             extra = {"Allow": "POST, DELETE"} if method == "GET" else None
             return Reply(METHOD_NOT_ALLOWED.status, b"", extra)
         if self.size > MAX_BODY_BYTES:
@@ -234,6 +239,10 @@ class McpExchange(httputil.HTTPMessageDelegate):
         headers = self.headers
         bridge = self.server.bridge
         method: str = msg["method"]
+        version = headers.get("MCP-Protocol-Version")
+        if is_modern(version, method, msg.get("params")):
+            assert version is not None
+            return self._dispatch_modern(msg, version)
         req_id = msg.get("id")
         session = None
         if method != "initialize":
@@ -253,6 +262,21 @@ class McpExchange(httputil.HTTPMessageDelegate):
         if method == "tools/call":
             self.handle = CallHandle()
         return bridge.dispatch(msg, session, self.handle)
+
+    def _dispatch_modern(
+        self, msg: dict[str, Any], version: str
+    ) -> Reply | Coroutine[Any, Any, Reply]:
+        """§ 9: one self-contained request, no session: version, headers, ``_meta``, method."""
+        headers = self.headers
+        assert headers is not None
+        checked = check_request(msg, version, headers.get("Mcp-Method"), headers.get("Mcp-Name"))
+        if isinstance(checked, Reply):
+            return checked
+        if "id" not in msg:
+            return Reply(202)  # no client-to-server notification means anything on this wire
+        if msg["method"] == "tools/call":
+            self.handle = CallHandle()
+        return self.server.bridge.dispatch_modern(msg, checked, self.handle)
 
     # -- writing ---------------------------------------------------------------------------------
 

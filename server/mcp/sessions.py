@@ -31,6 +31,7 @@ class Session:
     allowed_tools: set[str] = field(default_factory=set)
     protocol_version: str = "2025-11-25"  # negotiated in initialize, shown with the client
     sid_hash: str = ""
+    one_call: bool = False  # a 2026-07-28 request: no session, so nothing "for this session"
 
     def __post_init__(self) -> None:
         self.sid_hash = sid_hash(self.sid)
@@ -70,6 +71,15 @@ class SessionTable:
         s.protocol_version = protocol_version
         self._sessions[s.sid] = s
         return s, evicted
+
+    def one_call(self, name: str, version: str, protocol_version: str) -> Session:
+        """A session for one 2026-07-28 request: attributed like any other, never stored (that
+        era has no sessions), so no grant "for this session" can ride on it."""
+        now = self.clock()
+        s = Session(secrets.token_hex(16), name, version, time.time(), now, time.time())
+        s.protocol_version = protocol_version
+        s.one_call = True
+        return s
 
     def touch(self, sid: str) -> Session | None:
         """The live session with its idle timer refreshed, or None (an expired one is dropped)."""
