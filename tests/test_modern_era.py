@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 from typing import Any
 
 import httpx2
@@ -288,3 +289,77 @@ def test_sdk_modern_call_waits_for_an_approval_from_the_control_api(start_bridge
     rec = [x for x in running.audit() if x["phase"] == "done"][-1]
     assert (rec["era"], rec["outcome"]) == (V, "ok")
     assert json.dumps(rec).count("sdk.txt") >= 1
+
+
+# -- tasks for long approvals (the Tasks extension) ------------------------------------------
+
+TASKS_META = {
+    **META,
+    "io.modelcontextprotocol/clientCapabilities": {
+        "extensions": {"io.modelcontextprotocol/tasks": {}}
+    },
+}
+
+
+def test_a_waiting_call_becomes_a_task_polled_then_approved(start_bridge):
+    running = start_bridge()  # write is prompt-tier
+    running.runner.attach_approver("test human")
+    args = {"path": "t.txt", "content": "from a task"}
+    r = modern(running, "tools/call", {"name": "write", "arguments": args}, meta=TASKS_META)
+    assert r.status == 200, r
+    task = r.result
+    assert task["resultType"] == "task" and task["status"] == "working"
+    assert task["pollIntervalMs"] > 0
+    (p,) = running.pending()  # the approval waits while the request has ended
+    polled = modern(running, "tasks/get", {"taskId": task["taskId"]}, meta=TASKS_META)
+    assert polled.result["status"] == "working"
+    # tasks/result holds until the human decides; the decision completes the task.
+    poll = {"taskId": task["taskId"]}
+    t, out = in_thread(lambda: modern(running, "tasks/result", poll, meta=TASKS_META))
+    running.runner.decide(p.id, Decision.APPROVE)
+    t.join(10)
+    assert out[0].status == 200 and out[0].result["isError"] is False, out[0]
+    assert out[0].result["resultType"] == "complete"
+    done = modern(running, "tasks/get", {"taskId": task["taskId"]}, meta=TASKS_META)
+    assert done.result["status"] == "completed"
+    assert done.result["result"]["isError"] is False
+    with open(running.env["root"] + "/t.txt") as f:
+        assert f.read() == "from a task"
+    rec = [x for x in running.audit() if x["phase"] == "done"][-1]
+    assert (rec["era"], rec["decided_by"], rec["outcome"]) == (V, "user", "ok")
+
+
+def test_tasks_cancel_withdraws_the_approval_and_is_audited(start_bridge):
+    running = start_bridge()
+    running.runner.attach_approver("test human")
+    args = {"path": "never.txt", "content": "x"}
+    r = modern(running, "tools/call", {"name": "write", "arguments": args}, meta=TASKS_META)
+    task_id = r.result["taskId"]
+    running.pending()
+    c = modern(running, "tasks/cancel", {"taskId": task_id}, meta=TASKS_META)
+    assert c.status == 200, c
+    wait_for(lambda: running.runner.snapshot().pending == ())
+    got = wait_for(
+        lambda: (
+            (g := modern(running, "tasks/get", {"taskId": task_id}, meta=TASKS_META)).result[
+                "status"
+            ]
+            != "working"
+            and g
+        )
+    )
+    assert got.result["status"] == "cancelled"
+    assert not os.path.exists(running.env["root"] + "/never.txt")
+    rec = wait_for(lambda: [x for x in running.audit() if x["phase"] == "done"])[-1]
+    assert rec["outcome"] == "cancelled"
+
+
+def test_tasks_only_for_clients_that_declare_them(start_bridge):
+    running = start_bridge({"approval": {"tiers": {"read": "allow"}}})
+    # A call that needs no human answers at once, even for a tasks client.
+    r = modern(running, "tools/call", {"name": "ls", "arguments": {"path": "."}}, meta=TASKS_META)
+    assert r.result["resultType"] == "complete"
+    # tasks/* without the declaration is an unknown method; an unknown task is a client mistake.
+    assert modern(running, "tasks/get", {"taskId": "x"}).status == 404
+    r = modern(running, "tasks/get", {"taskId": "nope"}, meta=TASKS_META)
+    assert (r.status, r.error["code"]) == (400, -32602)

@@ -53,6 +53,7 @@ from ..types import GrantView, PendingCall, SessionView, Snapshot
 from ..vocab import Tier
 from .approvals import ApprovalBroker, Decision, Ending
 from .pipeline import CallHandle, CallPipeline, explain_call
+from .tasks import TaskTable
 
 log = logging.getLogger("a2a-bridge")
 
@@ -130,6 +131,7 @@ class Bridge:
         self.pipeline = CallPipeline(
             self, cfg, self.registry, self.policy, self.broker, opts.audit, self.rulebook
         )
+        self.tasks = TaskTable(__version__, self.broker.end)
         self.paused = False
         self.closing = False
         self.unauthorized = 0
@@ -286,9 +288,14 @@ class Bridge:
             result = listing_result(self._listing_json[1], __version__)
             body = b'{"jsonrpc":"2.0","id":' + json.dumps(req_id).encode() + b',"result":'
             return Reply(200, body + result + b"}")
+        if method in ("tasks/get", "tasks/result", "tasks/cancel") and env.wants_tasks:
+            return self.tasks.request(method, req_id, msg.get("params"))
         if method != "tools/call":
             return error_reply(req_id, METHOD_NOT_FOUND, "method not found")
         session = self.sessions.one_call(env.client_name, env.client_version, MODERN_VERSION)
+        if env.wants_tasks:  # a call that waits for a human becomes a task (server/core/tasks)
+            reply = self.tasks.call(self.pipeline.tools_call, session, req_id, msg.get("params"))
+            return self._decorated(reply)
         reply = self.pipeline.tools_call(session, req_id, msg.get("params"), handle)
         if isinstance(reply, Reply):
             reply.body = decorate_body(reply.body, __version__)

@@ -203,7 +203,7 @@ def decorate_body(body: bytes, version: str) -> bytes:
         result = msg.get("result")
         if isinstance(result, dict):
             meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}
-            result["resultType"] = "complete"
+            result.setdefault("resultType", "complete")
             result["_meta"] = {**meta, **server_meta(version)}
         return json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode()
     extra = json.dumps(
