@@ -294,8 +294,8 @@ class Bridge:
             return error_reply(req_id, METHOD_NOT_FOUND, "method not found")
         session = self.sessions.one_call(env.client_name, env.client_version, MODERN_VERSION)
         if env.wants_tasks:  # a call that waits for a human becomes a task (server/core/tasks)
-            reply = self.tasks.call(self.pipeline.tools_call, session, req_id, msg.get("params"))
-            return self._decorated(reply)
+            task = self.tasks.call(self.pipeline.tools_call, session, req_id, msg.get("params"))
+            return self._decorated(task)
         reply = self.pipeline.tools_call(session, req_id, msg.get("params"), handle)
         if isinstance(reply, Reply):
             reply.body = decorate_body(reply.body, __version__)

@@ -202,7 +202,8 @@ def decorate_body(body: bytes, version: str) -> bytes:
         msg = json.loads(body)
         result = msg.get("result")
         if isinstance(result, dict):
-            meta = result.get("_meta") if isinstance(result.get("_meta"), dict) else {}
+            found = result.get("_meta")
+            meta: dict[str, Any] = found if isinstance(found, dict) else {}
             result.setdefault("resultType", "complete")
             result["_meta"] = {**meta, **server_meta(version)}
         return json.dumps(msg, separators=(",", ":"), ensure_ascii=False).encode()
