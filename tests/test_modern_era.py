@@ -209,13 +209,15 @@ def test_the_2025_era_is_unchanged_on_the_same_endpoint(bridge):
     assert c.rpc("tools/list").result["tools"][0]["name"] == "read"
     r = c.rpc("ping", headers={"MCP-Protocol-Version": "2025-06-18"})
     assert r.status == 200
-    # initialize is always the 2025 era, whatever header comes with it, and that era's rule
-    # for a header it does not know is unchanged.
+    # initialize under a header the 2025 era does not know: that era's rule, unchanged.
     r = Http(bridge.port).request(
         body={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
-        headers={"MCP-Protocol-Version": V},
+        headers={"MCP-Protocol-Version": "1999-01-01"},
     )
     assert (r.status, r.error["code"]) == (400, -32600)
+    # Under the modern header it is a removed method (the conformance suite's rule).
+    r = modern(bridge, "initialize")
+    assert (r.status, r.error["code"]) == (404, -32601)
     assert len(bridge.runner.snapshot().sessions) == 1  # only the session made above
 
 
@@ -309,7 +311,14 @@ def test_a_waiting_call_becomes_a_task_polled_then_approved(start_bridge):
     assert r.status == 200, r
     task = r.result
     assert task["resultType"] == "task" and task["status"] == "working"
-    assert task["pollIntervalMs"] > 0
+    assert task["pollIntervalMs"] > 0 and task["ttlMs"] > 0
+    assert task["createdAt"].endswith("Z") and task["lastUpdatedAt"].endswith("Z")
+    # The Mcp-Name header, when sent on tasks/*, must name the same task.
+    wrong = modern(
+        running, "tasks/get", {"taskId": task["taskId"]}, meta=TASKS_META,
+        headers={"Mcp-Name": "someone-else"},
+    )  # fmt: skip
+    assert (wrong.status, wrong.error["code"]) == (400, -32020)
     (p,) = running.pending()  # the approval waits while the request has ended
     polled = modern(running, "tasks/get", {"taskId": task["taskId"]}, meta=TASKS_META)
     assert polled.result["status"] == "working"

@@ -19,6 +19,7 @@ import secrets
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from ..mcp.modern import INVALID_PARAMS, decorate_body, error_reply, server_meta
@@ -30,6 +31,18 @@ from .pipeline import CallHandle
 MAX_TASKS = 64  # past this, a call waits in its request as in the 2025 era
 KEEP_DONE_S = 60.0  # how long a finished task's result can still be fetched
 POLL_INTERVAL_MS = 1000
+
+_STATUS_TEXT = {
+    "working": "waiting for a human to approve the call",
+    "completed": "the call ran",
+    "failed": "the call failed",
+    "cancelled": "the call was cancelled",
+}
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
 
 ToolsCall = Callable[[Session, Any, Any, CallHandle | None], Reply | Coroutine[Any, Any, Reply]]
 
@@ -53,6 +66,8 @@ class Task:
     handle: TaskHandle
     job: asyncio.Future[Reply]
     created: float
+    created_wall: float = field(default_factory=time.time)
+    updated_wall: float = field(default_factory=time.time)
     done_at: float | None = None
     status: str = "working"  # working, completed, cancelled, failed
     result: Any = None  # the call's result object (or error) once done
@@ -134,6 +149,7 @@ class TaskTable:
 
     def _finished(self, task: Task) -> None:
         task.done_at = time.monotonic()
+        task.updated_wall = time.time()
         reply = None if task.job.cancelled() else task.job.result()
         if reply is None or reply.status == 202 or not reply.body:
             task.status, task.result = "cancelled", None
@@ -152,6 +168,10 @@ class TaskTable:
             "resultType": result_type,
             "taskId": task.id,
             "status": task.status,
+            "statusMessage": _STATUS_TEXT[task.status],
+            "createdAt": _iso(task.created_wall),
+            "lastUpdatedAt": _iso(task.updated_wall),
+            "ttlMs": int(KEEP_DONE_S * 1000),
             "pollIntervalMs": POLL_INTERVAL_MS,
             "_meta": server_meta(self.version),
         }

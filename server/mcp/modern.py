@@ -55,6 +55,13 @@ _STATUS_BY_CODE = {
     UNSUPPORTED_VERSION: 400,
     METHOD_NOT_FOUND: 404,
 }
+# The body parameter the Mcp-Name header repeats, per method.
+_NAME_BEARING = {
+    "tools/call": "name",
+    "tasks/get": "taskId",
+    "tasks/result": "taskId",
+    "tasks/cancel": "taskId",
+}
 _B64_SENTINEL = re.compile(r"^=\?base64\?(?P<payload>[A-Za-z0-9+/]*={0,2})\?=$")
 
 
@@ -76,14 +83,17 @@ class Envelope:
 
 
 def is_modern(version_header: str | None, method: str, params: Any = None) -> bool:
-    """The era of one request (§ 9). Modern: the 2026-07-28 header, or another header the 2025
+    """The era of one request (§ 9). Modern: the 2026-07-28 header (an ``initialize`` under it
+    is a removed method: 404, as the conformance suite requires), or another header the 2025
     era does not know on a request that carries the modern envelope (``params._meta`` with a
-    protocol version; it then gets -32022). ``initialize``, a 2025 header or none is the 2025
-    era, whose rule for an unknown header (400 -32600) stays exactly as it was."""
-    if version_header is None or method == "initialize":
+    protocol version; it then gets -32022). A 2025 header or none is the 2025 era, whose rule
+    for an unknown header (400 -32600) stays exactly as it was."""
+    if version_header is None:
         return False
     if version_header == MODERN_VERSION:
-        return True
+        return True  # initialize too: removed in this era, so it is a 404 there
+    if method == "initialize":
+        return False
     if version_header in ACCEPTED_PROTOCOL_VERSIONS or not isinstance(params, dict):
         return False
     meta = params.get("_meta")
@@ -136,9 +146,12 @@ def check_request(
     if method_header != method:
         return error_reply(req_id, HEADER_MISMATCH, "Mcp-Method header does not match the body")
     params = msg.get("params")
-    if method == "tools/call":
-        name = params.get("name") if isinstance(params, dict) else None
-        if name is not None and decode_header_value(name_header) != name:
+    name_key = _NAME_BEARING.get(method)
+    if name_key is not None:
+        name = params.get(name_key) if isinstance(params, dict) else None
+        mismatch = decode_header_value(name_header) != name
+        # tools/call must carry it; on tasks/* the header is optional but must agree.
+        if name is not None and mismatch and (method == "tools/call" or name_header is not None):
             return error_reply(req_id, HEADER_MISMATCH, "Mcp-Name header does not match the body")
     meta = params.get("_meta") if isinstance(params, dict) else None
     if not isinstance(meta, dict):

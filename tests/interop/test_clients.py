@@ -82,6 +82,35 @@ def test_conformance_suite_matches_the_baseline(peers: Peers, peer_bridge: Runni
         assert re.search(rf"✓ {scenario}: \d+ passed, 0 failed", summary), summary
 
 
+@pytest.mark.parametrize("revision", ["2025-11-25", "2026-07-28"])
+def test_conformance_requirements_of_each_era(
+    peers: Peers, peer_bridge: Running, tmp_path, revision
+):
+    """Both eras on one endpoint (§ 9): the requirement set each revision froze at its release,
+    every gap in a per-era baseline with its reason."""
+    conformance = tools.npm_bin("conformance-eras", "conformance")
+    baseline = HERE / f"conformance-baseline-{revision}.yml"
+    with AuthProxy(peer_bridge.port, TOKEN) as proxy:
+        r = peers.run(
+            [
+                conformance,
+                "server",
+                "--url",
+                proxy.url,
+                "--requirements",
+                revision,
+                "--expected-failures",
+                str(baseline),
+                "-o",
+                str(tmp_path / "results"),
+            ],
+            timeout=300,
+        )
+    summary = r.stdout[r.stdout.find("=== SUMMARY ===") :]
+    assert r.returncode == 0, summary or r.stdout[-3000:] + r.stderr[-3000:]
+    assert re.search(r"✓ tools-list: \d+ passed, 0 failed", summary), summary
+
+
 # -- the Inspector CLI ---------------------------------------------------------------------------
 
 

