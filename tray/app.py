@@ -25,7 +25,6 @@ from omp_a2a_bridge.server.api import (
     BridgeError,
     Decision,
     Snapshot,
-    local_bridge,
 )
 from omp_a2a_bridge.server.errors import exit_line
 
@@ -73,7 +72,12 @@ class TrayApp:
     ) -> None:
         self.pystray = pystray
         self.backend = backend
-        self.api = api or local_bridge(control=True)
+        if api is None:
+            # The whole core, imported only when the tray runs it (tests pass their own API).
+            from omp_a2a_bridge.server.local import local_bridge
+
+            api = local_bridge(control=True)
+        self.api = api
         if icon_cls is None:
             assert pystray is not None, "a backend that is not pystray brings its icon class"
             icon_cls = pystray.Icon

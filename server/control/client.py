@@ -14,7 +14,7 @@ import pathlib
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
@@ -24,6 +24,9 @@ from ..errors import ControlError, NotRunning
 from ..infra.tokens import TokenSource
 from ..policy.rules import RuleList
 from .controlfile import ControlInfo, control_path, read_control
+
+if TYPE_CHECKING:
+    from ..api import BridgeControl
 
 __all__ = ["ControlClient", "ControlError", "NotRunning"]
 
@@ -173,3 +176,10 @@ class ControlClient:
             request_timeout=5,
         )
         return await websocket_connect(request)
+
+
+if TYPE_CHECKING:
+
+    def _conforms(client: ControlClient) -> BridgeControl:
+        """Never called: mypy checks here that the client implements the API's Protocol."""
+        return client

@@ -17,7 +17,7 @@ import pathlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..control.controlfile import ControlInfo, release
 from ..control.server import ControlState, control_app
@@ -34,6 +34,9 @@ from ..types import GrantView, PendingCall, ServerView, Snapshot
 from .approvals import ApproverKind, Decision
 from .bridge import Bridge
 from .startup import Prepared, RunnerOptions, bind, prepare, url_for
+
+if TYPE_CHECKING:
+    from ..api import BridgeApi
 
 __all__ = ["BridgeRunner", "RunnerOptions", "StartupError", "bind", "url_for"]
 
@@ -371,3 +374,10 @@ class BridgeRunner:
         if state is None or self.control is None:
             raise BridgeError("the control API is not running")
         return pathlib.Path(self.call(lambda: state.login_file(anchor))).as_uri()
+
+
+if TYPE_CHECKING:
+
+    def _conforms(runner: BridgeRunner) -> BridgeApi:
+        """Never called: mypy checks here that the runner implements the API's Protocol."""
+        return runner
