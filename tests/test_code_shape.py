@@ -66,3 +66,36 @@ def test_the_exceptions_are_still_needed():
     names = {name: lines for name, lines in _functions()}
     stale = [n for n in TOO_LONG_FOR_NOW if names.get(n, 0) <= MAX_FUNCTION_LINES]
     assert not stale, f"no longer too long (remove from TOO_LONG_FOR_NOW): {stale}"
+
+
+# The two modules that name other loggers: the setup (the package logger, the libraries') and
+# the tray's adapter of its libraries' log records.
+NAMES_OTHER_LOGGERS = {"server/infra/logs.py", "tray/liblogs.py"}
+
+
+def test_every_module_logs_under_its_own_name():
+    """``logging.getLogger(__name__)``: one package logger (``omp_a2a_bridge``, configured once
+    in server/infra/logs.py) above every module's, so no module spells the logger's name."""
+    wrong = []
+    for folder in FOLDERS:
+        for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
+            for file in files:
+                full = os.path.join(dirpath, file)
+                path = os.path.relpath(full, ROOT).replace(os.sep, "/")
+                if not file.endswith(".py") or path in NAMES_OTHER_LOGGERS:
+                    continue
+                with open(full, encoding="utf-8") as f:
+                    tree = ast.parse(f.read(), path)
+                for node in ast.walk(tree):
+                    if (
+                        isinstance(node, ast.Call)
+                        and getattr(node.func, "attr", getattr(node.func, "id", None))
+                        == "getLogger"
+                        and not (
+                            len(node.args) == 1
+                            and isinstance(node.args[0], ast.Name)
+                            and node.args[0].id == "__name__"
+                        )
+                    ):
+                        wrong.append(f"{path}:{node.lineno}")
+    assert not wrong, "use logging.getLogger(__name__):\n" + "\n".join(sorted(wrong))

@@ -38,7 +38,7 @@ from .notifier import MAX_LIVE, ActionableNotifier, CallNotice, body_text
 from .render import to_pystray
 from .stopping import StopGuard
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 # pystray backends whose notify() goes through libnotify (Linux notification servers).
 LIBNOTIFY_BACKENDS = frozenset({"appindicator", "gtk"})
 

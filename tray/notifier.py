@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported lazily at run time: its backends load on first use
     from desktop_notifier import DesktopNotifier
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 3.0
 MAX_LIVE = 5  # more waiting calls than this share the tray's plain "N calls waiting" text

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 BUDGET_S = 1.8  # SIGTERM to exit, graceful or forced (the promise is "under 2 s")
 BRIDGE_SHARE_S = 1.6  # of which the bridge's own graceful stop may take this much

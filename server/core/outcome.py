@@ -21,7 +21,7 @@ from ..tools.base import ToolResult
 from ..vocab import CallOutcome, DecidedBy
 from .approvals import Ending, Verdict
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 PAUSED_TEXT = "bridge paused by the user"
 NO_APPROVER_TEXT = (

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BridgeRunner", "RunnerOptions", "StartupError", "bind", "url_for"]
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

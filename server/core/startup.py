@@ -37,7 +37,7 @@ from ..mcp.sessions import SessionTable
 from ..tools.base import Tool
 from .bridge import Bridge, BridgeOptions
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 LISTEN_BACKLOG = (
     1024  # a burst of clients connecting at once waits in the kernel, not on SYN retries

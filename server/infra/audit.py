@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 REDACT_OVER = 120
 ARGS_CAP = 1024

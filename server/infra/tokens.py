@@ -21,7 +21,7 @@ from typing import Any
 
 from .config import TOKEN_MIN_LENGTH, Config, ConfigError, update_config, valid_token
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 KEYRING_SERVICE = "omp-a2a-bridge"
 KEYRING_USER = "token"

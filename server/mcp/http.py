@@ -43,7 +43,7 @@ from .protocol import (
     token_matches,
 )
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 TOO_MANY_CONNECTIONS = Reject(503, SERVER_ERROR, "too many connections")
 

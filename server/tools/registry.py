@@ -22,7 +22,7 @@ from ..mcp.protocol import TOOL_NAME_RE
 from .base import Tool
 from .fastcheck import compile_check
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "omp_a2a_bridge.tools"
 MCP_TOOL_RE = re.compile(r"^mcp__[a-z0-9_-]{1,64}__[a-zA-Z0-9_-]{1,64}$")

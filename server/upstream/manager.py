@@ -43,7 +43,7 @@ from .config import McpServerSpec, working_dir
 from .stdio import StdioTransport, child_env
 from .tools import PinStore, RawResult, UpstreamTool
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0

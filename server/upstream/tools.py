@@ -23,7 +23,7 @@ from ..types import UpstreamInfo
 from ..vocab import Tier
 from .config import McpServerSpec, working_dir
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 
 def fingerprint(definition: dict[str, Any]) -> str:
