@@ -19,7 +19,7 @@ from ..mcp.protocol import INTERNAL_ERROR, REQUEST_CANCELLED, error_body, result
 from ..policy.paths import Escalation, EscalationKind
 from ..tools.base import ToolResult
 from ..vocab import CallOutcome, DecidedBy
-from .approvals import Ending, Verdict
+from .approvals import Ending, WaitResult
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ def internal(name: str) -> Outcome:
 
 
 def refusal_for(
-    v: Verdict, escalation: Escalation | None, timeout_s: float, roots: Sequence[str]
+    v: WaitResult, escalation: Escalation | None, timeout_s: float, roots: Sequence[str]
 ) -> Outcome | None:
     """The agent's text and the audit outcome for a wait that did not end in approval.
 
