@@ -25,24 +25,9 @@ from ..present.preview import build_preview, summary_of
 from ..present.textsafe import hidden_in
 from ..types import PendingCall, UpstreamInfo
 
-
-class Decision(enum.StrEnum):
-    APPROVE = "approve"
-    ALLOW_SESSION = "allow_session"
-    ALLOW_ALWAYS = "allow_always"
-    RUN_OUTSIDE_BOX = "run_outside_box"  # bash only: this one call runs without the box
-    DENY = "deny"
-
-
-class ApproverKind(enum.StrEnum):
-    """The built-in approvers, as the audit's ``approver`` and the snapshot's ``approvers``
-    name them. An events socket may name itself (``?as=``) and a bearer request may pass
-    ``by``, so the field stays a string; these are the names the bridge's own UIs use."""
-
-    TRAY = "tray"
-    PAGE = "approval page"
-    WATCH = "terminal (watch)"
-    CONTROL_API = "control API"  # a bearer request that did not say who it is
+# Defined with the other vocabularies; re-exported here, where the core always imported them.
+from ..vocab import ApproverKind as ApproverKind
+from ..vocab import Decision as Decision
 
 
 class Ending(enum.StrEnum):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
-import enum
 import logging
 import os
 import secrets
@@ -19,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..vocab import TokenSource  # re-exported: defined with the other vocabularies
 from .config import TOKEN_MIN_LENGTH, Config, ConfigError, update_config, valid_token
 
 log = logging.getLogger(__name__)
@@ -94,14 +94,6 @@ class KeyringStore:
                 raise KeyringUnavailable(f"{type(e).__name__}: {e}") from None
 
         _call_with_timeout(work, self.timeout)
-
-
-class TokenSource(enum.StrEnum):
-    """Where the live token comes from (``token_source`` in snapshots and the rotate reply)."""
-
-    ENV = "env"  # $A2A_BRIDGE_TOKEN: this process only, never rotated by the bridge
-    KEYRING = "keyring"
-    FILE = "file"  # the config file (token_store "file", or a keyring fallback)
 
 
 @dataclass

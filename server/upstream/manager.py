@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import enum
 import logging
 import time
 from collections.abc import Callable
@@ -38,6 +37,7 @@ from pydantic import TypeAdapter, ValidationError
 from .. import __version__
 from ..tools.base import ToolResult
 from ..types import ServerView
+from ..vocab import ServerState
 from . import http as upstream_http
 from .config import McpServerSpec, working_dir
 from .stdio import StdioTransport, child_env
@@ -59,13 +59,6 @@ TOOLS_MAX = 1000  # per server; more are skipped (and said so)
 # is bound to BaseModel: hence the type-var ignores where _RAW is passed.
 _RAW = TypeAdapter(dict[str, Any])
 TIMED_OUT = "Request 'tools/call' timed out"  # the SDK's own text when our deadline passes
-
-
-class ServerState(enum.StrEnum):
-    STARTING = "starting"
-    READY = "ready"
-    FAILED = "failed"
-    STOPPED = "stopped"
 
 
 class UpstreamServer:
