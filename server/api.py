@@ -32,9 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from .core.approvals import ApproverKind, Decision
 from .errors import AlreadyRunning, BridgeError, StartupError
-from .infra.tokens import TokenSource
 from .policy.rules import RuleList, RuleSet
 from .types import (
     DecisionError,
@@ -45,6 +43,7 @@ from .types import (
     Snapshot,
     UpstreamInfo,
 )
+from .vocab import ApproverKind, Decision, TokenSource
 
 if TYPE_CHECKING:
     from .control.info import ControlInfo

@@ -33,11 +33,10 @@ TRAY_ENTRY_POINT = ("tray/cli.py", {f"{PKG}.server.cli", f"{PKG}.server.cli.main
 # the machinery behind it, not even lazily or for types (server/local.py builds the runner).
 API_MAY_IMPORT = {
     f"{PKG}.server.control.info",  # ControlInfo, a plain record (type-only)
-    f"{PKG}.server.core.approvals",  # Decision, ApproverKind
     f"{PKG}.server.errors",
     f"{PKG}.server.policy.rules",  # RuleList, RuleSet
     f"{PKG}.server.types",
-    f"{PKG}.server.infra.tokens",  # TokenSource
+    f"{PKG}.server.vocab",  # Decision, ApproverKind, TokenSource
 }
 
 # The control API's modules are the BridgeApi's HTTP form: no bridge, no collaborators.

@@ -27,7 +27,6 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from ..control.client import ControlClient
-from ..core.approvals import ApproverKind, Decision
 from ..errors import ControlError
 from ..present.watchtext import (
     NO_ALWAYS,
@@ -37,6 +36,7 @@ from ..present.watchtext import (
     remaining,
     safe_line,
 )
+from ..vocab import ApproverKind, Decision
 
 ANSWERS = {
     "a": Decision.APPROVE,
