@@ -331,7 +331,9 @@ class TrayApp:
             self.notifications.append(text)
         return rest
 
-    def _decide_from_notification(self, call_id: str, decision: str, reason: str | None) -> None:
+    def _decide_from_notification(
+        self, call_id: str, decision: Decision, reason: str | None
+    ) -> None:
         if not self.api.decide(call_id, Decision(decision), reason, ApproverKind.TRAY):
             log.info("call %s was no longer waiting when its notification was answered", call_id)
 
