@@ -57,6 +57,12 @@ def open_path(path: str) -> None:
 
 
 class TrayApp:
+    """The tray: its icon, menu and notifications, drawn from the bridge's snapshots.
+
+    Why it holds only a :class:`~server.api.BridgeApi`: the tray reads immutable snapshots and
+    acts through the API, so the bridge can change (or run elsewhere) behind it.
+    """
+
     def __init__(
         self,
         pystray: ModuleType | None,

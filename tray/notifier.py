@@ -67,6 +67,12 @@ class NotifierUnavailable(Exception):
 
 
 class ActionableNotifier:
+    """Notifications with Approve and Deny, one per waiting call, on a loop thread of their own.
+
+    Why its own loop: desktop-notifier needs a running asyncio loop for its callbacks, and the
+    tray's UI toolkit owns the main thread.
+    """
+
     def __init__(
         self,
         decide: Decide,

@@ -28,6 +28,12 @@ AFTER_BRIDGE_S = 0.5  # then the UI has this long to let the main thread return
 
 
 class StopGuard:
+    """Turns SIGTERM/SIGINT into a graceful stop with a watchdog, so the tray never hangs.
+
+    Why: a UI loop can ignore a stop; the guard stops the bridge on a thread and, past the
+    budget, cleans up and ends the process itself.
+    """
+
     def __init__(
         self,
         graceful: Callable[[], None],

@@ -36,6 +36,12 @@ def _quote(text: str) -> str:
 
 
 class ControlClient:
+    """The running bridge's :class:`~server.api.BridgeControl` from another process, over HTTP.
+
+    Why: the CLI verbs and ``watch`` act on a bridge that another process runs; they get the
+    same actions and answers as the in-process runner, found through ``control.json``.
+    """
+
     def __init__(self, info: ControlInfo, timeout: float = 10.0) -> None:
         self.info = info
         self.timeout = timeout

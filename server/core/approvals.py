@@ -60,6 +60,12 @@ class WaitResult:
 
 
 class ApprovalBroker:
+    """The calls waiting for a human, the approvers attached, and every way a wait ends.
+
+    Why one broker: the tray, the approval page, ``watch`` and the control API all decide the
+    same pending calls; the first decision (or timeout, cancel, pause, shutdown) wins, once.
+    """
+
     def __init__(
         self,
         on_change: Callable[[], None] = lambda: None,

@@ -36,6 +36,12 @@ DISCONNECTED_TEXT = "client disconnected before the call was approved"
 
 @dataclass(slots=True)
 class Outcome:
+    """How one tools/call ended: its result (None: cancelled), the audit outcome, who decided.
+
+    Why one record: the pipeline's every exit (refused, denied, ran, cancelled) becomes the same
+    shape, so the reply and the audit's done record are written in one place.
+    """
+
     result: ToolResult | None  # None: cancelled (202 if by the client, else a -32800 error)
     outcome: CallOutcome
     decided_by: DecidedBy

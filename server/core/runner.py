@@ -49,6 +49,14 @@ CALL_TIMEOUT_S = 10.0
 
 
 class BridgeRunner:
+    """The bridge running in a background thread, and the thread-safe :class:`~server.api.BridgeApi`
+    in front of it.
+
+    Why: the bridge owns its state on its own loop; the tray, the control API and the tests call
+    from other threads, so every method here hops onto the loop (or does its blocking work on
+    the caller's thread) and answers with immutable data.
+    """
+
     def __init__(self, opts: RunnerOptions | None = None) -> None:
         self.opts = opts or RunnerOptions()
         self.bridge: Bridge | None = None

@@ -46,6 +46,8 @@ LISTEN_BACKLOG = (
 
 @dataclass
 class RunnerOptions:
+    """How to start a bridge: config path, address overrides, tools, and what tests inject."""
+
     config_path: str | None = None
     host: str | None = None  # --host: overrides the config for this run, never saved
     port: int | None = None  # --port: likewise

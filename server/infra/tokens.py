@@ -98,6 +98,8 @@ class KeyringStore:
 
 @dataclass
 class TokenState:
+    """The live token, where it came from, and a warning for the user (e.g. a keyring fallback)."""
+
     token: str
     source: TokenSource
     warning: str | None = None

@@ -62,6 +62,13 @@ TIMED_OUT = "Request 'tools/call' timed out"  # the SDK's own text when our dead
 
 
 class UpstreamServer:
+    """One upstream MCP server's supervised connection: its state, its tools and its stderr.
+
+    Why one object per server: a server's life (connect, list, watch, reconnect with back-off,
+    withdraw its tools) is one state machine over one SDK session, and the snapshot shows each
+    server on its own; the :class:`UpstreamManager` only starts, restarts and stops them.
+    """
+
     def __init__(self, spec: McpServerSpec, manager: UpstreamManager) -> None:
         self.spec = spec
         self.manager = manager
