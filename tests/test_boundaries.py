@@ -2,8 +2,9 @@
 
 Why: the front ends (the tray, the control API's handlers, ``watch``, the CLI) must reach the
 bridge only through its API (:mod:`server.api`) and the plain data types, so the core can
-change behind them; and an import cycle, even one hidden in a function, makes a module's
-import order matter. These rules are checked here rather than remembered.
+change behind them; and an import cycle, even one hidden in a function or behind
+``if TYPE_CHECKING:``, makes a module's import order matter or ties two modules together.
+These rules are checked here rather than remembered.
 """
 
 from __future__ import annotations
@@ -196,7 +197,10 @@ def test_the_top_of_server_is_the_public_surface():
     assert len(top) <= 8, sorted(top)
 
 
-def test_no_import_cycles_even_through_lazy_imports():
+def test_no_import_cycles_even_through_lazy_or_type_only_imports():
+    """A type-only import counts too: a cycle through ``if TYPE_CHECKING:`` still means two
+    modules that cannot be read (or moved) apart, and it points at a misplaced type or factory
+    (the usual fix: a Protocol for the back-reference, or the record in a module of its own)."""
     modules = {**_sources("server"), **_sources("tray")}
     names = set(modules.values())
     graph = {
