@@ -22,8 +22,9 @@ user should read (a bad rule, a rotation that cannot happen, a request the API r
 
 This module holds no behaviour. It imports only the modules that define its vocabulary (the
 data types, the enums, the errors), never the bridge, the runner or the control API
-(``tests/test_boundaries.py`` checks it); :func:`local_bridge` builds the in-process
-implementation.
+(``tests/test_boundaries.py`` checks it, type-only imports included); the in-process
+implementation is built by :func:`server.local.local_bridge`, and each implementation proves
+it conforms in its own module.
 """
 
 from __future__ import annotations
@@ -31,9 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from .core.approvals import ApproverKind, Decision
 from .errors import AlreadyRunning, BridgeError, StartupError
-from .infra.tokens import TokenSource
 from .policy.rules import RuleList, RuleSet
 from .types import (
     DecisionError,
@@ -44,11 +43,10 @@ from .types import (
     Snapshot,
     UpstreamInfo,
 )
+from .vocab import ApproverKind, Decision, TokenSource
 
 if TYPE_CHECKING:
-    from .control.client import ControlClient
-    from .control.controlfile import ControlInfo
-    from .core.runner import BridgeRunner
+    from .control.info import ControlInfo
 
 __all__ = [
     "AlreadyRunning",
@@ -68,7 +66,6 @@ __all__ = [
     "StartupError",
     "TokenSource",
     "UpstreamInfo",
-    "local_bridge",
 ]
 
 
@@ -213,21 +210,3 @@ class BridgeApi(BridgeControl, Protocol):
     def rules(self) -> RuleSet: ...
 
     def grants(self) -> tuple[GrantView, ...]: ...
-
-
-def local_bridge(*, control: bool = True) -> BridgeApi:
-    """The in-process bridge (not started): what the tray runs.
-
-    Imported here, not at the top: this module is the front ends' vocabulary and stays light;
-    the runner imports the whole core (and nothing imports this module back from there).
-    """
-    from .core.runner import BridgeRunner, RunnerOptions
-
-    return BridgeRunner(RunnerOptions(control=control))
-
-
-if TYPE_CHECKING:
-
-    def _conforms(runner: BridgeRunner, client: ControlClient) -> tuple[BridgeApi, BridgeControl]:
-        """Never called: mypy checks here that both implementations match their Protocol."""
-        return runner, client

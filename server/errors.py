@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from .present.textsafe import safe
 
 if TYPE_CHECKING:
-    from .control.controlfile import ControlInfo
+    from .control.info import ControlInfo
 
 
 class BridgeError(Exception):

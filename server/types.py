@@ -79,6 +79,8 @@ class ServerView:
 
 @dataclass(frozen=True, slots=True)
 class SessionView:
+    """A live MCP session as the UIs see it: which client, since when, how busy."""
+
     sid: str
     client: str
     version: str

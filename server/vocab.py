@@ -20,6 +20,45 @@ class Tier(enum.StrEnum):
     DENY = "deny"  # not exposed at all
 
 
+class Decision(enum.StrEnum):
+    """What a human decided about one waiting call (the control API's ``decision``)."""
+
+    APPROVE = "approve"
+    ALLOW_SESSION = "allow_session"
+    ALLOW_ALWAYS = "allow_always"
+    RUN_OUTSIDE_BOX = "run_outside_box"  # bash only: this one call runs without the box
+    DENY = "deny"
+
+
+class ApproverKind(enum.StrEnum):
+    """The built-in approvers, as the audit's ``approver`` and the snapshot's ``approvers``
+    name them. An events socket may name itself (``?as=``) and a bearer request may pass
+    ``by``, so the field stays a string; these are the names the bridge's own UIs use."""
+
+    TRAY = "tray"
+    PAGE = "approval page"
+    WATCH = "terminal (watch)"
+    CONTROL_API = "control API"  # a bearer request that did not say who it is
+
+
+class TokenSource(enum.StrEnum):
+    """Where the live token comes from (``token_source`` in snapshots and the rotate reply)."""
+
+    ENV = "env"  # $A2A_BRIDGE_TOKEN: this process only, never rotated by the bridge
+    KEYRING = "keyring"
+    FILE = "file"  # the config file (token_store "file", or a keyring fallback)
+
+
+class ServerState(enum.StrEnum):
+    """Where an upstream MCP server is in its life (:class:`~server.types.ServerView`'s
+    ``state``)."""
+
+    STARTING = "starting"
+    READY = "ready"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
 class CallOutcome(enum.StrEnum):
     """How a tools/call ended: the audit ``outcome`` of its done record."""
 

@@ -17,7 +17,7 @@ from keyring.errors import PasswordDeleteError
 
 from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
 from omp_a2a_bridge.server.infra.audit import read_records
-from omp_a2a_bridge.server.infra.logs import setup_logging
+from omp_a2a_bridge.server.infra.logs import PACKAGE_LOGGER, setup_logging
 
 from .helpers import RESPONSES, TOKEN, Mcp, wait_for
 
@@ -155,8 +155,8 @@ def root(bridge) -> str:
 
 @pytest.fixture
 def log_records(caplog) -> Any:
-    """The bridge's own log lines (the logger does not propagate; attach caplog directly)."""
-    logger = logging.getLogger("a2a-bridge")
+    """The bridge's own log lines (its package logger does not propagate: attach caplog there)."""
+    logger = logging.getLogger(PACKAGE_LOGGER)
     logger.addHandler(caplog.handler)
     yield caplog
     logger.removeHandler(caplog.handler)
@@ -234,7 +234,7 @@ def no_token_leaks(request, tmp_path):
     included) or an audit record - across the whole suite, not only in a dedicated test."""
     RESPONSES.clear()
     records = _AllRecords()
-    logger = logging.getLogger("a2a-bridge")
+    logger = logging.getLogger(PACKAGE_LOGGER)
     logger.addHandler(records)
     yield
     logger.removeHandler(records)

@@ -2,8 +2,9 @@
 
 Why: the front ends (the tray, the control API's handlers, ``watch``, the CLI) must reach the
 bridge only through its API (:mod:`server.api`) and the plain data types, so the core can
-change behind them; and an import cycle, even one hidden in a function, makes a module's
-import order matter. These rules are checked here rather than remembered.
+change behind them; and an import cycle, even one hidden in a function or behind
+``if TYPE_CHECKING:``, makes a module's import order matter or ties two modules together.
+These rules are checked here rather than remembered.
 """
 
 from __future__ import annotations
@@ -23,19 +24,20 @@ TRAY_MAY_IMPORT = {
     f"{PKG}.server.types",
     f"{PKG}.server.errors",
     f"{PKG}.server.vocab",
+    f"{PKG}.server.local",  # local_bridge(): the one factory of the in-process bridge
 }
 TRAY_MAY_IMPORT_PACKAGES = (f"{PKG}.server.present",)
 # The installed `a2a-bridge` script is the server's CLI with the tray's commands added.
 TRAY_ENTRY_POINT = ("tray/cli.py", {f"{PKG}.server.cli", f"{PKG}.server.cli.main"})
 
 # The API module is vocabulary: data types, enums, errors, the Protocols. It may not import
-# the machinery behind it (it builds the runner only inside local_bridge()).
+# the machinery behind it, not even lazily or for types (server/local.py builds the runner).
 API_MAY_IMPORT = {
-    f"{PKG}.server.core.approvals",  # Decision, ApproverKind
+    f"{PKG}.server.control.info",  # ControlInfo, a plain record (type-only)
     f"{PKG}.server.errors",
     f"{PKG}.server.policy.rules",  # RuleList, RuleSet
     f"{PKG}.server.types",
-    f"{PKG}.server.infra.tokens",  # TokenSource
+    f"{PKG}.server.vocab",  # Decision, ApproverKind, TokenSource
 }
 
 # The control API's modules are the BridgeApi's HTTP form: no bridge, no collaborators.
@@ -150,21 +152,13 @@ def test_the_server_never_imports_the_tray():
 
 
 def test_the_api_module_is_only_vocabulary():
+    """Type-only imports included: the implementations import the API to prove they conform
+    (in their own modules), so the API naming them back would be a cycle."""
     module = f"{PKG}.server.api"
-    found = _server_imports("server/api.py", module) - {module}
-    tree = _tree("server/api.py")
-    # local_bridge() builds the runner: the one lazy import allowed, and only there.
-    lazy = {
-        f"{PKG}.server.core.runner"
-        for fn in ast.walk(tree)
-        if isinstance(fn, ast.FunctionDef) and fn.name == "local_bridge"
-        for node in ast.walk(fn)
-        if isinstance(node, ast.ImportFrom) and node.module == "core.runner"
-    }
+    found = imports("server/api.py", module, runtime_only=False) - {module}
     ours = set(_sources("server").values())
     modules = {m for m in found if m in ours}  # drop `module.Name` entries
-    assert lazy == {f"{PKG}.server.core.runner"}
-    assert modules - lazy <= API_MAY_IMPORT, sorted(modules - lazy - API_MAY_IMPORT)
+    assert modules <= API_MAY_IMPORT, sorted(modules - API_MAY_IMPORT)
 
 
 def test_the_control_api_calls_only_the_api():
@@ -203,12 +197,17 @@ def test_the_top_of_server_is_the_public_surface():
     assert len(top) <= 8, sorted(top)
 
 
-def test_no_import_cycles_even_through_lazy_imports():
+def test_no_import_cycles_even_through_lazy_or_type_only_imports():
+    """A type-only import counts too: a cycle through ``if TYPE_CHECKING:`` still means two
+    modules that cannot be read (or moved) apart, and it points at a misplaced type or factory
+    (the usual fix: a Protocol for the back-reference, or the record in a module of its own)."""
     modules = {**_sources("server"), **_sources("tray")}
     names = set(modules.values())
     graph = {
         module: {
-            t for t in imports(path, module) if t in names and t != module and t != PKG + ".server"
+            t
+            for t in imports(path, module, runtime_only=False)
+            if t in names and t != module and t != PKG + ".server"
         }
         for path, module in modules.items()
     }

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
 from omp_a2a_bridge.server.infra.audit import pair_calls, read_records
-from omp_a2a_bridge.server.infra.logs import setup_logging
+from omp_a2a_bridge.server.infra.logs import PACKAGE_LOGGER, setup_logging
 
 from .helpers import TOKEN, Mcp
 
@@ -51,7 +51,7 @@ def live(tmp_path_factory):
     (tmp / "config.json").write_text(json.dumps({"roots": [str(tmp / "root")]}))
     setup_logging()
     errors = ErrorLog()
-    for name in ("a2a-bridge", "tornado", "asyncio"):
+    for name in (PACKAGE_LOGGER, "tornado", "asyncio"):
         logging.getLogger(name).addHandler(errors)
     tornado_level = logging.getLogger("tornado").level
     logging.getLogger("tornado").setLevel(logging.ERROR)
@@ -61,7 +61,7 @@ def live(tmp_path_factory):
     session.initialize()
     yield runner, session, errors, str(tmp / "audit.jsonl")
     runner.stop()
-    for name in ("a2a-bridge", "tornado", "asyncio"):
+    for name in (PACKAGE_LOGGER, "tornado", "asyncio"):
         logging.getLogger(name).removeHandler(errors)
     logging.getLogger("tornado").setLevel(tornado_level)
     for k, v in saved.items():

@@ -14,20 +14,59 @@ import json
 import os
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from omp_a2a_bridge.server.api import ApproverKind, Decision, RuleList
+from omp_a2a_bridge.server.api import ApproverKind, BridgeApi, Decision, RuleList, Snapshot
 from omp_a2a_bridge.server.present.textsafe import safe
 
+from .autostart import Autostart
 from .clipboard import copy_text
 from .menu import Action, ActionKind
 
-if TYPE_CHECKING:
-    from .app import TrayApp
+
+class ActionHost(Protocol):
+    """What the actions use of the app: its API, its last snapshot, the desktop helpers it was
+    given, its notifications, its login item and its icon.
+
+    Why a Protocol: :class:`~tray.app.TrayApp` (the one implementation) builds its
+    :class:`MenuActions` from this module; naming its class here would make the two modules
+    import each other.
+    """
+
+    autostart_on: bool | None  # written back after a toggle
+
+    @property
+    def api(self) -> BridgeApi: ...
+
+    @property
+    def snap(self) -> Snapshot | None: ...
+
+    @property
+    def autostart(self) -> Autostart: ...
+
+    @property
+    def icon(self) -> Any: ...
+
+    @property
+    def copier(self) -> Callable[[str], None] | None: ...
+
+    @property
+    def opener(self) -> Callable[[str], None]: ...
+
+    @property
+    def browser(self) -> Callable[[str], Any]: ...
+
+    def notify(self, message: str, heading: str = ...) -> None: ...
+
+    def request_stop(self) -> None: ...
+
+    def read_autostart(self) -> bool | None: ...
 
 
 class MenuActions:
-    def __init__(self, app: TrayApp) -> None:
+    """Each menu action as one small method on the app's API and desktop helpers."""
+
+    def __init__(self, app: ActionHost) -> None:
         self.app = app
 
     def run(self, action: Action) -> None:

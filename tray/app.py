@@ -25,7 +25,6 @@ from omp_a2a_bridge.server.api import (
     BridgeError,
     Decision,
     Snapshot,
-    local_bridge,
 )
 from omp_a2a_bridge.server.errors import exit_line
 
@@ -39,7 +38,7 @@ from .notifier import MAX_LIVE, ActionableNotifier, CallNotice, body_text
 from .render import to_pystray
 from .stopping import StopGuard
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 # pystray backends whose notify() goes through libnotify (Linux notification servers).
 LIBNOTIFY_BACKENDS = frozenset({"appindicator", "gtk"})
 
@@ -58,6 +57,12 @@ def open_path(path: str) -> None:
 
 
 class TrayApp:
+    """The tray: its icon, menu and notifications, drawn from the bridge's snapshots.
+
+    Why it holds only a :class:`~server.api.BridgeApi`: the tray reads immutable snapshots and
+    acts through the API, so the bridge can change (or run elsewhere) behind it.
+    """
+
     def __init__(
         self,
         pystray: ModuleType | None,
@@ -73,7 +78,12 @@ class TrayApp:
     ) -> None:
         self.pystray = pystray
         self.backend = backend
-        self.api = api or local_bridge(control=True)
+        if api is None:
+            # The whole core, imported only when the tray runs it (tests pass their own API).
+            from omp_a2a_bridge.server.local import local_bridge
+
+            api = local_bridge(control=True)
+        self.api = api
         if icon_cls is None:
             assert pystray is not None, "a backend that is not pystray brings its icon class"
             icon_cls = pystray.Icon
@@ -327,7 +337,9 @@ class TrayApp:
             self.notifications.append(text)
         return rest
 
-    def _decide_from_notification(self, call_id: str, decision: str, reason: str | None) -> None:
+    def _decide_from_notification(
+        self, call_id: str, decision: Decision, reason: str | None
+    ) -> None:
         if not self.api.decide(call_id, Decision(decision), reason, ApproverKind.TRAY):
             log.info("call %s was no longer waiting when its notification was answered", call_id)
 

@@ -84,6 +84,8 @@ def _quote(arg: str) -> str:
 
 
 class Autostart:
+    """ "Start at login" for this OS: enable, disable, and what the OS will actually do."""
+
     def __init__(
         self,
         platform: str | None = None,

@@ -42,6 +42,12 @@ def ui_poster(backend: str) -> Post:
 
 
 class Dispatcher(Generic[T]):
+    """Keeps only the latest snapshot and applies it on the UI thread at most once per interval.
+
+    Why: a burst of bridge changes must not become a burst of menu rebuilds (AppIndicator
+    closes an open menu on every rebuild).
+    """
+
     def __init__(
         self, apply: Callable[[T], None], interval: float = 0.15, post: Post = lambda fn: fn()
     ) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 
 class OneLine(logging.Handler):

@@ -209,7 +209,21 @@ def menu_model(
     if error:
         items.append(Item(f"Error: {_shorten(error, 80)}", enabled=False))
     items.append(SEPARATOR)
+    items += pending_items(snap, now)
+    items.append(sessions_menu(snap, now))
+    servers = servers_menu(snap)
+    if servers is not None:
+        items.append(servers)
+    items.append(rules_menu(snap))
+    if snap.control_url:
+        items.append(Item("Open approval page", (ActionKind.OPEN_PAGE,), default=True))
+    items += bridge_items(snap, autostart)
+    return tuple(items)
 
+
+def pending_items(snap: Snapshot, now: float) -> list[Item]:
+    """One submenu per waiting call (its context and the decisions), then "Deny all"."""
+    items: list[Item] = []
     for p in snap.pending:
         info = tuple(Item(line, enabled=False) for line in call_context(p))
         show = (Item("Show full call…", (ActionKind.OPEN_CALL, p.id)),) if snap.control_url else ()
@@ -230,7 +244,11 @@ def menu_model(
         items.append(Item(f"Deny all ({len(snap.pending)})", (ActionKind.DENY_ALL,)))
     if snap.pending:
         items.append(SEPARATOR)
+    return items
 
+
+def sessions_menu(snap: Snapshot, now: float) -> Item:
+    """The "Sessions" submenu: each live session, with "End session"."""
     sessions = tuple(
         Item(
             f"{safe(s.client)} {safe(s.version)}".strip()
@@ -239,14 +257,12 @@ def menu_model(
         )
         for s in snap.sessions
     ) or (Item("No live sessions", enabled=False),)
-    items.append(Item(f"Sessions ({n})", submenu=sessions))
-    servers = servers_menu(snap)
-    if servers is not None:
-        items.append(servers)
-    items.append(rules_menu(snap))
-    if snap.control_url:
-        items.append(Item("Open approval page", (ActionKind.OPEN_PAGE,), default=True))
-    items += [
+    return Item(f"Sessions ({len(snap.sessions)})", submenu=sessions)
+
+
+def bridge_items(snap: Snapshot, autostart: bool | None) -> list[Item]:
+    """The bridge's own actions: copy, pause, start at login, rotate, open, quit."""
+    items = [
         SEPARATOR,
         Item("Copy connection URL", (ActionKind.COPY_URL,)),
         Item("Copy client config (includes the token)", (ActionKind.COPY_CONFIG,)),
@@ -271,7 +287,7 @@ def menu_model(
         SEPARATOR,
         Item("Quit", (ActionKind.QUIT,)),
     ]
-    return tuple(items)
+    return items
 
 
 def server_label(name: str, state: str, tools: int, changed: int) -> str:

@@ -24,15 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from omp_a2a_bridge.server.vocab import Decision
+
 if TYPE_CHECKING:  # imported lazily at run time: its backends load on first use
     from desktop_notifier import DesktopNotifier
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 3.0
 MAX_LIVE = 5  # more waiting calls than this share the tray's plain "N calls waiting" text
 
-Decide = Callable[[str, str, "str | None"], None]  # (call id, decision, reason)
+Decide = Callable[[str, Decision, "str | None"], None]  # (call id, decision, reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,12 @@ class NotifierUnavailable(Exception):
 
 
 class ActionableNotifier:
+    """Notifications with Approve and Deny, one per waiting call, on a loop thread of their own.
+
+    Why its own loop: desktop-notifier needs a running asyncio loop for its callbacks, and the
+    tray's UI toolkit owns the main thread.
+    """
+
     def __init__(
         self,
         decide: Decide,
@@ -223,7 +231,7 @@ class ActionableNotifier:
         if call_id in self._live:
             return
 
-        def decided(decision: str, reason: str | None = None) -> Callable[..., None]:
+        def decided(decision: Decision, reason: str | None = None) -> Callable[..., None]:
             def run(*_: object) -> None:
                 self._live.pop(call_id, None)
                 # The decision goes to the bridge off this loop (it waits for the bridge).
@@ -237,7 +245,7 @@ class ActionableNotifier:
             self._live.pop(call_id, None)
             threading.Thread(
                 target=self._decide_safely,
-                args=(call_id, "deny", text.strip() or None),
+                args=(call_id, Decision.DENY, text.strip() or None),
                 daemon=True,
             ).start()
 
@@ -252,8 +260,8 @@ class ActionableNotifier:
             body_text(notice.message, self.markup),
             urgency=Urgency.Critical,  # stays until answered or withdrawn
             buttons=(
-                Button("Approve", decided("approve"), identifier="approve"),
-                Button("Deny", decided("deny"), identifier="deny"),
+                Button("Approve", decided(Decision.APPROVE), identifier="approve"),
+                Button("Deny", decided(Decision.DENY), identifier="deny"),
             ),
             reply_field=ReplyField("Deny with a reason", "Deny", replied) if self.reply else None,
             on_clicked=clicked,
@@ -261,7 +269,7 @@ class ActionableNotifier:
         )
         self._live[call_id] = identifier
 
-    def _decide_safely(self, call_id: str, decision: str, reason: str | None) -> None:
+    def _decide_safely(self, call_id: str, decision: Decision, reason: str | None) -> None:
         try:
             self.decide(call_id, decision, reason)
         except Exception as e:

@@ -48,7 +48,7 @@ from .sni_dbus import (
 
 __all__ = ["SniIcon", "SniUnavailable", "pixmaps", "watcher_reason"]
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 PIXMAP_SIZES = (16, 22, 24, 32, 48, 64)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from dbus_fast import BusType, Message, MessageType, PropertyAccess, Variant
 from dbus_fast.aio import MessageBus
@@ -21,10 +21,7 @@ from dbus_fast.annotations import DBusSignature
 from dbus_fast.errors import DBusError
 from dbus_fast.service import ServiceInterface, dbus_method, dbus_property, dbus_signal
 
-from .dbusmenu import ROOT, Props
-
-if TYPE_CHECKING:
-    from .sni import SniIcon
+from .dbusmenu import ROOT, Change, Layout, Props
 
 WATCHER = "org.kde.StatusNotifierWatcher"
 WATCHER_PATH = "/StatusNotifierWatcher"
@@ -125,10 +122,43 @@ def watcher_reason(timeout: float = CONNECT_TIMEOUT_S) -> str:
     return asyncio.run(find_watcher(timeout))
 
 
+class ExportedIcon(Protocol):
+    """What the two interfaces read of their owner icon, and the two events they hand back.
+
+    Why a Protocol: :class:`~tray.sni.SniIcon` (the one implementation) builds both interfaces
+    from this module; naming its class here would make the two modules import each other.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def attention(self) -> bool: ...
+
+    @property
+    def pixmap_data(self) -> list[list[Any]]: ...
+
+    @property
+    def layout(self) -> Layout: ...
+
+    @property
+    def revision(self) -> int: ...
+
+    @property
+    def pending_change(self) -> Change: ...
+
+    def activate(self) -> None: ...
+
+    def menu_event(self, node_id: int, event_id: str) -> bool: ...
+
+
 class StatusNotifierItem(ServiceInterface):
     """``org.kde.StatusNotifierItem``: icon, tooltip, status; a left click activates."""
 
-    def __init__(self, owner: SniIcon) -> None:
+    def __init__(self, owner: ExportedIcon) -> None:
         super().__init__("org.kde.StatusNotifierItem")
         self.owner = owner
 
@@ -224,7 +254,7 @@ class StatusNotifierItem(ServiceInterface):
 class DBusMenu(ServiceInterface):
     """``com.canonical.dbusmenu``: the menu model as a layout the host renders."""
 
-    def __init__(self, owner: SniIcon) -> None:
+    def __init__(self, owner: ExportedIcon) -> None:
         super().__init__("com.canonical.dbusmenu")
         self.owner = owner
 

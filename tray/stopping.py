@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 BUDGET_S = 1.8  # SIGTERM to exit, graceful or forced (the promise is "under 2 s")
 BRIDGE_SHARE_S = 1.6  # of which the bridge's own graceful stop may take this much
@@ -28,6 +28,12 @@ AFTER_BRIDGE_S = 0.5  # then the UI has this long to let the main thread return
 
 
 class StopGuard:
+    """Turns SIGTERM/SIGINT into a graceful stop with a watchdog, so the tray never hangs.
+
+    Why: a UI loop can ignore a stop; the guard stops the bridge on a thread and, past the
+    budget, cleans up and ends the process itself.
+    """
+
     def __init__(
         self,
         graceful: Callable[[], None],

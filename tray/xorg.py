@@ -16,7 +16,7 @@ import logging
 import threading
 from typing import Any
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 
 def enable_clicks(icon: Any) -> bool:

@@ -61,7 +61,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except BridgeError:
         raise  # main prints it: already running (exit 0), failed to start (exit 1)
     except Exception as e:  # never a traceback for the user; the detail goes to the log
-        logging.getLogger("a2a-bridge").debug("start failed", exc_info=True)
+        logging.getLogger(__name__).debug("start failed", exc_info=True)
         raise StartupError(f"{type(e).__name__}: {e}") from None
     if stop.is_set():  # asked to stop while the start finished
         runner.stop()

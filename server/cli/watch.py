@@ -27,7 +27,6 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from ..control.client import ControlClient
-from ..core.approvals import ApproverKind, Decision
 from ..errors import ControlError
 from ..present.watchtext import (
     NO_ALWAYS,
@@ -37,6 +36,7 @@ from ..present.watchtext import (
     remaining,
     safe_line,
 )
+from ..vocab import ApproverKind, Decision
 
 ANSWERS = {
     "a": Decision.APPROVE,
@@ -97,6 +97,266 @@ def _stdin_reader(fd: int, post: Callable[[str | None], None]) -> None:
             post(line.decode("utf-8", "replace"))
 
 
+class Watcher:
+    """One terminal approver: the events it follows, the call on screen and what was typed.
+
+    Why a class: the prompt, the events and the answers share this state (the call on screen,
+    the stage of its question, the rules being kept); as closures over one long function's
+    locals they could only be read top to bottom. Each event kind is one method here.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], ControlClient],
+        out: TextIO,
+        tty: bool,
+        first: ControlClient | None,
+    ) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.connect = connect
+        self.out = out
+        self.tty = tty
+        self.screen = Screen(out, tty)
+        self.events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self.client: ControlClient | None = first
+        self.live: dict[str, dict[str, Any]] = {}
+        self.answered: set[str] = set()
+        self.current: dict[str, Any] | None = None
+        self.stage = "decision"  # or "reason" (a deny's reason) or "rule" (an "always" rule)
+        self.warned_at_10: set[str] = set()
+        # "Always allow calls like this": each proposed rule is kept (Enter), replaced (typed)
+        # or dropped ("-") before anything is saved.
+        self.rules_left: list[str] = []
+        self.rules_kept: list[str] = []
+
+    # -- the event sources ------------------------------------------------------------------------
+
+    def post_line(self, line: str | None) -> None:
+        """From the stdin thread: one typed line, or None at end of input."""
+        with contextlib.suppress(RuntimeError):  # the loop already closed: we are exiting
+            self.loop.call_soon_threadsafe(self.events.put_nowait, ("line", line))
+
+    async def follow(self) -> None:
+        """Keep one events socket open; reconnect when the bridge goes away or restarts."""
+        announced = False
+        while True:
+            ws = None
+            try:
+                client = self.client
+                if client is None:
+                    client = self.client = await self.loop.run_in_executor(None, self.connect)
+                ws = await client.events(ApproverKind.WATCH)
+            except Exception:  # not running (yet), refused, or gone mid-handshake: retry
+                self.client = None
+                if not announced:
+                    await self.events.put(("gone", None))
+                    announced = True
+                await asyncio.sleep(RECONNECT_S)
+                continue
+            if announced:
+                await self.events.put(("back", client.info.url))
+                announced = False
+            # A broken stream is the bridge going away too.
+            with contextlib.suppress(Exception):
+                while (msg := await ws.read_message()) is not None:
+                    with contextlib.suppress(ValueError):
+                        await self.events.put(("snap", json.loads(msg)))
+            ws.close()
+            self.client = None
+            await self.events.put(("gone", None))
+            announced = True
+
+    async def tick(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            await self.events.put(("tick", None))
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    async def run(self, stdin_fd: int) -> int:
+        """Run until Ctrl-C, SIGTERM or end of input (0), or until the terminal is gone."""
+        threading.Thread(target=_stdin_reader, args=(stdin_fd, self.post_line), daemon=True).start()
+        tasks = [asyncio.ensure_future(self.follow()), asyncio.ensure_future(self.tick())]
+        screen = self.screen
+        try:
+            screen.write(
+                "watching for tool calls that need approval (Ctrl-C or end of input to stop)"
+            )
+            while True:
+                kind, data = await self.events.get()
+                if kind == "snap":
+                    self.on_snapshot(data)
+                elif kind == "line":
+                    if data is None:
+                        if self.current is not None:
+                            screen.write("")
+                        return 0
+                    await self.on_line(data)
+                elif kind == "tick" and self.current is not None and self.stage == "decision":
+                    self.on_tick(self.current)
+                elif kind == "gone":
+                    if self.current is not None:
+                        screen.write("")
+                    self.current, self.live = None, {}
+                    screen.write("the bridge went away; reconnecting… (Ctrl-C to stop)")
+                elif kind == "back":
+                    screen.write(f"connected to the bridge again ({safe_line(data)})")
+        except Gone:
+            # The reader left (`watch | head`): no traceback now, no flush error at exit.
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), self.out.fileno())
+            return 0
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- what is on screen ------------------------------------------------------------------------
+
+    def prompt(self) -> None:
+        current = self.current
+        assert current is not None
+        if self.stage == "reason":
+            self.screen.prompt("reason (optional, shown to the agent): ")
+            return
+        if self.stage == "rule":
+            self.screen.prompt(
+                f"   rule to save [{safe_line(self.rules_left[0])}] (Enter keeps it, '-' drops "
+                "it, or type a rule): "
+            )
+            return
+        left = countdown_text(current)
+        text = PROMPT if current.get("proposed_rule") else PROMPT_NO_RULE
+        self.screen.prompt((f"({left}) " if left and self.tty else "") + text)
+
+    def pick(self) -> None:
+        """Show the next waiting call not answered yet, unless one is on screen."""
+        if self.current is not None:
+            return
+        for pid, p in self.live.items():
+            if pid not in self.answered:
+                self.current, self.stage = p, "decision"
+                self.screen.write(describe(p))
+                self.prompt()
+                return
+
+    def on_snapshot(self, data: dict[str, Any]) -> None:
+        self.live = {p["id"]: p for p in data.get("pending", []) if isinstance(p, dict)}
+        self.answered &= set(self.live)
+        current = self.current
+        if current is not None and current["id"] not in self.live:
+            self.screen.write(
+                f"   ✗ {safe_line(current['id'])} is no longer waiting "
+                "(decided elsewhere, timed out or withdrawn)"
+            )
+            self.current = None
+        elif current is not None:
+            self.current = self.live[current["id"]]
+        self.pick()
+
+    def on_tick(self, current: dict[str, Any]) -> None:
+        left = remaining(current)
+        if self.tty and left is not None:
+            self.prompt()  # redraw the line with the new countdown
+        elif left is not None and left <= 10 and current["id"] not in self.warned_at_10:
+            self.warned_at_10.add(current["id"])
+            self.screen.write(f"   {safe_line(current['id'])}: {countdown_text(current)}")
+            self.prompt()
+
+    # -- what was typed ---------------------------------------------------------------------------
+
+    async def on_line(self, line: str) -> None:
+        p = self.current
+        if p is None:
+            return
+        if self.stage == "reason":
+            await self.answer(p, Decision.DENY, line.strip() or None)
+        elif self.stage == "rule":
+            await self.on_rule_line(p, line)
+        elif line.strip() == "f":
+            await self.show_full(p)
+        else:
+            await self.on_decision(p, ANSWERS.get(line.strip()))
+
+    async def on_decision(self, p: dict[str, Any], decision: Decision | None) -> None:
+        if decision is Decision.ALLOW_ALWAYS and not p.get("proposed_rule"):
+            decision = None  # no rule can cover this call: approve it instead
+            self.screen.write(f"   {NO_ALWAYS}")
+        if decision is None:
+            self.prompt()
+        elif decision is Decision.ALLOW_ALWAYS:
+            self.stage = "rule"
+            self.rules_left = p["proposed_rule"].splitlines()
+            self.rules_kept = []
+            self.prompt()
+        elif decision is Decision.DENY:
+            self.stage = "reason"
+            self.prompt()
+        else:
+            await self.answer(p, decision)
+
+    async def on_rule_line(self, p: dict[str, Any], line: str) -> None:
+        """One proposed rule kept, replaced or dropped; after the last, save the kept ones."""
+        typed = line.strip()
+        if typed != "-":
+            self.rules_kept.append(typed or self.rules_left[0])
+        self.rules_left.pop(0)
+        if self.rules_left:
+            self.prompt()
+            return
+        self.stage = "decision"
+        if not self.rules_kept:
+            self.prompt()  # every proposed rule dropped: ask for a decision again
+            return
+        await self.answer(p, Decision.ALLOW_ALWAYS, rule="\n".join(self.rules_kept))
+
+    async def show_full(self, p: dict[str, Any]) -> None:
+        try:
+            c = self.client
+            if c is None:
+                raise ControlError(503, "not connected to the bridge")
+            full = await self.loop.run_in_executor(None, c.pending_call, p["id"])
+            self.screen.write(describe_full(full))
+        except (ControlError, OSError) as e:
+            self.screen.write(f"   (could not fetch the full call: {safe_line(e)})")
+        if self.current is p:
+            self.prompt()
+
+    async def answer(
+        self,
+        p: dict[str, Any],
+        decision: Decision,
+        reason: str | None = None,
+        rule: str | None = None,
+    ) -> None:
+        """Leave the call (it is answered), send the decision, then show the next call."""
+        self.answered.add(p["id"])
+        self.current = None
+        await self.send(p, decision, reason, rule)
+        self.pick()
+
+    async def send(
+        self,
+        p: dict[str, Any],
+        decision: Decision,
+        reason: str | None = None,
+        rule: str | None = None,
+    ) -> None:
+        c = self.client
+        if c is None:
+            self.screen.write("   → not applied: not connected to the bridge")
+            return
+        try:
+            decided = await self.loop.run_in_executor(
+                None, lambda: c.decide(p["id"], decision, reason, ApproverKind.WATCH, rule)
+            )
+            if not decided:
+                raise ControlError(404, f"call {p['id']} is no longer pending")
+            self.screen.write(f"   → {decision.replace('_', ' ')}")
+        except (ControlError, OSError) as e:
+            self.screen.write(f"   → not applied: {safe_line(e)}")
+
+
 async def watch(
     connect: Callable[[], ControlClient],
     stdin_fd: int,
@@ -106,209 +366,8 @@ async def watch(
     first: ControlClient | None = None,
 ) -> int:
     """Run until Ctrl-C, SIGTERM or end of input (0), or until the terminal is gone."""
-    loop = asyncio.get_running_loop()
     tty = out.isatty() if tty is None else tty
-    screen = Screen(out, tty)
-    events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-    client: ControlClient | None = first
-
-    def post_line(line: str | None) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop already closed: we are exiting
-            loop.call_soon_threadsafe(events.put_nowait, ("line", line))
-
-    async def follow() -> None:
-        """Keep one events socket open; reconnect when the bridge goes away or restarts."""
-        nonlocal client
-        announced = False
-        while True:
-            ws = None
-            try:
-                if client is None:
-                    client = await loop.run_in_executor(None, connect)
-                ws = await client.events(ApproverKind.WATCH)
-            except Exception:  # not running (yet), refused, or gone mid-handshake: retry
-                client = None
-                if not announced:
-                    await events.put(("gone", None))
-                    announced = True
-                await asyncio.sleep(RECONNECT_S)
-                continue
-            if announced:
-                await events.put(("back", client.info.url))
-                announced = False
-            # A broken stream is the bridge going away too.
-            with contextlib.suppress(Exception):
-                while (msg := await ws.read_message()) is not None:
-                    with contextlib.suppress(ValueError):
-                        await events.put(("snap", json.loads(msg)))
-            ws.close()
-            client = None
-            await events.put(("gone", None))
-            announced = True
-
-    async def tick() -> None:
-        while True:
-            await asyncio.sleep(1.0)
-            await events.put(("tick", None))
-
-    threading.Thread(target=_stdin_reader, args=(stdin_fd, post_line), daemon=True).start()
-    tasks = [asyncio.ensure_future(follow()), asyncio.ensure_future(tick())]
-    live: dict[str, dict[str, Any]] = {}
-    answered: set[str] = set()
-    current: dict[str, Any] | None = None
-    stage = "decision"
-    warned_at_10: set[str] = set()
-    # "Always allow calls like this": each proposed rule is kept (Enter), replaced (typed) or
-    # dropped ("-") before anything is saved.
-    rules_left: list[str] = []
-    rules_kept: list[str] = []
-
-    def prompt() -> None:
-        assert current is not None
-        if stage == "reason":
-            screen.prompt("reason (optional, shown to the agent): ")
-            return
-        if stage == "rule":
-            screen.prompt(
-                f"   rule to save [{safe_line(rules_left[0])}] (Enter keeps it, '-' drops it, "
-                "or type a rule): "
-            )
-            return
-        left = countdown_text(current)
-        text = PROMPT if current.get("proposed_rule") else PROMPT_NO_RULE
-        screen.prompt((f"({left}) " if left and tty else "") + text)
-
-    def pick() -> None:
-        nonlocal current, stage
-        if current is not None:
-            return
-        for pid, p in live.items():
-            if pid not in answered:
-                current, stage = p, "decision"
-                screen.write(describe(p))
-                prompt()
-                return
-
-    async def send(
-        p: dict[str, Any], decision: Decision, reason: str | None = None, rule: str | None = None
-    ) -> None:
-        c = client
-        if c is None:
-            screen.write("   → not applied: not connected to the bridge")
-            return
-        try:
-            decided = await loop.run_in_executor(
-                None, lambda: c.decide(p["id"], decision, reason, ApproverKind.WATCH, rule)
-            )
-            if not decided:
-                raise ControlError(404, f"call {p['id']} is no longer pending")
-            screen.write(f"   → {decision.replace('_', ' ')}")
-        except (ControlError, OSError) as e:
-            screen.write(f"   → not applied: {safe_line(e)}")
-
-    try:
-        screen.write("watching for tool calls that need approval (Ctrl-C or end of input to stop)")
-        while True:
-            kind, data = await events.get()
-            if kind == "snap":
-                live = {p["id"]: p for p in data.get("pending", []) if isinstance(p, dict)}
-                answered &= set(live)
-                if current is not None and current["id"] not in live:
-                    screen.write(
-                        f"   ✗ {safe_line(current['id'])} is no longer waiting "
-                        "(decided elsewhere, timed out or withdrawn)"
-                    )
-                    current = None
-                elif current is not None:
-                    current = live[current["id"]]
-                pick()
-            elif kind == "line":
-                if data is None:
-                    if current is not None:
-                        screen.write("")
-                    return 0
-                if current is None:
-                    continue
-                p = current
-                if stage == "reason":
-                    answered.add(p["id"])
-                    current = None
-                    await send(p, Decision.DENY, data.strip() or None)
-                    pick()
-                    continue
-                if stage == "rule":
-                    typed = data.strip()
-                    if typed != "-":
-                        rules_kept.append(typed or rules_left[0])
-                    rules_left.pop(0)
-                    if rules_left:
-                        prompt()
-                        continue
-                    stage = "decision"
-                    if not rules_kept:
-                        prompt()  # every proposed rule dropped: ask for a decision again
-                        continue
-                    answered.add(p["id"])
-                    current = None
-                    await send(p, Decision.ALLOW_ALWAYS, rule="\n".join(rules_kept))
-                    pick()
-                    continue
-                answer = data.strip()
-                if answer == "f":
-                    try:
-                        c = client
-                        if c is None:
-                            raise ControlError(503, "not connected to the bridge")
-                        full = await loop.run_in_executor(None, c.pending_call, p["id"])
-                        screen.write(describe_full(full))
-                    except (ControlError, OSError) as e:
-                        screen.write(f"   (could not fetch the full call: {safe_line(e)})")
-                    if current is p:
-                        prompt()
-                    continue
-                decision = ANSWERS.get(answer)
-                if decision == "allow_always" and not p.get("proposed_rule"):
-                    decision = None  # no rule can cover this call: approve it instead
-                    screen.write(f"   {NO_ALWAYS}")
-                if decision is None:
-                    prompt()
-                elif decision == "allow_always":
-                    stage = "rule"
-                    rules_left = p["proposed_rule"].splitlines()
-                    rules_kept = []
-                    prompt()
-                elif decision == "deny":
-                    stage = "reason"
-                    prompt()
-                else:
-                    answered.add(p["id"])
-                    current = None
-                    await send(p, decision)
-                    pick()
-            elif kind == "tick" and current is not None and stage == "decision":
-                left = remaining(current)
-                if tty and left is not None:
-                    prompt()  # redraw the line with the new countdown
-                elif left is not None and left <= 10 and current["id"] not in warned_at_10:
-                    warned_at_10.add(current["id"])
-                    screen.write(f"   {safe_line(current['id'])}: {countdown_text(current)}")
-                    prompt()
-            elif kind == "gone":
-                if current is not None:
-                    screen.write("")
-                current, live = None, {}
-                screen.write("the bridge went away; reconnecting… (Ctrl-C to stop)")
-            elif kind == "back":
-                screen.write(f"connected to the bridge again ({safe_line(data)})")
-    except Gone:
-        # The reader left (`watch | head`): no traceback now, no flush error at exit.
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
-        return 0
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    return await Watcher(connect, out, tty, first).run(stdin_fd)
 
 
 def run_watch(connect: Callable[[], ControlClient]) -> int:

@@ -30,7 +30,7 @@ from .controlfile import runtime_dir
 if TYPE_CHECKING:
     from ..api import BridgeApi
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 COOKIE = "a2a_page"
 LOGIN_CODE_TTL_S = 60.0

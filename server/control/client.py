@@ -14,7 +14,7 @@ import pathlib
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
@@ -25,6 +25,9 @@ from ..infra.tokens import TokenSource
 from ..policy.rules import RuleList
 from .controlfile import ControlInfo, control_path, read_control
 
+if TYPE_CHECKING:
+    from ..api import BridgeControl
+
 __all__ = ["ControlClient", "ControlError", "NotRunning"]
 
 
@@ -33,6 +36,12 @@ def _quote(text: str) -> str:
 
 
 class ControlClient:
+    """The running bridge's :class:`~server.api.BridgeControl` from another process, over HTTP.
+
+    Why: the CLI verbs and ``watch`` act on a bridge that another process runs; they get the
+    same actions and answers as the in-process runner, found through ``control.json``.
+    """
+
     def __init__(self, info: ControlInfo, timeout: float = 10.0) -> None:
         self.info = info
         self.timeout = timeout
@@ -173,3 +182,10 @@ class ControlClient:
             request_timeout=5,
         )
         return await websocket_connect(request)
+
+
+if TYPE_CHECKING:
+
+    def _conforms(client: ControlClient) -> BridgeControl:
+        """Never called: mypy checks here that the client implements the API's Protocol."""
+        return client

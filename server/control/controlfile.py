@@ -16,7 +16,6 @@ import json
 import os
 import stat
 import warnings
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,6 +23,7 @@ import platformdirs
 
 from .. import APP_NAME
 from ..errors import AlreadyRunning, RuntimeDirError
+from .info import ControlInfo  # the record itself lives apart (errors.py names it too)
 
 FILE_NAME = "control.json"
 PROBE_TIMEOUT_S = 2.0
@@ -40,18 +40,6 @@ def runtime_dir() -> str:
 
 def control_path() -> str:
     return os.path.join(runtime_dir(), FILE_NAME)
-
-
-@dataclass(frozen=True)
-class ControlInfo:
-    pid: int
-    url: str
-    secret: str
-    mcp_url: str
-
-    @property
-    def ws_url(self) -> str:
-        return "ws" + self.url[len("http") :] + "api/events"
 
 
 def pid_alive(pid: int) -> bool:

@@ -33,7 +33,7 @@ from ..present.views import (
 from ..types import DecisionError, Snapshot
 from .auth import ControlHandler, Refused
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 DECISIONS = {d.value for d in Decision}
 

@@ -1,9 +1,9 @@
 """Pending approvals: a prompt-tier call waits here until a human decides or something ends it.
 
-Every wait ends with a :class:`Verdict` — approved, denied, timed out, cancelled, session ended,
-paused, shutting down, or "no approver" when nobody could ever answer. Approvers (tray, control
-API, terminal ``watch``, tests) attach through :meth:`ApprovalBroker.attach`, which is thread-safe;
-everything else runs on the bridge thread.
+Every wait ends with a :class:`WaitResult` — approved, denied, timed out, cancelled, session
+ended, paused, shutting down, or "no approver" when nobody could ever answer. Approvers (tray,
+control API, terminal ``watch``, tests) attach through :meth:`ApprovalBroker.attach`, which is
+thread-safe; everything else runs on the bridge thread.
 """
 
 from __future__ import annotations
@@ -25,24 +25,9 @@ from ..present.preview import build_preview, summary_of
 from ..present.textsafe import hidden_in
 from ..types import PendingCall, UpstreamInfo
 
-
-class Decision(enum.StrEnum):
-    APPROVE = "approve"
-    ALLOW_SESSION = "allow_session"
-    ALLOW_ALWAYS = "allow_always"
-    RUN_OUTSIDE_BOX = "run_outside_box"  # bash only: this one call runs without the box
-    DENY = "deny"
-
-
-class ApproverKind(enum.StrEnum):
-    """The built-in approvers, as the audit's ``approver`` and the snapshot's ``approvers``
-    name them. An events socket may name itself (``?as=``) and a bearer request may pass
-    ``by``, so the field stays a string; these are the names the bridge's own UIs use."""
-
-    TRAY = "tray"
-    PAGE = "approval page"
-    WATCH = "terminal (watch)"
-    CONTROL_API = "control API"  # a bearer request that did not say who it is
+# Defined with the other vocabularies; re-exported here, where the core always imported them.
+from ..vocab import ApproverKind as ApproverKind
+from ..vocab import Decision as Decision
 
 
 class Ending(enum.StrEnum):
@@ -61,7 +46,12 @@ class Ending(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class WaitResult:
+    """How one wait for a human ended: the :class:`Ending`, and for a decision its details.
+
+    (Not :class:`server.policy.rules.Verdict`, which is what the rules say about a call.)
+    """
+
     ending: Ending
     decision: Decision | None = None
     reason: str | None = None
@@ -70,6 +60,12 @@ class Verdict:
 
 
 class ApprovalBroker:
+    """The calls waiting for a human, the approvers attached, and every way a wait ends.
+
+    Why one broker: the tray, the approval page, ``watch`` and the control API all decide the
+    same pending calls; the first decision (or timeout, cancel, pause, shutdown) wins, once.
+    """
+
     def __init__(
         self,
         on_change: Callable[[], None] = lambda: None,
@@ -81,7 +77,7 @@ class ApprovalBroker:
         # republish to every approver; past them a call is refused at once.
         self.max_pending = max_pending
         self.max_pending_per_session = max_pending_per_session
-        self._pending: dict[str, tuple[PendingCall, asyncio.Future[Verdict]]] = {}
+        self._pending: dict[str, tuple[PendingCall, asyncio.Future[WaitResult]]] = {}
         self._ids = itertools.count(1)
         self._approvers: dict[int, str] = {}
         self._approver_ids = itertools.count(1)
@@ -131,15 +127,15 @@ class ApprovalBroker:
         upstream: UpstreamInfo | None = None,
         proposed_rule: str | None = None,
         on_created: Callable[[PendingCall], None] = lambda p: None,
-    ) -> Verdict:
-        """Hold the call until a verdict; ``timeout_s`` 0 waits forever."""
+    ) -> WaitResult:
+        """Hold the call until the wait ends; ``timeout_s`` 0 waits forever."""
         if not self.has_approver:
-            return Verdict(Ending.NO_APPROVER)
+            return WaitResult(Ending.NO_APPROVER)
         if len(self._pending) >= self.max_pending or (
             sum(1 for p, _ in self._pending.values() if p.sid == sid)
             >= self.max_pending_per_session
         ):
-            return Verdict(Ending.TOO_MANY)
+            return WaitResult(Ending.TOO_MANY)
         now = time.time()
         summary = summary_of(tool, arguments)
         preview = build_preview(tool, arguments, cwd)
@@ -163,7 +159,7 @@ class ApprovalBroker:
             if proposed_rule and savable(proposed_rule) is None
             else None,
         )
-        fut: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[WaitResult] = asyncio.get_running_loop().create_future()
         self._pending[call.id] = (call, fut)
         on_created(call)
         self._on_change()
@@ -172,7 +168,7 @@ class ApprovalBroker:
                 return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
             return await fut
         except TimeoutError:
-            return Verdict(Ending.TIMEOUT)
+            return WaitResult(Ending.TIMEOUT)
         finally:
             if self._pending.pop(call.id, None) is not None:
                 self._on_change()
@@ -191,14 +187,14 @@ class ApprovalBroker:
             return False
         ending = Ending.DENIED if decision is Decision.DENY else Ending.APPROVED
         reason = reason.strip() if isinstance(reason, str) and reason.strip() else None
-        entry[1].set_result(Verdict(ending, decision, reason, approver=approver, rule=rule))
+        entry[1].set_result(WaitResult(ending, decision, reason, approver=approver, rule=rule))
         return True
 
     def end(self, call_id: str, ending: Ending) -> bool:
         entry = self._pending.get(call_id)
         if entry is None or entry[1].done():
             return False
-        entry[1].set_result(Verdict(ending))
+        entry[1].set_result(WaitResult(ending))
         return True
 
     def end_where(self, ending: Ending, sid: str | None = None) -> int:

@@ -55,7 +55,7 @@ from .approvals import ApprovalBroker, Decision, Ending
 from .pipeline import CallHandle, CallPipeline, explain_call
 from .tasks import TaskTable
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 
 @dataclass

@@ -19,9 +19,9 @@ from ..mcp.protocol import INTERNAL_ERROR, REQUEST_CANCELLED, error_body, result
 from ..policy.paths import Escalation, EscalationKind
 from ..tools.base import ToolResult
 from ..vocab import CallOutcome, DecidedBy
-from .approvals import Ending, Verdict
+from .approvals import Ending, WaitResult
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 PAUSED_TEXT = "bridge paused by the user"
 NO_APPROVER_TEXT = (
@@ -36,6 +36,12 @@ DISCONNECTED_TEXT = "client disconnected before the call was approved"
 
 @dataclass(slots=True)
 class Outcome:
+    """How one tools/call ended: its result (None: cancelled), the audit outcome, who decided.
+
+    Why one record: the pipeline's every exit (refused, denied, ran, cancelled) becomes the same
+    shape, so the reply and the audit's done record are written in one place.
+    """
+
     result: ToolResult | None  # None: cancelled (202 if by the client, else a -32800 error)
     outcome: CallOutcome
     decided_by: DecidedBy
@@ -110,7 +116,7 @@ def internal(name: str) -> Outcome:
 
 
 def refusal_for(
-    v: Verdict, escalation: Escalation | None, timeout_s: float, roots: Sequence[str]
+    v: WaitResult, escalation: Escalation | None, timeout_s: float, roots: Sequence[str]
 ) -> Outcome | None:
     """The agent's text and the audit outcome for a wait that did not end in approval.
 

@@ -57,7 +57,7 @@ from .outcome import (
     safe_body,
 )
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)

@@ -17,7 +17,7 @@ import pathlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..control.controlfile import ControlInfo, release
 from ..control.server import ControlState, control_app
@@ -35,9 +35,12 @@ from .approvals import ApproverKind, Decision
 from .bridge import Bridge
 from .startup import Prepared, RunnerOptions, bind, prepare, url_for
 
+if TYPE_CHECKING:
+    from ..api import BridgeApi
+
 __all__ = ["BridgeRunner", "RunnerOptions", "StartupError", "bind", "url_for"]
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -46,6 +49,14 @@ CALL_TIMEOUT_S = 10.0
 
 
 class BridgeRunner:
+    """The bridge running in a background thread, and the thread-safe :class:`~server.api.BridgeApi`
+    in front of it.
+
+    Why: the bridge owns its state on its own loop; the tray, the control API and the tests call
+    from other threads, so every method here hops onto the loop (or does its blocking work on
+    the caller's thread) and answers with immutable data.
+    """
+
     def __init__(self, opts: RunnerOptions | None = None) -> None:
         self.opts = opts or RunnerOptions()
         self.bridge: Bridge | None = None
@@ -371,3 +382,10 @@ class BridgeRunner:
         if state is None or self.control is None:
             raise BridgeError("the control API is not running")
         return pathlib.Path(self.call(lambda: state.login_file(anchor))).as_uri()
+
+
+if TYPE_CHECKING:
+
+    def _conforms(runner: BridgeRunner) -> BridgeApi:
+        """Never called: mypy checks here that the runner implements the API's Protocol."""
+        return runner

@@ -28,7 +28,7 @@ from ..control.controlfile import (
 )
 from ..errors import AlreadyRunning, ConfigError, RuntimeDirError, StartupError
 from ..infra.audit import AuditLog
-from ..infra.config import audit_path, load_config, update_config
+from ..infra.config import Config, audit_path, load_config, update_config
 from ..infra.tokens import KeyringStore, TokenStore
 from ..mcp.http import BODY_TIMEOUT_S, IDLE_CONNECTION_TIMEOUT_S
 from ..mcp.netlimits import raise_nofile
@@ -37,7 +37,7 @@ from ..mcp.sessions import SessionTable
 from ..tools.base import Tool
 from .bridge import Bridge, BridgeOptions
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 LISTEN_BACKLOG = (
     1024  # a burst of clients connecting at once waits in the kernel, not on SYN retries
@@ -46,6 +46,8 @@ LISTEN_BACKLOG = (
 
 @dataclass
 class RunnerOptions:
+    """How to start a bridge: config path, address overrides, tools, and what tests inject."""
+
     config_path: str | None = None
     host: str | None = None  # --host: overrides the config for this run, never saved
     port: int | None = None  # --port: likewise
@@ -97,6 +99,21 @@ def prepare(opts: RunnerOptions, out: Prepared) -> None:
     :class:`AlreadyRunning` before anything is bound.
     """
     out.nofile = raise_nofile()
+    config = _load_config(opts)
+    tokens = _resolve_token(config, opts)
+    host, bound, warnings = _listen(opts, config, tokens, out)
+    bridge = _build_bridge(opts, config, tokens)
+    bridge.host, bridge.port = host, bound
+    bridge.url = out.url = url_for(host, bound)
+    bridge.warnings = warnings
+    out.bridge = bridge
+    if opts.control:
+        out.control = _claim_control(out)
+        bridge.control_url = out.control.url
+
+
+def _load_config(opts: RunnerOptions) -> Config:
+    """The config; with ``control`` on, also a private runtime directory and no live instance."""
     try:
         config = load_config(opts.config_path)
     except ConfigError as e:
@@ -109,6 +126,10 @@ def prepare(opts: RunnerOptions, out: Prepared) -> None:
         live = read_control()
         if live is not None and live.pid != os.getpid():
             raise AlreadyRunning(live)
+    return config
+
+
+def _resolve_token(config: Config, opts: RunnerOptions) -> TokenStore:
     tokens = TokenStore(config, opts.keyring_store)
     try:
         tokens.resolve()
@@ -119,7 +140,13 @@ def prepare(opts: RunnerOptions, out: Prepared) -> None:
             f"cannot store the token in {config.path}: {e.strerror or e} "
             "(make its folder writable, or fix the keyring)"
         ) from None
+    return tokens
 
+
+def _listen(
+    opts: RunnerOptions, config: Config, tokens: TokenStore, out: Prepared
+) -> tuple[str, int, list[str]]:
+    """Bind the MCP sockets (into ``out``): the host, the port bound and the warnings so far."""
     host = opts.host or config.host
     port = opts.port if opts.port is not None else config.port
     warnings: list[str] = []
@@ -150,7 +177,10 @@ def prepare(opts: RunnerOptions, out: Prepared) -> None:
         )
         log.warning(w)
         warnings.append(w)
+    return host, bound, warnings
 
+
+def _build_bridge(opts: RunnerOptions, config: Config, tokens: TokenStore) -> Bridge:
     audit = AuditLog(
         opts.audit_path or audit_path(),
         config.audit_max_bytes,
@@ -163,7 +193,7 @@ def prepare(opts: RunnerOptions, out: Prepared) -> None:
         tools = builtin_tools(config.bash_env)
     else:
         tools = opts.tools
-    bridge = Bridge(
+    return Bridge(
         BridgeOptions(
             config,
             tokens,
@@ -173,23 +203,21 @@ def prepare(opts: RunnerOptions, out: Prepared) -> None:
             session_table=opts.session_table,
         )
     )
-    bridge.host, bridge.port = host, bound
-    bridge.url = out.url = url_for(host, bound)
-    bridge.warnings = warnings
-    out.bridge = bridge
-    if opts.control:
-        out.control_sockets = bind_sockets(0, "127.0.0.1")
-        control_port = out.control_sockets[0].getsockname()[1]
-        info = ControlInfo(
-            os.getpid(), url_for("127.0.0.1", control_port), secrets.token_urlsafe(32), out.url
-        )
-        try:
-            claim(info)
-        except RuntimeDirError as e:
-            raise StartupError(str(e)) from None
-        except OSError as e:
-            raise StartupError(
-                f"cannot create the control file {control_path()}: {e.strerror or e}"
-            ) from None
-        out.control = info
-        bridge.control_url = info.url
+
+
+def _claim_control(out: Prepared) -> ControlInfo:
+    """Bind the control API's socket (into ``out``) and claim the control file for it."""
+    out.control_sockets = bind_sockets(0, "127.0.0.1")
+    control_port = out.control_sockets[0].getsockname()[1]
+    info = ControlInfo(
+        os.getpid(), url_for("127.0.0.1", control_port), secrets.token_urlsafe(32), out.url
+    )
+    try:
+        claim(info)
+    except RuntimeDirError as e:
+        raise StartupError(str(e)) from None
+    except OSError as e:
+        raise StartupError(
+            f"cannot create the control file {control_path()}: {e.strerror or e}"
+        ) from None
+    return info

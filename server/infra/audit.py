@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 REDACT_OVER = 120
 ARGS_CAP = 1024
@@ -165,6 +165,12 @@ def utc_now() -> str:
 
 
 class AuditLog:
+    """The two-phase JSONL audit log: callers append, one writer thread writes.
+
+    Why one writer: records never interleave or vanish, and no call waits on disk I/O on the
+    loop; a failed write is counted and reported, never a failed call.
+    """
+
     def __init__(
         self,
         path: str,

@@ -5,6 +5,10 @@ Log lines carry text the bridge does not control: an upstream server's stderr an
 its tool names, the SDK's messages (which quote server headers). The formatter renders every
 line through :mod:`textsafe`, so an escape sequence in any of them cannot retitle, recolour or
 rewrite the user's terminal — whoever wrote the ``log`` call.
+
+Every module logs to ``logging.getLogger(__name__)``: all of them sit under one package logger,
+:data:`PACKAGE_LOGGER`, which alone has the handler, the level and ``propagate = False`` (set
+here, once). The record's name is not printed: every line still reads ``[a2a-bridge] …``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ import sys
 from typing import TextIO
 
 from ..present.textsafe import render
+
+# The parent of every module's logger (``omp_a2a_bridge.server.core.bridge``, ``...tray.app``).
+PACKAGE_LOGGER = "omp_a2a_bridge"
 
 # Loggers of the libraries the bridge runs in-process whose messages can quote a peer's text.
 PEER_LOGGERS = ("mcp", "httpx2")
@@ -44,7 +51,7 @@ def _attach(logger: logging.Logger, level: int, prefix: str) -> None:
 
 
 def setup_logging(level: int = logging.INFO) -> None:
-    _attach(logging.getLogger("a2a-bridge"), level, "[a2a-bridge] ")
+    _attach(logging.getLogger(PACKAGE_LOGGER), level, "[a2a-bridge] ")
     # Without a handler of their own, Python's last-resort handler would print their warnings
     # raw; they go through the same safe formatter, named.
     for name in PEER_LOGGERS:

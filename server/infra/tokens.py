@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
-import enum
 import logging
 import os
 import secrets
@@ -19,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..vocab import TokenSource  # re-exported: defined with the other vocabularies
 from .config import TOKEN_MIN_LENGTH, Config, ConfigError, update_config, valid_token
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 KEYRING_SERVICE = "omp-a2a-bridge"
 KEYRING_USER = "token"
@@ -96,16 +96,10 @@ class KeyringStore:
         _call_with_timeout(work, self.timeout)
 
 
-class TokenSource(enum.StrEnum):
-    """Where the live token comes from (``token_source`` in snapshots and the rotate reply)."""
-
-    ENV = "env"  # $A2A_BRIDGE_TOKEN: this process only, never rotated by the bridge
-    KEYRING = "keyring"
-    FILE = "file"  # the config file (token_store "file", or a keyring fallback)
-
-
 @dataclass
 class TokenState:
+    """The live token, where it came from, and a warning for the user (e.g. a keyring fallback)."""
+
     token: str
     source: TokenSource
     warning: str | None = None

@@ -43,7 +43,7 @@ from .protocol import (
     token_matches,
 )
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 TOO_MANY_CONNECTIONS = Reject(503, SERVER_ERROR, "too many connections")
 
@@ -59,6 +59,12 @@ _REASONS = httputil.responses
 
 
 class McpServer(httputil.HTTPServerConnectionDelegate):
+    """The MCP endpoint's HTTP delegate: one :class:`McpExchange` per request, and the sweep that
+    closes connections whose body trickles in.
+
+    Why below ``tornado.web``: the numbered checks run on the headers before a body is read.
+    """
+
     def __init__(
         self,
         bridge: Bridge,

@@ -29,7 +29,7 @@ from typing import Any
 from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 ACCEPT_BATCH = 128  # connections accepted per wake-up, so other work is not starved
 BACKOFF_MIN_S = 0.05

@@ -20,6 +20,8 @@ SESSION_TTL_S = 24 * 3600.0
 
 @dataclass(slots=True)
 class Session:
+    """One MCP session: its client, its clocks, its counts, its "Allow for this session" tools."""
+
     sid: str
     client_name: str
     client_version: str

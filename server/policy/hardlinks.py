@@ -110,6 +110,13 @@ def _regular_files(
 
 
 class IdentityIndex:
+    """The device+inode of every protected file known, so a hard link is judged as its target.
+
+    Why: a path check alone is fooled by a second name (``ln ~/.ssh/id_rsa ~/proj/x``); the
+    path policy asks this index whether a file under an innocent name is a protected one.
+    Scans run in the background and are bounded; judging waits only where it must.
+    """
+
     def __init__(
         self, secrets: Matcher, roots: Sequence[str], own_files: Sequence[tuple[str, str]]
     ) -> None:

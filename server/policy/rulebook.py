@@ -19,7 +19,7 @@ from ..types import DecisionError, PendingCall
 from .proposals import savable
 from .rules import Kind, RuleError, RuleList, RuleSet, edit_raw_rules, parse_rule_lines
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 NO_RULE = (
     "no rule can allow calls like this one (it always asks a human, or a rule cannot name "

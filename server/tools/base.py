@@ -27,6 +27,12 @@ def image_block(data_b64: str, mime_type: str) -> dict[str, Any]:
 
 @dataclass(slots=True)
 class ToolResult:
+    """What a tool answers: MCP content blocks and whether they describe an error.
+
+    Why not raw JSON: every tool (built-in or upstream) ends in this one shape, which the
+    pipeline audits and the MCP endpoint serialises.
+    """
+
     content: list[dict[str, Any]]
     is_error: bool = False
 
@@ -44,6 +50,12 @@ class ToolError(Exception):
 
 @dataclass(slots=True)
 class ToolContext:
+    """Everything a tool may know about the call it runs for: ids, the path policy, the limits,
+    what was judged before it ran and the environment its processes get.
+
+    Why one object: a tool never reaches into the bridge; what it may use is exactly this.
+    """
+
     call_id: str
     sid: str
     client: str

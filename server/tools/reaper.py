@@ -92,6 +92,12 @@ def _kill(pid: int, sig: int, group: bool = False) -> bool:
 
 
 class Supervisor:
+    """One bash call's shell and every process it leaves behind: start, report the exit, end all.
+
+    Why a separate supervisor process: only a subreaper that outlives the shell can still find
+    (and kill) what the shell daemonised, so no process outlives its call.
+    """
+
     def __init__(self, status_fd: int, argv: list[str]) -> None:
         self.status_fd = status_fd
         self.argv = argv

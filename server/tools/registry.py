@@ -22,13 +22,19 @@ from ..mcp.protocol import TOOL_NAME_RE
 from .base import Tool
 from .fastcheck import compile_check
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "omp_a2a_bridge.tools"
 MCP_TOOL_RE = re.compile(r"^mcp__[a-z0-9_-]{1,64}__[a-zA-Z0-9_-]{1,64}$")
 
 
 class ToolRegistry:
+    """The tools the bridge knows, which of them are exposed, and their compiled schemas.
+
+    Why one catalogue: ``tools/list``, every call's lookup and the offline ``rules test`` must
+    agree on what exists; a denied name answers exactly like an unknown one.
+    """
+
     def __init__(self, deny: frozenset[str] = frozenset(), deny_mcp_tools: bool = False) -> None:
         self.deny = deny
         self.deny_mcp_tools = deny_mcp_tools

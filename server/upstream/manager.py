@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import enum
 import logging
 import time
 from collections.abc import Callable
@@ -38,12 +37,13 @@ from pydantic import TypeAdapter, ValidationError
 from .. import __version__
 from ..tools.base import ToolResult
 from ..types import ServerView
+from ..vocab import ServerState
 from . import http as upstream_http
 from .config import McpServerSpec, working_dir
 from .stdio import StdioTransport, child_env
 from .tools import PinStore, RawResult, UpstreamTool
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0
@@ -61,14 +61,14 @@ _RAW = TypeAdapter(dict[str, Any])
 TIMED_OUT = "Request 'tools/call' timed out"  # the SDK's own text when our deadline passes
 
 
-class ServerState(enum.StrEnum):
-    STARTING = "starting"
-    READY = "ready"
-    FAILED = "failed"
-    STOPPED = "stopped"
-
-
 class UpstreamServer:
+    """One upstream MCP server's supervised connection: its state, its tools and its stderr.
+
+    Why one object per server: a server's life (connect, list, watch, reconnect with back-off,
+    withdraw its tools) is one state machine over one SDK session, and the snapshot shows each
+    server on its own; the :class:`UpstreamManager` only starts, restarts and stops them.
+    """
+
     def __init__(self, spec: McpServerSpec, manager: UpstreamManager) -> None:
         self.spec = spec
         self.manager = manager

@@ -25,7 +25,7 @@ from mcp.shared.message import SessionMessage
 from ..infra.childenv import EnvSpec, build_env
 from .config import McpServerSpec
 
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 STDERR_LINE_MAX = 400
 LINE_MAX_BYTES = 32 * 1024 * 1024

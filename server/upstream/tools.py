@@ -13,7 +13,7 @@ import json
 import logging
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..infra.fsutil import write_private_atomic
 from ..policy.bash.paths import arguments_escalation
@@ -21,12 +21,9 @@ from ..policy.paths import CallPaths, Escalation, PathPolicy
 from ..tools.base import Tool, ToolContext, ToolResult
 from ..types import UpstreamInfo
 from ..vocab import Tier
-from .config import working_dir
+from .config import McpServerSpec, working_dir
 
-if TYPE_CHECKING:
-    from .manager import UpstreamServer
-
-log = logging.getLogger("a2a-bridge")
+log = logging.getLogger(__name__)
 
 
 def fingerprint(definition: dict[str, Any]) -> str:
@@ -79,13 +76,31 @@ class PinStore:
             save()
 
 
+class ToolServer(Protocol):
+    """What an :class:`UpstreamTool` needs of its server: its spec, the pins, a way to say the
+    pins changed, the server's current definition of a tool, and the call itself.
+
+    Why a Protocol: the manager's ``UpstreamServer`` (the one implementation) builds its tools
+    from this module; naming it here would make the two modules import each other.
+    """
+
+    spec: McpServerSpec
+    pins: PinStore
+
+    def changed(self) -> None: ...
+
+    def current(self, upstream_name: str) -> UpstreamTool | None: ...
+
+    async def call(self, tool: str, args: dict[str, Any]) -> ToolResult: ...
+
+
 class UpstreamTool(Tool):
     """One upstream tool as a bridge tool; arguments are passed as they are (rules see them)."""
 
     default_tier = Tier.PROMPT  # upstream annotations are untrusted: never a reason to allow
     cancel_on_disconnect = True
 
-    def __init__(self, server: UpstreamServer, definition: dict[str, Any]) -> None:
+    def __init__(self, server: ToolServer, definition: dict[str, Any]) -> None:
         self.server = server
         self.upstream_name: str = definition["name"]
         self.name = f"mcp__{server.spec.name}__{self.upstream_name}"

@@ -15,7 +15,7 @@ from omp_a2a_bridge.server.core.approvals import (
     Decision,
     Ending,
     PendingCall,
-    Verdict,
+    WaitResult,
 )
 
 
@@ -61,7 +61,7 @@ def wait(b: ApprovalBroker, sid: str = "s1", timeout_s: float = 30, **kw: Any) -
 def test_no_approver_answers_at_once_and_holds_nothing():
     async def body(b, loop):
         verdict = await wait(b)
-        assert verdict == Verdict(Ending.NO_APPROVER)
+        assert verdict == WaitResult(Ending.NO_APPROVER)
         assert b.pending() == [] and b.changes == []
 
     run(body)
@@ -81,7 +81,7 @@ def test_a_pending_call_carries_what_the_approver_sees_and_approve_ends_it():
         assert p.proposed_rule == "bash(echo *)" and p.hidden is False
         assert b.decide(p.id, Decision.APPROVE, approver="tray") is True
         verdict = await t
-        assert verdict == Verdict(Ending.APPROVED, Decision.APPROVE, approver="tray")
+        assert verdict == WaitResult(Ending.APPROVED, Decision.APPROVE, approver="tray")
         assert b.pending() == [] and b.get(p.id) is None
         assert b.changes == [1, 0]  # one change when it arrived, one when it left
         assert b.decide(p.id, Decision.DENY) is False  # no longer pending
@@ -126,7 +126,7 @@ def test_timeout_fires_when_the_clock_passes_the_deadline():
         await settle()
         assert not t.done()
         loop.offset += 31
-        assert await asyncio.wait_for(t, 5) == Verdict(Ending.TIMEOUT)
+        assert await asyncio.wait_for(t, 5) == WaitResult(Ending.TIMEOUT)
         assert b.pending() == []
 
     run(body)
@@ -189,8 +189,8 @@ def test_pending_caps_refuse_at_once():
         held = [wait(b, "s1") for _ in range(2)] + [wait(b, "s2")]
         await settle()
         assert len(b.pending()) == 3
-        assert await wait(b, "s1") == Verdict(Ending.TOO_MANY)  # 2 per session
-        assert await wait(b, "s3") == Verdict(Ending.TOO_MANY)  # 3 in all
+        assert await wait(b, "s1") == WaitResult(Ending.TOO_MANY)  # 2 per session
+        assert await wait(b, "s3") == WaitResult(Ending.TOO_MANY)  # 3 in all
         b.end_where(Ending.SHUTDOWN)
         await asyncio.gather(*held)
 

@@ -6,20 +6,25 @@ import logging
 
 import pytest
 
-from omp_a2a_bridge.server.infra.logs import PEER_LOGGERS, BridgeLogHandler, SafeFormatter
+from omp_a2a_bridge.server.infra.logs import (
+    PACKAGE_LOGGER,
+    PEER_LOGGERS,
+    BridgeLogHandler,
+    SafeFormatter,
+)
 
 
 def test_the_formatter_escapes_controls_and_keeps_lines():
     text = "a\x1b[2Jb\nc\u202ed"
-    record = logging.LogRecord("a2a-bridge", logging.WARNING, "", 0, text, (), None)
+    record = logging.LogRecord(PACKAGE_LOGGER, logging.WARNING, "", 0, text, (), None)
     assert SafeFormatter().format(record) == "[a2a-bridge] a\\x1b[2Jb\nc\\u202ed"
 
 
-@pytest.mark.parametrize("name", [*PEER_LOGGERS, "a2a-bridge"])
+@pytest.mark.parametrize("name", [*PEER_LOGGERS, PACKAGE_LOGGER])
 def test_peer_library_warnings_go_through_the_safe_handler(name, capsys, monkeypatch):
     from omp_a2a_bridge.server.infra import logs as logsetup
 
-    for n in (name, "a2a-bridge"):  # a fresh logger state for this test
+    for n in (name, PACKAGE_LOGGER):  # a fresh logger state for this test
         logger = logging.getLogger(n)
         monkeypatch.setattr(logger, "handlers", [])
         monkeypatch.setattr(logger, "propagate", True)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import tree_sitter
 import tree_sitter_bash
 
+from .words import Word
 from .wrappers import code_option, wrapped
 
 COMMAND_MAX = 20_000  # longer bash commands are never allowed by a rule (they ask)
@@ -85,14 +86,6 @@ _GLOB_CHARS = frozenset("*?[{}")
 _META = frozenset(";&|<>()`$\n'\"")  # never in a plain word: the parser and bash disagree
 
 _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
-
-
-@dataclass(frozen=True, slots=True)
-class Word:
-    """One word after quote removal; ``literal`` False when bash would expand it further."""
-
-    text: str
-    literal: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .parse import Word
+    from .words import Word
 
 # Programs that run the command given in their arguments: the options that take a separate
 # value, and how many positional words come before the command (timeout's DURATION).
