@@ -36,15 +36,16 @@ from ..mcp.protocol import (
     result_body,
 )
 from ..mcp.sessions import Session, SessionTable
+from ..policy.judge import Judgement, judge
 from ..policy.paths import PathPolicy
 from ..policy.rulebook import RuleBook
 from ..policy.rules import RuleList, RuleSet
-from ..tools.base import Tool
+from ..tools.base import Tool, ToolContext, ToolError, ToolResult
 from ..tools.registry import ToolRegistry
 from ..types import GrantView, PendingCall, SessionView, Snapshot
 from ..vocab import Tier
 from .approvals import ApprovalBroker, Decision, Ending
-from .pipeline import CallHandle, CallPipeline, explain_call
+from .pipeline import CallHandle, CallPipeline, prepare_request, tier_of
 
 log = logging.getLogger("a2a-bridge")
 
@@ -80,24 +81,35 @@ def path_policy(cfg: Config, audit_path: str) -> PathPolicy:
     )
 
 
-def offline_explain(
-    cfg: Config, audit_path: str, name: str, args: dict[str, Any]
-) -> dict[str, Any]:
-    """``a2a-bridge rules test`` with no bridge running: the live bridge's judgement
-    (:func:`~server.core.pipeline.explain_call`) on a registry, path policy and tiers built from
-    the saved config. Upstream MCP tools are unknown here (nothing is connected)."""
+class _Unconnected(Tool):
+    """An upstream MCP tool in the offline ``rules test``: no server is connected, so its
+    schema and the paths it names are unknown; its rules and its tier still judge it."""
+
+    default_tier = Tier.PROMPT  # as every upstream tool (UpstreamTool.default_tier)
+    input_schema: dict[str, Any] = {"type": "object"}
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.description = ""
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        raise ToolError("not connected")  # never run: the offline judge only judges
+
+
+def offline_explain(cfg: Config, audit_path: str, name: str, args: dict[str, Any]) -> Judgement:
+    """``a2a-bridge rules test`` with no bridge running: the one judge on the inputs
+    (:func:`~server.core.pipeline.prepare_request`) of a registry, path policy and tiers built
+    from the saved config. Upstream MCP tools are unknown here (nothing is connected)."""
     from ..tools.builtin import builtin_tools  # the tools' modules, only for this command
 
     registry = ToolRegistry(cfg.deny, cfg.deny_mcp_tools)
     for tool in builtin_tools(cfg.bash_env):
         registry.add(tool)
     registry.discover()
+    if name.startswith("mcp__") and registry.get(name) is None:
+        registry.add(_Unconnected(name))  # withheld names stay withheld (get() is None)
     policy = path_policy(cfg, audit_path)
-
-    def tier(tool: Tool) -> Tier:
-        return cfg.tiers.get(tool.name) or tool.default_tier or cfg.default_tier
-
-    return explain_call(registry, policy, cfg.rules, tier, name, args)
+    return judge(prepare_request(registry, policy, cfg.rules, tier_of(cfg), name, args).request)
 
 
 class Bridge:
@@ -379,7 +391,7 @@ class Bridge:
         assert self.loop is not None
         self.rulebook.add(which, texts, self.loop)
 
-    def explain(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    def explain(self, name: str, args: dict[str, Any]) -> Judgement:
         """What would happen to this call now (no session grant counted): for "test a rule"."""
         return self.pipeline.explain(name, args)
 
