@@ -34,6 +34,7 @@ API_MAY_IMPORT = {
     f"{PKG}.server.core.approvals",  # Decision, ApproverKind
     f"{PKG}.server.errors",
     f"{PKG}.server.policy.rules",  # RuleList, RuleSet
+    f"{PKG}.server.policy.judge",  # Judgement, what test_rule returns
     f"{PKG}.server.types",
     f"{PKG}.server.infra.tokens",  # TokenSource
 }
