@@ -45,7 +45,8 @@ from ..tools.registry import ToolRegistry
 from ..types import GrantView, PendingCall, SessionView, Snapshot
 from ..vocab import Tier
 from .approvals import ApprovalBroker, Decision, Ending
-from .pipeline import CallHandle, CallPipeline, prepare_request, tier_of
+from .inflight import CallHandle, InFlight
+from .pipeline import CallPipeline, prepare_request, tier_of
 
 log = logging.getLogger("a2a-bridge")
 
@@ -131,8 +132,16 @@ class Bridge:
             max_pending_per_session=cfg.max_pending_per_session,
         )
         self.rulebook = RuleBook(cfg.rules, cfg.path, self.policy.roots[0], self.set_rules)
+        self.inflight = InFlight(self.broker)  # the held calls and every way one ends early
         self.pipeline = CallPipeline(
-            self, cfg, self.registry, self.policy, self.broker, opts.audit, self.rulebook
+            self,
+            cfg,
+            self.registry,
+            self.policy,
+            self.broker,
+            opts.audit,
+            self.rulebook,
+            self.inflight,
         )
         self.paused = False
         self.closing = False
@@ -142,7 +151,6 @@ class Bridge:
         self.host = cfg.host
         self.port = cfg.port
         self.warnings: list[str] = []
-        self.inflight: dict[tuple[str, Any], CallHandle] = {}
         self._listing: list[dict[str, Any]] | None = None
         self._listing_json: tuple[list[dict[str, Any]], bytes] | None = None
         self._subscribers: list[Callable[[Snapshot], None]] = []
@@ -315,48 +323,22 @@ class Bridge:
         at once on the 204 and reported the still-open POST as aborted every time when the
         order was the other way (measured, 40/40); no SDK measured minded this order.
         """
-        for (owner, _), handle in list(self.inflight.items()):
-            if owner == sid and handle.pending_id is not None and not handle.cancelled:
-                handle.cancelled = True
-                self.broker.end(handle.pending_id, Ending.CANCELLED)
-                if handle.answer is not None:
-                    handle.answer(Reply(202))
+        self.inflight.end_held(sid)
         self.broker.end_where(Ending.SESSION_ENDED, sid)
 
-    # -- cancellation and disconnects ------------------------------------------------------------
+    # -- cancellation and disconnects (server.core.inflight owns them) -------------------------
 
     def cancel(self, sid: str, params: Any) -> bool:
         """End the named call of this session; True when there was one to end."""
-        if not isinstance(params, dict) or "requestId" not in params:
-            return False
-        try:
-            handle = self.inflight.get((sid, params["requestId"]))
-        except TypeError:  # an unhashable requestId names nothing
-            return False
-        if handle is None or handle.cancelled:
-            return False
-        handle.cancelled = True
-        if handle.pending_id is not None:
-            self.broker.end(handle.pending_id, Ending.CANCELLED)
-        elif handle.task is not None:
-            handle.task.cancel()
-        if handle.answer is not None:
-            # The held POST ends now, before the notification's own 202: a client that tears
-            # down right after its timeout (the official SDKs do) finds nothing still open.
-            handle.answer(Reply(202))
-        return True
+        return self.inflight.cancel(sid, params)
 
     def connection_closed(self, handle: CallHandle) -> None:
         """The client hung up while its call was held: withdraw a pending approval.
 
         A tool that is already running is left to finish (disconnection is not cancellation in
-        MCP); its result and audit record still land.
+        MCP); its result and audit record still land (an upstream call is cancelled).
         """
-        if handle.pending_id is not None:
-            self.broker.end(handle.pending_id, Ending.DISCONNECTED)
-        elif handle.cancel_on_disconnect and handle.task is not None and not handle.cancelled:
-            handle.cancelled = True  # an upstream call: the upstream is told it was cancelled
-            handle.task.cancel()
+        self.inflight.disconnected(handle)
 
     # -- control (called on the bridge thread by the runner) ------------------------------------
 
@@ -438,9 +420,7 @@ class Bridge:
         return self.upstreams is not None and self.upstreams.restart(name)
 
     def cancel_running(self) -> None:
-        for handle in list(self.inflight.values()):
-            if handle.task is not None:
-                handle.task.cancel()
+        self.inflight.cancel_running()
 
     # -- snapshots ----------------------------------------------------------------------------
 

@@ -13,8 +13,9 @@ through the :class:`~server.tools.base.Tool` hooks (``approval_info``, ``grants_
 
 The pipeline owns the policy state a call is judged by (tiers, the path policy, and reads the
 rules in force from the :class:`~server.policy.rulebook.RuleBook`); the
-:class:`~server.core.bridge.Bridge` owns the sessions, the in-flight table and pause/shutdown, and
-hands those to the pipeline as its :class:`PipelineHost`. (A little over 400 lines: the
+:class:`~server.core.bridge.Bridge` owns the sessions and pause/shutdown (the pipeline's
+:class:`PipelineHost`); a held call registers in the :class:`~server.core.inflight.InFlight`
+table, which owns every way it ends early. (A little over 400 lines: the
 stages read best in order, in one place; how a call ends for the agent is
 :mod:`server.core.outcome`.)
 """
@@ -46,6 +47,7 @@ from ..tools.base import Tool, ToolContext, ToolError, ToolResult
 from ..tools.registry import ToolRegistry
 from ..vocab import AuditPhase, CallOutcome, DecidedBy, Ground, Ruling, Tier
 from .approvals import ApprovalBroker, Decision
+from .inflight import CallHandle, InFlight
 from .outcome import (
     PAUSED_TEXT,
     SHUTDOWN_TEXT,
@@ -59,17 +61,6 @@ from .outcome import (
 )
 
 log = logging.getLogger("a2a-bridge")
-
-
-@dataclass(slots=True)
-class CallHandle:
-    """A tools/call in flight, so a cancel or a disconnect can find and end it."""
-
-    pending_id: str | None = None
-    task: asyncio.Task[Any] | None = None  # set while the tool runs
-    cancelled: bool = False
-    cancel_on_disconnect: bool = False  # set while a tool runs that wants it (upstream calls)
-    answer: Callable[[Reply], None] | None = None  # the HTTP layer's writer for this call
 
 
 @dataclass(slots=True)
@@ -98,14 +89,11 @@ class Plan:
 
 
 class PipelineHost(Protocol):
-    """What the pipeline needs from its bridge: the pause/shutdown flags, the in-flight table
-    (so a cancel or a disconnect finds a held call) and saving an "Always allow" rule."""
+    """What the pipeline needs from its bridge: the pause/shutdown flags and the child
+    environment. (The in-flight table is handed over as such, the rules as the RuleBook.)"""
 
     paused: bool
     closing: bool
-    inflight: dict[tuple[str, Any], CallHandle]
-
-    def add_rules(self, which: RuleList, texts: list[str]) -> None: ...
 
     def child_env(self) -> dict[str, str]: ...
 
@@ -122,8 +110,10 @@ class CallPipeline:
         broker: ApprovalBroker,
         audit: AuditLog,
         rulebook: RuleBook,
+        inflight: InFlight,
     ) -> None:
         self.host = host
+        self.inflight = inflight
         self.config = config
         self.registry = registry
         self.policy = policy
@@ -179,19 +169,12 @@ class CallPipeline:
         return self._tools_call_async(call, step, handle or CallHandle())
 
     async def _tools_call_async(self, call: Call, step: Plan, handle: CallHandle) -> Reply:
-        key = (call.session.sid, call.req_id)
-        registered = False
         try:
-            if call.req_id is not None and key not in self.host.inflight:
-                self.host.inflight[key] = handle
-                registered = True
-            out = await self._run_plan(call, step, handle)
+            with self.inflight.holding(call.session.sid, call.req_id, handle):
+                out = await self._run_plan(call, step, handle)
         except Exception:
             log.exception("internal error: tools/call %r", call.name)
             out = internal(call.name)
-        finally:
-            if registered:
-                self.host.inflight.pop(key, None)
         reply = self._finish(call, out)
         if out.result is None and handle.cancelled:
             # The client cancelled: MCP says no response is sent for the request, so the held
@@ -329,7 +312,8 @@ class CallPipeline:
             if verdict.decision is Decision.ALLOW_SESSION:
                 session.allowed_tools.add(name)
             elif verdict.decision is Decision.ALLOW_ALWAYS and verdict.rule:
-                self.host.add_rules(RuleList.ALLOW, verdict.rule.splitlines())
+                loop = asyncio.get_running_loop()
+                self.rulebook.add(RuleList.ALLOW, verdict.rule.splitlines(), loop)
             result = self._run_now(step, call.args)  # approved: may still finish at once
             if result is not None:
                 return Outcome(
