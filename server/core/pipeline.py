@@ -27,7 +27,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Collection, Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..infra.audit import AuditLog, utc_now
@@ -408,30 +408,40 @@ def prepare_request(
     """
     tool = registry.get(name)
     tier = tier_of(tool) if tool is not None else None
+    paths: CallPaths | None = None
+    escalation: Escalation | None = None
+    real: str | None = None
+    invalid: str | None = None
+    suspended = False
+    if tool is None or tier is Tier.DENY or closing or paused:
+        tool = None  # judged without running anything: nothing to work out
+    elif not isinstance(args, dict):
+        invalid = f"invalid arguments for '{name}': arguments must be an object"
+    else:
+        invalid = registry.validate(name, args)
+    if tool is not None and invalid is None:
+        paths = CallPaths(policy)
+        try:
+            escalation = tool.escalation(args, paths)
+            real = main_path(tool, args, paths) if rules else None
+            suspended = tool.grants_suspended()  # an upstream tool changed since approved
+        except ValueError as e:  # a NUL in a path argument: the OS cannot even name it
+            invalid, paths = f"invalid path for '{name}': {e}", None
     as_dict = args if isinstance(args, dict) else {}
-    request = DecisionRequest(name, as_dict, tier, rules, paused=paused, closing=closing)
-    if closing or paused or tool is None or tier is Tier.DENY:
-        return Prepared(request)
-    if not isinstance(args, dict):
-        text = f"invalid arguments for '{name}': arguments must be an object"
-        return Prepared(replace(request, invalid=text))
-    problem = registry.validate(name, args)
-    if problem is not None:
-        return Prepared(replace(request, invalid=problem))
-    paths = CallPaths(policy)
-    try:
-        escalation = tool.escalation(args, paths)
-        real = main_path(tool, args, paths) if rules else None
-    except ValueError as e:  # a NUL in a path argument: the OS cannot even name it
-        return Prepared(replace(request, invalid=f"invalid path for '{name}': {e}"))
-    request = replace(
-        request,
-        real=real,
-        escalation=escalation,
-        suspended=tool.grants_suspended(),  # an upstream tool changed since it was approved
+    request = DecisionRequest(
+        name,
+        as_dict,
+        tier,
+        rules,
+        real,
+        escalation,
+        invalid,
+        suspended,
         granted=name in granted,
+        paused=paused,
+        closing=closing,
     )
-    return Prepared(request, tool, paths)
+    return Prepared(request, tool if paths is not None else None, paths)
 
 
 def refusal(j: Judgement) -> Outcome:
