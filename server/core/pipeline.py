@@ -363,10 +363,15 @@ class CallPipeline:
 
 def tier_of(cfg: Config) -> Callable[[Tool], Tier]:
     """The tier rule, written once: the config's per-tool tier, else the tool's own default
-    (a plugin's), else the config's default."""
+    (a plugin's), else the config's default; always a :class:`Tier` (the judge compares
+    members)."""
 
     def tier(tool: Tool) -> Tier:
-        return cfg.tiers.get(tool.name) or tool.default_tier or cfg.default_tier
+        value = cfg.tiers.get(tool.name) or tool.default_tier or cfg.default_tier
+        try:
+            return Tier(value)  # a plugin may write its default_tier as a plain string
+        except ValueError:
+            return Tier.PROMPT  # a tier no one knows asks, as it always did
 
     return tier
 

@@ -151,3 +151,23 @@ def test_every_ground_has_words():
     for g in Ground:
         j = judge(req("ls"))
         assert replace(j, ground=g).text
+
+
+def test_the_tier_rule_is_written_once_and_always_a_tier():
+    """Config tier, else the tool's default (a plugin may write a plain string), else the
+    config's default; an unknown string asks (prompt), as it always did."""
+    from omp_a2a_bridge.server.core.pipeline import tier_of
+    from omp_a2a_bridge.server.infra.config import Config
+
+    class Plugin:
+        name = "shout"
+        default_tier: Any = "allow"
+
+    cfg = Config("config.json", tiers={}, default_tier=Tier.PROMPT)
+    tool: Any = Plugin()
+    assert tier_of(cfg)(tool) is Tier.ALLOW
+    tool.default_tier = "sometimes"
+    assert tier_of(cfg)(tool) is Tier.PROMPT
+    tool.default_tier = None
+    assert tier_of(cfg)(tool) is Tier.PROMPT
+    assert tier_of(replace(cfg, tiers={"shout": Tier.DENY}))(tool) is Tier.DENY
