@@ -69,16 +69,21 @@ class InFlight:
             return False
         if handle is None or handle.cancelled:
             return False
-        handle.cancelled = True
-        if handle.pending_id is not None:
-            self.broker.end(handle.pending_id, Ending.CANCELLED)
-        elif handle.task is not None:
-            handle.task.cancel()
+        self.end_early(handle)
         if handle.answer is not None:
             # The held POST ends now, before the notification's own 202: a client that tears
             # down right after its timeout (the official SDKs do) finds nothing still open.
             handle.answer(Reply(202))
         return True
+
+    def end_early(self, handle: CallHandle) -> None:
+        """The client gave the call up: withdraw its approval (audited as cancelled) or
+        cancel its running tool. The one step every client-side cancel shares."""
+        handle.cancelled = True
+        if handle.pending_id is not None:
+            self.broker.end(handle.pending_id, Ending.CANCELLED)
+        elif handle.task is not None:
+            handle.task.cancel()
 
     def end_held(self, sid: str) -> None:
         """A ``DELETE`` of the session: its calls still waiting for approval end with a bare
