@@ -346,7 +346,7 @@ function setupRules() {
     try {
       const r = await api("POST", "/api/rules/test", { command });
       const what = { allow: "runs unattended", ask: "asks a human", deny: "is refused" }[r.outcome];
-      let text = `${what} (no rule matches; the ${r.decided_by} decides)`;
+      let text = `${what} (no rule matches; ${r.why || `the ${r.decided_by} decides`})`;
       if (r.rule) text = `${what}: rules.${r.list}[${r.index}] ${r.rule_display || ""}`;
       else if (r.unsafe) text = `${what}: no allow rule can cover it: ${r.unsafe}`;
       $("rule-test-result").textContent = text;

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .errors import AlreadyRunning, BridgeError, StartupError
+from .policy.judge import Judgement
 from .policy.rules import RuleList, RuleSet
 from .types import (
     DecisionError,
@@ -57,6 +58,7 @@ __all__ = [
     "Decision",
     "DecisionError",
     "GrantView",
+    "Judgement",
     "PendingCall",
     "RuleList",
     "RuleSet",
@@ -114,9 +116,9 @@ class BridgeControl(Protocol):
         """Remove one rule, by its text or its index in the list (raises when absent)."""
         ...
 
-    def test_rule(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Who would decide this call now (no session grant counted): ``outcome``,
-        ``decided_by``, ``list``, ``rule``, ``index``, ``tier``, ``unsafe``, ``escalation``."""
+    def test_rule(self, tool: str, arguments: dict[str, Any]) -> Judgement:
+        """What the one judge rules for this call now (no session grant counted); its JSON
+        form is :func:`server.present.views.judgement_json`."""
         ...
 
     def client_config(self) -> dict[str, Any]:

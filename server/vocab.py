@@ -87,3 +87,33 @@ class AuditPhase(enum.StrEnum):
 
     START = "start"
     DONE = "done"
+
+
+class Ruling(enum.StrEnum):
+    """What the one judge (:func:`server.policy.judge.judge`) rules for a call."""
+
+    RUN = "run"  # runs unattended, as the bridge runs tools today
+    RUN_IN_BOX = "run_in_box"  # runs unattended inside the kernel sandbox
+    ASK = "ask"  # waits for a human decision on this very call
+    REFUSE = "refuse"  # ends without running (a deny rule, the pause, the shutdown, bad input)
+    NOT_EXPOSED = "not_exposed"  # no such tool, or its tier is deny
+
+
+class Ground(enum.StrEnum):
+    """Why the judge ruled as it did: the control API's ``decided_by`` of ``rules/test``.
+
+    The first five values are the strings that field always had; the UIs print them.
+    """
+
+    RULE = "rule"  # an allow, ask or deny rule
+    TIER = "tier"  # the tool's tier (no rule matched)
+    ESCALATION = "escalation"  # the path needs a human (outside the roots, protected, ...)
+    GUARD = "guard"  # deny rules exist and the bash command cannot be read
+    NOT_EXPOSED = "not exposed"
+    SUSPENDED = "suspended"  # an upstream tool changed since it was approved
+    GRANT = "grant"  # an "Allow for this session" grant
+    NO_BOX = "no box"  # a box-tier tool where no box is available: asks as a prompt tier
+    OUTSIDE_BOX = "outside the box"  # the agent asked to run bash outside the box
+    PAUSED = "paused"
+    SHUTDOWN = "shutdown"
+    INVALID = "invalid arguments"  # not an object, against the schema, an unnameable path

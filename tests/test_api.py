@@ -16,6 +16,7 @@ from omp_a2a_bridge.server.api import (
     TokenSource,
 )
 from omp_a2a_bridge.server.control.client import ControlClient
+from omp_a2a_bridge.server.vocab import Ground, Ruling
 
 from .helpers import in_thread, wait_for
 
@@ -91,7 +92,9 @@ def test_rules_add_remove_and_test(both):
         "bash(git diff *)",
     ]
     verdict = api.test_rule("bash", {"command": "git status"})
-    assert (verdict["outcome"], verdict["decided_by"], verdict["index"]) == ("allow", "rule", 0)
+    assert (verdict.ruling, verdict.ground, verdict.match.index) == (Ruling.RUN, Ground.RULE, 0)
+    # The same typed judgement in process and over HTTP (the JSON view round-trips).
+    assert verdict == running.runner.test_rule("bash", {"command": "git status"})
     api.remove_rule(RuleList.ALLOW, "0")  # by index
     api.remove_rule(RuleList.ALLOW, "bash(git diff *)")  # by text
     assert running.runner.rules().get(RuleList.ALLOW) == ()

@@ -36,6 +36,7 @@ API_MAY_IMPORT = {
     f"{PKG}.server.control.info",  # ControlInfo, a plain record (type-only)
     f"{PKG}.server.errors",
     f"{PKG}.server.policy.rules",  # RuleList, RuleSet
+    f"{PKG}.server.policy.judge",  # Judgement, what test_rule returns
     f"{PKG}.server.types",
     f"{PKG}.server.vocab",  # Decision, ApproverKind, TokenSource
 }

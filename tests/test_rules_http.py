@@ -305,6 +305,10 @@ def test_rules_api_add_test_remove_and_errors(ruled, env):
         "tier": "prompt",
         "unsafe": None,
         "escalation": None,
+        "verdict": "run",
+        "why": "a rule decides",
+        "deciding_rule": "bash(git status)",
+        "invalid": None,
     }
     assert test("git push origin main")["outcome"] == "deny"
     t = test("git status > out")

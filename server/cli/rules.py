@@ -15,9 +15,11 @@ from typing import Any
 from ..control.client import ControlClient
 from ..control.controlfile import read_control
 from ..infra.config import audit_path, edit_config, load_config
+from ..policy.judge import Judgement
 from ..policy.rules import RuleError, RuleList, edit_raw_rules
 from ..present.textsafe import safe
-from ..present.views import without_session_ids
+from ..present.views import judgement_json, without_session_ids
+from ..vocab import Ground, Ruling
 
 
 def _client() -> ControlClient | None:
@@ -100,17 +102,21 @@ def cmd_rules(args: argparse.Namespace) -> int:
         except ValueError:
             parsed = None
         name, arguments = args.tool, parsed if isinstance(parsed, dict) else {"path": args.rule}
+    note = None
     if client:
-        result = client.test_rule(name, arguments)
+        judged = client.test_rule(name, arguments)
     else:
         from ..core.bridge import offline_explain  # builds the tools and the path policy
 
-        result = offline_explain(load_config(), audit_path(), name, arguments)
-        result["note"] = (
+        judged = offline_explain(load_config(), audit_path(), name, arguments)
+        note = (
             "the bridge is not running: judged with the saved config (no session grants, "
             "no upstream MCP tools)"
         )
-    text = _explain(result)
+    result = judgement_json(judged)
+    if note:
+        result["note"] = note
+    text = _explain(judged, note)
     if args.tool and isinstance(parsed, dict):
         # The types the rules compare (7, "7", false, "false"), as the bridge read them.
         text += f"\n(arguments as JSON: {safe(json.dumps(arguments, ensure_ascii=True))})"
@@ -118,20 +124,33 @@ def cmd_rules(args: argparse.Namespace) -> int:
     return 0
 
 
-def _explain(r: dict[str, Any]) -> str:
-    outcomes = {"allow": "runs unattended", "ask": "asks a human", "deny": "is refused"}
-    outcome = outcomes.get(r.get("outcome") or "", "falls back to the tool's tier")
-    if r.get("rule"):
-        rule = safe(r["rule"])  # a rule may hold an agent's path: never raw to the terminal
-        line = f"{outcome}: rules.{r['list']}[{r['index']}] {rule}"
-        if r.get("decided_by") == "escalation":
+_RULINGS = {
+    Ruling.RUN: "runs unattended",
+    Ruling.RUN_IN_BOX: "runs unattended in the box",
+    Ruling.ASK: "asks a human",
+    Ruling.REFUSE: "is refused",
+    Ruling.NOT_EXPOSED: "is refused",
+}
+
+
+def _explain(j: Judgement, note: str | None = None) -> str:
+    """The judgement in one line; a rule may hold an agent's path: never raw to the terminal."""
+    outcome, m = _RULINGS[j.ruling], j.match
+    if m.rule and j.ground in (Ground.RULE, Ground.SUSPENDED, Ground.ESCALATION):
+        rule = safe(m.rule)
+        line = f"{outcome}: rules.{m.decision}[{m.index}] {rule}"
+        if j.ground is Ground.ESCALATION:
             line = f"asks a human: {rule} matches, but the path always asks"
-    elif r.get("unsafe"):
-        line = f"{outcome}: no allow rule can cover it: {safe(r['unsafe'])}"
+        elif j.ground is Ground.SUSPENDED:
+            line = f"asks a human: {rule} matches, but {j.text}"
+    elif m.unsafe and j.ground in (Ground.GUARD, Ground.TIER, Ground.NO_BOX):
+        line = f"{outcome}: no allow rule can cover it: {safe(m.unsafe)}"
+    elif j.ground is Ground.INVALID and j.invalid:
+        line = f"{outcome}: {safe(j.invalid)}"
     else:
-        line = f"{outcome} (no rule matches; decided by the {r.get('decided_by')})"
-    if r.get("note"):
-        line += f"\n({r['note']})"
+        line = f"{outcome} (no rule matches; {j.text})"
+    if note:
+        line += f"\n({note})"
     return line
 
 

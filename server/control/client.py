@@ -22,7 +22,9 @@ from tornado.websocket import WebSocketClientConnection, websocket_connect
 from ..core.approvals import Decision
 from ..errors import ControlError, NotRunning
 from ..infra.tokens import TokenSource
+from ..policy.judge import Judgement
 from ..policy.rules import RuleList
+from ..present.views import judgement_from_json
 from .controlfile import ControlInfo, control_path, read_control
 
 if TYPE_CHECKING:
@@ -129,10 +131,9 @@ class ControlClient:
     def remove_rule(self, which: RuleList, key: str) -> None:
         self.request("DELETE", f"/api/rules/{RuleList(which).value}/{_quote(key)}")
 
-    def test_rule(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    def test_rule(self, tool: str, arguments: dict[str, Any]) -> Judgement:
         body = {"tool": tool, "arguments": arguments}
-        result: dict[str, Any] = self.request("POST", "/api/rules/test", body)
-        return result
+        return judgement_from_json(self.request("POST", "/api/rules/test", body))
 
     def client_config(self) -> dict[str, Any]:
         config: dict[str, Any] = self.request("GET", "/api/client-config")

@@ -23,6 +23,7 @@ from ..errors import ConfigError
 from ..policy.rules import RuleError, RuleList
 from ..present.views import (
     grant_json,
+    judgement_json,
     pending_full_json,
     pending_json,
     rules_json,
@@ -216,7 +217,7 @@ class RulesTestHandler(ControlHandler):
             name, args = body.get("tool"), body.get("arguments", body.get("args", {}))
             if not isinstance(name, str) or not isinstance(args, dict):
                 raise Refused(400, "give command, or tool and arguments (an object)")
-        self.send_json(dict(self.state.api.test_rule(name, args)))
+        self.send_json(judgement_json(self.state.api.test_rule(name, args)))
 
 
 class GrantsHandler(ControlHandler):

@@ -44,15 +44,17 @@ from ..mcp.protocol import (
     result_body,
 )
 from ..mcp.sessions import Session, SessionTable
+from ..policy.judge import Judgement, judge
 from ..policy.paths import PathPolicy
 from ..policy.rulebook import RuleBook
 from ..policy.rules import RuleList, RuleSet
-from ..tools.base import Tool
+from ..tools.base import Tool, ToolContext, ToolError, ToolResult
 from ..tools.registry import ToolRegistry
 from ..types import GrantView, PendingCall, SessionView, Snapshot
 from ..vocab import Tier
 from .approvals import ApprovalBroker, Decision, Ending
-from .pipeline import CallHandle, CallPipeline, explain_call
+from .inflight import CallHandle, InFlight
+from .pipeline import CallPipeline, prepare_request, tier_of
 from .tasks import TaskTable
 
 log = logging.getLogger(__name__)
@@ -89,24 +91,35 @@ def path_policy(cfg: Config, audit_path: str) -> PathPolicy:
     )
 
 
-def offline_explain(
-    cfg: Config, audit_path: str, name: str, args: dict[str, Any]
-) -> dict[str, Any]:
-    """``a2a-bridge rules test`` with no bridge running: the live bridge's judgement
-    (:func:`~server.core.pipeline.explain_call`) on a registry, path policy and tiers built from
-    the saved config. Upstream MCP tools are unknown here (nothing is connected)."""
+class _Unconnected(Tool):
+    """An upstream MCP tool in the offline ``rules test``: no server is connected, so its
+    schema and the paths it names are unknown; its rules and its tier still judge it."""
+
+    default_tier = Tier.PROMPT  # as every upstream tool (UpstreamTool.default_tier)
+    input_schema: dict[str, Any] = {"type": "object"}
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.description = ""
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        raise ToolError("not connected")  # never run: the offline judge only judges
+
+
+def offline_explain(cfg: Config, audit_path: str, name: str, args: dict[str, Any]) -> Judgement:
+    """``a2a-bridge rules test`` with no bridge running: the one judge on the inputs
+    (:func:`~server.core.pipeline.prepare_request`) of a registry, path policy and tiers built
+    from the saved config. Upstream MCP tools are unknown here (nothing is connected)."""
     from ..tools.builtin import builtin_tools  # the tools' modules, only for this command
 
     registry = ToolRegistry(cfg.deny, cfg.deny_mcp_tools)
     for tool in builtin_tools(cfg.bash_env):
         registry.add(tool)
     registry.discover()
+    if name.startswith("mcp__") and registry.get(name) is None:
+        registry.add(_Unconnected(name))  # withheld names stay withheld (get() is None)
     policy = path_policy(cfg, audit_path)
-
-    def tier(tool: Tool) -> Tier:
-        return cfg.tiers.get(tool.name) or tool.default_tier or cfg.default_tier
-
-    return explain_call(registry, policy, cfg.rules, tier, name, args)
+    return judge(prepare_request(registry, policy, cfg.rules, tier_of(cfg), name, args).request)
 
 
 class Bridge:
@@ -128,10 +141,18 @@ class Bridge:
             max_pending_per_session=cfg.max_pending_per_session,
         )
         self.rulebook = RuleBook(cfg.rules, cfg.path, self.policy.roots[0], self.set_rules)
+        self.inflight = InFlight(self.broker)  # the held calls and every way one ends early
         self.pipeline = CallPipeline(
-            self, cfg, self.registry, self.policy, self.broker, opts.audit, self.rulebook
+            self,
+            cfg,
+            self.registry,
+            self.policy,
+            self.broker,
+            opts.audit,
+            self.rulebook,
+            self.inflight,
         )
-        self.tasks = TaskTable(__version__, self.broker.end)
+        self.tasks = TaskTable(__version__, self.inflight.end_early)
         self.paused = False
         self.closing = False
         self.unauthorized = 0
@@ -140,7 +161,6 @@ class Bridge:
         self.host = cfg.host
         self.port = cfg.port
         self.warnings: list[str] = []
-        self.inflight: dict[tuple[str, Any], CallHandle] = {}
         self._listing: list[dict[str, Any]] | None = None
         self._listing_json: tuple[list[dict[str, Any]], bytes] | None = None
         self._subscribers: list[Callable[[Snapshot], None]] = []
@@ -350,48 +370,22 @@ class Bridge:
         at once on the 204 and reported the still-open POST as aborted every time when the
         order was the other way (measured, 40/40); no SDK measured minded this order.
         """
-        for (owner, _), handle in list(self.inflight.items()):
-            if owner == sid and handle.pending_id is not None and not handle.cancelled:
-                handle.cancelled = True
-                self.broker.end(handle.pending_id, Ending.CANCELLED)
-                if handle.answer is not None:
-                    handle.answer(Reply(202))
+        self.inflight.end_held(sid)
         self.broker.end_where(Ending.SESSION_ENDED, sid)
 
-    # -- cancellation and disconnects ------------------------------------------------------------
+    # -- cancellation and disconnects (server.core.inflight owns them) -------------------------
 
     def cancel(self, sid: str, params: Any) -> bool:
         """End the named call of this session; True when there was one to end."""
-        if not isinstance(params, dict) or "requestId" not in params:
-            return False
-        try:
-            handle = self.inflight.get((sid, params["requestId"]))
-        except TypeError:  # an unhashable requestId names nothing
-            return False
-        if handle is None or handle.cancelled:
-            return False
-        handle.cancelled = True
-        if handle.pending_id is not None:
-            self.broker.end(handle.pending_id, Ending.CANCELLED)
-        elif handle.task is not None:
-            handle.task.cancel()
-        if handle.answer is not None:
-            # The held POST ends now, before the notification's own 202: a client that tears
-            # down right after its timeout (the official SDKs do) finds nothing still open.
-            handle.answer(Reply(202))
-        return True
+        return self.inflight.cancel(sid, params)
 
     def connection_closed(self, handle: CallHandle) -> None:
         """The client hung up while its call was held: withdraw a pending approval.
 
         A tool that is already running is left to finish (disconnection is not cancellation in
-        MCP); its result and audit record still land.
+        MCP); its result and audit record still land (an upstream call is cancelled).
         """
-        if handle.pending_id is not None:
-            self.broker.end(handle.pending_id, Ending.DISCONNECTED)
-        elif handle.cancel_on_disconnect and handle.task is not None and not handle.cancelled:
-            handle.cancelled = True  # an upstream call: the upstream is told it was cancelled
-            handle.task.cancel()
+        self.inflight.disconnected(handle)
 
     # -- control (called on the bridge thread by the runner) ------------------------------------
 
@@ -426,7 +420,7 @@ class Bridge:
         assert self.loop is not None
         self.rulebook.add(which, texts, self.loop)
 
-    def explain(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    def explain(self, name: str, args: dict[str, Any]) -> Judgement:
         """What would happen to this call now (no session grant counted): for "test a rule"."""
         return self.pipeline.explain(name, args)
 
@@ -473,9 +467,7 @@ class Bridge:
         return self.upstreams is not None and self.upstreams.restart(name)
 
     def cancel_running(self) -> None:
-        for handle in list(self.inflight.values()):
-            if handle.task is not None:
-                handle.task.cancel()
+        self.inflight.cancel_running()
 
     # -- snapshots ----------------------------------------------------------------------------
 

@@ -2,18 +2,20 @@
 
 :meth:`CallPipeline.tools_call` takes a ``tools/call`` that passed the order of checks
 (:mod:`server.mcp.http`) and ends it with exactly one reply and exactly one pair of audit records.
-The stages are methods, each with one job: ``_prepare`` (every check that needs no waiting:
-pause, exposure, schema, path escalation), ``_apply_rules`` (the rules lists; deny > ask >
-allow), the approval wait through the :class:`~server.core.approvals.ApprovalBroker`, running the
-tool (at once when it can answer without waiting, else inside the request's task) and
-``_finish`` (the done record and a reply that always encodes). Protected paths plug in through
-``Tool.escalation``, upstream MCP tools through the :class:`~server.tools.base.Tool` hooks
-(``approval_info``, ``grants_suspended``, ``on_allowed``, ``cancel_on_disconnect``).
+The stages are methods, each with one job: ``_prepare`` (:func:`prepare_request` works out
+what needs I/O — exposure, schema, path escalation — and the one judge,
+:func:`server.policy.judge.judge`, rules on it), the approval wait through the
+:class:`~server.core.approvals.ApprovalBroker`, running the tool (at once when it can answer
+without waiting, else inside the request's task) and ``_finish`` (the done record and a reply
+that always encodes). Protected paths plug in through ``Tool.escalation``, upstream MCP tools
+through the :class:`~server.tools.base.Tool` hooks (``approval_info``, ``grants_suspended``,
+``on_allowed``, ``cancel_on_disconnect``).
 
 The pipeline owns the policy state a call is judged by (tiers, the path policy, and reads the
 rules in force from the :class:`~server.policy.rulebook.RuleBook`); the
-:class:`~server.core.bridge.Bridge` owns the sessions, the in-flight table and pause/shutdown, and
-hands those to the pipeline as its :class:`PipelineHost`. (A little over 400 lines: the
+:class:`~server.core.bridge.Bridge` owns the sessions and pause/shutdown (the pipeline's
+:class:`PipelineHost`); a held call registers in the :class:`~server.core.inflight.InFlight`
+table, which owns every way it ends early. (A little over 400 lines: the
 stages read best in order, in one place; how a call ends for the agent is
 :mod:`server.core.outcome`.)
 """
@@ -24,7 +26,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,16 +37,17 @@ from ..mcp.protocol import (
     not_exposed_text,
 )
 from ..mcp.sessions import Session
+from ..policy.judge import DecisionRequest, Judgement, judge
 from ..policy.paths import CallPaths, Escalation, PathPolicy, always_asks
 from ..policy.proposals import propose
 from ..policy.rulebook import RuleBook
-from ..policy.rules import PATH_TOOLS, RuleList, RuleSet, evaluate
-from ..present.textsafe import render
+from ..policy.rules import PATH_TOOLS, RuleList, RuleSet
 from ..tools import pools
 from ..tools.base import Tool, ToolContext, ToolError, ToolResult
 from ..tools.registry import ToolRegistry
-from ..vocab import AuditPhase, CallOutcome, DecidedBy, Tier
+from ..vocab import AuditPhase, CallOutcome, DecidedBy, Ground, Ruling, Tier
 from .approvals import ApprovalBroker, Decision
+from .inflight import CallHandle, InFlight
 from .outcome import (
     PAUSED_TEXT,
     SHUTDOWN_TEXT,
@@ -58,17 +61,6 @@ from .outcome import (
 )
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class CallHandle:
-    """A tools/call in flight, so a cancel or a disconnect can find and end it."""
-
-    pending_id: str | None = None
-    task: asyncio.Task[Any] | None = None  # set while the tool runs
-    cancelled: bool = False
-    cancel_on_disconnect: bool = False  # set while a tool runs that wants it (upstream calls)
-    answer: Callable[[Reply], None] | None = None  # the HTTP layer's writer for this call
 
 
 @dataclass(slots=True)
@@ -93,17 +85,15 @@ class Plan:
     escalation: Escalation | None
     rule: str | None = None  # the rule that allowed or asked
     can_propose: bool = True  # False: no allow rule could ever apply (ask rule, always-asks)
+    judgement: Judgement | None = None  # the judge's ruling (RUN_IN_BOX: the box runs it)
 
 
 class PipelineHost(Protocol):
-    """What the pipeline needs from its bridge: the pause/shutdown flags, the in-flight table
-    (so a cancel or a disconnect finds a held call) and saving an "Always allow" rule."""
+    """What the pipeline needs from its bridge: the pause/shutdown flags and the child
+    environment. (The in-flight table is handed over as such, the rules as the RuleBook.)"""
 
     paused: bool
     closing: bool
-    inflight: dict[tuple[str, Any], CallHandle]
-
-    def add_rules(self, which: RuleList, texts: list[str]) -> None: ...
 
     def child_env(self) -> dict[str, str]: ...
 
@@ -120,19 +110,21 @@ class CallPipeline:
         broker: ApprovalBroker,
         audit: AuditLog,
         rulebook: RuleBook,
+        inflight: InFlight,
     ) -> None:
         self.host = host
+        self.inflight = inflight
         self.config = config
         self.registry = registry
         self.policy = policy
         self.broker = broker
         self.audit = audit
-        self.tiers = dict(config.tiers)
+        self._tier = tier_of(config)
         self.rulebook = rulebook
         self.calls_total = 0
 
     def tier(self, tool: Tool) -> Tier:
-        return self.tiers.get(tool.name) or tool.default_tier or self.config.default_tier
+        return self._tier(tool)
 
     def exposed(self, name: str) -> Tool | None:
         tool = self.registry.get(name)
@@ -177,19 +169,12 @@ class CallPipeline:
         return self._tools_call_async(call, step, handle or CallHandle())
 
     async def _tools_call_async(self, call: Call, step: Plan, handle: CallHandle) -> Reply:
-        key = (call.session.sid, call.req_id)
-        registered = False
         try:
-            if call.req_id is not None and key not in self.host.inflight:
-                self.host.inflight[key] = handle
-                registered = True
-            out = await self._run_plan(call, step, handle)
+            with self.inflight.holding(call.session.sid, call.req_id, handle):
+                out = await self._run_plan(call, step, handle)
         except Exception:
             log.exception("internal error: tools/call %r", call.name)
             out = internal(call.name)
-        finally:
-            if registered:
-                self.host.inflight.pop(key, None)
         reply = self._finish(call, out)
         if out.result is None and handle.cancelled:
             # The client cancelled: MCP says no response is sent for the request, so the held
@@ -241,78 +226,40 @@ class CallPipeline:
         return Reply(200, safe_body(call.req_id, out.result.to_json()))
 
     def _prepare(self, call: Call) -> Outcome | Plan:
-        """Every check that needs no waiting: a refusal, or the plan to run the tool."""
-        name, args, session = call.name, call.args, call.session
-        if self.host.closing:
-            return refused(SHUTDOWN_TEXT, CallOutcome.DENIED)
-        if self.host.paused:
-            return refused(PAUSED_TEXT, CallOutcome.PAUSED)
-        tool = self.exposed(name)
-        if tool is None:
-            return refused(
-                not_exposed_text(name),
-                CallOutcome.NOT_EXPOSED,
-                DecidedBy.POLICY,
-            )
-        if not isinstance(args, dict):
-            text = f"invalid arguments for '{name}': arguments must be an object"
-            return refused(text, CallOutcome.ERROR)
-        problem = self.registry.validate(name, args)
-        if problem is not None:
-            return refused(problem, CallOutcome.ERROR)
-        paths = CallPaths(self.policy)
-        try:
-            escalation = tool.escalation(args, paths)
-        except ValueError as e:  # a NUL in a path argument: the OS cannot even name it
-            text = f"invalid path for '{name}': {e}"
-            return refused(text, CallOutcome.ERROR)
-        ctx = ToolContext(call.id, session.sid, session.client, paths, self.config.limits)
-        ctx.escalation = escalation
+        """Every check that needs no waiting, judged by the one judge: a refusal, or the plan."""
+        session = call.session
+        prep = self.prepare(call.name, call.args, session.allowed_tools)
+        j = judge(prep.request)
+        if prep.tool is None or prep.paths is None or not (j.runs or j.ruling is Ruling.ASK):
+            return refusal(j)
+        tool = prep.tool
+        ctx = ToolContext(call.id, session.sid, session.client, prep.paths, self.config.limits)
+        ctx.escalation = j.escalation
         ctx.env = self.host.child_env()
-        suspended = tool.grants_suspended()  # an upstream tool changed since it was approved
-        if self.rulebook.rules:
-            ruled = self._apply_rules(tool, args, paths, escalation, ctx, suspended)
-            if ruled is not None:
-                return ruled
-        if self.tier(tool) == Tier.ALLOW and escalation is None and not suspended:
-            tool.on_allowed(DecidedBy.POLICY)
-            return Plan(tool, ctx, DecidedBy.POLICY, False, escalation)
-        # "Allow for this session" never covers an escalated call (outside the roots,
-        # protected, persistence): only a human decision on this very call does.
-        if escalation is None and not suspended and name in session.allowed_tools:
-            return Plan(tool, ctx, DecidedBy.SESSION_RULE, False, escalation)
-        return Plan(tool, ctx, DecidedBy.USER, True, escalation)
+        if j.runs and j.ground in (Ground.TIER, Ground.RULE):
+            tool.on_allowed(j.decided_by)  # an upstream tool re-pins what was allowed
+        needs_human = j.ruling is Ruling.ASK
+        return Plan(tool, ctx, j.decided_by, needs_human, j.escalation, j.rule, j.can_propose, j)
+
+    def prepare(self, name: str, args: Any, granted: Collection[str] = ()) -> Prepared:
+        """The judge's inputs for this call now (``granted``: the tools a session grant
+        covers), with the I/O they need done here."""
+        return prepare_request(
+            self.registry,
+            self.policy,
+            self.rulebook.rules,
+            self.tier,
+            name,
+            args,
+            granted=granted,
+            paused=self.host.paused,
+            closing=self.host.closing,
+        )
 
     def main_path(
         self, tool: Tool, args: dict[str, Any], paths: PathPolicy | CallPaths
     ) -> str | None:
         return main_path(tool, args, paths)
-
-    def _apply_rules(
-        self,
-        tool: Tool,
-        args: dict[str, Any],
-        paths: CallPaths,
-        escalation: Escalation | None,
-        ctx: ToolContext,
-        suspended: bool = False,
-    ) -> Outcome | Plan | None:
-        """deny > ask > allow; an always-asking escalation overrides an allow rule, and so does
-        an upstream tool whose definition changed since it was approved (``suspended``)."""
-        v = evaluate(self.rulebook.rules, tool.name, args, self.main_path(tool, args, paths))
-        if v.decision is None:
-            return None
-        if v.decision is RuleList.DENY:
-            text = f"denied by rule {v.rule} (rules.deny)"
-            return refused(text, CallOutcome.DENIED, DecidedBy.RULE, rule=v.rule)
-        if v.decision is RuleList.ASK:
-            return Plan(tool, ctx, DecidedBy.USER, True, escalation, v.rule, can_propose=False)
-        if always_asks(escalation):
-            return Plan(tool, ctx, DecidedBy.USER, True, escalation, can_propose=False)
-        if suspended:
-            return Plan(tool, ctx, DecidedBy.USER, True, escalation, v.rule)
-        tool.on_allowed(DecidedBy.RULE)
-        return Plan(tool, ctx, DecidedBy.RULE, False, escalation, v.rule)
 
     def _proposal(self, call: Call, step: Plan) -> str | None:
         """The narrow rule "Always allow calls like this" would save, or None."""
@@ -367,7 +314,8 @@ class CallPipeline:
             if verdict.decision is Decision.ALLOW_SESSION:
                 session.allowed_tools.add(name)
             elif verdict.decision is Decision.ALLOW_ALWAYS and verdict.rule:
-                self.host.add_rules(RuleList.ALLOW, verdict.rule.splitlines())
+                loop = asyncio.get_running_loop()
+                self.rulebook.add(RuleList.ALLOW, verdict.rule.splitlines(), loop)
             result = self._run_now(step, call.args)  # approved: may still finish at once
             if result is not None:
                 return Outcome(
@@ -410,9 +358,24 @@ class CallPipeline:
         except (OSError, ValueError):
             return None
 
-    def explain(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        """What would happen to this call now (no session grant counted): for "test a rule"."""
-        return explain_call(self.registry, self.policy, self.rulebook.rules, self.tier, name, args)
+    def explain(self, name: str, args: dict[str, Any]) -> Judgement:
+        """What would happen to this call now, no session grant counted: "test a rule"."""
+        return judge(self.prepare(name, args).request)
+
+
+def tier_of(cfg: Config) -> Callable[[Tool], Tier]:
+    """The tier rule, written once: the config's per-tool tier, else the tool's own default
+    (a plugin's), else the config's default; always a :class:`Tier` (the judge compares
+    members)."""
+
+    def tier(tool: Tool) -> Tier:
+        value = cfg.tiers.get(tool.name) or tool.default_tier or cfg.default_tier
+        try:
+            return Tier(value)  # a plugin may write its default_tier as a plain string
+        except ValueError:
+            return Tier.PROMPT  # a tier no one knows asks, as it always did
+
+    return tier
 
 
 def main_path(tool: Tool, args: dict[str, Any], paths: PathPolicy | CallPaths) -> str | None:
@@ -423,50 +386,82 @@ def main_path(tool: Tool, args: dict[str, Any], paths: PathPolicy | CallPaths) -
     return paths.resolve(value) if isinstance(value, str) else None
 
 
-def explain_call(
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A call's :class:`DecisionRequest` and what running it needs (None when it cannot)."""
+
+    request: DecisionRequest
+    tool: Tool | None = None
+    paths: CallPaths | None = None
+
+
+def prepare_request(
     registry: ToolRegistry,
     policy: PathPolicy,
     rules: RuleSet,
     tier_of: Callable[[Tool], Tier],
     name: str,
-    args: dict[str, Any],
-) -> dict[str, Any]:
-    """What would happen to this call (no session grant counted): "test a rule".
+    args: Any,
+    *,
+    granted: Collection[str] = (),
+    paused: bool = False,
+    closing: bool = False,
+) -> Prepared:
+    """The judge's inputs, for the live pipeline and the offline ``rules test`` alike.
 
-    One function for the live bridge (``POST /api/rules/test``) and the offline
-    ``a2a-bridge rules test``, so both judge paths, escalations and tiers the same way.
+    What the judge cannot do itself happens here: the tier, the schema check, the path
+    escalation and the real path a rule matches (``realpath``, ``stat``), the upstream pin.
+    Nothing is worked out that the judge would not look at (paused, not exposed, invalid).
     """
     tool = registry.get(name)
-    real = escalation = None
-    if tool is not None:
-        paths = CallPaths(policy)
-        escalation = tool.escalation(args, paths)
-        real = main_path(tool, args, paths)
-    v = evaluate(rules, name, args, real)
     tier = tier_of(tool) if tool is not None else None
-    if v.decision is RuleList.ASK and v.rule is None:
-        outcome, by = "ask", "guard"  # deny rules exist and the command is unreadable
-    elif v.decision is RuleList.DENY or v.decision is RuleList.ASK:
-        outcome, by = v.decision.value, "rule"
-    elif v.decision is RuleList.ALLOW:
-        outcome, by = ("ask", "escalation") if always_asks(escalation) else ("allow", "rule")
-    elif tool is None or tier == "deny":
-        outcome, by = "deny", "not exposed"
-    elif tier == "allow":
-        outcome, by = ("ask", "escalation") if escalation is not None else ("allow", "tier")
+    paths: CallPaths | None = None
+    escalation: Escalation | None = None
+    real: str | None = None
+    invalid: str | None = None
+    suspended = False
+    if tool is None or tier is Tier.DENY or closing or paused:
+        tool = None  # judged without running anything: nothing to work out
+    elif not isinstance(args, dict):
+        invalid = f"invalid arguments for '{name}': arguments must be an object"
     else:
-        outcome, by = "ask", "tier"
-    esc = escalation.to_json() if escalation is not None else None
-    return {
-        "tool": name,
-        "outcome": outcome,
-        "decided_by": by,
-        "list": v.decision.value if v.decision else None,
-        "rule": v.rule,
-        # The matching rule may hold an agent's path or value: for display, rendered.
-        "rule_display": None if v.rule is None else render(v.rule).text,
-        "index": v.index,
-        "tier": tier,
-        "unsafe": v.unsafe,
-        "escalation": esc,
-    }
+        invalid = registry.validate(name, args)
+    if tool is not None and invalid is None:
+        paths = CallPaths(policy)
+        try:
+            escalation = tool.escalation(args, paths)
+            real = main_path(tool, args, paths) if rules else None
+            suspended = tool.grants_suspended()  # an upstream tool changed since approved
+        except ValueError as e:  # a NUL in a path argument: the OS cannot even name it
+            invalid, paths = f"invalid path for '{name}': {e}", None
+    as_dict = args if isinstance(args, dict) else {}
+    request = DecisionRequest(
+        name,
+        as_dict,
+        tier,
+        rules,
+        real,
+        escalation,
+        invalid,
+        suspended,
+        granted=name in granted,
+        paused=paused,
+        closing=closing,
+    )
+    return Prepared(request, tool if paths is not None else None, paths)
+
+
+def refusal(j: Judgement) -> Outcome:
+    """The agent's text and the audit record of a call the judge did not let run or ask."""
+    if j.ground is Ground.RULE:
+        text = f"denied by rule {j.rule} (rules.deny)"
+        return refused(text, CallOutcome.DENIED, DecidedBy.RULE, rule=j.rule)
+    if j.ground is Ground.SHUTDOWN:
+        text = SHUTDOWN_TEXT
+    elif j.ground is Ground.PAUSED:
+        text = PAUSED_TEXT
+    elif j.ground is Ground.INVALID and j.invalid is not None:
+        text = j.invalid
+    else:
+        text = not_exposed_text(j.tool)
+    return refused(text, j.outcome or CallOutcome.DENIED, j.decided_by)

@@ -27,6 +27,7 @@ from ..infra.config import Config, edit_config
 from ..infra.tokens import TokenSource
 from ..mcp.http import McpServer
 from ..mcp.netlimits import LimitedHTTPServer, connection_caps
+from ..policy.judge import Judgement
 from ..policy.rules import RuleError, RuleList, RuleSet, edit_raw_rules
 from ..present import clientconfig
 from ..present.views import audit_call_json
@@ -292,7 +293,7 @@ class BridgeRunner:
             key = current[int(key)]
         self._edit_rules(lst, [], [key])
 
-    def test_rule(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    def test_rule(self, tool: str, arguments: dict[str, Any]) -> Judgement:
         bridge = self._bridge()
         return self.call(lambda: bridge.explain(tool, arguments))
 

@@ -25,8 +25,7 @@ from typing import Any
 from ..mcp.modern import INVALID_PARAMS, decorate_body, error_reply, server_meta
 from ..mcp.protocol import Reply, result_body
 from ..mcp.sessions import Session
-from .approvals import Ending
-from .pipeline import CallHandle
+from .inflight import CallHandle
 
 MAX_TASKS = 64  # past this, a call waits in its request as in the 2025 era
 KEEP_DONE_S = 60.0  # how long a finished task's result can still be fetched
@@ -77,9 +76,9 @@ class Task:
 class TaskTable:
     """The live tasks of the bridge (on the bridge loop; no locks)."""
 
-    def __init__(self, version: str, end_pending: Callable[[str, Ending], Any]) -> None:
+    def __init__(self, version: str, end_early: Callable[[CallHandle], None]) -> None:
         self.version = version
-        self.end_pending = end_pending
+        self.end_early = end_early  # InFlight.end_early: the one client-side cancel
         self.tasks: dict[str, Task] = {}
 
     def __len__(self) -> int:
@@ -138,14 +137,8 @@ class TaskTable:
 
     def _cancel(self, task: Task) -> None:
         """Withdraw the approval (audited as cancelled) or stop the running tool."""
-        if task.status != "working":
-            return
-        handle = task.handle
-        handle.cancelled = True
-        if handle.pending_id is not None:
-            self.end_pending(handle.pending_id, Ending.CANCELLED)
-        elif handle.task is not None:
-            handle.task.cancel()
+        if task.status == "working":
+            self.end_early(task.handle)
 
     def _finished(self, task: Task) -> None:
         task.done_at = time.monotonic()

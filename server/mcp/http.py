@@ -23,7 +23,7 @@ from tornado.ioloop import IOLoop, PeriodicCallback
 from tornado.iostream import IOStream, StreamClosedError
 
 from ..core.bridge import Bridge
-from ..core.pipeline import CallHandle
+from ..core.inflight import CallHandle
 from .modern import MODERN_VERSION, check_request, is_modern
 from .netlimits import LimitedHTTPServer
 from .protocol import (

@@ -6,9 +6,12 @@ import json
 import time
 from typing import Any
 
+from ..policy.judge import Judgement
+from ..policy.paths import Escalation, EscalationKind
 from ..policy.proposals import savable
-from ..policy.rules import RuleSet
+from ..policy.rules import RuleList, RuleSet, Verdict
 from ..types import GrantView, PendingCall, ServerView, SessionView, Snapshot
+from ..vocab import Ground, Ruling, Tier
 from .ids import sid_hash
 from .preview import call_hidden, escalation_json, full_display
 from .textsafe import render, safe, shorten
@@ -222,3 +225,57 @@ def without_session_ids(data: Any) -> Any:
         if isinstance(out.get(key), list):
             out = {**out, key: [one(x) for x in out[key]]}
     return out
+
+
+_OUTCOME = {
+    Ruling.RUN: "allow",
+    Ruling.RUN_IN_BOX: "allow",
+    Ruling.ASK: "ask",
+    Ruling.REFUSE: "deny",
+    Ruling.NOT_EXPOSED: "deny",
+}
+
+
+def judgement_json(j: Judgement) -> dict[str, Any]:
+    """``POST /api/rules/test``: the judge's answer, in the field names the UIs always read
+    (``outcome`` allow/ask/deny, ``decided_by`` the ground), plus ``verdict`` and ``why``."""
+    m = j.match
+    return {
+        "tool": j.tool,
+        "outcome": _OUTCOME[j.ruling],
+        "verdict": j.ruling.value,
+        "decided_by": j.ground.value,
+        "why": j.text,
+        "list": m.decision.value if m.decision else None,
+        "rule": m.rule,
+        # The matching rule may hold an agent's path or value: for display, rendered.
+        "rule_display": None if m.rule is None else render(m.rule).text,
+        "index": m.index,
+        "tier": j.tier.value if j.tier is not None else None,
+        "unsafe": m.unsafe,
+        "escalation": escalation_json(j.escalation),
+        "deciding_rule": j.rule,
+        "invalid": None if j.invalid is None else safe(j.invalid),
+    }
+
+
+def judgement_from_json(data: dict[str, Any]) -> Judgement:
+    """The typed answer back from :func:`judgement_json` (the control client's ``test_rule``)."""
+    esc = data.get("escalation")
+    escalation = None
+    if isinstance(esc, dict) and esc.get("kind"):
+        escalation = Escalation(EscalationKind(esc["kind"]), esc["category"], esc["path"])
+    listed = data.get("list")
+    which = RuleList(listed) if listed else None
+    match = Verdict(which, data.get("rule"), data.get("index"), data.get("unsafe"))
+    tier = data.get("tier")
+    return Judgement(
+        Ruling(data["verdict"]),
+        Ground(data["decided_by"]),
+        data["tool"],
+        Tier(tier) if tier else None,
+        match,
+        data.get("deciding_rule"),
+        escalation,
+        data.get("invalid"),
+    )
