@@ -49,7 +49,8 @@ def _listing(data: dict[str, Any]) -> str:
         lines.append("no rules (every call follows its tool's tier)")
     for g in data.get("grants", []):
         lines.append(
-            f"session grant  {safe(g['tool'])}  for {safe(g['client'])} "
+            f"session grant  {safe(g['tool'])}  {safe(g.get('scope', ''))}  "
+            f"for {safe(g['client'])} "
             f"(session {safe(g.get('session', ''))})"
         )
     return "\n".join(lines)

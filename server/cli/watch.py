@@ -31,6 +31,7 @@ from ..core.approvals import ApproverKind, Decision
 from ..errors import ControlError
 from ..present.watchtext import (
     NO_ALWAYS,
+    NO_SESSION,
     countdown_text,
     describe,
     describe_full,
@@ -48,6 +49,18 @@ PROMPT = (
     "[a]pprove / allow for [s]ession / [A]lways allow calls like this / [d]eny? ([f] full call) "
 )
 PROMPT_NO_RULE = "[a]pprove / allow for [s]ession / [d]eny? ([f] full call) "
+# No session grant can cover the call (escalated, ``rm``...): no [s].
+PROMPT_NO_GRANT = "[a]pprove / [A]lways allow calls like this / [d]eny? ([f] full call) "
+PROMPT_ONCE = "[a]pprove / [d]eny? ([f] full call) "
+
+
+def prompt_for(p: dict[str, Any]) -> str:
+    """The decisions this call offers: [s] only with a scoped grant, [A] only with a rule."""
+    if p.get("session_grant"):
+        return PROMPT if p.get("proposed_rule") else PROMPT_NO_RULE
+    return PROMPT_NO_GRANT if p.get("proposed_rule") else PROMPT_ONCE
+
+
 RECONNECT_S = 1.0
 
 
@@ -175,7 +188,7 @@ async def watch(
             )
             return
         left = countdown_text(current)
-        text = PROMPT if current.get("proposed_rule") else PROMPT_NO_RULE
+        text = prompt_for(current)
         screen.prompt((f"({left}) " if left and tty else "") + text)
 
     def pick() -> None:
@@ -270,6 +283,9 @@ async def watch(
                 if decision == "allow_always" and not p.get("proposed_rule"):
                     decision = None  # no rule can cover this call: approve it instead
                     screen.write(f"   {NO_ALWAYS}")
+                if decision == "allow_session" and not p.get("session_grant"):
+                    decision = None  # no grant as narrow as the call: approve it instead
+                    screen.write(f"   {NO_SESSION}")
                 if decision is None:
                     prompt()
                 elif decision == "allow_always":

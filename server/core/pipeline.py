@@ -35,6 +35,7 @@ from ..mcp.protocol import (
     not_exposed_text,
 )
 from ..mcp.sessions import Session
+from ..policy.grants import Grant, covering, offer, project_of
 from ..policy.paths import CallPaths, Escalation, PathPolicy, always_asks
 from ..policy.proposals import propose
 from ..policy.rulebook import RuleBook
@@ -275,10 +276,13 @@ class CallPipeline:
         if self.tier(tool) == Tier.ALLOW and escalation is None and not suspended:
             tool.on_allowed(DecidedBy.POLICY)
             return Plan(tool, ctx, DecidedBy.POLICY, False, escalation)
-        # "Allow for this session" never covers an escalated call (outside the roots,
-        # protected, persistence): only a human decision on this very call does.
-        if escalation is None and not suspended and name in session.allowed_tools:
-            return Plan(tool, ctx, DecidedBy.SESSION_RULE, False, escalation)
+        # "Allow … for this session" never covers an escalated call (outside the roots,
+        # protected, persistence): only a human decision on this very call does. A grant is
+        # scoped (server.policy.grants): bash per program + subcommand, write/edit per project.
+        if escalation is None and not suspended and session.grants:
+            real = self.main_path(tool, args, paths)
+            if covering(session.grants, name, args, real) is not None:
+                return Plan(tool, ctx, DecidedBy.SESSION_RULE, False, escalation)
         return Plan(tool, ctx, DecidedBy.USER, True, escalation)
 
     def main_path(
@@ -323,6 +327,26 @@ class CallPipeline:
             log.exception("no rule proposed for %r", call.name)
             return None
 
+    async def _grant_offer(self, call: Call, step: Plan) -> Grant | None:
+        """What "Allow … for this session" would grant on this call, or None (not offered).
+        Finding a write's project looks for ``.git`` up the tree: in a file worker."""
+        if step.escalation is not None or step.tool.grants_suspended():
+            return None
+        try:
+            project = None
+            if call.name in ("write", "edit"):
+                real = self.main_path(step.tool, call.args, step.ctx.policy)
+                if real is None:
+                    return None
+                roots, home = self.policy.roots, self.policy.home
+                project = await pools.run(pools.Pool.FILE, project_of, real, roots, home)
+            return offer(
+                call.name, call.args, escalated=False, project=project, home=self.policy.home
+            )
+        except Exception:
+            log.exception("no session grant offered for %r", call.name)
+            return None
+
     def _run_now(self, step: Plan, args: dict[str, Any]) -> ToolResult | None:
         """The tool's result if it can answer without waiting (see ``Tool.run_now``)."""
         try:
@@ -335,6 +359,7 @@ class CallPipeline:
         wait_ms = 0
         if step.needs_human:
             waited = time.monotonic()
+            grant = await self._grant_offer(call, step)
             session.pending += 1
             try:
                 verdict = await self.broker.wait(
@@ -347,6 +372,7 @@ class CallPipeline:
                     cwd=self._real_cwd(step, call.args),
                     upstream=step.tool.approval_info(),
                     proposed_rule=self._proposal(call, step),
+                    grant=grant,
                     on_created=lambda p: setattr(handle, "pending_id", p.id),
                 )
             finally:
@@ -362,8 +388,8 @@ class CallPipeline:
             step.ctx.approved = True
             if verdict.decision is not None:
                 step.tool.on_allowed(verdict.decision.value)  # upstream tools re-pin
-            if verdict.decision is Decision.ALLOW_SESSION:
-                session.allowed_tools.add(name)
+            if verdict.decision is Decision.ALLOW_SESSION and grant is not None:
+                session.grants.append(grant)
             elif verdict.decision is Decision.ALLOW_ALWAYS and verdict.rule:
                 self.host.add_rules(RuleList.ALLOW, verdict.rule.splitlines())
             result = self._run_now(step, call.args)  # approved: may still finish at once
