@@ -18,7 +18,7 @@ from typing import Any
 
 from ..present.textsafe import hidden_in
 from .bash.parse import SCRIPT_RUNNERS, SimpleCommand, analyze, program_index
-from .bash.wrappers import WRAPPERS
+from .bash.wrappers import GLOBAL_OPTIONS, WRAPPERS, subcommand_starts
 from .rules import (
     ARG_NAME,
     NOTHING_ELSE,
@@ -36,9 +36,6 @@ from .rules import (
 _SUBCOMMAND = re.compile(r"^[A-Za-z][A-Za-z0-9_:-]*$")
 # awk's first word is its program, the narrow part of a proposal (like python's script).
 _AWKS = frozenset({"awk", "gawk", "mawk", "nawk"})
-# Programs whose options anywhere on the line can run code or write files (``sed -e '1e id'``
-# after the script, GNU getopt permutes): no narrow proposal exists.
-_NO_PROPOSAL = frozenset({"sed", "gsed"})
 # Programs that read or write whatever they are pointed at (box.md § Grants as narrow as the
 # call): ``bash(grep *)`` would allow ``grep -r . ~``, ``bash(curl *)`` any upload, ``bash(cp
 # *)`` any copy. Their proposal is the call's literal words, nothing more.
@@ -58,8 +55,6 @@ POINTED = frozenset(
 # become ``bash(rm *)``, which runs ``rm -rf ~``).
 NEVER_WILD_PROGRAMS = frozenset({"rm", "rmdir", "unlink", "srm", "wipe"})
 _PUBLISH = frozenset({"publish", "unpublish", "deprecate", "owner", "yank", "upload"})
-_FORCE = frozenset({"-f", "--force", "--force-with-lease", "--force-if-includes", "--mirror",
-                    "--delete", "-d", "--prune"})  # fmt: skip
 # A recursive flag or an output option: the path after it is where the program writes or
 # how far it reads, so the proposal keeps the literal words.
 _LITERAL_OPTIONS = frozenset(
@@ -100,17 +95,11 @@ def never_wild(cmd: SimpleCommand) -> bool:
     rest = [w.text for w in cmd.words[i + 1 :]]
     if prog in NEVER_WILD_PROGRAMS:
         return True
-    sub = rest[0] if rest else ""
-    if sub in _PUBLISH:
-        return True
-    if prog == "git" and sub == "push":
-        return any(
-            w in _FORCE
-            or w.startswith(("--force", "+"))
-            or (w.startswith("-") and not w.startswith("--") and "f" in w)
-            for w in rest[1:]
-        )
-    return False
+    # The subcommand as written or past global options (``git -C . push``, ``npm -w x publish``).
+    starts = [0, *subcommand_starts(prog, cmd.words[i + 1 :])]
+    subs = {rest[k] for k in starts if k < len(rest)}
+    # ``git push *`` would cover ``git push --force``, ``+main``, ``--delete``: literal only.
+    return bool(subs & _PUBLISH) or (prog == "git" and "push" in subs)
 
 
 def _literal_only(cmd: SimpleCommand, i: int, prog: str) -> bool:
@@ -144,6 +133,8 @@ def command_prefix(cmd: SimpleCommand) -> tuple[str, ...] | None:
         head.append(nxt.text)
     elif nxt is not None and nxt.literal and _SUBCOMMAND.match(nxt.text):
         head.append(nxt.text)
+    elif prog in GLOBAL_OPTIONS:
+        return None  # ``git -C x …``: the subcommand cannot be named, ``git *`` is everything
     return tuple(head)
 
 
@@ -152,15 +143,15 @@ def _propose_command(cmd: SimpleCommand) -> str | None:
     if found is None:
         return None
     i, prog = found
-    if prog in _NO_PROPOSAL:
-        return None
     if _literal_only(cmd, i, prog):
         if not all(w.literal for w in cmd.words):
             return None
         return f"bash({' '.join(quote_word(w.text) for w in cmd.words)})"
     head = command_prefix(cmd)
     if head is None:
-        return None
+        if prog not in GLOBAL_OPTIONS or not all(w.literal for w in cmd.words):
+            return None
+        return f"bash({' '.join(quote_word(w.text) for w in cmd.words)})"  # git -C x log
     return f"bash({' '.join(quote_word(w) for w in head)} *)"
 
 
