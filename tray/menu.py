@@ -346,7 +346,8 @@ def rules_menu(snap: Snapshot) -> Item:
     for g in snap.grants:
         entries.append(
             Item(
-                f"session: {_shorten(g.label or g.tool, 80)} for {_shorten(g.client, 30)}",
+                f"session: {g.tool} {_shorten(g.scope, 60)}".rstrip()
+                + f" for {_shorten(g.client, 30)}",
                 submenu=(Item("Revoke", (ActionKind.GRANT_REVOKE, g.sid, g.tool)),),
             )
         )
