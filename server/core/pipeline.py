@@ -330,7 +330,7 @@ class CallPipeline:
     async def _grant_offer(self, call: Call, step: Plan) -> Grant | None:
         """What "Allow … for this session" would grant on this call, or None (not offered).
         Finding a write's project looks for ``.git`` up the tree: in a file worker."""
-        if step.escalation is not None or step.tool.grants_suspended():
+        if step.escalation is not None:
             return None
         try:
             project = None
