@@ -341,9 +341,23 @@ function setupRules() {
     ev.preventDefault();
     const rule = $("rule-text").value.trim();
     if (!rule) return;
+    const list = $("rule-list").value;
+    const key = JSON.stringify([list, rule]);
+    const shown = $("rule-examples");
     try {
-      await api("POST", "/api/rules", { list: $("rule-list").value, rule });
+      if (setupRules.shown !== key) {
+        // First what the rule means: two calls it matches, one it does not; Add again saves.
+        const ex = await api("POST", "/api/rules/examples", { list, rule });
+        const lines = ex.every ? [`matches every call of the tool`] :
+          [...ex.matches.map((m) => `matches: ${m}`), ...ex.misses.map((m) => `does not match: ${m}`)];
+        shown.replaceChildren(...lines.map((l) => el("li", {}, l)), el("li", { class: "muted" }, "Press Add again to save it."));
+        setupRules.shown = key;
+        return;
+      }
+      await api("POST", "/api/rules", { list, rule });
       $("rule-text").value = "";
+      shown.replaceChildren();
+      setupRules.shown = null;
       toast(`Added ${rule}`);
     } catch (e) { toast(e.message); }
   });

@@ -67,3 +67,17 @@ def test_rules_add_prints_its_examples_before_saving(start_bridge, cli):
     ]
     assert lines[3] == "added to rules.deny: bash(echo forbidden*)"
     assert [x.text for x in running.runner.snapshot().rules.deny] == ["bash(echo forbidden*)"]
+
+
+def test_the_page_asks_the_api_for_examples_before_saving(start_bridge):
+    from .control_helpers import Api
+
+    running = start_bridge(control=True)
+    api = Api(running.runner.control)
+    r = api.call("POST", "/api/rules/examples", {"list": "deny", "rule": "bash(echo forbidden*)"})
+    assert r.status == 200, r.json
+    assert r.json["matches"] == ["echo forbidden", "echo forbidden now"]
+    assert r.json["misses"] == ["echo other"]
+    bad = api.call("POST", "/api/rules/examples", {"list": "allow", "rule": "bash(a; b)"})
+    assert bad.status == 400 and "one simple command" in bad.json["error"]
+    assert running.runner.snapshot().rules.deny == ()  # nothing saved
