@@ -150,3 +150,11 @@ def test_a_folder_grant_covers_its_tree_only():
     assert covering([g], "write", {}, f"{HOME}/ab/f.py") is None
     assert covering([g], "edit", {}, f"{HOME}/a/f.py") is None
     assert offer("write", {"path": "x"}, escalated=False, project=None, home=HOME) is None
+
+
+def test_no_grant_names_a_scope_the_human_cannot_read():
+    """A bidi or invisible character in the scope would make the label lie: not offered."""
+    assert offer("bash", {"command": "ec\u202eho one"}, escalated=False, home=HOME) is None
+    assert offer("mcp__x\u200b__y", {}, escalated=False, home=HOME) is None
+    folder = f"{HOME}/pro\u202ej"
+    assert offer("write", {"path": "x"}, escalated=False, project=folder, home=HOME) is None
