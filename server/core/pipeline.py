@@ -332,6 +332,9 @@ class CallPipeline:
         Finding a write's project looks for ``.git`` up the tree: in a file worker."""
         if step.escalation is not None:
             return None
+        # A one-call session (main's 2026-07-28 era, § 9) has nothing "for this session".
+        if getattr(call.session, "one_call", False):
+            return None
         try:
             project = None
             if call.name in ("write", "edit"):
