@@ -204,7 +204,7 @@ function pendingCard(p) {
   loadFull(p, full);
   card.append(el("div", { class: "actions" },
     el("button", { type: "button", class: "approve", onclick: () => decide(p.id, "approve") }, "Approve"),
-    el("button", { type: "button", onclick: () => decide(p.id, "allow_session") }, "Allow for this session"),
+    ...allowSession(p),
     ...alwaysAllow(p),
     reason,
     el("button", { type: "button", class: "deny", onclick: () => decide(p.id, "deny", reason.value.trim()) }, "Deny"),
@@ -277,6 +277,13 @@ function renderServers(s) {
 // -- Rules: "Always allow calls like this", the rule lists, session grants, a rule tester --------
 
 // The proposed rule, editable before saving; nothing when no rule could ever apply to the call.
+// "Allow `git commit …` for this session": the bridge names the grant's scope (rendered text);
+// where no grant as narrow as the call applies, a note instead of the button.
+function allowSession(p) {
+  if (!p.session_grant) return [el("span", { class: "muted no-session" }, "No “Allow for this session” for this call: no grant as narrow as the call applies")];
+  return [el("button", { type: "button", class: "session", onclick: () => decide(p.id, "allow_session") }, p.session_grant)];
+}
+
 function alwaysAllow(p) {
   if (!p.proposed_rule) return [el("span", { class: "muted no-always" }, "No “Always allow” for this call: no rule can name exactly this call")];
   const lines = p.proposed_rule.split("\n").length;
@@ -308,7 +315,7 @@ function renderRules(s) {
   $("rules").replaceChildren(...items);
   $("no-rules").hidden = items.length > 0;
   const grants = (s.grants || []).map((g) => el("li", { class: "grant" },
-    el("code", {}, g.tool), ` for ${g.client} (session ${g.session}) `,
+    el("code", {}, g.tool), ` ${g.scope || ""} for ${g.client} (session ${g.session}) `,
     el("button", { type: "button", onclick: () => revokeGrant(g) }, "Revoke"),
   ));
   $("grants").replaceChildren(...grants);
@@ -334,9 +341,23 @@ function setupRules() {
     ev.preventDefault();
     const rule = $("rule-text").value.trim();
     if (!rule) return;
+    const list = $("rule-list").value;
+    const key = JSON.stringify([list, rule]);
+    const shown = $("rule-examples");
     try {
-      await api("POST", "/api/rules", { list: $("rule-list").value, rule });
+      if (setupRules.shown !== key) {
+        // First what the rule means: two calls it matches, one it does not; Add again saves.
+        const ex = await api("POST", "/api/rules/examples", { list, rule });
+        const lines = ex.every ? [`matches every call of the tool`] :
+          [...ex.matches.map((m) => `matches: ${m}`), ...ex.misses.map((m) => `does not match: ${m}`)];
+        shown.replaceChildren(...lines.map((l) => el("li", {}, l)), el("li", { class: "muted" }, "Press Add again to save it."));
+        setupRules.shown = key;
+        return;
+      }
+      await api("POST", "/api/rules", { list, rule });
       $("rule-text").value = "";
+      shown.replaceChildren();
+      setupRules.shown = null;
       toast(`Added ${rule}`);
     } catch (e) { toast(e.message); }
   });

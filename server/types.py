@@ -14,6 +14,7 @@ from .errors import BridgeError
 from .policy.rules import RuleSet
 
 if TYPE_CHECKING:
+    from .policy.grants import Grant
     from .policy.paths import Escalation
 
 
@@ -59,6 +60,13 @@ class PendingCall:
     hidden: bool = False  # the agent's text carried bidi/invisible/control characters
     upstream: UpstreamInfo | None = None  # an upstream MCP server's tool: server, description…
     proposed_rule: str | None = None  # "Always allow calls like this": one rule per line
+    # "Allow … for this session" as narrow as the call; None: not offered (escalated, rm...)
+    grant: Grant | None = None
+
+    @property
+    def grant_label(self) -> str | None:
+        """The button's text ("Allow `git commit …` for this session"), or None."""
+        return None if self.grant is None else self.grant.label
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +101,14 @@ class SessionView:
 
 @dataclass(frozen=True, slots=True)
 class GrantView:
-    """An "Allow for this session" grant: this session's calls of ``tool`` run unattended."""
+    """An "Allow for this session" grant: this session's calls of ``tool`` within ``scope``
+    (``git commit …``, ``~/proj``) run unattended; ``label`` is what every UI shows."""
 
     sid: str
     client: str
     tool: str
+    scope: str = ""
+    label: str = ""
 
 
 @dataclass(frozen=True, slots=True)

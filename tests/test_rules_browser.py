@@ -24,6 +24,11 @@ def test_page_adds_tests_and_removes_a_rule(start_bridge, browser, env):
     Select(browser.find_element(By.ID, "rule-list")).select_by_visible_text("allow")
     browser.find_element(By.ID, "rule-text").send_keys("bash(git status)")
     browser.find_element(By.XPATH, "//form[@id='rule-add']/button").click()
+    # First what it means (two matches, one miss), before anything is saved; Add again saves.
+    shown = _wait(browser, lambda d: d.find_element(By.ID, "rule-examples").text)
+    assert "matches: git status" in shown and "does not match: git status extra" in shown
+    assert running.runner.snapshot().rules.allow == ()
+    browser.find_element(By.XPATH, "//form[@id='rule-add']/button").click()
     _wait(browser, lambda d: d.find_element(By.ID, "rule-count").text == "2")
     assert running.runner.snapshot().rules.to_json()["allow"] == ["bash(git status)"]
     assert json.loads(read_text(env["config"]))["rules"]["allow"] == ["bash(git status)"]

@@ -344,7 +344,18 @@ def test_session_grants_are_listed_and_revocable(ruled):
     ruled.runner.detach_approver(approver)
     grants = ruled.api.call("GET", "/api/rules").json["grants"]
     session = grants[0]["session"]  # the hash UIs show
-    assert grants == [{"sid": c.sid, "session": session, "client": "granted", "tool": "write"}]
+    root = ruled.env["root"]  # a git top-level: the grant's scope is that project
+    label = f"Allow writes in {root} for this session"
+    assert grants == [
+        {
+            "sid": c.sid,
+            "session": session,
+            "client": "granted",
+            "tool": "write",
+            "scope": root,
+            "label": label,
+        }
+    ]
     assert ruled.runner.snapshot().grants[0].tool == "write"
     assert ruled.api.call("GET", "/api/grants").json == {"grants": grants}
     assert c.call("write", {"path": "g2.txt", "content": "y"}).result["isError"] is False
@@ -437,6 +448,7 @@ def test_cli_approve_with_a_rule(ruled, cli):
 
 
 def test_tray_rules_submenu_model(ruled):
+    from omp_a2a_bridge.server.present.textsafe import shorten
     from omp_a2a_bridge.tray.menu import menu_model
 
     c = ruled.client("granted")
@@ -447,6 +459,7 @@ def test_tray_rules_submenu_model(ruled):
     t.join(10)
     ruled.runner.detach_approver(approver)
     items = menu_model(ruled.runner.snapshot())
+    scope = shorten(ruled.env["root"], 60).text
     rules = next(i for i in items if i.text.startswith("Rules ("))
     assert rules.text == "Rules (4)"
     entries = [(i.text, i.submenu[0].text, i.submenu[0].action) for i in rules.submenu]
@@ -454,7 +467,7 @@ def test_tray_rules_submenu_model(ruled):
         ("allow: bash(git status)", "Remove", ("rule_remove", "allow", "bash(git status)")),
         ("allow: bash(git diff *)", "Remove", ("rule_remove", "allow", "bash(git diff *)")),
         ("allow: read(~/proj/**)", "Remove", ("rule_remove", "allow", "read(~/proj/**)")),
-        ("session: write for granted", "Revoke", ("grant_revoke", c.sid, "write")),
+        (f"session: write {scope} for granted", "Revoke", ("grant_revoke", c.sid, "write")),
     ]
     assert ruled.runner.revoke_grant(c.sid, "write") is True
     assert ruled.runner.snapshot().grants == ()

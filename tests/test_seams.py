@@ -334,7 +334,7 @@ def test_rules_list_renders_a_grant_safely_and_never_shows_the_session_id(prompt
         assert out.returncode == 0, out.stderr
         assert "\x1b" not in out.stdout and "\u202e" not in out.stdout, out.stdout
     text = cli("rules", "list").stdout
-    assert "session grant  bash  for evil" in text
+    assert "session grant  bash  `echo hi …`  for evil" in text
     assert c.sid is not None and c.sid[:8] not in text, text  # the hash, not the id
 
 
@@ -369,7 +369,10 @@ def test_an_upstream_servers_stderr_reaches_no_terminal_raw(start_bridge, env, c
 
 def test_allow_for_this_session_on_bash_never_covers_a_protected_path(prompted):
     c = prompted.client()
-    with held_call(prompted, c) as p:
+    # The grant names every program the protected commands below use: only the path asks.
+    held = "echo granted; cd .; cat /dev/null; cp /dev/null /dev/null"
+    with held_call(prompted, c, held) as p:
+        assert p.grant_label == "Allow `echo granted …`, `cd …`, `cat …`, `cp …` for this session"
         assert prompted.runner.decide(p.id, "allow_session")
     assert "granted" in c.call("bash", {"command": "echo granted"}).text
     for command in ("cat ~/.ssh/id_rsa", "cd ~ && cat .ssh/id_*", "cp /dev/null ~/.bashrc"):

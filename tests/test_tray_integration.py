@@ -151,7 +151,7 @@ def test_pending_call_appears_and_approve_runs_it(tray):
     item = tray.wait_item("Approve: bash — echo via-tray (claude-code,")
     assert [i.text for i in item.submenu][-4:] == [
         "Approve",
-        "Allow for this session",
+        "Allow `echo via-tray …` for this session",
         "Always allow: bash(echo via-tray *)",
         "Deny",
     ]
@@ -214,7 +214,7 @@ def test_allow_for_session_then_no_prompt(tray):
     c = tray.client()
     th, out = in_thread(c.call, "write", _write(tray, "1.txt"))
     item = tray.wait_item("Approve: write")
-    tray.click(tray.find("Allow for this session", item.submenu))
+    tray.click(tray.find("Allow writes in ", item.submenu))  # …the root, for this session
     th.join(10)
     assert out[0].result["isError"] is False
     assert c.call("write", _write(tray, "2.txt")).result["isError"] is False  # no prompt

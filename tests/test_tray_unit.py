@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from omp_a2a_bridge.server.policy.grants import offer
 from omp_a2a_bridge.server.types import PendingCall, SessionView, Snapshot
 from omp_a2a_bridge.tray.autostart import APPROVED_KEY, RUN_KEY, Autostart
 from omp_a2a_bridge.tray.clipboard import copy_text
@@ -46,8 +47,17 @@ def session(sid="s1", client="claude-code", version="1.0.3", calls=5, seen=4.0) 
 def pending(
     i=1, tool="bash", summary="bash: git push origin main", waited=12.0, rule="bash(git push *)"
 ) -> PendingCall:
+    grant = offer("bash", {"command": "git status"}, escalated=False, home="/h")
     return PendingCall(
-        f"a{i}", "s1", "claude-code", tool, {}, summary, NOW - waited, proposed_rule=rule
+        f"a{i}",
+        "s1",
+        "claude-code",
+        tool,
+        {},
+        summary,
+        NOW - waited,
+        proposed_rule=rule,
+        grant=grant if tool == "bash" else None,
     )
 
 
@@ -109,10 +119,14 @@ def test_menu_pending_first_with_decisions_and_deny_all():
     sub = items[2].submenu
     assert [(i.text, i.action) for i in sub if i.action and i.action[0] == "decide"] == [
         ("Approve", ("decide", "a1", "approve")),
-        ("Allow for this session", ("decide", "a1", "allow_session")),
+        ("Allow `git status …` for this session", ("decide", "a1", "allow_session")),
         ("Always allow: bash(git push *)", ("decide", "a1", "allow_always")),
         ("Deny", ("decide", "a1", "deny")),
     ]
+    # No grant as narrow as the call (here: a write with no project): a disabled line.
+    write = items[3].submenu
+    assert not any(i.action[-1:] == ("allow_session",) for i in write if i.action)
+    assert any(i.text.startswith("Allow for this session: not offered") for i in write)
     one = menu_model(snap(pending=[pending()]), now=NOW)
     assert not any(i.text.startswith("Deny all") for i in one)
 

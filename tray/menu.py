@@ -232,7 +232,7 @@ def pending_items(snap: Snapshot, now: float) -> list[Item]:
             *show,
             SEPARATOR,
             Item("Approve", (ActionKind.DECIDE, p.id, Decision.APPROVE)),
-            Item("Allow for this session", (ActionKind.DECIDE, p.id, Decision.ALLOW_SESSION)),
+            *session_items(p),
             *always_allow_items(p.id, p.proposed_rule),
             Item("Deny", (ActionKind.DECIDE, p.id, Decision.DENY)),
         )
@@ -324,6 +324,18 @@ RULE_MAX = 70
 NO_ALWAYS = "Always allow: not offered (no rule can name exactly this call)"
 
 
+NO_SESSION_ITEM = "Allow for this session: not offered (no grant as narrow as this call)"
+
+
+def session_items(p: PendingCall) -> tuple[Item, ...]:
+    """ "Allow `git commit …` for this session": the label names the scope the bridge chose
+    (agent words in it are rendered); a disabled line where no grant applies."""
+    label = p.grant_label
+    if label is None:
+        return (Item(NO_SESSION_ITEM, enabled=False),)
+    return (Item(shorten(label, 120).text, (ActionKind.DECIDE, p.id, Decision.ALLOW_SESSION)),)
+
+
 def always_allow_items(call_id: str, proposal: str | None) -> tuple[Item, ...]:
     """ "Always allow: bash(git log *)" — the rule it saves; a disabled line saying why not when
     there is no proposal (a call that always asks, arguments no rule can name exactly, hidden
@@ -350,7 +362,8 @@ def rules_menu(snap: Snapshot) -> Item:
     for g in snap.grants:
         entries.append(
             Item(
-                f"session: {g.tool} for {_shorten(g.client, 30)}",
+                f"session: {g.tool} {_shorten(g.scope, 60)}".rstrip()
+                + f" for {_shorten(g.client, 30)}",
                 submenu=(Item("Revoke", (ActionKind.GRANT_REVOKE, g.sid, g.tool)),),
             )
         )

@@ -51,7 +51,8 @@ def _listing(data: dict[str, Any]) -> str:
         lines.append("no rules (every call follows its tool's tier)")
     for g in data.get("grants", []):
         lines.append(
-            f"session grant  {safe(g['tool'])}  for {safe(g['client'])} "
+            f"session grant  {safe(g['tool'])}  {safe(g.get('scope', ''))}  "
+            f"for {safe(g['client'])} "
             f"(session {safe(g.get('session', ''))})"
         )
     return "\n".join(lines)
@@ -66,6 +67,8 @@ def cmd_rules(args: argparse.Namespace) -> int:
         return 0
     which = RuleList(args.list)
     if action == "add":
+        if not args.json:  # what the rule means, before it is saved (JSON output stays JSON)
+            print(_examples(which, args.rule))
         if client:
             client.add_rules(which, [args.rule])
             data = client.listing("rules")
@@ -122,6 +125,19 @@ def cmd_rules(args: argparse.Namespace) -> int:
         text += f"\n(arguments as JSON: {safe(json.dumps(arguments, ensure_ascii=True))})"
     _print(result, args.json, text)
     return 0
+
+
+def _examples(which: RuleList, text: str) -> str:
+    """Two calls the rule matches and one it does not (``bash(echo forbidden*)`` matches
+    ``echo forbidden now``), so a glob that means something else than meant shows itself."""
+    from ..policy.examples import example_lines
+    from ..policy.rules import parse_rule
+
+    try:
+        rule = parse_rule(text, allow=which is RuleList.ALLOW)
+    except RuleError:
+        return ""  # saving it says why
+    return "\n".join(f"  {safe(line)}" for line in example_lines(rule, which))
 
 
 _RULINGS = {

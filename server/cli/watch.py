@@ -30,6 +30,7 @@ from ..control.client import ControlClient
 from ..errors import ControlError
 from ..present.watchtext import (
     NO_ALWAYS,
+    NO_SESSION,
     countdown_text,
     describe,
     describe_full,
@@ -48,6 +49,18 @@ PROMPT = (
     "[a]pprove / allow for [s]ession / [A]lways allow calls like this / [d]eny? ([f] full call) "
 )
 PROMPT_NO_RULE = "[a]pprove / allow for [s]ession / [d]eny? ([f] full call) "
+# No session grant can cover the call (escalated, ``rm``...): no [s].
+PROMPT_NO_GRANT = "[a]pprove / [A]lways allow calls like this / [d]eny? ([f] full call) "
+PROMPT_ONCE = "[a]pprove / [d]eny? ([f] full call) "
+
+
+def prompt_for(p: dict[str, Any]) -> str:
+    """The decisions this call offers: [s] only with a scoped grant, [A] only with a rule."""
+    if p.get("session_grant"):
+        return PROMPT if p.get("proposed_rule") else PROMPT_NO_RULE
+    return PROMPT_NO_GRANT if p.get("proposed_rule") else PROMPT_ONCE
+
+
 RECONNECT_S = 1.0
 
 
@@ -226,7 +239,7 @@ class Watcher:
             )
             return
         left = countdown_text(current)
-        text = PROMPT if current.get("proposed_rule") else PROMPT_NO_RULE
+        text = prompt_for(current)
         self.screen.prompt((f"({left}) " if left and self.tty else "") + text)
 
     def pick(self) -> None:
@@ -282,6 +295,9 @@ class Watcher:
         if decision is Decision.ALLOW_ALWAYS and not p.get("proposed_rule"):
             decision = None  # no rule can cover this call: approve it instead
             self.screen.write(f"   {NO_ALWAYS}")
+        if decision is Decision.ALLOW_SESSION and not p.get("session_grant"):
+            decision = None  # no grant as narrow as the call: approve it instead
+            self.screen.write(f"   {NO_SESSION}")
         if decision is None:
             self.prompt()
         elif decision is Decision.ALLOW_ALWAYS:

@@ -20,7 +20,8 @@ from tornado.iostream import StreamClosedError
 
 from ..core.approvals import ApproverKind, Decision
 from ..errors import ConfigError
-from ..policy.rules import RuleError, RuleList
+from ..policy.examples import examples
+from ..policy.rules import Kind, RuleError, RuleList, parse_rule
 from ..present.views import (
     grant_json,
     judgement_json,
@@ -202,6 +203,27 @@ class RuleHandler(_RuleEditing):
         self.send_json(self.rules_json())
 
 
+class RulesExamplesHandler(ControlHandler):
+    """POST ``{"list": "deny", "rule": "bash(echo forbidden*)"}``: two calls the rule matches
+    and one it does not (the page shows them before saving), or 400 with why it is invalid."""
+
+    def post(self) -> None:
+        body = self.body_json()
+        which = _rule_list(body.get("list", "allow"))
+        rule = body.get("rule")
+        if not isinstance(rule, str) or not rule.strip():
+            raise Refused(400, "rule must be a non-empty string, e.g. bash(git status)")
+        try:
+            parsed = parse_rule(rule, allow=which is RuleList.ALLOW)
+        except RuleError as e:
+            raise Refused(400, str(e)) from None
+        if parsed.kind is Kind.ANY:
+            self.send_json({"every": True, "matches": [], "misses": []})
+            return
+        ex = examples(parsed, which)
+        self.send_json({"every": False, "matches": list(ex.matches), "misses": list(ex.misses)})
+
+
 class RulesTestHandler(ControlHandler):
     """POST ``{"command": "..."}`` or ``{"tool": "read", "arguments": {...}}``: who decides."""
 
@@ -300,6 +322,7 @@ ROUTES: list[tuple[str, type]] = [
     (r"/api/audit", AuditHandler),
     (r"/api/events", EventsHandler),
     (r"/api/rules", RulesHandler),
+    (r"/api/rules/examples", RulesExamplesHandler),
     (r"/api/rules/test", RulesTestHandler),
     (r"/api/rules/([a-z]+)/(.+)", RuleHandler),
     (r"/api/grants", GrantsHandler),

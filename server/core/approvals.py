@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..policy.grants import Grant
     from ..policy.paths import Escalation
 
 from ..policy.proposals import savable
@@ -126,6 +127,7 @@ class ApprovalBroker:
         cwd: str | None = None,
         upstream: UpstreamInfo | None = None,
         proposed_rule: str | None = None,
+        grant: Grant | None = None,
         on_created: Callable[[PendingCall], None] = lambda p: None,
     ) -> WaitResult:
         """Hold the call until the wait ends; ``timeout_s`` 0 waits forever."""
@@ -158,6 +160,7 @@ class ApprovalBroker:
             proposed_rule=proposed_rule
             if proposed_rule and savable(proposed_rule) is None
             else None,
+            grant=grant,
         )
         fut: asyncio.Future[WaitResult] = asyncio.get_running_loop().create_future()
         self._pending[call.id] = (call, fut)

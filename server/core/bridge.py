@@ -50,7 +50,7 @@ from ..policy.rulebook import RuleBook
 from ..policy.rules import RuleList, RuleSet
 from ..tools.base import Tool, ToolContext, ToolError, ToolResult
 from ..tools.registry import ToolRegistry
-from ..types import GrantView, PendingCall, SessionView, Snapshot
+from ..types import DecisionError, GrantView, PendingCall, SessionView, Snapshot
 from ..vocab import Tier
 from .approvals import ApprovalBroker, Decision, Ending
 from .inflight import CallHandle, InFlight
@@ -58,6 +58,11 @@ from .pipeline import CallPipeline, prepare_request, tier_of
 from .tasks import TaskTable
 
 log = logging.getLogger(__name__)
+
+NO_GRANT = (
+    "no session grant can cover this call (it always asks a human, or no scope as narrow as "
+    "the call exists): approve it once instead"
+)
 
 
 @dataclass
@@ -402,6 +407,12 @@ class Bridge:
         Raises :class:`DecisionError` when there is no rule to save (the call always asks)
         or the edited rule is invalid; False when the call is no longer pending.
         """
+        if decision is Decision.ALLOW_SESSION:
+            p = self.broker.get(call_id)
+            if p is None:
+                return False
+            if p.grant is None:
+                raise DecisionError(NO_GRANT)
         if decision is Decision.ALLOW_ALWAYS:
             p = self.broker.get(call_id)
             if p is None:
@@ -426,16 +437,17 @@ class Bridge:
 
     def grants(self) -> tuple[GrantView, ...]:
         return tuple(
-            GrantView(s.sid, s.client_name, tool)
+            GrantView(s.sid, s.client_name, g.tool, g.scope, g.label)
             for s in self.sessions.all()
-            for tool in sorted(s.allowed_tools)
+            for g in s.grants
         )
 
     def revoke_grant(self, sid: str, tool: str) -> bool:
+        """Every grant of ``tool`` in that session ends (the API names grants by tool)."""
         session = self.sessions.get(sid)
-        if session is None or tool not in session.allowed_tools:
+        if session is None or not any(g.tool == tool for g in session.grants):
             return False
-        session.allowed_tools.discard(tool)
+        session.grants[:] = [g for g in session.grants if g.tool != tool]
         self._changed(now=True)
         return True
 

@@ -26,7 +26,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Collection, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -37,6 +37,7 @@ from ..mcp.protocol import (
     not_exposed_text,
 )
 from ..mcp.sessions import Session
+from ..policy.grants import Grant, covering, offer, project_of
 from ..policy.judge import DecisionRequest, Judgement, judge
 from ..policy.paths import CallPaths, Escalation, PathPolicy, always_asks
 from ..policy.proposals import propose
@@ -228,7 +229,7 @@ class CallPipeline:
     def _prepare(self, call: Call) -> Outcome | Plan:
         """Every check that needs no waiting, judged by the one judge: a refusal, or the plan."""
         session = call.session
-        prep = self.prepare(call.name, call.args, session.allowed_tools)
+        prep = self.prepare(call.name, call.args, session.grants)
         j = judge(prep.request)
         if prep.tool is None or prep.paths is None or not (j.runs or j.ruling is Ruling.ASK):
             return refusal(j)
@@ -241,9 +242,9 @@ class CallPipeline:
         needs_human = j.ruling is Ruling.ASK
         return Plan(tool, ctx, j.decided_by, needs_human, j.escalation, j.rule, j.can_propose, j)
 
-    def prepare(self, name: str, args: Any, granted: Collection[str] = ()) -> Prepared:
-        """The judge's inputs for this call now (``granted``: the tools a session grant
-        covers), with the I/O they need done here."""
+    def prepare(self, name: str, args: Any, grants: Sequence[Grant] = ()) -> Prepared:
+        """The judge's inputs for this call now (``grants``: the session's scoped grants,
+        :mod:`server.policy.grants`), with the I/O they need done here."""
         return prepare_request(
             self.registry,
             self.policy,
@@ -251,7 +252,7 @@ class CallPipeline:
             self.tier,
             name,
             args,
-            granted=granted,
+            grants=grants,
             paused=self.host.paused,
             closing=self.host.closing,
         )
@@ -272,6 +273,29 @@ class CallPipeline:
             log.exception("no rule proposed for %r", call.name)
             return None
 
+    async def _grant_offer(self, call: Call, step: Plan) -> Grant | None:
+        """What "Allow … for this session" would grant on this call, or None (not offered).
+        Finding a write's project looks for ``.git`` up the tree: in a file worker."""
+        if step.escalation is not None:
+            return None
+        # A one-call session (main's 2026-07-28 era, § 9) has nothing "for this session".
+        if getattr(call.session, "one_call", False):
+            return None
+        try:
+            project = None
+            if call.name in ("write", "edit"):
+                real = self.main_path(step.tool, call.args, step.ctx.policy)
+                if real is None:
+                    return None
+                roots, home = self.policy.roots, self.policy.home
+                project = await pools.run(pools.Pool.FILE, project_of, real, roots, home)
+            return offer(
+                call.name, call.args, escalated=False, project=project, home=self.policy.home
+            )
+        except Exception:
+            log.exception("no session grant offered for %r", call.name)
+            return None
+
     def _run_now(self, step: Plan, args: dict[str, Any]) -> ToolResult | None:
         """The tool's result if it can answer without waiting (see ``Tool.run_now``)."""
         try:
@@ -284,6 +308,7 @@ class CallPipeline:
         wait_ms = 0
         if step.needs_human:
             waited = time.monotonic()
+            grant = await self._grant_offer(call, step)
             session.pending += 1
             try:
                 verdict = await self.broker.wait(
@@ -296,6 +321,7 @@ class CallPipeline:
                     cwd=self._real_cwd(step, call.args),
                     upstream=step.tool.approval_info(),
                     proposed_rule=self._proposal(call, step),
+                    grant=grant,
                     on_created=lambda p: setattr(handle, "pending_id", p.id),
                 )
             finally:
@@ -311,8 +337,8 @@ class CallPipeline:
             step.ctx.approved = True
             if verdict.decision is not None:
                 step.tool.on_allowed(verdict.decision.value)  # upstream tools re-pin
-            if verdict.decision is Decision.ALLOW_SESSION:
-                session.allowed_tools.add(name)
+            if verdict.decision is Decision.ALLOW_SESSION and grant is not None:
+                session.grants.append(grant)
             elif verdict.decision is Decision.ALLOW_ALWAYS and verdict.rule:
                 loop = asyncio.get_running_loop()
                 self.rulebook.add(RuleList.ALLOW, verdict.rule.splitlines(), loop)
@@ -403,7 +429,7 @@ def prepare_request(
     name: str,
     args: Any,
     *,
-    granted: Collection[str] = (),
+    grants: Sequence[Grant] = (),
     paused: bool = False,
     closing: bool = False,
 ) -> Prepared:
@@ -435,6 +461,14 @@ def prepare_request(
         except ValueError as e:  # a NUL in a path argument: the OS cannot even name it
             invalid, paths = f"invalid path for '{name}': {e}", None
     as_dict = args if isinstance(args, dict) else {}
+    # Whether a session grant's scope (bash: program + subcommand; write/edit: the project,
+    # server.policy.grants) covers the call. The judge still asks when the call is escalated
+    # (outside the roots, private, persistence) or the upstream tool changed: a grant never
+    # covers those, and the judge names that as the reason.
+    granted = False
+    if grants and tool is not None and paths is not None:
+        real_path = real if real is not None else main_path(tool, as_dict, paths)
+        granted = covering(grants, name, as_dict, real_path) is not None
     request = DecisionRequest(
         name,
         as_dict,
@@ -444,7 +478,7 @@ def prepare_request(
         escalation,
         invalid,
         suspended,
-        granted=name in granted,
+        granted=granted,
         paused=paused,
         closing=closing,
     )

@@ -11,8 +11,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..present.ids import sid_hash
+
+if TYPE_CHECKING:
+    from ..policy.grants import Grant
 
 MAX_SESSIONS = 64
 SESSION_TTL_S = 24 * 3600.0
@@ -30,7 +34,8 @@ class Session:
     last_seen_wall: float
     calls: int = 0
     pending: int = 0
-    allowed_tools: set[str] = field(default_factory=set)
+    # "Allow … for this session" grants, each scoped (server.policy.grants.Grant).
+    grants: list[Grant] = field(default_factory=list)
     protocol_version: str = "2025-11-25"  # negotiated in initialize, shown with the client
     sid_hash: str = ""
     one_call: bool = False  # a 2026-07-28 request: no session, so nothing "for this session"

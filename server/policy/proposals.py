@@ -18,7 +18,7 @@ from typing import Any
 
 from ..present.textsafe import hidden_in
 from .bash.parse import SCRIPT_RUNNERS, SimpleCommand, analyze, program_index
-from .bash.wrappers import WRAPPERS
+from .bash.wrappers import GLOBAL_OPTIONS, WRAPPERS, subcommand_starts
 from .rules import (
     ARG_NAME,
     NOTHING_ELSE,
@@ -36,12 +36,34 @@ from .rules import (
 _SUBCOMMAND = re.compile(r"^[A-Za-z][A-Za-z0-9_:-]*$")
 # awk's first word is its program, the narrow part of a proposal (like python's script).
 _AWKS = frozenset({"awk", "gawk", "mawk", "nawk"})
-# Programs whose options anywhere on the line can run code or write files (``sed -e '1e id'``
-# after the script, GNU getopt permutes): no narrow proposal exists.
-_NO_PROPOSAL = frozenset({"sed", "gsed"})
+# Programs that read or write whatever they are pointed at (box.md § Grants as narrow as the
+# call): ``bash(grep *)`` would allow ``grep -r . ~``, ``bash(curl *)`` any upload, ``bash(cp
+# *)`` any copy. Their proposal is the call's literal words, nothing more.
+POINTED = frozenset(
+    {"grep", "egrep", "fgrep", "rg", "ag", "ack", "cat", "tac", "less", "more", "bat", "batcat",
+     "head", "tail", "wc", "nl", "od", "hexdump", "xxd", "strings", "base64", "base32",
+     "md5sum", "sha1sum", "sha256sum", "sha512sum", "b2sum", "cksum", "cmp", "diff", "comm",
+     "cut", "paste", "join", "uniq", "sort", "tr", "fold", "fmt", "column", "jq", "yq",
+     "curl", "wget", "nc", "ncat", "socat", "scp", "rsync", "sftp", "ftp",
+     "tar", "zip", "unzip", "gzip", "gunzip", "zcat", "bzip2", "bunzip2", "xz", "unxz",
+     "zstd", "7z", "cpio", "cp", "mv", "ln", "install", "tee", "dd", "du", "df", "stat",
+     "file", "touch", "mkdir", "truncate", "split", "csplit", "sed", "gsed", "awk", "gawk",
+     "mawk", "nawk", "find", "fd", "fdfind", "locate", "printf", "test", "[", "xargs",
+     "openssl", "gpg", "shred", "chmod", "chown", "chgrp", "realpath", "readlink", "tree"}
+)  # fmt: skip
+# Never a wildcard, whatever the call: a literal proposal or none (``rm -rf build`` must not
+# become ``bash(rm *)``, which runs ``rm -rf ~``).
+NEVER_WILD_PROGRAMS = frozenset({"rm", "rmdir", "unlink", "srm", "wipe"})
+_PUBLISH = frozenset({"publish", "unpublish", "deprecate", "owner", "yank", "upload"})
+# A recursive flag or an output option: the path after it is where the program writes or
+# how far it reads, so the proposal keeps the literal words.
+_LITERAL_OPTIONS = frozenset(
+    {"-o", "--output", "-t", "--target-directory", "-d", "-r", "-R", "--recursive", "-O",
+     "--output-document", "--output-file"}
+)  # fmt: skip
 
 
-def _quote(word: str) -> str:
+def quote_word(word: str) -> str:
     """A call's word as a rule word that matches only itself: quoted for the shell, and its
     ``*?[`` made literal (``[*]``), or ``awk '/x*/'`` would save a glob that also matches
     ``awk '/x/{system("…")} /x/'``."""
@@ -49,27 +71,88 @@ def _quote(word: str) -> str:
     return word if re.fullmatch(r"[A-Za-z0-9_@%+=:,./-]+", word) else shlex.quote(word)
 
 
-def _propose_command(cmd: SimpleCommand) -> str | None:
-    words = cmd.words
-    i = program_index(words)
-    if i is None or not all(w.literal for w in words[: i + 1]):
+def unquote_words(words: tuple[str, ...]) -> str:
+    """Words as a human reads a command (shell-quoted where needed), for labels."""
+    return " ".join(
+        shlex.quote(w) if not re.fullmatch(r"[A-Za-z0-9_@%+=:,./-]+", w) else w for w in words
+    )
+
+
+def _program(cmd: SimpleCommand) -> tuple[int, str] | None:
+    i = program_index(cmd.words)
+    if i is None or not all(w.literal for w in cmd.words[: i + 1]):
         return None
-    head = [_quote(w.text) for w in words[: i + 1]]
-    prog = words[i].text.rsplit("/", 1)[-1]
-    if prog in _NO_PROPOSAL or prog in WRAPPERS or prog == "find":
-        # A wrapper's or find's own options are the narrow part: propose the exact command.
-        if prog in _NO_PROPOSAL or not all(w.literal for w in words):
-            return None
-        return f"bash({' '.join(_quote(w.text) for w in words)})"
+    return i, cmd.words[i].text.rsplit("/", 1)[-1]
+
+
+def never_wild(cmd: SimpleCommand) -> bool:
+    """``rm``, ``git push --force``, ``npm publish``: never covered by a wildcard (no
+    ``prog *`` proposal, no session grant); a literal proposal at most."""
+    found = _program(cmd)
+    if found is None:
+        return True
+    i, prog = found
+    rest = [w.text for w in cmd.words[i + 1 :]]
+    if prog in NEVER_WILD_PROGRAMS:
+        return True
+    # The subcommand as written or past global options (``git -C . push``, ``npm -w x publish``).
+    starts = [0, *subcommand_starts(prog, cmd.words[i + 1 :])]
+    subs = {rest[k] for k in starts if k < len(rest)}
+    # ``git push *`` would cover ``git push --force``, ``+main``, ``--delete``: literal only.
+    return bool(subs & _PUBLISH) or (prog == "git" and "push" in subs)
+
+
+def _literal_only(cmd: SimpleCommand, i: int, prog: str) -> bool:
+    """The proposal is the call's literal words: a pointed-at program, a wrapper, a
+    never-wild one, or a recursive/output option anywhere among the arguments."""
+    if prog in POINTED or prog in WRAPPERS or never_wild(cmd):
+        return True
+    for w in cmd.words[i + 1 :]:
+        t = w.text.split("=", 1)[0]
+        if t in _LITERAL_OPTIONS:
+            return True
+        if re.fullmatch(r"-[A-Za-z]+", t) and ("r" in t or "R" in t):
+            return True  # a short-option cluster holding -r/-R (``-rn``)
+    return False
+
+
+def command_prefix(cmd: SimpleCommand) -> tuple[str, ...] | None:
+    """The narrow head of a command (raw words): assignments, the program and its subcommand
+    or script (``git commit``, ``python3 tool.py``), or None when there is none to name
+    (``python3 -c …``, a computed program)."""
+    found = _program(cmd)
+    if found is None:
+        return None
+    i, prog = found
+    words = cmd.words
+    head = [w.text for w in words[: i + 1]]
     nxt = words[i + 1] if i + 1 < len(words) else None
     if SCRIPT_RUNNERS.match(prog) or prog in _AWKS:
-        # python script.py *: the script is the narrow part; python -c ... has none.
         if nxt is None or not nxt.literal or nxt.text.startswith("-"):
             return None
-        head.append(_quote(nxt.text))
+        head.append(nxt.text)
     elif nxt is not None and nxt.literal and _SUBCOMMAND.match(nxt.text):
         head.append(nxt.text)
-    return f"bash({' '.join(head)} *)"
+    elif prog in GLOBAL_OPTIONS:
+        return None  # ``git -C x …``: the subcommand cannot be named, ``git *`` is everything
+    return tuple(head)
+
+
+def _propose_command(cmd: SimpleCommand) -> str | None:
+    found = _program(cmd)
+    if found is None:
+        return None
+    i, prog = found
+    if _literal_only(cmd, i, prog):
+        if not all(w.literal for w in cmd.words):
+            return None
+        return f"bash({' '.join(quote_word(w.text) for w in cmd.words)})"
+    head = command_prefix(cmd)
+    if head is None:
+        if prog not in GLOBAL_OPTIONS or not all(w.literal for w in cmd.words):
+            return None
+        return f"bash({' '.join(quote_word(w.text) for w in cmd.words)})"  # git -C x log
+    return f"bash({' '.join(quote_word(w) for w in head)} *)"
 
 
 def _glob_escape(path: str) -> str:

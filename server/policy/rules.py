@@ -403,6 +403,11 @@ def _bash_pattern(pattern: str, allow: bool) -> tuple[str, ...]:
         raise RuleError(f"bash pattern: {e}") from None
     if not tokens:
         raise RuleError("empty bash pattern")
+    if len(tokens[-1]) > 1 and tokens[-1].endswith("*") and not tokens[-1].endswith("\\*"):
+        # Claude Code's meaning: a ``*`` glued to the end of the last word matches the rest of
+        # the command (``bash(echo forbidden*)`` denies ``echo forbidden now``), for deny, ask
+        # and allow alike; the word itself stays a glob (``forbiddenX`` too).
+        tokens = (*tokens, "*")
     probe = Walker(0)
     probe.check_program(SimpleCommand(normalise([Word(t, t != "*") for t in tokens])))
     shape = analyze_pattern(p)  # the rule's own words, not what a wrapper runs

@@ -44,6 +44,8 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
         "preview": p.preview,
         "upstream": upstream,
         "proposed_rule": _proposal_json(p.proposed_rule),
+        # "Allow … for this session", naming its scope; null: not offered for this call.
+        "session_grant": _grant_label(p),
         "arrived": p.arrived,
         "deadline": p.deadline,
         "waiting_s": round(max(now - p.arrived, 0.0), 1),
@@ -65,6 +67,12 @@ def _upstream_json(p: PendingCall) -> dict[str, Any] | None:
     out["annotations_text"] = annotations.text
     out["hidden"] = description.hidden or annotations.hidden
     return out
+
+
+def _grant_label(p: PendingCall) -> str | None:
+    """The scoped grant's button text; its scope holds the agent's words, so rendered."""
+    label = p.grant_label
+    return None if label is None else shorten(label, 300).text
 
 
 def _proposal_json(rule: str | None) -> str | None:
@@ -140,6 +148,8 @@ def grant_json(g: GrantView) -> dict[str, Any]:
         "session": sid_hash(g.sid),
         "client": shorten(g.client, 80).text,
         "tool": g.tool,
+        "scope": shorten(g.scope, 200).text,  # holds the agent's words: rendered
+        "label": shorten(g.label, 300).text,
     }
 
 

@@ -64,6 +64,10 @@ def describe(p: dict[str, Any], now: float | None = None) -> str:
     elif esc:
         lines.append(f"   needs a human because {safe_line(esc)}")
     lines += _upstream_lines(p.get("upstream"))
+    if p.get("session_grant"):
+        lines.append(f"   [s] {safe_line(p['session_grant'])}")
+    else:
+        lines.append(f"   {NO_SESSION}")
     if p.get("proposed_rule"):
         lines.append(
             "   [A]lways would save: " + safe_line(" + ".join(p["proposed_rule"].splitlines()))
@@ -100,6 +104,7 @@ def describe(p: dict[str, Any], now: float | None = None) -> str:
     return "\n".join(lines)
 
 
+NO_SESSION = '(no "Allow for this session" for this call: no grant as narrow as the call applies)'
 NO_ALWAYS = '(no "Always allow" for this call: no rule can name exactly this call)'
 
 

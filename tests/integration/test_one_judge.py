@@ -74,8 +74,10 @@ def rows(root: str, outside: str) -> list[Row]:
             grant="bash"),
         Row("write grant", "write", {"path": p(root, "g.txt"), "content": "x"}, R, G.GRANT,
             grant="write"),
-        Row("a grant never covers outside", "write", {"path": p(outside, "g.txt"),
+        Row("a grant never covers a protected file", "write", {"path": p(root, ".env"),
             "content": "x"}, A, G.ESCALATION, grant="write"),
+        Row("a grant's scope is its folder", "write", {"path": p(outside, "g.txt"),
+            "content": "x"}, A, G.TIER, grant="write"),
         Row("suspended allow tier", "mcp__t__echo", {"text": "a"}, A, G.SUSPENDED,
             live_only=True),
         Row("suspended allow rule", "mcp__t__echo", {"text": "hi"}, A, G.SUSPENDED,
@@ -176,7 +178,7 @@ def test_the_live_pipeline_and_rules_test_judge_alike(judged_bridge, cli):
     by_row: dict[str, Judgement] = {}
     for row in table:
         if row.grant and row.grant not in granted:
-            first = {"command": "true"} if row.grant == "bash" else {
+            first = {"command": "pwd"} if row.grant == "bash" else {
                 "path": os.path.join(running.env["root"], "first.txt"), "content": "x"}  # fmt: skip
             grant(running, client, row.grant, first)
             granted.add(row.grant)
@@ -189,7 +191,7 @@ def test_the_live_pipeline_and_rules_test_judge_alike(judged_bridge, cli):
             # rules test counts no grant; the pipeline counts this session's.
             assert tested.ground is not Ground.GRANT
             sessions = list(bridge.sessions.all())
-            allowed = next(s.allowed_tools for s in sessions if s.sid == client.sid)
+            allowed = next(s.grants for s in sessions if s.sid == client.sid)
             prepare = functools.partial(bridge.pipeline.prepare, row.tool, row.args, allowed)
             prepared = running.runner.call(prepare)
             tested = judge(prepared.request)

@@ -59,6 +59,21 @@ HARMLESS_VARS = re.compile(
     r"^(?:LANG|LANGUAGE|LC_[A-Z]+|TZ|NO_COLOR|FORCE_COLOR|CLICOLOR|CLICOLOR_FORCE|TERM|COLUMNS"
     r"|LINES|CI)$"
 )
+# Builtins that read a word as a variable name or an arithmetic expression: bash evaluates an
+# array subscript in it, and ``$(…)`` or backticks inside the subscript run, even from a quoted
+# string (``test -v 'a[$(id)]'``, ``printf -v 'a[$(id)]' x``, ``read 'a[$(id)]'``). The option
+# after which the name comes (None: any argument may be one).
+NAME_BUILTINS: dict[str, str | None] = {
+    "printf": "-v", "test": "-v", "[": "-v", "read": None, "getopts": None, "wait": "-p",
+    "shift": None, "return": None, "exit": None, "break": None, "continue": None,
+    "ulimit": None, "times": None,
+}  # fmt: skip
+# Builtins that always evaluate or run their words: never allowed by a rule.
+EVAL_BUILTINS = {
+    "let": "let evaluates arithmetic (an array subscript in it runs $(…))",
+    "compgen": "compgen runs -C commands and expands -W words",
+    "complete": "complete runs -C commands and -F functions",
+}
 SAFE_REDIRECT_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr"})
 # Node types that may appear in an allowable tree; anything else makes it unallowable.
 _STRUCTURE = frozenset(
@@ -232,6 +247,7 @@ class Walker:
 
     def redirect(self, node: tree_sitter.Node, owner: tree_sitter.Node) -> None:
         if node.type in ("heredoc_redirect", "herestring_redirect"):
+            self.heredoc_body(node)
             target = self._program_of(owner)
             if target is None or INTERPRETER.match(target):
                 self.flag(f"a here-doc feeding {target or 'a command'}")
@@ -259,6 +275,31 @@ class Walker:
             return
         else:
             self.flag(f"redirection {op} {w.text}")
+
+    def heredoc_body(self, node: tree_sitter.Node) -> None:
+        """An unquoted here-doc's body is expanded: backticks and ``$(…)`` in it run before
+        the command reads it (``cat <<EOF`` with `` `rm -rf ~` `` inside). Such a call is never
+        allowed by a rule, and the code in it is searched for deny rules."""
+        start = next((c for c in node.children if c.type == "heredoc_start"), None)
+        if start is None or any(q in _text(start) for q in "'\"\\"):
+            return  # <<'EOF', <<"EOF", <<\EOF: the body is literal text
+        for body in (c for c in node.children if c.type == "heredoc_body"):
+            text = _text(body)
+            if "`" in text or "$(" in text or "$[" in text:
+                self.flag("command substitution in a here-doc")
+                self.search_code(text, spans_only=True)
+
+    def search_code(self, text: str, spans_only: bool = False) -> None:
+        """Deny/ask: the commands ``text`` may run once bash expands it: each backtick span and
+        ``$(…)``, and (unless ``spans_only``) the text itself read as a command."""
+        if self.depth >= REENTRY_DEPTH:
+            return
+        pieces = [] if spans_only else [text]
+        pieces += re.findall(r"`([^`]*)`", text)
+        pieces += [text[m.end() :] for m in re.finditer(r"\$[(\[]", text)][:8]
+        for piece in pieces:
+            if piece.strip():
+                self.everywhere.extend(analyze(piece, self.depth + 1).everywhere)
 
     def _program_of(self, owner: tree_sitter.Node) -> str | None:
         for c in owner.named_children:
@@ -340,6 +381,7 @@ class Walker:
             self.flag("a computed command name")
             return
         base = prog.text.rsplit("/", 1)[-1]
+        self.check_names(base, words[i + 1 :])
         if prog.text in REENTRY_BUILTINS:
             self.flag(f"{prog.text} runs its arguments as shell code")
             self._reenter(words[i + 1 :])
@@ -357,6 +399,30 @@ class Walker:
             if opt is not None:
                 self.flag(f"{base} {opt} runs another program")
 
+    def check_names(self, base: str, rest: Sequence[Word]) -> None:
+        """``printf -v 'a[$(id)]'``, ``test -v``, ``read``, ``let``, ``compgen -C``: words bash
+        evaluates as names or arithmetic. Unallowable when one holds a subscript (or always,
+        for ``let``/``compgen``/``complete``); its text is searched for deny rules."""
+        if base in EVAL_BUILTINS:
+            self.flag(EVAL_BUILTINS[base])
+            for w in rest:
+                if not w.text.startswith("-") or "[" in w.text:
+                    self.search_code(w.text)
+            return
+        if base not in NAME_BUILTINS:
+            return
+        after = NAME_BUILTINS[base]
+        texts = [w.text for w in rest]
+        if after is not None and not any(t == after or t.startswith(after) for t in texts):
+            return
+        for w in rest:
+            if "[" in w.text or (not w.literal and "$" in w.text):
+                self.flag(f"{base} evaluates an array subscript in {w.text!r}")
+                self.search_code(w.text)
+                inner = w.text[w.text.find("[") + 1 : w.text.rfind("]")]
+                if inner:
+                    self.search_code(inner)
+
     def _reenter(self, rest: Sequence[Word]) -> None:
         """Search literal code strings (``sh -c 'rm -rf ~'``) for commands a deny rule names."""
         if self.depth >= REENTRY_DEPTH:
@@ -367,6 +433,27 @@ class Walker:
             texts.append(" ".join(w.text for w in rest))  # eval joins its arguments
         for text in texts:
             self.everywhere.extend(analyze(text, self.depth + 1).everywhere)
+
+
+_QUOTED = frozenset({"raw_string", "string", "word", "concatenation"})
+_EVALUATING = frozenset(
+    {"test_command", "declaration_command", "unset_command", "compound_statement",
+     "arithmetic_expansion", "unary_expression", "binary_expression", "for_statement",
+     "c_style_for_statement"}
+)  # fmt: skip
+
+
+def _evaluated_context(node: tree_sitter.Node) -> bool:
+    """The node is read by a construct that evaluates its text (arithmetic, ``[[ -v ]]``,
+    ``declare``), not a plain command's argument."""
+    p = node.parent
+    while p is not None:
+        if p.type in ("command", "program", "redirected_statement"):
+            return False
+        if p.type in _EVALUATING:
+            return True
+        p = p.parent
+    return False
 
 
 def _piped_into(node: tree_sitter.Node) -> bool:
@@ -457,6 +544,12 @@ def _analyze(command: str, depth: int, wrappers: bool = True) -> Analysis:
             w.flag(_ANYWHERE[node.type])
         elif node.type == "expansion":  # also in here-doc bodies, which the walk skips
             w.expansion(node)
+        elif node.type in _QUOTED and _evaluated_context(node):
+            # ``(( 'a[$(rm x)]' ))``, ``[[ -v 'a[…]' ]]``, ``declare 'a[…]=1'``: bash evaluates
+            # the quoted text, so the commands in it are searched for deny rules.
+            text = _text(node)
+            if "$(" in text or "`" in text:
+                w.search_code(text[1:-1] if node.type == "raw_string" else text)
         if node.type == "command" and not _inside_top(node, root):
             sub = Walker(depth)
             sub.command(node)

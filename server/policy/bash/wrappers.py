@@ -80,15 +80,61 @@ WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
     "proxychains4": (frozenset({"-f"}), 0),
     "torsocks": (frozenset({"-u", "-p", "-a", "-P"}), 0),
     "dbus-run-session": (frozenset(), 0),
+    # Issue 23: more programs that run the command after their options (all their options
+    # are ``--opt=value`` or flags unless listed).
+    "dbus-launch": (frozenset(), 0),
+    "systemd-inhibit": (frozenset(), 0),
+    "ssh-agent": (frozenset({"-a", "-E", "-P", "-t"}), 0),
+    "rlwrap": (frozenset({"-f", "-H", "-l", "-P", "-S", "-z", "-e", "-g", "-p", "-q", "-C"}), 0),
+    "cgexec": (frozenset({"-g"}), 0),
+    "aa-exec": (frozenset({"-p", "--profile", "-n", "--namespace"}), 0),
+    "sandbox-exec": (frozenset({"-f", "-p", "-n", "-D"}), 0),
+    "arch": (frozenset({"-arch", "-e"}), 0),
+    "chpst": (frozenset({"-u", "-U", "-e", "-/", "-n", "-l", "-L", "-m", "-d", "-o", "-p",
+                         "-f", "-c", "-r", "-t"}), 0),
+    "setuidgid": (frozenset(), 1),
+    "envuidgid": (frozenset(), 1),
+    "envdir": (frozenset(), 1),
+    "softlimit": (frozenset({"-m", "-a", "-d", "-o", "-p", "-f", "-c", "-r", "-t", "-s",
+                             "-l"}), 0),
+    "setlock": (frozenset(), 1),
+    "lckdo": (frozenset({"-w"}), 1),
+    "valgrind": (frozenset(), 0),
+    "flatpak-spawn": (frozenset({"--env", "--directory", "--forward-fd"}), 0),
     "xvfb-run": (frozenset({"-n", "-s", "-f", "-e", "-p", "-w", "--server-num",
                             "--server-args", "--auth-file", "--error-file"}), 0),
 }  # fmt: skip
 # Wrappers whose command is a string for ``sh -c`` (or that cannot be read reliably).
 _SHELL_WRAPPERS = frozenset(
     {"watch", "script", "parallel", "su", "runuser", "pkexec", "systemd-run", "nsenter",
-     "unshare", "firejail", "bwrap", "chroot", "strace", "ltrace", "unbuffer", "entr"}
+     "unshare", "firejail", "bwrap", "chroot", "strace", "ltrace", "unbuffer", "entr",
+     "sg", "hyperfine", "watchexec", "nix-shell", "xterm", "konsole", "gnome-terminal",
+     "tmux", "screen", "byobu", "dtach", "abduco"}
 )  # fmt: skip
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+# Tools whose subcommand runs a command: ``uv run rm x`` runs ``rm x`` (the options of that
+# subcommand that take a separate value, and positional words before the command).
+_RUN_SUBCOMMANDS: dict[tuple[str, str], tuple[frozenset[str], int]] = {
+    ("uv", "run"): (frozenset({"--with", "--python", "-p", "--project", "--directory",
+                               "--package", "--extra", "--group", "--env-file", "--index",
+                               "--with-requirements", "--with-editable"}), 0),
+    ("poetry", "run"): (frozenset({"-C", "--directory", "-P", "--project"}), 0),
+    ("pipenv", "run"): (frozenset(), 0),
+    ("pdm", "run"): (frozenset({"-p", "--project"}), 0),
+    ("hatch", "run"): (frozenset(), 0),
+    ("rye", "run"): (frozenset(), 0),
+    ("pixi", "run"): (frozenset({"-e", "--environment", "--manifest-path"}), 0),
+    ("conda", "run"): (frozenset({"-n", "--name", "-p", "--prefix", "--cwd"}), 0),
+    ("mamba", "run"): (frozenset({"-n", "--name", "-p", "--prefix", "--cwd"}), 0),
+    ("bundle", "exec"): (frozenset(), 0),
+    ("mise", "exec"): (frozenset({"-C", "--cd", "-j", "--jobs"}), 0),
+    ("mise", "x"): (frozenset({"-C", "--cd", "-j", "--jobs"}), 0),
+    ("asdf", "exec"): (frozenset(), 0),
+    ("rbenv", "exec"): (frozenset(), 0),
+    ("pyenv", "exec"): (frozenset(), 0),
+    ("direnv", "exec"): (frozenset(), 1),
+    ("devbox", "run"): (frozenset({"-c", "--config", "-e", "--env"}), 0),
+}  # fmt: skip
 
 
 # Options with which an ordinary program runs another program or shell code (``rg --pre sh``,
@@ -370,10 +416,12 @@ def wrapped(words: Sequence[Word], i: int | None) -> tuple[list[tuple[Word, ...]
             forms.append((prog, *rest[2:]))
         return forms, None
     spec = WRAPPERS.get(base)
+    j = 0
+    if spec is None and rest and (base, rest[0].text) in _RUN_SUBCOMMANDS:
+        spec, j = _RUN_SUBCOMMANDS[(base, rest[0].text)], 1
     if spec is None:
         return [], None
     valued, positional = spec
-    j = 0
     while j < len(rest) and rest[j].text.startswith("-") and (rest[j].text != "-" or base == "env"):
         opt = rest[j].text
         j += 1
