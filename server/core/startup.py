@@ -34,6 +34,7 @@ from ..mcp.http import BODY_TIMEOUT_S, IDLE_CONNECTION_TIMEOUT_S
 from ..mcp.netlimits import raise_nofile
 from ..mcp.protocol import is_loopback_name
 from ..mcp.sessions import SessionTable
+from ..present.secrets import remember
 from ..tools.base import Tool
 from .bridge import Bridge, BridgeOptions
 
@@ -183,6 +184,7 @@ def prepare(opts: RunnerOptions, out: Prepared) -> None:
         info = ControlInfo(
             os.getpid(), url_for("127.0.0.1", control_port), secrets.token_urlsafe(32), out.url
         )
+        remember(info.secret)  # never shown, logged or audited, whole or in part
         try:
             claim(info)
         except RuntimeDirError as e:
