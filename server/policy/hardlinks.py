@@ -195,7 +195,10 @@ class IdentityIndex:
         out = []
         for top in p.dirs_under(p.home):
             cat = p.category(fold(top))
-            if cat is not None and os.path.basename(top) not in NAMES_SKIP_DIRS:
+            name = os.path.basename(top)
+            # Tool and cache folders are skipped (bounded scan); ~/.local holds app data.
+            noise = _is_cache(name) or (name in NAMES_SKIP_DIRS and name != ".local")
+            if cat is not None and not noise:
                 out.append((top, Hit(cat, EscalationKind.PROTECTED, top)))
         return out
 
