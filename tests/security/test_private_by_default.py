@@ -312,3 +312,48 @@ def test_git_indirection_asks_at_the_first_write(served):
     # Once it is a git dir, every write into it asks (its config included).
     r = c.call("write", {"path": "gitdir-elsewhere/hooks/pre-commit", "content": "evil"})
     assert r.text.startswith(NO_APPROVER), r.text
+
+
+# -- item 7: redact before cutting -----------------------------------------------------------
+
+
+def _token_pieces(text: str, secret: str = TOKEN, piece: int = 16) -> list[str]:
+    return [
+        secret[i : i + piece]
+        for i in range(len(secret) - piece + 1)
+        if secret[i : i + piece] in text
+    ]
+
+
+@pytest.mark.reveals_token  # the client sends the token as an argument on purpose
+def test_no_piece_of_the_token_reaches_the_audit_log_whatever_the_caps(start_bridge):
+    """The issue's case: the 1 KiB argument cap cut a token and left its first 20 characters;
+    also a bash command long enough to be cut, and a token's head sent on its own."""
+    running = start_bridge({"approval": {"tiers": {"grep": "allow", "bash": "deny"}}})
+    c = running.client()
+    pad = {f"k{i:02d}": "v" * 90 for i in range(10)}
+    for lead in range(0, 60, 7):
+        c.call("grep", {"pattern": "x", **pad, "lead": "w" * lead, "zz": TOKEN})
+    c.call("bash", {"command": "echo " + "y" * 5000 + TOKEN})
+    c.call("bash", {"command": "echo " + "y" * 4000 + TOKEN + " tail"})
+    c.call("grep", {"pattern": TOKEN[:24]})
+    records = running.audit()
+    assert len(records) >= 10
+    with open(running.env["audit"]) as f:
+        text = f.read()
+    assert _token_pieces(text) == [], _token_pieces(text)
+    assert "<token>" in text
+
+
+def test_log_lines_and_ui_text_never_show_a_known_secret(start_bridge, log_records):
+    """Every log line and UI text goes through one renderer, which scrubs known secrets."""
+    from omp_a2a_bridge.server.infra.logs import SafeFormatter
+    from omp_a2a_bridge.server.present.textsafe import render, shorten
+
+    start_bridge()  # registers its token (and control secret) as known
+    import logging
+
+    rec = logging.LogRecord("a2a-bridge", logging.WARNING, __file__, 1, "x %s", (TOKEN,), None)
+    assert _token_pieces(SafeFormatter().format(rec)) == []
+    for shown in (render("cmd " + TOKEN).text, shorten("z" * 50 + TOKEN[:30], 40).text):
+        assert _token_pieces(shown) == [], shown
