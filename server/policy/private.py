@@ -19,6 +19,7 @@ fills one (the target of an agent-written ``.git`` file) always asks.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable
 
 from .protected import HIDDEN_HOME, OTHER_HOME, fold
@@ -37,27 +38,40 @@ def _within(key: str, parent: str) -> bool:
     return key == parent or key.startswith(parent + "/")
 
 
-def other_homes(home: str) -> list[str]:
-    """Real paths of other users' home folders: every ``/home/*`` and ``/Users/*`` folder, the
-    password database's homes and ``/root``, except this user's own (the ``HOME`` in use and
-    the account's) and any folder that holds it."""
-    mine = {home}
-    try:
-        import pwd
+def _account_homes() -> tuple[set[str], list[str]]:
+    """(this account's home, other accounts' homes) from the password database (POSIX)."""
+    if sys.platform == "win32":
+        return set(), []
+    import pwd
 
-        mine.add(os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir))
-        entries = [e.pw_dir for e in pwd.getpwall() if e.pw_uid >= 1000 or e.pw_uid == 0]
-    except (ImportError, KeyError, OSError):
-        entries = []
-    found: set[str] = set()
-    for base in ("/home", "/Users"):
+    try:
+        mine = {os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)}
+    except KeyError:
+        mine = set()
+    try:
+        others = [e.pw_dir for e in pwd.getpwall() if e.pw_uid >= 1000 or e.pw_uid == 0]
+    except OSError:
+        others = []
+    return mine, others
+
+
+def other_homes(home: str) -> list[str]:
+    """Real paths of other users' home folders: every ``/home/*`` and ``/Users/*`` folder (on
+    Windows the home's siblings), the password database's homes and ``/root``, except this
+    user's own (the ``HOME`` in use and the account's) and any folder that holds it."""
+    mine, found_homes = _account_homes()
+    mine.add(home)
+    found: set[str] = set(found_homes)
+    bases = [os.path.dirname(home)] if sys.platform == "win32" else ["/home", "/Users"]
+    for base in bases:
         try:
             names = os.listdir(base)
         except OSError:
             continue
-        found.update(os.path.join(base, n) for n in names if n not in ("Shared", "Public"))
-    found.update(entries)
-    found.add("/root")
+        skip = ("Shared", "Public", "Default", "Default User", "All Users")
+        found.update(os.path.join(base, n) for n in names if n not in skip)
+    if sys.platform != "win32":
+        found.add("/root")
     out = []
     for h in found:
         real = os.path.realpath(h)
@@ -65,7 +79,9 @@ def other_homes(home: str) -> list[str]:
             continue
         if any(_within(m, real) or _within(real, m) for m in mine):
             continue  # our own home, or a folder that holds it
-        if not real.startswith(("/home/", "/Users/", "/root", "/var/root")):
+        if sys.platform != "win32" and not real.startswith(
+            ("/home/", "/Users/", "/root", "/var/root")
+        ):
             continue  # service accounts' homes (/var/lib/x, /nonexistent) are not homes
         out.append(real)
     return sorted(out)
