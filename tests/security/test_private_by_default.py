@@ -357,3 +357,25 @@ def test_log_lines_and_ui_text_never_show_a_known_secret(start_bridge, log_recor
     assert _token_pieces(SafeFormatter().format(rec)) == []
     for shown in (render("cmd " + TOKEN).text, shorten("z" * 50 + TOKEN[:30], 40).text):
         assert _token_pieces(shown) == [], shown
+
+
+def test_an_allow_rule_never_covers_private_or_persistence(start_bridge, tmp_path, monkeypatch):
+    """``write(**)``/``read(**)`` allow rules at the prompt tier: ordinary files run
+    unattended, the hidden home tree and persistence places still need a human."""
+    home = tmp_path / "rulehome"
+    for rel in (".claude/.credentials.json", "proj/README.md", ".bash_aliases"):
+        _put(home / rel, "PBD-rule " + rel)
+    monkeypatch.setenv("HOME", str(home))
+    rules = {"allow": ["write(**)", "edit(**)", "read(**)", "grep(**)"]}
+    running = start_bridge({"roots": [str(home)], "rules": rules})
+    c = running.client()
+    assert "PBD-rule" in c.call("read", {"path": "proj/README.md"}).text
+    assert not c.call("write", {"path": "proj/new.txt", "content": "x"}).result["isError"]
+    r = c.call("read", {"path": "~/.claude/.credentials.json"})
+    assert r.text.startswith(NO_APPROVER), r.text
+    for rel in (".bash_aliases", ".config/sway/config", "proj/.git", "proj/.vscode/settings.json"):
+        r = c.call("write", {"path": "~/" + rel, "content": "evil"})
+        assert r.text.startswith(NO_APPROVER), (rel, r.text)
+    assert "evil" not in (home / ".bash_aliases").read_text()
+    r = c.call("grep", {"pattern": "PBD-rule", "path": "~", "hidden": True})
+    assert ".credentials" not in r.text and "proj/README.md" in r.text, r.text
