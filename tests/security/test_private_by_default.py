@@ -379,3 +379,57 @@ def test_an_allow_rule_never_covers_private_or_persistence(start_bridge, tmp_pat
     assert "evil" not in (home / ".bash_aliases").read_text()
     r = c.call("grep", {"pattern": "PBD-rule", "path": "~", "hidden": True})
     assert ".credentials" not in r.text and "proj/README.md" in r.text, r.text
+
+
+def test_the_human_sees_the_category_and_a_session_grant_covers_no_private_place(
+    start_bridge, tmp_path, monkeypatch
+):
+    """With an approver: a private read shows its category from the table (or the generic
+    words) to the human; after "Allow for this session" on a harmless write, writes to
+    persistence places and the git indirection still ask."""
+    import threading
+
+    from ..control_helpers import Api, WsApprover
+    from ..helpers import wait_for
+
+    home = tmp_path / "granthome"
+    for rel in (".claude/.credentials.json", ".some-new-agent/token", "proj/README.md"):
+        _put(home / rel, "PBD-grant " + rel)
+    monkeypatch.setenv("HOME", str(home))
+    running = start_bridge({"roots": [str(home)], "approval": {"timeout_s": 30}}, control=True)
+    api = Api(running.runner.control)
+    approver = WsApprover(running.runner.control)
+    c = running.client()
+    out: list[Response] = []
+
+    def ask(tool: str, args: dict) -> tuple[threading.Thread, dict]:
+        t = threading.Thread(target=lambda: out.append(c.call(tool, args)), daemon=True)
+        t.start()
+        [p] = wait_for(lambda: api.call("GET", "/api/pending").json["pending"] or None)
+        return t, p
+
+    def decide(t: threading.Thread, p: dict, decision: str) -> Response:
+        assert api.call("POST", f"/api/pending/{p['id']}", {"decision": decision}).status == 200
+        t.join(10)
+        return out[-1]
+
+    try:
+        for path, category in (
+            ("~/.claude/.credentials.json", "coding-agent credentials"),
+            ("~/.some-new-agent/token", "private: hidden file in your home"),
+        ):
+            t, p = ask("read", {"path": path})
+            assert p["escalation"]["category"] == category, p["escalation"]
+            assert category in p["escalation"]["text"]
+            assert decide(t, p, "deny").text == "denied by the user"
+        t, p = ask("write", {"path": "proj/harmless.txt", "content": "ok"})
+        assert p["escalation"] is None
+        assert not decide(t, p, "allow_session").result["isError"]
+        assert not c.call("write", {"path": "proj/again.txt", "content": "ok"}).result["isError"]
+        for rel in ("~/.bash_aliases", "~/.config/i3/config", "proj2/.git", "proj/x.pth"):
+            t, p = ask("write", {"path": rel, "content": "gitdir: ../gd"})
+            assert p["escalation"]["kind"] in ("persistence", "protected"), (rel, p)
+            assert decide(t, p, "deny").text == "denied by the user", rel
+        assert not (home / "proj2" / ".git").exists()
+    finally:
+        approver.close()
