@@ -175,14 +175,10 @@ class IdentityIndex:
                     roots += [
                         (os.path.join(d, n), Hit(cat, EscalationKind.OWN_FILE, p)) for n in names
                     ]
-                # Private by default: the hidden home tree too, after the table (its stores
-                # first), noise folders skipped.
-                tops = [(p, h, False) for p, h in roots]
-                tops += [(p, h, True) for p, h in self._private_tops()]
-                for path, hit, noisy in tops:
+                for path, hit in roots:
                     if len(ids) >= IDENTITY_MAX_FILES:
                         break
-                    self._scan_one(path, hit, ids, noisy)
+                    self._scan_one(path, hit, ids)
             finally:
                 self._ids = ids
                 self._ids_at = time.monotonic()
@@ -219,6 +215,13 @@ class IdentityIndex:
         with self._named_lock:
             self._named_at = time.monotonic()
             named: dict[tuple[int, int], Known] = {}
+            # Private by default: the hidden home tree too (noise folders skipped). Here, not
+            # in the table's scan: that one reruns every 2 s when an unknown multiply-linked
+            # file shows up (a pnpm tree), this one at most every 30 s, in the background.
+            for path, hit in self._private_tops():
+                if len(named) >= IDENTITY_MAX_FILES // 2:
+                    break
+                self._scan_one(path, hit, named, noisy=True)
             for e in _regular_files(
                 self.roots,
                 self._walk_into,
@@ -231,7 +234,7 @@ class IdentityIndex:
                         s = e.stat(follow_symlinks=False)
                     except OSError:
                         continue
-                    named[(s.st_dev, s.st_ino)] = Known(hit, e.path)
+                    named.setdefault((s.st_dev, s.st_ino), Known(hit, e.path))
             self._named = named
             self._named_at = time.monotonic()
 
