@@ -38,30 +38,26 @@ def _within(key: str, parent: str) -> bool:
     return key == parent or key.startswith(parent + "/")
 
 
-def _account_homes() -> tuple[set[str], list[str]]:
-    """(this account's home, other accounts' homes) from the password database (POSIX)."""
+def _account_home() -> set[str]:
+    """This account's home from the password database (POSIX), which may differ from the
+    ``HOME`` in use. Only our own entry: enumerating the database can be slow (LDAP)."""
     if sys.platform == "win32":
-        return set(), []
+        return set()
     import pwd
 
     try:
-        mine = {os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)}
+        return {os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)}
     except KeyError:
-        mine = set()
-    try:
-        others = [e.pw_dir for e in pwd.getpwall() if e.pw_uid >= 1000 or e.pw_uid == 0]
-    except OSError:
-        others = []
-    return mine, others
+        return set()
 
 
 def other_homes(home: str) -> list[str]:
     """Real paths of other users' home folders: every ``/home/*`` and ``/Users/*`` folder (on
-    Windows the home's siblings), the password database's homes and ``/root``, except this
-    user's own (the ``HOME`` in use and the account's) and any folder that holds it."""
-    mine, found_homes = _account_homes()
+    Windows the home's siblings) and ``/root``, except this user's own (the ``HOME`` in use
+    and the account's) and any folder that holds it."""
+    mine = _account_home()
     mine.add(home)
-    found: set[str] = set(found_homes)
+    found: set[str] = set()
     bases = [os.path.dirname(home)] if sys.platform == "win32" else ["/home", "/Users"]
     for base in bases:
         try:
