@@ -218,10 +218,10 @@ class IdentityIndex:
             # Private by default: the hidden home tree too (noise folders skipped). Here, not
             # in the table's scan: that one reruns every 2 s when an unknown multiply-linked
             # file shows up (a pnpm tree), this one at most every 30 s, in the background.
-            for path, hit in self._private_tops():
+            for path, top_hit in self._private_tops():
                 if len(named) >= IDENTITY_MAX_FILES // 2:
                     break
-                self._scan_one(path, hit, named, noisy=True)
+                self._scan_one(path, top_hit, named, noisy=True)
             for e in _regular_files(
                 self.roots,
                 self._walk_into,
