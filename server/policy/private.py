@@ -26,6 +26,7 @@ from .protected import HIDDEN_HOME, OTHER_HOME, fold
 
 __all__ = ["PrivateScope", "git_dir_of", "other_homes"]
 
+APP_DATA = ("library", "appdata")  # folded names of the hidden app-data folders
 MAX_ANCESTORS = 64  # of a written path, probed for git dirs
 _PRUNE_DEPTH = 8  # folders below a hidden one walked to keep an allowed path reachable
 
@@ -90,7 +91,11 @@ class PrivateScope:
         self, home: str, allow: Iterable[str], others: Iterable[str] | None = None
     ) -> None:
         self.home = home
-        self._hidden = fold(home).rstrip("/") + "/."
+        fhome = fold(home).rstrip("/")
+        # ``~/.*``, and the folders macOS and Windows hide in the home for the same purpose
+        # (app data, credentials, start-up items): ``~/Library``, ``~/AppData``.
+        self._dot = fhome + "/."
+        self._app_data = tuple(fhome + "/" + h for h in APP_DATA)
         self.allow = tuple(_real(a) for a in allow)
         self._allow = tuple(fold(a) for a in self.allow)
         self.others = tuple(other_homes(home) if others is None else others)
@@ -101,7 +106,7 @@ class PrivateScope:
 
     def category(self, key: str) -> str | None:
         """Why the folded real path ``key`` is private, or None."""
-        if key.startswith(self._hidden):
+        if key.startswith(self._dot) or any(_within(key, a) for a in self._app_data):
             return None if self.allowed(key) else HIDDEN_HOME
         for o in self._others:
             if _within(key, o):
@@ -120,10 +125,8 @@ class PrivateScope:
             except OSError:
                 names = []
             for n in names:
-                if n.startswith("."):
+                if n.startswith(".") or fold(n) in APP_DATA:
                     self._prune(os.path.join(self.home, n), out, 0)
-        elif bkey.startswith(self._hidden) and self.allowed(bkey):
-            pass  # an allowed folder: nothing below it is private by this rule
         for o in self.others:
             if _within(fold(o), bkey) or _within(bkey, fold(o)):
                 out.append(o)

@@ -44,6 +44,9 @@ CATEGORIES = {
     ".bashrc": "shell startup file",  # a read of a persistence file: the table's words
     ".some-new-agent/token": HIDDEN_HOME,
     ".config/unknown/state.json": HIDDEN_HOME,
+    # The folders macOS and Windows hide in the home for app data count as hidden.
+    "Library/Application Support/SomeApp/token": HIDDEN_HOME,
+    "AppData/Local/SomeApp/token": HIDDEN_HOME,
 }
 
 
@@ -77,6 +80,13 @@ def test_private_allow_default_and_its_limits():
     mine = policy(private_allow=["~/.dotfiles"])
     assert mine.judge(f"{HOME}/.dotfiles/vimrc") is None
     assert mine.judge(f"{HOME}/.gitconfig") is not None  # a list replaces the default
+
+
+def test_app_data_folders_are_hidden_only_as_whole_names():
+    p = policy()
+    assert p.judge(f"{HOME}/library-books/a.txt") is None
+    assert p.judge(f"{HOME}/proj/Library/a.txt") is None
+    assert p.judge(f"{HOME}/Library/LaunchAgents/x.plist", write=True).kind is W
 
 
 def test_other_users_homes_are_private():
