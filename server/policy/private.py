@@ -94,23 +94,26 @@ class PrivateScope:
         fhome = fold(home).rstrip("/")
         # ``~/.*``, and the folders macOS and Windows hide in the home for the same purpose
         # (app data, credentials, start-up items): ``~/Library``, ``~/AppData``.
-        self._dot = fhome + "/."
-        self._app_data = tuple(fhome + "/" + h for h in APP_DATA)
+        app_data = tuple(fhome + "/" + h for h in APP_DATA)
+        # Walks call :meth:`category` per entry: one tuple ``startswith`` and one set lookup.
+        self._hidden_below = (fhome + "/.", *(a + "/" for a in app_data))
+        self._hidden_exact = frozenset(app_data)
         self.allow = tuple(_real(a) for a in allow)
         self._allow = tuple(fold(a) for a in self.allow)
         self.others = tuple(other_homes(home) if others is None else others)
         self._others = tuple(fold(o) for o in self.others)
+        self._others_below = tuple(o + "/" for o in self._others) or ("\0",)
+        self._others_exact = frozenset(self._others)
 
     def allowed(self, key: str) -> bool:
         return any(_within(key, a) for a in self._allow)
 
     def category(self, key: str) -> str | None:
         """Why the folded real path ``key`` is private, or None."""
-        if key.startswith(self._dot) or any(_within(key, a) for a in self._app_data):
+        if key.startswith(self._hidden_below) or key in self._hidden_exact:
             return None if self.allowed(key) else HIDDEN_HOME
-        for o in self._others:
-            if _within(key, o):
-                return None if self.allowed(key) else OTHER_HOME
+        if key.startswith(self._others_below) or key in self._others_exact:
+            return None if self.allowed(key) else OTHER_HOME
         return None
 
     def dirs_under(self, base: str) -> list[str]:

@@ -679,6 +679,7 @@ class Hit:
 
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
+_INFIX = re.compile(r"\*\.[^*?\[/.]+\.\*")
 
 
 def _literal_parts(glob: str) -> list[str]:
@@ -706,6 +707,7 @@ class Matcher:
         wild: list[tuple[int, str, re.Pattern[str] | None, Hit]] = []
         exact: dict[str, list[tuple[tuple[re.Pattern[str], ...], Hit]]] = {}
         exts: dict[str, list[tuple[tuple[re.Pattern[str], ...], Hit]]] = {}
+        infixes: list[tuple[str, tuple[re.Pattern[str], ...], Hit]] = []
         names: list[tuple[re.Pattern[str], tuple[re.Pattern[str], ...], Hit, str]] = []
         anywhere: list[tuple[re.Pattern[str], tuple[str, ...], Hit]] = []
         for loc in locations:
@@ -723,6 +725,8 @@ class Matcher:
                     exact.setdefault(key, []).append((unless, hit))
                 elif key.startswith("*.") and not _has_glob(key[2:]) and "." not in key[2:]:
                     exts.setdefault(key[2:], []).append((unless, hit))
+                elif _INFIX.fullmatch(key):  # ``*.tfstate.*``: a substring test, no regex
+                    infixes.append((key[1:-1], unless, hit))
                 else:
                     guard = _GLOB_CHARS.split(key, 1)[0]  # the literal head, e.g. "id_rsa"
                     names.append((re.compile(_glob_rx(key) + r"\Z"), unless, hit, guard))
@@ -744,6 +748,7 @@ class Matcher:
         self._wild = tuple(sorted(wild, key=lambda e: -e[0]))
         self._exact = exact
         self._exts = exts
+        self._infixes = tuple(infixes)
         self._names = tuple(names)
         self._name_guards = tuple(g for *_, g in names) if names else ("\0",)
         self._anywhere = tuple(anywhere)
@@ -802,6 +807,9 @@ class Matcher:
             for unless, hit in self._exts.get(name_key[dot + 1 :], ()):
                 if not any(u.match(name_key) for u in unless):
                     return hit
+        for infix, unless, hit in self._infixes:
+            if infix in name_key and not any(u.match(name_key) for u in unless):
+                return hit
         if not name_key.startswith(self._name_guards):
             return None
         for rx, unless, hit, guard in self._names:
