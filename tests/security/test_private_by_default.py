@@ -230,6 +230,10 @@ def test_no_planted_store_is_read_without_a_human(served):
         for form in _forms(served.home, rel, i):
             r = c.call("read", {"path": form})
             assert r.status == 200 and served.leaks(r) == [], (form, r)
+            r = c.call("grep", {"pattern": "PBD", "path": form, "hidden": True})
+            assert r.status == 200 and served.leaks(r) == [], (form, r)
+            r = c.call("ls", {"path": form})
+            assert r.status == 200 and served.leaks(r) == [], (form, r)
         r = c.call("read", {"path": "~/" + rel})
         assert r.text.startswith(NO_APPROVER), (rel, r)
 
