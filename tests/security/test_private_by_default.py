@@ -236,6 +236,11 @@ def test_no_planted_store_is_read_without_a_human(served):
             assert r.status == 200 and served.leaks(r) == [], (form, r)
         r = c.call("read", {"path": "~/" + rel})
         assert r.text.startswith(NO_APPROVER), (rel, r)
+        # An edit could confirm a guess ("not found in" or "replaced"): it asks first.
+        args = {"path": f"proj/hard/h{i}.txt", "old_string": STORES[rel], "new_string": "x"}
+        r = c.call("edit", args)
+        assert r.result["isError"] and "replaced" not in r.text and "not found" not in r.text
+        assert (served.home / rel).read_text() == STORES[rel] + "\n"
 
 
 def test_walks_leave_private_entries_out(served):
