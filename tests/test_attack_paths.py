@@ -94,7 +94,7 @@ PUBLIC: dict[str, str] = {
     "proj/.env.example": "PUBLIC-env-example",
     "proj/id_ed25519.pub": "PUBLIC-pubkey",
     "proj/README.md": "PUBLIC-readme",
-    ".bashrc": "PUBLIC-bashrc",  # persistence: reading is fine
+    ".bashrc": "PUBLIC-bashrc",  # persistence; private by default: reading asks too
 }
 PERSISTENCE = [
     ".bashrc",
@@ -344,8 +344,11 @@ def test_hard_link_outside_the_roots_is_not_a_secret(served):
 def test_public_look_alikes_stay_readable(served):
     c = served.client()
     for rel, marker in PUBLIC.items():
+        if rel.startswith("."):  # the home's hidden tree is private by default (issue 23)
+            assert c.call("read", {"path": rel}).text.startswith(NO_APPROVER), rel
+            continue
         assert marker in c.call("read", {"path": rel}).text, rel
-    assert "PUBLIC-bashrc" in c.call("read", {"path": "proj/rc-link"}).text
+    assert c.call("read", {"path": "proj/rc-link"}).text.startswith(NO_APPROVER)
 
 
 def test_writes_and_edits_never_reach_secrets_or_persistence(served):

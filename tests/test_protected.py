@@ -139,10 +139,10 @@ NOT_PROTECTED = [
     "proj/src/main.py",
     "proj/keys.txt",
     "proj/environment.py",
-    ".bashrc",  # persistence: reading is fine
+    "proj/.bashrc",  # persistence only in the home: elsewhere reading is fine
     "proj/.git/config",
-    ".sshd/x",
-    ".ssh-notes",
+    "proj/.sshd/x",  # look-alikes of a store's name (the home's own are private by default)
+    "proj/.ssh-notes",
 ]
 
 
@@ -168,7 +168,12 @@ def test_persistence_asks_only_for_writes(home, rel, words):
     assert esc is not None and esc.kind in (W, OWN), rel
     assert words.lower() in esc.category.lower(), esc.category
     assert esc.always_asks and "persistence location" in esc.text
-    if not rel.startswith(".config/git/hooks"):
+    if rel.startswith((".gitconfig", ".config/git")):  # private.allow's default: readable
+        assert p.judge(real) is None, rel
+    elif rel.startswith((".", "Library/", "AppData/")):  # the hidden tree: private, named
+        read = p.judge(real)
+        assert read is not None and read.kind is P and read.category == esc.category, rel
+    else:
         assert p.judge(real) is None, rel  # reading it is fine
         assert p.judge_entry(real) is None
 
@@ -242,7 +247,9 @@ def test_user_additions_and_removals(home):
     p = policy(
         home,
         sensitive=["~/private", "*.secret", "**/deploy/creds"],
-        remove=["~/.npmrc", "shell and REPL histories"],
+        remove=["~/.npmrc", ".npmrc", "shell and REPL histories"],
+        # The home's hidden tree is private by default: a removal alone no longer opens it.
+        private_allow=["~/.npmrc", "~/.bash_history"],
     )
     assert p.judge(str(home / "private/x")).category == "protected in your config"
     assert p.judge(str(home / "proj/a.secret")) is not None

@@ -93,6 +93,7 @@ def path_policy(cfg: Config, audit_path: str) -> PathPolicy:
         ),
         own_dirs=((runtime_dir(), "bridge control file"),),
         remove=cfg.protected_remove,
+        private_allow=cfg.private_allow,
     )
 
 

@@ -34,6 +34,7 @@ from ..mcp.http import BODY_TIMEOUT_S, IDLE_CONNECTION_TIMEOUT_S
 from ..mcp.netlimits import raise_nofile
 from ..mcp.protocol import is_loopback_name
 from ..mcp.sessions import SessionTable
+from ..present.secrets import remember
 from ..tools.base import Tool
 from .bridge import Bridge, BridgeOptions
 
@@ -212,6 +213,7 @@ def _claim_control(out: Prepared) -> ControlInfo:
     info = ControlInfo(
         os.getpid(), url_for("127.0.0.1", control_port), secrets.token_urlsafe(32), out.url
     )
+    remember(info.secret)  # never in the audit, a log line or a UI, whatever the caps
     try:
         claim(info)
     except RuntimeDirError as e:

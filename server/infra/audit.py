@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..present.secrets import remember, scrub_value
+
 log = logging.getLogger(__name__)
 
 REDACT_OVER = 120
@@ -183,6 +185,7 @@ class AuditLog:
         self.max_bytes = max_bytes
         self.keep = keep
         self.secret = secret
+        self._registered: str | None = None
         self.linger_s = linger_s
         self.failures = 0
         self.written = 0
@@ -276,8 +279,12 @@ class AuditLog:
         self.written += written
 
     def _line(self, rec: dict[str, Any]) -> bytes:
-        line = cap_record(rec)
+        # Redact before cutting: a secret cut by a cap would leave its head in the line.
         secret = self.secret()
+        if secret and secret != self._registered:
+            remember(secret, "<token>")
+            self._registered = secret
+        line = cap_record(scrub_value(rec))
         if secret and secret in line:
             line = line.replace(secret, "<token>")
         return (line + "\n").encode("utf-8", "replace")

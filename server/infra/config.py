@@ -22,7 +22,7 @@ import platformdirs
 
 from .. import APP_NAME
 from ..errors import ConfigError
-from ..policy.protected import known_removals
+from ..policy.protected import DEFAULT_PRIVATE_ALLOW, known_removals
 from ..policy.rules import RuleError, RuleSet, parse_rules
 from ..upstream.config import McpServerSpec, _Fail, parse_mcp_servers
 from ..vocab import Tier
@@ -84,6 +84,8 @@ class Config:
     roots: tuple[str, ...] = ()
     sensitive_paths: tuple[str, ...] = ()  # additions: the old key plus protected.add
     protected_remove: tuple[str, ...] = ()  # built-in locations or categories to drop
+    # Exceptions to "private by default" (the home's hidden tree, other users' homes).
+    private_allow: tuple[str, ...] = DEFAULT_PRIVATE_ALLOW
     tiers: dict[str, Tier] = field(default_factory=dict)
     default_tier: Tier = Tier.PROMPT
     approval_timeout_s: float = 55.0
@@ -208,6 +210,26 @@ def _protected(path: str, raw: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(add), tuple(remove)
 
 
+def _private(path: str, raw: Any) -> tuple[str, ...]:
+    """``private``: ``{"allow": [...]}``, paths (``~/x`` or absolute) the private-by-default
+    rule leaves readable; a list given replaces the default, so ``[]`` allows nothing."""
+    if raw is None:
+        return DEFAULT_PRIVATE_ALLOW
+    if not isinstance(raw, dict) or not set(raw) <= {"allow"}:
+        raise _fail(path, "private", 'an object {"allow": [...]}')
+    allow = raw.get("allow", list(DEFAULT_PRIVATE_ALLOW))
+    if not isinstance(allow, list) or not all(isinstance(x, str) and x for x in allow):
+        raise _fail(path, "private.allow", "an array of non-empty strings")
+    for entry in allow:
+        if not (entry == "~" or entry.startswith("~/") or os.path.isabs(entry)):
+            raise _fail(
+                path,
+                "private.allow",
+                f"paths starting with ~/ or / ({entry!r} is neither)",
+            )
+    return tuple(allow)
+
+
 def _bash(path: str, raw: Any) -> EnvSpec:
     """``bash``: ``{"env": {"pass": [...], "set": {...}}}``; other keys are kept, not read."""
     if raw is None:
@@ -245,6 +267,7 @@ def parse_config(path: str, raw: Any) -> Config:
     sensitive = _string_list(path, raw, "sensitive_paths")
     _check_locations(path, "sensitive_paths", sensitive)
     added, removed = _protected(path, raw.get("protected"))
+    private_allow = _private(path, raw.get("private"))
 
     approval = raw.get("approval", {})
     if not isinstance(approval, dict):
@@ -295,6 +318,7 @@ def parse_config(path: str, raw: Any) -> Config:
         roots=tuple(roots) or (os.path.expanduser("~"),),
         sensitive_paths=tuple(sensitive) + added,
         protected_remove=removed,
+        private_allow=private_allow,
         tiers={k: Tier(v) for k, v in tiers.items()},
         default_tier=Tier(default_tier),
         approval_timeout_s=float(timeout_s),

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..present.secrets import remember
 from ..vocab import TokenSource  # re-exported: defined with the other vocabularies
 from .config import TOKEN_MIN_LENGTH, Config, ConfigError, update_config, valid_token
 
@@ -111,7 +112,19 @@ class TokenStore:
     def __init__(self, config: Config, keyring_store: KeyringStore | None = None) -> None:
         self.config = config
         self.keyring = keyring_store or KeyringStore()
-        self.state: TokenState | None = None
+        self._state: TokenState | None = None
+
+    @property
+    def state(self) -> TokenState | None:
+        return self._state
+
+    @state.setter
+    def state(self, value: TokenState | None) -> None:
+        """Every token this store holds is a known secret: no UI, log or audit line shows it
+        (or a piece of it), whatever their caps."""
+        if value is not None:
+            remember(value.token, "<token>")
+        self._state = value
 
     @property
     def token(self) -> str:

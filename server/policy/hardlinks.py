@@ -16,8 +16,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .protected import EscalationKind, Hit, Matcher, fold
+
+if TYPE_CHECKING:
+    from .private import PrivateScope
 
 # Hard-link recognition: how many protected files are remembered, how deep a location is
 # scanned, and how stale the set may be before an unknown multiply-linked file triggers a rescan.
@@ -118,9 +122,14 @@ class IdentityIndex:
     """
 
     def __init__(
-        self, secrets: Matcher, roots: Sequence[str], own_files: Sequence[tuple[str, str]]
+        self,
+        secrets: Matcher,
+        roots: Sequence[str],
+        own_files: Sequence[tuple[str, str]],
+        private: PrivateScope | None = None,
     ) -> None:
         self._secrets = secrets
+        self._private = private
         self.roots = tuple(roots)
         self._own_files = tuple(own_files)  # (real path, category) of the bridge's own files
         self._ids: dict[tuple[int, int], Known] = {}  # files in protected locations
@@ -182,6 +191,20 @@ class IdentityIndex:
                 self._ids_at = time.monotonic()
                 self._ids_ready.set()
 
+    def _private_tops(self) -> list[tuple[str, Hit]]:
+        p = self._private
+        if p is None:
+            return []
+        out = []
+        for top in p.dirs_under(p.home):
+            cat = p.category(fold(top))
+            name = os.path.basename(top)
+            # Tool and cache folders are skipped (bounded scan); ~/.local holds app data.
+            noise = _is_cache(name) or (name in NAMES_SKIP_DIRS and name != ".local")
+            if cat is not None and not noise:
+                out.append((top, Hit(cat, EscalationKind.PROTECTED, top)))
+        return out
+
     def _scan_all(self) -> None:
         """Protected locations first (small; hard links to them are the likely ones), then the
         walk of the roots for secret-looking names."""
@@ -199,6 +222,13 @@ class IdentityIndex:
         with self._named_lock:
             self._named_at = time.monotonic()
             named: dict[tuple[int, int], Known] = {}
+            # Private by default: the hidden home tree too (noise folders skipped). Here, not
+            # in the table's scan: that one reruns every 2 s when an unknown multiply-linked
+            # file shows up (a pnpm tree), this one at most every 30 s, in the background.
+            for path, top_hit in self._private_tops():
+                if len(named) >= IDENTITY_MAX_FILES // 2:
+                    break
+                self._scan_one(path, top_hit, named, noisy=True)
             for e in _regular_files(
                 self.roots,
                 self._walk_into,
@@ -211,7 +241,7 @@ class IdentityIndex:
                         s = e.stat(follow_symlinks=False)
                     except OSError:
                         continue
-                    named[(s.st_dev, s.st_ino)] = Known(hit, e.path)
+                    named.setdefault((s.st_dev, s.st_ino), Known(hit, e.path))
             self._named = named
             self._named_at = time.monotonic()
 
@@ -220,28 +250,41 @@ class IdentityIndex:
             depth < NAMES_MAX_DEPTH
             and e.name not in NAMES_SKIP_DIRS
             and self._secrets.location(fold(e.path)) is None
+            and (self._private is None or self._private.category(fold(e.path)) is None)
         )
 
-    def _scan_one(self, top: str, hit: Hit, ids: dict[tuple[int, int], Known]) -> None:
+    def _scan_one(
+        self, top: str, hit: Hit, ids: dict[tuple[int, int], Known], noisy: bool = False
+    ) -> None:
+        """``noisy``: a private-by-default top (not a known store): skip tool and cache
+        folders below it, as the names walk does."""
         try:
             st = os.lstat(top)
         except OSError:
             return
         if stat.S_ISREG(st.st_mode):
-            ids[(st.st_dev, st.st_ino)] = Known(hit, top)
+            if not noisy or (st.st_dev, st.st_ino) not in ids:
+                ids[(st.st_dev, st.st_ino)] = Known(hit, top)
             return
         if not stat.S_ISDIR(st.st_mode):
             return
         for e in _regular_files(
             (top,),
-            lambda e, depth: depth < IDENTITY_MAX_DEPTH and not _is_cache(e.name),
+            lambda e, depth: (
+                depth < IDENTITY_MAX_DEPTH
+                and not _is_cache(e.name)
+                and not (noisy and e.name in NAMES_SKIP_DIRS)
+            ),
             lambda: len(ids) < IDENTITY_MAX_FILES,
         ):
             try:
                 s = e.stat(follow_symlinks=False)
             except OSError:
                 continue
-            ids[(s.st_dev, s.st_ino)] = Known(hit, e.path)
+            if noisy:  # a store the table names keeps its own category
+                ids.setdefault((s.st_dev, s.st_ino), Known(hit, e.path))
+            else:
+                ids[(s.st_dev, s.st_ino)] = Known(hit, e.path)
 
     def wait_scanned(self, timeout: float = 10.0) -> bool:
         return self._ids_ready.wait(timeout) and self._named_ready.wait(timeout)

@@ -23,7 +23,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .hardlinks import IdentityIndex
+from .private import PrivateScope, git_dir_of
 from .protected import (
+    DEFAULT_PRIVATE_ALLOW,
+    HIDDEN_HOME,
     TABLE,
     EscalationKind,
     Hit,
@@ -142,8 +145,14 @@ class PathPolicy:
         own_dirs: Iterable[str | tuple[str, str]] = (),
         home: str | None = None,
         scan_identities: bool = True,
+        private_allow: Iterable[str] = DEFAULT_PRIVATE_ALLOW,
+        other_homes: Iterable[str] | None = None,
     ) -> None:
         self.home = _real(home or "~")
+        # Private by default: the home's hidden tree and other users' homes, minus the allow
+        # list; ``~`` in an allow entry is this policy's home.
+        allow = [self.home + a[1:] if a == "~" or a.startswith("~/") else a for a in private_allow]
+        self.private = PrivateScope(self.home, allow, other_homes)
         self.roots = tuple(_real(r) for r in roots) or (self.home,)
         removed = tuple(remove)
         table = [loc for loc in TABLE if not any(removable(r, loc) for r in removed)]
@@ -168,7 +177,10 @@ class PathPolicy:
         self._roots_below = tuple(_prefix(_norm(r)) for r in self.roots)
         # Hard links: (st_dev, st_ino) of protected files -> what they are.
         self._identities = IdentityIndex(
-            self._secrets, self.roots, tuple((p, self._own[fold(p)]) for p in self.own_files)
+            self._secrets,
+            self.roots,
+            tuple((p, self._own[fold(p)]) for p in self.own_files),
+            private=self.private,
         )
         if scan_identities:
             self._identities.start()
@@ -201,8 +213,10 @@ class PathPolicy:
             return os.path.relpath(real, root)
         return real
 
-    def escalation(self, path: str | None, *, write: bool = False) -> Escalation | None:
-        return self.judge(self.resolve(path), write=write)
+    def escalation(
+        self, path: str | None, *, write: bool = False, probe: bool = False
+    ) -> Escalation | None:
+        return self.judge(self.resolve(path), write=write, probe=probe)
 
     # -- judging --------------------------------------------------------------------------------
 
@@ -219,11 +233,26 @@ class PathPolicy:
             hit = self._secrets.anywhere(key)
         return hit
 
-    def judge(self, real: str, *, write: bool = False) -> Escalation | None:
+    def _private_hit(self, key: str, *, write: bool) -> Hit | None:
+        """A private place no table entry names (the hidden home tree, another user's home):
+        for a write to the hidden tree a persistence location, else a private one; the
+        category is the table's when it knows the place (``~/.bashrc``: shell startup file)."""
+        category = self.private.category(key)
+        if category is None:
+            return None
+        if write and category == HIDDEN_HOME:
+            return Hit("hidden file in your home", EscalationKind.PERSISTENCE, key)
+        if not write:
+            known = self._persistence.location(key)
+            category = known.category if known is not None else category
+        return Hit(category, EscalationKind.PROTECTED, key)
+
+    def judge(self, real: str, *, write: bool = False, probe: bool = False) -> Escalation | None:
         """Why the already-resolved ``real`` path needs a human, or None.
 
         Order: the bridge's own files and protected locations (secrets), then, for a write,
-        persistence locations, then the roots.
+        persistence locations, then the private-by-default places, then (``probe``, for a
+        write by a built-in tool) a folder that is a git dir, then the roots.
         """
         key = fold(real)
         hit = self._secret_hit(key)
@@ -231,6 +260,12 @@ class PathPolicy:
             hit = self._persistence.location(key) or self._persistence.anywhere(key)
             if hit is None:
                 hit = self._persistence.name(key[key.rfind("/") + 1 :])
+        if hit is None:
+            hit = self._private_hit(key, write=write)
+        if hit is None and write and probe:
+            gitdir = git_dir_of(real)
+            if gitdir is not None:
+                hit = Hit(f"git metadata in {gitdir}", EscalationKind.PERSISTENCE, real)
         if hit is not None:
             return Escalation(hit.kind, hit.category, real)
         n = _norm(real)
@@ -249,7 +284,8 @@ class PathPolicy:
         trigger a (bounded) rescan of the protected files.
         """
         is_dir = st is not None and stat.S_ISDIR(st.st_mode)
-        hit = self._secret_hit(fold(real), name_check=not is_dir)
+        key = fold(real)
+        hit = self._secret_hit(key, name_check=not is_dir) or self._private_hit(key, write=False)
         if hit is not None:
             if st is not None and not is_dir:
                 self._identities.remember(st, hit, real)
@@ -264,7 +300,7 @@ class PathPolicy:
         """An opened file: its real path and its identity (a hard link to a protected file is
         that file, also outside the roots). ``refresh=False`` on the event loop: never rescan
         there."""
-        esc = self.judge(real, write=write)
+        esc = self.judge(real, write=write, probe=write)
         if esc is not None and esc.always_asks:
             if stat.S_ISREG(st.st_mode) and esc.kind is not EscalationKind.PERSISTENCE:
                 self._identities.remember(st, Hit(esc.category, esc.kind, real), real)
@@ -306,6 +342,7 @@ class PathPolicy:
             k = fold(p)
             if (k == bkey or k.startswith(below)) and os.path.lexists(p):
                 out.append(p)
+        out += self.private.dirs_under(base)
         return sorted(set(out))
 
     def wait_scanned(self, timeout: float = 10.0) -> bool:
@@ -344,9 +381,13 @@ class CallPaths:
         self._stats[real] = st
         return st
 
-    def escalation(self, path: str | None, *, write: bool = False) -> Escalation | None:
+    def escalation(
+        self, path: str | None, *, write: bool = False, probe: bool = False
+    ) -> Escalation | None:
+        """``probe``: also look for a git dir around a written path (a built-in write; the
+        bash check judges thousands of words and does not probe)."""
         real = self.resolve(path)
-        esc = self.policy.judge(real, write=write)
+        esc = self.policy.judge(real, write=write, probe=probe)
         if esc is None or not esc.always_asks:
             st = self.stat(real)
             if st is not None and stat.S_ISREG(st.st_mode):

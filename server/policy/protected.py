@@ -71,6 +71,21 @@ MAIL = "mail and chat profiles"
 HISTORY = "shell and REPL histories"
 SECRET_FILE = "secret-looking file"
 OWN = "bridge data"
+AGENTS = "coding-agent credentials"
+APPS = "app credentials and sessions"
+SYSTEM = "system secrets"
+# A private path with no entry of its own in the table gets one of these (see PathPolicy).
+HIDDEN_HOME = "private: hidden file in your home"
+OTHER_HOME = "private: another user's home"
+ENV_TEMPLATES = ("*.example", "*.sample", "*.template", "*.dist")
+# File names that look like credentials but are source code or docs: never secret by name.
+SOURCE_EXTS = (
+    "*.py", "*.pyi", "*.js", "*.mjs", "*.cjs", "*.ts", "*.tsx", "*.jsx", "*.go", "*.rs",
+    "*.java", "*.kt", "*.rb", "*.php", "*.c", "*.h", "*.cc", "*.cpp", "*.hpp", "*.cs",
+    "*.swift", "*.scala", "*.md", "*.rst", "*.html", "*.css", "*.vue", "*.svelte",
+)  # fmt: skip
+# ``private.allow`` when the config names none: git needs its own config to work.
+DEFAULT_PRIVATE_ALLOW = ("~/.gitconfig", "~/.config/git")
 
 _BROWSER_DIRS = (
     "google-chrome*",
@@ -172,6 +187,134 @@ TABLE: tuple[Location, ...] = (
         "~/.bitcoin/wallets",
         "~/.electrum",
         "~/.ethereum/keystore",
+    ),
+    *_many(
+        AGENTS,
+        P,
+        "~/.claude/.credentials.json",
+        "~/.claude.json",
+        "~/.codex/auth.json",
+        "~/.config/github-copilot",
+        "~/.gemini/oauth_creds.json",
+        "~/.gemini/google_accounts.json",
+        "~/.local/share/opencode/auth.json",
+        "~/.config/opencode/auth.json",
+        "~/.cursor/mcp.json",
+        "~/.codeium",
+        "~/.continue/config.json",
+        "~/.continue/config.yaml",
+        "~/.aider.conf.yml",
+        "~/.config/goose",
+        "~/.kiro/settings/mcp.json",
+        "~/.cline/data/secrets.json",
+        "~/.claude-server-commander",
+        "~/.mcpproxy",
+        "~/.docker/mcp",
+        "~/.config/litellm",
+        "~/.openai",
+        "~/.config/openai",
+        "~/.anthropic",
+        "~/.ollama/id_ed25519",
+    ),
+    *_many(
+        APPS,
+        P,
+        "~/.config/sops",
+        "~/.sops",
+        "~/.config/age",
+        "~/.cache/huggingface/token",
+        "~/.cache/huggingface/stored_tokens",
+        "~/.huggingface/token",
+        "~/.kaggle",
+        "~/.config/kaggle",
+        "~/.pulumi/credentials.json",
+        "~/.config/ngrok",
+        "~/.ngrok2",
+        "~/Library/Application Support/ngrok",
+        "~/.authinfo",
+        "~/.authinfo.gpg",
+        "~/.msmtprc",
+        "~/.config/msmtp",
+        "~/.mbsyncrc",
+        "~/.fetchmailrc",
+        "~/.muttrc",
+        "~/.config/mutt",
+        "~/.local/share/remmina",
+        "~/.config/remmina",
+        "~/.config/filezilla",
+        "~/.filezilla",
+        "~/.config/Code/User/globalStorage",
+        "~/.config/Code - Insiders/User/globalStorage",
+        "~/.config/VSCodium/User/globalStorage",
+        "~/.config/Cursor/User/globalStorage",
+        "~/Library/Application Support/Code/User/globalStorage",
+        "~/AppData/Roaming/Code/User/globalStorage",
+        "~/.local/share/atuin",
+        "~/.config/atuin/key",
+        "~/.local/share/tailscale",
+        "~/.config/ntfy",
+        "~/.config/heroku",
+        "~/.netlify",
+        "~/.config/netlify",
+        "~/.vercel",
+        "~/.config/vercel",
+        "~/.wrangler",
+        "~/.config/.wrangler",
+        "~/.supabase",
+        "~/.config/stripe",
+        "~/.twilio-cli",
+        "~/.config/twilio-cli",
+        "~/.circleci/cli.yml",
+        "~/.travis",
+        "~/.config/helm",
+        "~/.config/argocd",
+        "~/.config/doppler",
+        "~/.doppler",
+        "~/.infisical",
+        "~/.snowflake",
+        "~/.dbt/profiles.yml",
+        "~/.config/spotify-tui",
+        "~/.config/transmission",
+        "~/.wakatime.cfg",
+        "~/.local/share/keybase",
+        "~/.config/keybase",
+        "~/.cert",
+        "~/.pki",
+        "~/.subversion/auth",
+        "~/.linode-cli",
+        "~/.config/linode-cli",
+        "~/.config/scaleway",
+        "~/.config/exoscale",
+        "~/.config/yandex-cloud",
+        "~/.aliyun",
+        "~/.tccli",
+        "~/.bluemix",
+        "~/.ibmcloud",
+        "~/.ovh.conf",
+        "~/.config/teleport",
+        "~/.tsh",
+        "~/.config/tsh",
+        "~/.boundary",
+        "~/.nomad-token",
+        "~/.consul-token",
+        "~/.jfrog",
+        "~/.sonar",
+        "~/.config/jira",
+        "~/.jira.d",
+        "~/.config/linear",
+        "~/.config/sentry",
+        "~/.sentryclirc",
+        "~/.config/wireguard",
+        "~/.cloudflared",
+        "~/.config/tea",
+        "~/.config/gitea",
+        "~/.bluesky",
+        "~/.local/share/signal-cli",
+        "~/.purple",
+        "~/.irssi",
+        "~/.weechat",
+        "~/.config/weechat",
+        "~/.local/share/weechat",
     ),
     *_many(PASSWORDS, P, "~/.password-store", "~/.local/share/gopass", "~/.config/gopass"),
     Location("*.kdbx", PASSWORDS),
@@ -282,6 +425,27 @@ TABLE: tuple[Location, ...] = (
         "/dev/mem",
         "/dev/kmem",
     ),
+    *_many(
+        SYSTEM,
+        P,
+        "/etc/shadow",
+        "/etc/shadow-",
+        "/etc/gshadow",
+        "/etc/gshadow-",
+        "/etc/master.passwd",
+        "/etc/security/opasswd",
+        "/etc/sudoers",
+        "/etc/sudoers.d",
+        "/etc/ssh/ssh_host_*_key",
+        "/etc/krb5.keytab",
+        "/etc/NetworkManager/system-connections",
+        "/etc/wpa_supplicant",
+        "/var/lib/iwd",
+        "/etc/letsencrypt",
+        "/etc/ssl/private",
+        "/var/lib/sss",
+        "/var/db/sudo",
+    ),
     # Sockets that act with the user's keys: bash gets no SSH_AUTH_SOCK or session bus address
     # (server/infra/childenv.py), so a command that names one by path always asks.
     *_many(
@@ -304,21 +468,29 @@ TABLE: tuple[Location, ...] = (
     ),
     # -- secret-looking files, wherever they are --------------------------------------------------
     Location(".env", SECRET_FILE),
-    Location(
-        ".env.*",
-        SECRET_FILE,
-        unless=("*.example", "*.sample", "*.template", "*.dist"),
-    ),
+    *(Location(p, SECRET_FILE, unless=ENV_TEMPLATES) for p in (".env.*", ".env-*", ".env_*")),
+    Location(".envrc", SECRET_FILE),
+    Location("*.tfstate", SECRET_FILE),
+    Location("*.tfstate.*", SECRET_FILE),
+    Location("*.tfvars", SECRET_FILE, unless=ENV_TEMPLATES),
+    Location("credentials", SECRET_FILE),
+    Location("credentials*", SECRET_FILE, unless=SOURCE_EXTS),
+    Location("*.ppk", SECRET_FILE),
+    Location("*.keytab", SECRET_FILE),
+    Location("*.ovpn", SECRET_FILE),
+    Location(".authinfo", SECRET_FILE),
+    Location(".authinfo.gpg", SECRET_FILE),
+    Location(".msmtprc", SECRET_FILE),
+    Location(".npmrc", SECRET_FILE),
+    Location(".pypirc", SECRET_FILE),
+    Location(".dockercfg", SECRET_FILE),
     Location("*.pem", SECRET_FILE),
     Location("*.key", SECRET_FILE),
     Location("*.p12", SECRET_FILE),
     Location("*.pfx", SECRET_FILE),
     Location("*.jks", SECRET_FILE),
     Location("*.keystore", SECRET_FILE),
-    Location("id_rsa*", SECRET_FILE, unless=("*.pub",)),
-    Location("id_dsa*", SECRET_FILE, unless=("*.pub",)),
-    Location("id_ecdsa*", SECRET_FILE, unless=("*.pub",)),
-    Location("id_ed25519*", SECRET_FILE, unless=("*.pub",)),
+    Location("id_*", SECRET_FILE, unless=("*.pub", *SOURCE_EXTS)),
     Location(".netrc", SECRET_FILE),
     Location(".pgpass", SECRET_FILE),
     Location(".git-credentials", SECRET_FILE),
@@ -367,14 +539,42 @@ TABLE: tuple[Location, ...] = (
         "~/.config/powershell",
         "~/Documents/PowerShell",
         "~/Documents/WindowsPowerShell",
+        "~/.bash_aliases",
+        "~/.bashrc.d",
+        "~/.kshrc",
+        "~/.mkshrc",
+        "~/.tcshrc",
+        "~/.cshrc",
+        "~/.login",
+        "~/.xonshrc",
+        "~/.config/xonsh",
+        "~/.config/nushell",
+        "~/.config/direnv",
+        "~/.inputrc",
         "~/.vimrc",
+        "~/.vim",
         "~/.config/nvim",
+        "~/.local/share/nvim/site",
+        "~/.emacs",
+        "~/.emacs.d",
+        "~/.config/emacs",
+        "~/.ipython/profile_default/startup",
+        "~/.pythonrc",
+        "~/.pythonstartup",
         "~/.local/lib/python*/site-packages",
     ),
     *_many(
         "autostart folder",
         W,
         "~/.config/autostart",
+        "~/.config/autostart-scripts",
+        "~/.config/plasma-workspace/shutdown",
+        "~/.local/share/applications",
+        "~/.local/share/dbus-1",
+        "~/.config/i3",
+        "~/.config/sway",
+        "~/.config/hypr",
+        "~/.config/openbox/autostart",
         "~/Library/LaunchAgents",
         "~/AppData/Roaming/Microsoft/Windows/Start Menu/Programs/Startup",
         "/etc/xdg/autostart",
@@ -395,7 +595,7 @@ TABLE: tuple[Location, ...] = (
         "/usr/lib/cron/tabs",
         "/var/at/tabs",
     ),
-    *_many("program folder on PATH", W, "~/.local/bin", "~/bin"),
+    *_many("program folder on PATH", W, "~/.local/bin", "~/bin", "~/.cargo/bin", "~/go/bin"),
     *_many(
         "SSH login access",
         W,
@@ -415,7 +615,17 @@ TABLE: tuple[Location, ...] = (
     Location("**/.git/worktrees/*/config.worktree", "git config", W),
     Location("**/*.git/config", "git config", W),
     *_many("git config", W, "~/.gitconfig", "~/.config/git"),
+    # Anywhere: the rest of a git dir (a .git FILE pointing elsewhere included), editor and
+    # direnv folders, Python's start-up hooks. The path policy adds folders that *are* git
+    # dirs (HEAD + objects + refs) whatever their name.
+    Location("**/.git", "git metadata", W),
+    Location("**/.vscode", "editor settings that can run code", W),
+    Location("**/.idea", "editor settings that can run code", W),
+    Location("**/.direnv", "direnv script (runs on cd)", W),
     Location(".envrc", "direnv script (runs on cd)", W),
+    Location("*.pth", "Python start-up hook", W),
+    Location("sitecustomize.py", "Python start-up hook", W),
+    Location("usercustomize.py", "Python start-up hook", W),
 )
 
 
@@ -469,6 +679,7 @@ class Hit:
 
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
+_INFIX = re.compile(r"\*\.[^*?\[/.]+\.\*")
 
 
 def _literal_parts(glob: str) -> list[str]:
@@ -496,6 +707,7 @@ class Matcher:
         wild: list[tuple[int, str, re.Pattern[str] | None, Hit]] = []
         exact: dict[str, list[tuple[tuple[re.Pattern[str], ...], Hit]]] = {}
         exts: dict[str, list[tuple[tuple[re.Pattern[str], ...], Hit]]] = {}
+        infixes: list[tuple[str, tuple[re.Pattern[str], ...], Hit]] = []
         names: list[tuple[re.Pattern[str], tuple[re.Pattern[str], ...], Hit, str]] = []
         anywhere: list[tuple[re.Pattern[str], tuple[str, ...], Hit]] = []
         for loc in locations:
@@ -513,6 +725,8 @@ class Matcher:
                     exact.setdefault(key, []).append((unless, hit))
                 elif key.startswith("*.") and not _has_glob(key[2:]) and "." not in key[2:]:
                     exts.setdefault(key[2:], []).append((unless, hit))
+                elif _INFIX.fullmatch(key):  # ``*.tfstate.*``: a substring test, no regex
+                    infixes.append((key[1:-1], unless, hit))
                 else:
                     guard = _GLOB_CHARS.split(key, 1)[0]  # the literal head, e.g. "id_rsa"
                     names.append((re.compile(_glob_rx(key) + r"\Z"), unless, hit, guard))
@@ -534,6 +748,7 @@ class Matcher:
         self._wild = tuple(sorted(wild, key=lambda e: -e[0]))
         self._exact = exact
         self._exts = exts
+        self._infixes = tuple(infixes)
         self._names = tuple(names)
         self._name_guards = tuple(g for *_, g in names) if names else ("\0",)
         self._anywhere = tuple(anywhere)
@@ -592,6 +807,9 @@ class Matcher:
             for unless, hit in self._exts.get(name_key[dot + 1 :], ()):
                 if not any(u.match(name_key) for u in unless):
                     return hit
+        for infix, unless, hit in self._infixes:
+            if infix in name_key and not any(u.match(name_key) for u in unless):
+                return hit
         if not name_key.startswith(self._name_guards):
             return None
         for rx, unless, hit, guard in self._names:

@@ -12,6 +12,8 @@ menu and notifications, the approval page, ``watch``, ``pending``, ``sessions`` 
   (``\\u202e``) and set :attr:`Safe.hidden`, which every UI shows as "contains hidden
   characters". A long run of plain spaces becomes a visible marker and sets it too.
 - :func:`shorten` never hides the end: head, ``…``, tail and the total length.
+- A secret the bridge knows (its token, the control secret), or a piece of one, becomes a
+  marker first (:mod:`server.present.secrets`), before any cut.
 
 Backslashes are left alone: an agent that writes a literal ``\\x1b`` shows exactly those four
 characters, which is what runs; only real control characters raise the warning.
@@ -23,6 +25,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+
+from .secrets import scrub
 
 ELLIPSIS = "…"
 SPACE_RUN = 12  # this many plain spaces in a row are shown as a marker (used to push text away)
@@ -146,7 +150,7 @@ def _segments(text: str, multiline: bool) -> tuple[list[tuple[str, bool]], bool]
 
 def render(text: object, *, multiline: bool = False) -> Safe:
     """The whole text, safe: newlines kept only when ``multiline`` (else shown as ``\\n``)."""
-    s = text if isinstance(text, str) else str(text)
+    s = scrub(text if isinstance(text, str) else str(text))
     segments, hidden = _segments(s, multiline)
     return Safe("".join(t for t, _ in segments), hidden, len(s))
 
@@ -209,7 +213,7 @@ def shorten(text: object, limit: int = 80, *, multiline: bool = False) -> Safe:
     length says how much was left out. The result may exceed ``limit`` by the length note.
     Only a window at each end is rendered, so a huge argument costs little.
     """
-    s = text if isinstance(text, str) else str(text)
+    s = scrub(text if isinstance(text, str) else str(text))
     budget = max(limit - 1, 2)
     head_budget = budget - budget // 2
     tail_budget = budget // 2
@@ -236,7 +240,7 @@ def lines_preview(text: str, head: int = 6, tail: int = 4, width: int = 160) -> 
     lines were left out, so the end of a huge write is always on screen. Only the shown lines
     are rendered; the hidden flag covers the whole text.
     """
-    lines = text.split("\n")
+    lines = scrub(text).split("\n")
     truncated = False
     if len(lines) > head + tail + 1:
         skipped = len(lines) - head - tail

@@ -115,7 +115,7 @@ class Tool(abc.ABC):
         for key in self.path_args:
             value = args.get(key, self.default_paths.get(key))
             if isinstance(value, str):
-                reason = policy.escalation(value, write=self.writes)
+                reason = policy.escalation(value, write=self.writes, probe=self.writes)
                 if reason is not None:
                     return reason
         return None

@@ -128,14 +128,14 @@ def test_ordinary_arguments_below_the_limits_do_not_ask(home, policy):
 def test_relative_names_of_an_unsure_upstream_are_judged_from_every_plausible_base(
     home, policy, monkeypatch
 ):
-    # From the first root (~/proj) ".aws/credentials" is nothing; from home it is the key.
-    assert arguments_escalation({"path": ".aws/credentials"}, policy) is None
-    assert arguments_escalation({"path": ".aws/credentials"}, policy, str(home)) is not None
-    esc = arguments_escalation({"path": ".aws/credentials"}, policy, unsure=True)
+    # From the first root (~/proj) ".aws/config" is nothing; from home it is the key.
+    assert arguments_escalation({"path": ".aws/config"}, policy) is None
+    assert arguments_escalation({"path": ".aws/config"}, policy, str(home)) is not None
+    esc = arguments_escalation({"path": ".aws/config"}, policy, unsure=True)
     assert esc is not None and esc.always_asks
-    assert arguments_escalation({"path": "./credentials"}, policy, unsure=True) is None
+    assert arguments_escalation({"path": "./config"}, policy, unsure=True) is None
     monkeypatch.chdir(home / ".aws")  # the bridge's own working directory counts too
-    assert arguments_escalation({"path": "./credentials"}, policy, unsure=True) is not None
+    assert arguments_escalation({"path": "./config"}, policy, unsure=True) is not None
     monkeypatch.chdir(home / "proj")
     assert arguments_escalation({"path": "notes.txt"}, policy, unsure=True) is None
 

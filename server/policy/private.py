@@ -1,0 +1,180 @@
+"""Private by default: the places no table has to list.
+
+The protected table (:mod:`server.policy.protected`) names the stores it knows, with the category a
+human reads; lists of bad places are never complete, so the path policy also treats as private
+every place a credential store or a start-up hook usually lives, listed or not:
+
+- the home's whole hidden tree (``~/.*``): private for reads, persistence for writes;
+- other users' homes;
+
+except the paths in ``private.allow`` (and what lies below them). :class:`PrivateScope` answers
+"is this folded key private, and in which words" with prefix tests only (it runs per walked
+entry), and lists what a walk must prune.
+
+:func:`git_dir_of` is the one file-system probe here: a folder that *is* a git dir (``HEAD`` +
+``objects`` + ``refs``, or ``HEAD`` + ``commondir``) whatever its name, so a write that makes or
+fills one (the target of an agent-written ``.git`` file) always asks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+
+from .protected import HIDDEN_HOME, OTHER_HOME, fold
+
+__all__ = ["PrivateScope", "git_dir_of", "other_homes"]
+
+APP_DATA = ("library", "appdata")  # folded names of the hidden app-data folders
+MAX_ANCESTORS = 64  # of a written path, probed for git dirs
+_PRUNE_DEPTH = 8  # folders below a hidden one walked to keep an allowed path reachable
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(os.path.expanduser(path))
+
+
+def _within(key: str, parent: str) -> bool:
+    return key == parent or key.startswith(parent + "/")
+
+
+def _account_home() -> set[str]:
+    """This account's home from the password database (POSIX), which may differ from the
+    ``HOME`` in use. Only our own entry: enumerating the database can be slow (LDAP)."""
+    if sys.platform == "win32":
+        return set()
+    import pwd
+
+    try:
+        return {os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)}
+    except KeyError:
+        return set()
+
+
+def other_homes(home: str) -> list[str]:
+    """Real paths of other users' home folders: every ``/home/*`` and ``/Users/*`` folder (on
+    Windows the home's siblings) and ``/root``, except this user's own (the ``HOME`` in use
+    and the account's) and any folder that holds it."""
+    mine = _account_home()
+    mine.add(home)
+    found: set[str] = set()
+    bases = [os.path.dirname(home)] if sys.platform == "win32" else ["/home", "/Users"]
+    for base in bases:
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        skip = ("Shared", "Public", "Default", "Default User", "All Users")
+        found.update(os.path.join(base, n) for n in names if n not in skip)
+    if sys.platform != "win32":
+        found.add("/root")
+    out = []
+    for h in found:
+        real = os.path.realpath(h)
+        if real in ("/", "") or not os.path.isdir(real):
+            continue
+        if any(_within(m, real) or _within(real, m) for m in mine):
+            continue  # our own home, or a folder that holds it
+        if sys.platform != "win32" and not real.startswith(
+            ("/home/", "/Users/", "/root", "/var/root")
+        ):
+            continue  # service accounts' homes (/var/lib/x, /nonexistent) are not homes
+        out.append(real)
+    return sorted(out)
+
+
+class PrivateScope:
+    """The home's hidden tree and other users' homes, minus ``private.allow``."""
+
+    def __init__(
+        self, home: str, allow: Iterable[str], others: Iterable[str] | None = None
+    ) -> None:
+        self.home = home
+        fhome = fold(home).rstrip("/")
+        # ``~/.*``, and the folders macOS and Windows hide in the home for the same purpose
+        # (app data, credentials, start-up items): ``~/Library``, ``~/AppData``.
+        app_data = tuple(fhome + "/" + h for h in APP_DATA)
+        # Walks call :meth:`category` per entry: one tuple ``startswith`` and one set lookup.
+        self._hidden_below = (fhome + "/.", *(a + "/" for a in app_data))
+        self._hidden_exact = frozenset(app_data)
+        self.allow = tuple(_real(a) for a in allow)
+        self._allow = tuple(fold(a) for a in self.allow)
+        self.others = tuple(other_homes(home) if others is None else others)
+        self._others = tuple(fold(o) for o in self.others)
+        self._others_below = tuple(o + "/" for o in self._others) or ("\0",)
+        self._others_exact = frozenset(self._others)
+
+    def allowed(self, key: str) -> bool:
+        return any(_within(key, a) for a in self._allow)
+
+    def category(self, key: str) -> str | None:
+        """Why the folded real path ``key`` is private, or None."""
+        if key.startswith(self._hidden_below) or key in self._hidden_exact:
+            return None if self.allowed(key) else HIDDEN_HOME
+        if key.startswith(self._others_below) or key in self._others_exact:
+            return None if self.allowed(key) else OTHER_HOME
+        return None
+
+    def dirs_under(self, base: str) -> list[str]:
+        """Private folders and files at or below the real folder ``base`` that a walk prunes:
+        the hidden entries of the home (an entry holding an allowed path is opened, and its
+        other entries pruned) and other users' homes."""
+        out: list[str] = []
+        bkey = fold(base).rstrip("/")
+        if _within(fold(self.home), bkey):
+            try:
+                names = os.listdir(self.home)
+            except OSError:
+                names = []
+            for n in names:
+                if n.startswith(".") or fold(n) in APP_DATA:
+                    self._prune(os.path.join(self.home, n), out, 0)
+        for o in self.others:
+            if _within(fold(o), bkey) or _within(bkey, fold(o)):
+                out.append(o)
+        return [p for p in out if _within(fold(p), bkey)]
+
+    def _prune(self, path: str, out: list[str], depth: int) -> None:
+        key = fold(path)
+        if self.allowed(key):
+            return
+        holds_allowed = any(a.startswith(key + "/") for a in self._allow)
+        if not holds_allowed or depth >= _PRUNE_DEPTH or not os.path.isdir(path):
+            out.append(path)
+            return
+        try:
+            names = os.listdir(path)
+        except OSError:
+            out.append(path)
+            return
+        for n in names:
+            self._prune(os.path.join(path, n), out, depth + 1)
+
+
+def _is_git_dir(d: str, written: str) -> bool:
+    """``d`` holds (or, once ``written`` exists, will hold) what git needs to use it."""
+
+    def has(name: str) -> bool:
+        p = os.path.join(d, name)
+        return written == p or written.startswith(p + os.sep) or os.path.lexists(p)
+
+    return has("HEAD") and ((has("objects") and has("refs")) or has("commondir"))
+
+
+def git_dir_of(real: str) -> str | None:
+    """The git dir ``real`` is in (or would complete by being written), or None.
+
+    Git uses a folder as a repository when it holds ``HEAD`` plus ``objects`` and ``refs`` (or
+    a ``commondir``), wherever a ``.git`` file points; so writing into such a folder (or the
+    file that makes a folder one) can change what the next ``git status`` runs. A few
+    ``lstat`` calls per ancestor, bounded."""
+    d = os.path.dirname(real)
+    for _ in range(MAX_ANCESTORS):
+        if _is_git_dir(d, real):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+    return None
