@@ -158,6 +158,20 @@ def process_gone(pid: int) -> bool:
         return True
 
 
+def path_with_rg(path: str) -> str:
+    """``path`` with the folder of the ``rg`` the bridge's own tools use in front.
+
+    A user who runs ``rg`` in ``bash`` has it on their PATH; here it may only be in the venv
+    (the ``ripgrep`` wheel), which a ``.venv/bin/python -m pytest`` run on a fresh machine does
+    not put on PATH. Tests that run ``rg`` through ``bash`` give the bridge this PATH.
+    """
+    from omp_a2a_bridge.server.tools.rg import rg_path
+
+    rg = rg_path()
+    assert rg is not None, "the ripgrep wheel is a dependency: pip install -e '.[test]'"
+    return os.pathsep.join([os.path.dirname(rg), path])
+
+
 def read_text(path: str) -> str:
     with open(path, encoding="utf-8") as f:
         return f.read()

@@ -32,6 +32,7 @@ from omp_a2a_bridge.server.infra.childenv import (
 )
 from omp_a2a_bridge.server.infra.config import ConfigError, parse_config
 
+from .conftest import require_system
 from .control_helpers import Api, WsApprover
 from .helpers import TOKEN, Mcp, Response, wait_for
 
@@ -196,8 +197,7 @@ def test_env_and_printenv_show_only_safe_and_configured_variables(served):
 
 
 def test_ssh_agent_is_not_reachable_through_the_environment(served):
-    if not os.path.exists("/usr/bin/ssh-add"):
-        pytest.skip("needs ssh-add: apt-get install openssh-client")
+    require_system("ssh-add", packages="openssh-client")  # any PATH folder, not /usr/bin only
     r = _bash(served, "ssh-add -L")
     assert r.result["isError"], r
     assert "Could not open a connection to your authentication agent" in r.text, r.text
