@@ -29,7 +29,7 @@ from omp_a2a_bridge.server.tools.shell import check_timeout
 
 from .conftest import write_config
 from .control_helpers import Api, WsApprover
-from .helpers import TOKEN, Mcp, in_thread, process_gone, wait_for
+from .helpers import TOKEN, Mcp, in_thread, process_gone, serve_fails, wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -100,14 +100,7 @@ def run_serve(env: dict[str, str], extra_env: dict[str, str] | None = None) -> t
     """A serve that is expected to fail at start: (exit code, stderr)."""
     e = dict(os.environ)
     e.update(extra_env or {})
-    r = subprocess.run(
-        [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
-        cwd=REPO,
-        env={k: v for k, v in e.items() if v is not None},
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    r = serve_fails({k: v for k, v in e.items() if v is not None}, cwd=REPO)
     return r.returncode, r.stderr
 
 

@@ -34,7 +34,7 @@ from omp_a2a_bridge.server.infra.config import ConfigError, parse_config
 
 from .conftest import require_system
 from .control_helpers import Api, WsApprover
-from .helpers import TOKEN, Mcp, Response, wait_for
+from .helpers import TOKEN, Mcp, Response, serve_fails, wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -386,13 +386,7 @@ def test_serve_refuses_a_bad_bash_env(tmp_path):
         A2A_BRIDGE_TOKEN=TOKEN,
         A2A_BRIDGE_RUNTIME_DIR=str(tmp_path / "run"),
     )
-    p = subprocess.run(
-        [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    p = serve_fails(env, timeout=60)
     assert p.returncode == 1, p
     assert f"invalid config at {config}: field 'bash.env.pass' must be" in p.stderr, p.stderr
     assert "Traceback" not in p.stderr
