@@ -34,7 +34,10 @@ What ``--apply`` does, in order:
    left where they are, their imports still fixed), table entries whose file is gone, and
    remaining mentions of old file names without their ``tests/`` prefix (e.g. "test_seams").
 
-It never guesses a layer. After it: ``pytest --collect-only -q`` must collect the same number
+It never guesses a layer: read each reported file, add its line to ``MOVES`` and run it again
+(entries already done are skipped; imports are fixed from where each file is now).
+
+After it, ``pytest --collect-only -q`` must collect the same number
 of tests as before (the script prints both when run with ``--apply --check-collect``).
 """
 
