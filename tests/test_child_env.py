@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -34,7 +33,7 @@ from omp_a2a_bridge.server.infra.config import ConfigError, parse_config
 
 from .conftest import require_system
 from .control_helpers import Api, WsApprover
-from .helpers import TOKEN, Mcp, Response, serve_fails, wait_for
+from .helpers import TOKEN, Mcp, Response, serve_fails, serve_process, stop_process, wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -141,28 +140,10 @@ def served(tmp_path_factory) -> Iterator[Serve]:
         PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring",
     )
     log = base / "serve.log"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(
-            [
-                *_as_a_desktop_user(),
-                *(sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"),
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-        )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert "listening on" in line, (line, log.read_text())
-    port = int(line.strip().rsplit(":", 1)[1].strip("/").split("/")[0])
+    with open(log, "w") as err:  # module-scoped: the helper, not the serve_process fixture
+        proc, port = serve_process(env, err, prefix=_as_a_desktop_user())
     yield Serve(proc, port, env, state, log)
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
+    stop_process(proc)
 
 
 def _bash(s: Serve, command: str) -> Response:
