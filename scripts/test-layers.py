@@ -396,8 +396,16 @@ def main() -> int:
                 f.write(new)
             touched.add(p)
 
-    # 6. import order
+    # 6. lines a longer path made too long (comments and docstrings only), then import order
     py = sorted(t for t in touched | set(created) if t.endswith(".py"))
+    for p in py:
+        full = os.path.join(ROOT, p)
+        with open(full, encoding="utf-8") as f:
+            text = f.read()
+        new = rewrap(text)
+        if new != text:
+            with open(full, "w", encoding="utf-8") as f:
+                f.write(new)
     ruff = shutil.which("ruff", path=os.path.join(ROOT, ".venv", "bin")) or shutil.which("ruff")
     if py and ruff and not args.no_ruff:
         subprocess.run([ruff, "check", "-q", "--fix", "--select", "I", *py], cwd=ROOT)
@@ -430,6 +438,78 @@ def main() -> int:
             return 1
     print("\nstaged; review with `git diff --cached --stat -M`, then commit")
     return 0
+
+
+def line_length() -> int:
+    try:
+        import tomllib
+
+        with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+            return int(tomllib.load(f).get("tool", {}).get("ruff", {}).get("line-length", 88))
+    except (OSError, ValueError):
+        return 88
+
+
+def rewrap(text: str) -> str:
+    """Split a too-long comment or docstring line at its last space that fits (a path in it got
+    longer); code lines are left to the report."""
+    limit = line_length()
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    docs: dict[int, int] = {}  # line -> indentation of the docstring it belongs to
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if not isinstance(body, list) or not body:
+            continue
+        first = body[0]
+        if (
+            isinstance(first, ast.Expr)
+            and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)
+            and first.end_lineno is not None
+        ):
+            for n in range(first.lineno, first.end_lineno + 1):
+                docs[n] = first.col_offset
+    lines = [line.rstrip("\n") for line in text.splitlines(keepends=True)]
+    ends = text.endswith("\n")
+    leads: list[str | None] = []  # what a continuation of each line starts with, if wrappable
+    for n, line in enumerate(lines, 1):
+        stripped = line.lstrip()
+        indent = line[: len(line) - len(stripped)]
+        if stripped.startswith("#") and not stripped.startswith("#!"):
+            leads.append(indent + "# ")
+        elif n in docs:
+            leads.append(" " * docs[n])
+        else:
+            leads.append(None)
+    quotes = ('"' * 3, "'" * 3)
+    i = 0
+    while i < len(lines):
+        line, lead = lines[i], leads[i]
+        cut = -1
+        if lead is not None and len(line) > limit:
+            cut = line.rfind(" ", len(lead) + 1, limit + 1)
+        if lead is None or cut <= len(lead):
+            i += 1
+            continue
+        rest = line[cut + 1 :]
+        lines[i] = line[:cut]
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        body = nxt[len(lead) :] if leads[i + 1 : i + 2] == [lead] else ""
+        if (
+            body.strip()
+            and nxt.startswith(lead)
+            and not body.startswith((" ", "-", "*", *quotes))
+            and not rest.endswith(quotes)
+        ):
+            lines[i + 1] = lead + rest + " " + body  # the same paragraph goes on: reflow
+        else:
+            lines.insert(i + 1, lead + rest)
+            leads.insert(i + 1, lead)
+        i += 1
+    return "\n".join(lines) + ("\n" if ends else "")
 
 
 def old_names_left() -> list[str]:
