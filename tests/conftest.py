@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,8 @@ from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
 from omp_a2a_bridge.server.infra.audit import read_records
 from omp_a2a_bridge.server.infra.logs import PACKAGE_LOGGER, setup_logging
 
-from .helpers import RESPONSES, TOKEN, Mcp, wait_for
+from .helpers import RESPONSES, TOKEN, Mcp, Served, serve_fails, stop_process, wait_for
+from .helpers import serve_process as start_serve
 
 
 class MemoryKeyring(KeyringBackend):
@@ -192,6 +194,37 @@ def cli(capsys) -> Any:
         return CliResult(code, out.out, out.err)
 
     return run
+
+
+class ServeProcesses:
+    """The ``serve_process`` fixture: ``serve_process(env, stderr, args=..., prefix=...)``
+    starts ``serve --port 0`` as a real process and returns ``Served(proc, port)`` (see
+    :func:`.helpers.serve_process`); ``serve_process.fails(env)`` runs one that must exit at
+    start. Every process it started and that still runs is stopped at teardown."""
+
+    def __init__(self) -> None:
+        self.started: list[subprocess.Popen] = []
+
+    def __call__(self, env: dict[str, str] | None = None, *a: Any, **kw: Any) -> Served:
+        served = start_serve(env, *a, **kw)
+        self.started.append(served.proc)
+        return served
+
+    fails = staticmethod(serve_fails)
+
+    def close(self) -> None:
+        for proc in self.started:
+            stop_process(proc)
+
+
+@pytest.fixture
+def serve_process(env) -> Iterator[ServeProcesses]:
+    """``a2a-bridge serve`` as a process of its own (what the ``a2a-bridge`` script runs,
+    headless), with the ``env`` fixture's private config, audit, runtime folder and token unless
+    a whole ``env`` is given. The one way tests start it; stopped at teardown."""
+    procs = ServeProcesses()
+    yield procs
+    procs.close()
 
 
 def require_system(*binaries: str, packages: str) -> dict[str, str]:

@@ -9,7 +9,8 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, Any
+from collections.abc import Callable, Sequence
+from typing import IO, Any, NamedTuple
 
 TOKEN = "test-token-0123456789-abcdefghijklmnopqrstuvwxyz"
 RESPONSES: list[bytes] = []  # every response the test clients saw (scanned for the token)
@@ -158,6 +159,20 @@ def process_gone(pid: int) -> bool:
         return True
 
 
+def path_with_rg(path: str) -> str:
+    """``path`` with the folder of the ``rg`` the bridge's own tools use in front.
+
+    A user who runs ``rg`` in ``bash`` has it on their PATH; here it may only be in the venv
+    (the ``ripgrep`` wheel), which a ``.venv/bin/python -m pytest`` run on a fresh machine does
+    not put on PATH. Tests that run ``rg`` through ``bash`` give the bridge this PATH.
+    """
+    from omp_a2a_bridge.server.tools.rg import rg_path
+
+    rg = rg_path()
+    assert rg is not None, "the ripgrep wheel is a dependency: pip install -e '.[test]'"
+    return os.pathsep.join([os.path.dirname(rg), path])
+
+
 def read_text(path: str) -> str:
     with open(path, encoding="utf-8") as f:
         return f.read()
@@ -196,16 +211,35 @@ def err(r: Response) -> str:
 SERVER = [sys.executable, "-m", "omp_a2a_bridge.server"]  # what ``a2a-bridge`` runs, headless
 
 
+class Served(NamedTuple):
+    """A ``serve`` process and the port its one line names (unpacks as ``proc, port``)."""
+
+    proc: subprocess.Popen
+    port: int
+
+
 def serve_process(
-    env: dict[str, str] | None = None, stderr: int | IO[Any] = subprocess.PIPE
-) -> tuple[subprocess.Popen, int]:
-    """``serve --port 0`` in a process of its own; returns it and the port its one line names."""
+    env: dict[str, str] | None = None,
+    stderr: int | IO[Any] = subprocess.PIPE,
+    *,
+    args: Sequence[str] = ("--port", "0"),
+    prefix: Sequence[str] = (),
+    cwd: str | None = None,
+    preexec_fn: Callable[[], Any] | None = None,
+) -> Served:
+    """``serve --port 0`` in a process of its own; returns it and the port its one line names.
+
+    ``prefix`` goes before the Python command (``unshare --user ...``). The caller stops the
+    process; the ``serve_process`` fixture (conftest.py) does it at teardown.
+    """
     proc = subprocess.Popen(
-        [*SERVER, "serve", "--port", "0"],
+        [*prefix, *SERVER, "serve", *args],
         env=dict(os.environ) if env is None else env,
         stdout=subprocess.PIPE,
         stderr=stderr,
         text=True,
+        cwd=cwd,
+        preexec_fn=preexec_fn,  # resource limits only
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -217,7 +251,40 @@ def serve_process(
                 why = f.read()
         proc.kill()
         raise AssertionError(f"serve did not start: {line!r} {why}")
-    return proc, int(line.strip().rsplit(":", 1)[1].strip("/").split("/")[0])
+    return Served(proc, int(line.strip().rsplit(":", 1)[1].strip("/").split("/")[0]))
+
+
+def serve_fails(
+    env: dict[str, str] | None = None,
+    *,
+    args: Sequence[str] = ("--port", "0"),
+    timeout: float = 30,
+    cwd: str | None = None,
+) -> subprocess.CompletedProcess:
+    """``serve`` that is expected to exit at start (a bad config, a busy runtime folder...); a
+    bridge that wrongly starts fails the test by timeout rather than hanging it."""
+    return subprocess.run(
+        [*SERVER, "serve", *args],
+        env=dict(os.environ) if env is None else env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
+    """SIGTERM (the bridge's clean stop), then SIGKILL if it does not exit in time."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    for pipe in (proc.stdout, proc.stderr, proc.stdin):
+        if pipe is not None:
+            pipe.close()
 
 
 class Watch:

@@ -29,7 +29,16 @@ from omp_a2a_bridge.server.tools.shell import check_timeout
 
 from .conftest import write_config
 from .control_helpers import Api, WsApprover
-from .helpers import TOKEN, Mcp, in_thread, process_gone, wait_for
+from .helpers import (
+    SERVER,
+    TOKEN,
+    Mcp,
+    in_thread,
+    process_gone,
+    serve_fails,
+    serve_process,
+    wait_for,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -63,20 +72,20 @@ class Serve:
             if nofile is not None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
 
+        preexec = limits if nofile else None
+        if wait_listening:  # the one serve helper: it waits for the listening line
+            self.proc, self.port = serve_process(e, self.err, cwd=REPO, preexec_fn=preexec)
+            return
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
+            [*SERVER, "serve", "--port", "0"],
             cwd=REPO,
             env=e,
             stdout=subprocess.PIPE,
             stderr=self.err,
             text=True,
-            preexec_fn=limits if nofile else None,
+            preexec_fn=preexec,
         )
         self.port = 0
-        if wait_listening:
-            line = self.proc.stdout.readline()
-            assert "listening" in line, self.stderr()
-            self.port = int(line.rsplit(":", 1)[1].strip("/\n"))
 
     def stderr(self) -> str:
         self.err.flush()
@@ -100,14 +109,7 @@ def run_serve(env: dict[str, str], extra_env: dict[str, str] | None = None) -> t
     """A serve that is expected to fail at start: (exit code, stderr)."""
     e = dict(os.environ)
     e.update(extra_env or {})
-    r = subprocess.run(
-        [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
-        cwd=REPO,
-        env={k: v for k, v in e.items() if v is not None},
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    r = serve_fails({k: v for k, v in e.items() if v is not None}, cwd=REPO)
     return r.returncode, r.stderr
 
 

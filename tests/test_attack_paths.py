@@ -29,7 +29,7 @@ import pytest
 from omp_a2a_bridge.server.control.controlfile import read_control
 
 from .control_helpers import Api, WsApprover
-from .helpers import TOKEN, Mcp, Response, serve_process, wait_for
+from .helpers import TOKEN, Mcp, Response, path_with_rg, serve_process, wait_for
 
 NO_APPROVER = "approval required but no approver is available"
 
@@ -198,6 +198,7 @@ def _plant(base: Path, tiers: dict[str, str]) -> tuple[Path, Path, dict[str, str
         XDG_RUNTIME_DIR=str(runtime),
         A2A_BRIDGE_TOKEN=TOKEN,
         PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring",
+        PATH=path_with_rg(env.get("PATH", os.defpath)),
     )
     return home, outside, env
 

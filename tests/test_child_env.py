@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -32,8 +31,9 @@ from omp_a2a_bridge.server.infra.childenv import (
 )
 from omp_a2a_bridge.server.infra.config import ConfigError, parse_config
 
+from .conftest import require_system
 from .control_helpers import Api, WsApprover
-from .helpers import TOKEN, Mcp, Response, wait_for
+from .helpers import TOKEN, Mcp, Response, serve_fails, serve_process, stop_process, wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -140,28 +140,10 @@ def served(tmp_path_factory) -> Iterator[Serve]:
         PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring",
     )
     log = base / "serve.log"
-    with open(log, "w") as err:
-        proc = subprocess.Popen(
-            [
-                *_as_a_desktop_user(),
-                *(sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"),
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-        )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert "listening on" in line, (line, log.read_text())
-    port = int(line.strip().rsplit(":", 1)[1].strip("/").split("/")[0])
+    with open(log, "w") as err:  # module-scoped: the helper, not the serve_process fixture
+        proc, port = serve_process(env, err, prefix=_as_a_desktop_user())
     yield Serve(proc, port, env, state, log)
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
+    stop_process(proc)
 
 
 def _bash(s: Serve, command: str) -> Response:
@@ -196,8 +178,7 @@ def test_env_and_printenv_show_only_safe_and_configured_variables(served):
 
 
 def test_ssh_agent_is_not_reachable_through_the_environment(served):
-    if not os.path.exists("/usr/bin/ssh-add"):
-        pytest.skip("needs ssh-add: apt-get install openssh-client")
+    require_system("ssh-add", packages="openssh-client")  # any PATH folder, not /usr/bin only
     r = _bash(served, "ssh-add -L")
     assert r.result["isError"], r
     assert "Could not open a connection to your authentication agent" in r.text, r.text
@@ -386,13 +367,7 @@ def test_serve_refuses_a_bad_bash_env(tmp_path):
         A2A_BRIDGE_TOKEN=TOKEN,
         A2A_BRIDGE_RUNTIME_DIR=str(tmp_path / "run"),
     )
-    p = subprocess.run(
-        [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    p = serve_fails(env, timeout=60)
     assert p.returncode == 1, p
     assert f"invalid config at {config}: field 'bash.env.pass' must be" in p.stderr, p.stderr
     assert "Traceback" not in p.stderr

@@ -17,7 +17,7 @@ import pytest
 from keyring.backends.fail import Keyring as FailKeyring
 
 from .conftest import write_config
-from .helpers import Mcp, read_text
+from .helpers import Mcp, read_text, serve_fails
 
 EXE = [sys.executable, "-m", "omp_a2a_bridge.server"]
 
@@ -246,9 +246,7 @@ def test_serve_refuses_config_that_would_fail_later(cli_env, env, config, field)
     timeout: a bridge that wrongly starts must fail the test, not hang it.)"""
     write_config(env["config"], config)
     before = read_text(env["config"])
-    r = subprocess.run(
-        [*EXE, "serve", "--port", "0"], env=cli_env, capture_output=True, text=True, timeout=30
-    )
+    r = serve_fails(cli_env)
     assert r.returncode == 1 and r.stdout == ""
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr

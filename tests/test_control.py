@@ -81,30 +81,14 @@ def test_control_file_of_a_reused_pid_is_stale(env):
         sleeper.wait()
 
 
-def test_second_serve_process_says_already_running(env):
+def test_second_serve_process_says_already_running(env, serve_process):
     e = dict(os.environ, PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring")
     write_config(env["config"], {"roots": [env["root"]]})
-    first = subprocess.Popen(
-        [sys.executable, "-m", "omp_a2a_bridge.server", "serve"],
-        env=e,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert "listening" in first.stdout.readline()
-        second = subprocess.run(
-            [sys.executable, "-m", "omp_a2a_bridge.server", "serve"],
-            env=e,
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
-        assert second.returncode == 0
-        assert second.stdout == ""
-        assert f"already running (pid {first.pid}" in second.stderr
-    finally:
-        first.terminate()
-        first.wait(10)
+    first = serve_process(e, args=()).proc  # the configured port, as a user starts it
+    second = serve_process.fails(e, args=(), timeout=20)
+    assert second.returncode == 0
+    assert second.stdout == ""
+    assert f"already running (pid {first.pid}" in second.stderr
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from omp_a2a_bridge.server.infra.audit import pair_calls, read_records
 
 from .conftest import write_config
 from .control_helpers import WsApprover
-from .helpers import TOKEN, Mcp, in_thread, serve_process, wait_for
+from .helpers import TOKEN, Mcp, in_thread, wait_for
 
 
 async def raw_post(port: int, body: dict, headers: dict[str, str]) -> tuple[int, dict, bytes]:
@@ -156,7 +156,7 @@ def test_audit_on_a_full_disk(start_bridge, monkeypatch, log_records):
     assert (after.st_mode, after.st_rdev) == (before.st_mode, before.st_rdev)  # untouched
 
 
-def _serve(env_paths: dict[str, str], config: dict) -> tuple[subprocess.Popen, int]:
+def _serve(serve_process, env_paths: dict[str, str], config: dict) -> tuple[subprocess.Popen, int]:
     write_config(env_paths["config"], {"roots": [env_paths["root"]], **config})
     return serve_process()
 
@@ -169,8 +169,8 @@ def _lines_on_disk(path: str) -> int:
         return 0
 
 
-def test_kill_9_under_load_leaves_a_parseable_audit_log(env):
-    proc, port = _serve(env, {"approval": {"tiers": {"ls": "allow"}}})
+def test_kill_9_under_load_leaves_a_parseable_audit_log(env, serve_process):
+    proc, port = _serve(serve_process, env, {"approval": {"tiers": {"ls": "allow"}}})
     stop = threading.Event()
 
     def hammer():
@@ -199,8 +199,10 @@ def test_kill_9_under_load_leaves_a_parseable_audit_log(env):
     os.unlink(os.path.join(env["runtime"], "control.json"))  # the dead process left it
 
 
-def test_sigterm_with_calls_in_flight(env):
-    proc, port = _serve(env, {"approval": {"tiers": {"bash": "allow"}, "timeout_s": 30}})
+def test_sigterm_with_calls_in_flight(env, serve_process):
+    proc, port = _serve(
+        serve_process, env, {"approval": {"tiers": {"bash": "allow"}, "timeout_s": 30}}
+    )
     try:
         from omp_a2a_bridge.server.control.controlfile import read_control
 

@@ -10,7 +10,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 
 import pytest
 
@@ -21,7 +20,7 @@ from omp_a2a_bridge.server.mcp import protocol
 
 from .conftest import write_config
 from .control_helpers import Api
-from .helpers import TOKEN, Http, Mcp, read_text
+from .helpers import TOKEN, Http, Mcp, read_text, serve_fails
 
 
 def test_token_compare_is_constant_time(start_bridge, monkeypatch):
@@ -85,13 +84,7 @@ def test_config_written_by_the_bridge_is_private_even_if_loose_before(env):
 def _serve_once(env_vars: dict[str, str]) -> subprocess.CompletedProcess:
     """``serve`` as a real process; a bridge that wrongly starts fails the test by timeout
     rather than hanging it."""
-    return subprocess.run(
-        [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", "0"],
-        env=env_vars,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    return serve_fails(env_vars)
 
 
 def _headless_env() -> dict[str, str]:

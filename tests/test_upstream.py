@@ -869,11 +869,12 @@ def test_http_tools_are_relisted_without_a_notification(
 # -- what reaches the user's terminal ------------------------------------------------------------
 
 
-def test_an_upstreams_hostile_stderr_and_tool_names_reach_the_log_rendered(env, tmp_path):
+def test_an_upstreams_hostile_stderr_and_tool_names_reach_the_log_rendered(
+    env, tmp_path, serve_process
+):
     """A `serve` terminal shows an upstream's exit reason (its last stderr line) and skipped tool
     names; escape sequences in them arrive escaped, never raw."""
     from .conftest import write_config
-    from .helpers import serve_process
 
     evil = "printf 'ok\\n\\033]0;PWNED\\007\\033[31mred\\033[0m\\n' >&2; exit 3"
     write_config(env["config"], {"mcp_servers": {"evil": {"command": "sh", "args": ["-c", evil]}}})

@@ -1,1 +1,1 @@
-"""The integration layer: a real bridge on port 0 over real HTTP."""
+"""tests/integration: a real bridge on port 0 over real HTTP, in this process."""

@@ -103,3 +103,15 @@ def peer_bridge(start_bridge) -> Running:
         f.write("hello from the bridge\n")
     running.runner.attach_approver("interop human")
     return running
+
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under this folder carries the ``interop`` marker (``pytest -m interop``).
+
+    Hooks in a conftest see every collected item, not only this folder's."""
+    for item in items:
+        if HERE in item.path.resolve().parents:
+            item.add_marker(pytest.mark.interop)

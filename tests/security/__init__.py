@@ -1,0 +1,1 @@
+"""tests/security: attacker suites, one file per surface attacked."""

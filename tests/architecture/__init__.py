@@ -1,0 +1,1 @@
+"""tests/architecture: boundaries, lint, types, packaging, docs."""

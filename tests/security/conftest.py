@@ -1,0 +1,20 @@
+"""The security layer: attacker suites, one file per surface attacked.
+
+Every test collected under this folder carries the ``security`` marker:
+``pytest -m security``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Hooks in a conftest see every collected item, not only this folder's.
+    for item in items:
+        if HERE in item.path.resolve().parents:
+            item.add_marker(pytest.mark.security)

@@ -1,0 +1,1 @@
+"""tests/support: modules the tests share (no tests here)."""
