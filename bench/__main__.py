@@ -43,6 +43,9 @@ end
 """
 
 
+MODERN_ROW = "tools/call read (2026-07-28)"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -317,6 +320,27 @@ def main() -> int:
             "method": "tools/call",
             "params": {"name": "read", "arguments": {"path": small}},
         }
+        # The same work in the 2026-07-28 era (protocol § 9): no session, the version and the
+        # client's identity on every request.
+        modern_call = {
+            **call,
+            "params": {
+                **call["params"],
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+                },
+            },
+        }
+        modern_h = {
+            **auth,
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": "read",
+        }
+        status, _, data = post(ours_port, modern_call, modern_h)
+        assert status == 200 and data["result"]["resultType"] == "complete", data
         for port, h in ((ours_port, ours_h), (sdk_port, sdk_h), (floor_port, {})):
             status, _, data = post(port, call, h)
             assert status == 200 and not data["result"].get("isError"), (port, data)
@@ -331,6 +355,10 @@ def main() -> int:
                 ):
                     key = (name, "tools/call read", conc)
                     runs.setdefault(key, []).append(wrk(port, call, h, conc, args.duration))
+                key = ("bridge", MODERN_ROW, conc)
+                runs.setdefault(key, []).append(
+                    wrk(ours_port, modern_call, modern_h, conc, args.duration)
+                )
                 for method in ("ping", "tools/list"):
                     body = {"jsonrpc": "2.0", "id": 1, "method": method}
                     key = ("bridge", method, conc)
@@ -377,12 +405,21 @@ def main() -> int:
         b = results[("bridge", "tools/call read", conc)]["rps"]
         s = results[("sdk", "tools/call read", conc)]["rps"]
         fl = results[("floor", "tools/call read", conc)]["rps"]
-        ratio_rows.append([str(conc), f"{b / s:.2f}x", f"{b / fl * 100:.0f}%"])
+        m = results[("bridge", MODERN_ROW, conc)]["rps"]
+        ratio_rows.append(
+            [str(conc), f"{b / s:.2f}x", f"{b / fl * 100:.0f}%", f"{m / b * 100:.0f}%"]
+        )
     out += [
         "## Ratios (tools/call read)",
         "",
         table(
-            ["conc", "bridge / SDK (target >= 3x)", "bridge / floor (target >= 75%)"], ratio_rows
+            [
+                "conc",
+                "bridge / SDK (target >= 3x)",
+                "bridge / floor (target >= 75%)",
+                "2026-07-28 / 2025 era",
+            ],
+            ratio_rows,
         ),
         "",
         "## Bridge process",
