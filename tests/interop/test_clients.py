@@ -204,7 +204,7 @@ def test_typescript_sdk_connects_and_tears_down_cleanly(peers, peer_bridge, whic
 
 
 PY = {
-    "2.x": (None, "2025-11-25"),
+    "2.x": (None, "2026-07-28"),  # mode="auto" finds the modern era (§ 9)
     "newest-1.x": ("py-mcp-1.30.0", "2025-11-25"),
     "pre-2025-11-25": ("py-mcp-1.22.0", "2025-06-18"),
 }
