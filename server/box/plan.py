@@ -36,6 +36,10 @@ class BoxPlan:
     write_protected: tuple[str, ...]
     tmpdir: str
     network: bool = False
+    # Entries of ``read_private`` that are files (masked with an empty file, not an empty folder).
+    private_files: tuple[str, ...] = ()
+    # Paths inside ``read_private`` that stay readable, read-only (``box.read_allow``).
+    read_allow: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

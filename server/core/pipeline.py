@@ -22,12 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..box import probe as box_probe
+from ..box.plan import BoxStatus
+from ..box.run import BoxRequest
+from ..control.controlfile import runtime_dir
 from ..infra.audit import AuditLog, utc_now
 from ..infra.config import Config
 from ..mcp.protocol import (
@@ -93,6 +98,7 @@ class Plan:
     escalation: Escalation | None
     rule: str | None = None  # the rule that allowed or asked
     can_propose: bool = True  # False: no allow rule could ever apply (ask rule, always-asks)
+    box_note: str | None = None  # why a boxable call asks: no box here, or "box": false
 
 
 class PipelineHost(Protocol):
@@ -130,6 +136,7 @@ class CallPipeline:
         self.tiers = dict(config.tiers)
         self.rulebook = rulebook
         self.calls_total = 0
+        self.box = box_request(config, policy.roots, audit.path)
 
     def tier(self, tool: Tool) -> Tier:
         return self.tiers.get(tool.name) or tool.default_tier or self.config.default_tier
@@ -265,21 +272,29 @@ class CallPipeline:
             text = f"invalid path for '{name}': {e}"
             return refused(text, CallOutcome.ERROR)
         ctx = ToolContext(call.id, session.sid, session.client, paths, self.config.limits)
-        ctx.escalation = escalation
         ctx.env = self.host.child_env()
-        suspended = tool.grants_suspended()  # an upstream tool changed since it was approved
+        box_asks = None  # the box: why this boxable call must ask anyway (no box, "box": false)
+        if tool.boxable:
+            ctx.box, box_asks = self.box, box_gate(args, box_probe.status())
+            if box_asks is None:
+                escalation = None  # in the box the kernel enforces what the command text names
+        ctx.escalation = escalation
+        suspended = tool.grants_suspended() or box_asks is not None
         if self.rulebook.rules:
             ruled = self._apply_rules(tool, args, paths, escalation, ctx, suspended)
             if ruled is not None:
-                return ruled
-        if self.tier(tool) == Tier.ALLOW and escalation is None and not suspended:
+                return _box_note(ruled, box_asks)
+        tier = self.tier(tool)
+        if tier == Tier.BOX:  # unasked in the box; where there is none, as prompt
+            tier = Tier.ALLOW if tool.boxable and box_asks is None else Tier.PROMPT
+        if tier == Tier.ALLOW and escalation is None and not suspended:
             tool.on_allowed(DecidedBy.POLICY)
             return Plan(tool, ctx, DecidedBy.POLICY, False, escalation)
         # "Allow for this session" never covers an escalated call (outside the roots,
         # protected, persistence): only a human decision on this very call does.
         if escalation is None and not suspended and name in session.allowed_tools:
             return Plan(tool, ctx, DecidedBy.SESSION_RULE, False, escalation)
-        return Plan(tool, ctx, DecidedBy.USER, True, escalation)
+        return _box_note(Plan(tool, ctx, DecidedBy.USER, True, escalation), box_asks)
 
     def main_path(
         self, tool: Tool, args: dict[str, Any], paths: PathPolicy | CallPaths
@@ -358,8 +373,16 @@ class CallPipeline:
             )
             if refusal is not None:
                 refusal.wait_ms = wait_ms
+                if step.box_note and refusal.result is not None and verdict.decision is None:
+                    said = refusal.result.content[0].get("text", "")
+                    refusal.result = ToolResult.text(f"{said}\n[{step.box_note}]", True)
                 return refusal
             step.ctx.approved = True
+            # A human decided on this very call: it runs outside the box only when they chose
+            # "Run outside the box", approved a call that asked for it, or there is no box.
+            step.ctx.outside_box = step.tool.boxable and (
+                verdict.decision is Decision.RUN_OUTSIDE_BOX or step.box_note is not None
+            )
             if verdict.decision is not None:
                 step.tool.on_allowed(verdict.decision.value)  # upstream tools re-pin
             if verdict.decision is Decision.ALLOW_SESSION:
@@ -468,3 +491,36 @@ def explain_call(
         "unsafe": v.unsafe,
         "escalation": esc,
     }
+
+
+def box_gate(args: dict[str, Any], status: BoxStatus) -> str | None:
+    """Why a boxable call must wait for a human, or None when it may run in the box unasked.
+
+    Nothing runs outside the box unasked: not by rule, grant or tier.
+    """
+    if args.get("box") is False:
+        reason = args.get("reason")
+        why = f": {reason}" if isinstance(reason, str) and reason.strip() else ""
+        return f'the agent asks to run this call outside the box ("box": false){why}'
+    if not status.available:
+        return f"no box is available here, so a human decides ({status.detail})"
+    return None
+
+
+def _box_note(plan: Outcome | Plan, box_asks: str | None) -> Outcome | Plan:
+    """A plan that runs unasked becomes one that asks when the box cannot be used."""
+    if box_asks is None or not isinstance(plan, Plan):
+        return plan
+    plan.box_note = box_asks
+    if plan.needs_human:
+        return plan
+    plan = Plan(plan.tool, plan.ctx, DecidedBy.USER, True, plan.escalation, plan.rule)
+    plan.box_note = box_asks
+    return plan
+
+
+def box_request(config: Config, roots: Sequence[str], audit_path: str) -> BoxRequest:
+    """What bash builds each call's box from; the bridge's own files stay private in it."""
+    own = [os.path.dirname(config.path), os.path.dirname(audit_path), runtime_dir()]
+    own += [os.environ.get("XDG_RUNTIME_DIR", ""), f"/run/user/{os.getuid()}"]
+    return BoxRequest(config.box, tuple(roots), tuple(p for p in own if p))

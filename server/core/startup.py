@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from tornado.netutil import bind_sockets
 
+from ..box import probe as box_probe
 from ..control.controlfile import (
     ControlInfo,
     claim,
@@ -97,6 +98,7 @@ def prepare(opts: RunnerOptions, out: Prepared) -> None:
     :class:`AlreadyRunning` before anything is bound.
     """
     out.nofile = raise_nofile()
+    box_probe.probe()  # once per process, before the loop runs (it starts bwrap once)
     try:
         config = load_config(opts.config_path)
     except ConfigError as e:

@@ -1,0 +1,146 @@
+"""Look at the disk for one call: the :class:`~server.box.policy.HostView` the plan is built from.
+
+Blocking (stat, scandir, small reads): call it in a worker thread, never on the event loop.
+Bounded: one listing of the home and of ``/home``, a walk up from the cwd, and at most
+``MAX_GIT_DIRS`` git dirs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Iterable
+
+from .policy import BoxConfig, HostEntry, HostView, persistence_paths, project_of, within
+
+MAX_GIT_DIRS = 200
+
+
+def _real(path: str) -> str | None:
+    real = os.path.realpath(os.path.expanduser(path))
+    return real if os.path.exists(real) else None
+
+
+def _hidden(home: str, keep_clear: Iterable[str]) -> tuple[HostEntry, ...]:
+    """Each existing ``~/.*`` entry, by its real path (a symlink hides its target).
+
+    A target that holds the home or a root (``~/.x -> /``) is skipped: hiding it would hide
+    the project itself.
+    """
+    out: list[HostEntry] = []
+    clear = [home, *keep_clear]
+    try:
+        entries = list(os.scandir(home))
+    except OSError:
+        return ()
+    for entry in entries:
+        if not entry.name.startswith("."):
+            continue
+        real = _real(entry.path)
+        if real is None or any(within(c, real) for c in clear):
+            continue
+        out.append(HostEntry(real, os.path.isdir(real)))
+    return tuple(out)
+
+
+def _others(home: str) -> tuple[str, ...]:
+    """Other users' homes: ``/home/*`` and ``/root`` (whichever is not ours)."""
+    found: list[str] = []
+    with contextlib.suppress(OSError):
+        found = [e.path for e in os.scandir("/home") if e.is_dir(follow_symlinks=False)]
+    found.append("/root")
+    out = []
+    for path in found:
+        real = _real(path)
+        if real is not None and not within(home, real) and not within(real, home):
+            out.append(real)
+    return tuple(out)
+
+
+def _read_gitdir(git_file: str) -> str | None:
+    try:
+        with open(git_file, encoding="utf-8", errors="replace") as f:
+            line = f.read(4096).strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    target = os.path.join(os.path.dirname(git_file), line[len("gitdir:") :].strip())
+    return _real(target)
+
+
+def _common_dir(git_dir: str) -> str:
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8", errors="replace") as f:
+            rel = f.read(4096).strip()
+    except OSError:
+        return git_dir
+    return _real(os.path.join(git_dir, rel)) or git_dir
+
+
+def _nested(common: str) -> list[str]:
+    """``modules/*`` (submodules, nested too) and ``worktrees/*`` git dirs of a repository."""
+    out: list[str] = []
+    todo = [common]
+    while todo and len(out) < MAX_GIT_DIRS:
+        here = todo.pop()
+        for sub in ("modules", "worktrees"):
+            try:
+                entries = [e.path for e in os.scandir(os.path.join(here, sub)) if e.is_dir()]
+            except OSError:
+                continue
+            for path in entries[: MAX_GIT_DIRS - len(out)]:
+                out.append(os.path.realpath(path))
+                if sub == "modules":
+                    todo.append(path)
+    return out
+
+
+def _git(cwd: str) -> tuple[str | None, str | None, tuple[str, ...]]:
+    """(top-level, the ``.git`` file or None, the repository's git dirs) above ``cwd``."""
+    here = cwd
+    while True:
+        dot = os.path.join(here, ".git")
+        if os.path.isdir(dot):
+            common = os.path.realpath(dot)
+            return here, None, tuple(dict.fromkeys([common, *_nested(common)]))
+        if os.path.isfile(dot):
+            git_dir = _read_gitdir(dot)
+            if git_dir is None:
+                return here, dot, ()
+            common = _common_dir(git_dir)
+            return here, dot, tuple(dict.fromkeys([git_dir, common, *_nested(common)]))
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None, None, ()
+        here = parent
+
+
+def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]) -> HostView:
+    """What the disk says for a call in ``cwd`` (a real, existing folder)."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    real_roots = tuple(r for r in (_real(x) for x in roots) if r is not None)
+    cwd = os.path.realpath(cwd)
+    top, git_file, git_dirs = _git(cwd)
+    own_real = [r for r in (_real(p) for p in own) if r is not None]
+    # Never hide a folder that holds the project or a root ("/tmp/x" when the project is in it).
+    own_real = [o for o in own_real if not any(within(r, o) for r in (cwd, *real_roots))]
+    allowed = tuple(r for r in (_real(p) for p in config.read_allow) if r is not None)
+    write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
+    view = HostView(
+        cwd=cwd,
+        home=home,
+        roots=real_roots,
+        hidden=_hidden(home, (cwd, *real_roots)),
+        allowed=allowed,
+        others=_others(home),
+        own=tuple(dict.fromkeys(own_real)),
+        git_top=top,
+        git_file=git_file,
+        git_dirs=git_dirs,
+        write_allow=write_allow,
+    )
+    candidates = persistence_paths(view, project_of(view))
+    existing = frozenset(p for p in candidates if os.path.lexists(p))
+    return dataclasses.replace(view, existing=existing)
