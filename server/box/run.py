@@ -74,8 +74,12 @@ def sweep(missing: Sequence[str]) -> tuple[str, ...]:
     return tuple(removed)
 
 
-_READ_ONLY = re.compile(r"['\"‘`]?(/[^'\"’`:\n]*)['\"’`]?: Read-only file system")
-_READ_ONLY_PY = re.compile(r"Read-only file system: '(/[^'\n]*)'")
+# "bash: line 1: .git/hooks/x: Read-only file system", "touch: cannot touch '/x': ...",
+# Python's "[Errno 30] Read-only file system: '/x'"; "Permission denied" counts only for a
+# path the box made private (its mask is a read-only empty file).
+_READ_ONLY = re.compile(r"([^\s'\"‘’`:]+)['\"’`]?: Read-only file system")
+_READ_ONLY_PY = re.compile(r"Read-only file system: '([^'\n]*)'")
+_DENIED = re.compile(r"([^\s'\"‘’`:]+)['\"’`]?: Permission denied")
 _NETWORK = (
     "Network is unreachable",
     "Could not resolve host",
@@ -86,14 +90,21 @@ _NETWORK = (
 )
 
 
+def _private(path: str, plan: BoxPlan) -> bool:
+    path = os.path.normpath(os.path.join(plan.cwd, path))
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in plan.read_private)
+
+
 def refused_note(output: str, plan: BoxPlan, removed: Sequence[str] = ()) -> str | None:
     """What the box refused, from the command's own error text and the plan, or None."""
-    paths = list(dict.fromkeys(_READ_ONLY.findall(output) + _READ_ONLY_PY.findall(output)))
+    paths = _READ_ONLY.findall(output) + _READ_ONLY_PY.findall(output)
+    paths += [p for p in _DENIED.findall(output) if _private(p, plan)]
+    paths = list(dict.fromkeys(paths))
     parts: list[str] = []
     if paths:
         shown = ", ".join(paths[:3]) + (" …" if len(paths) > 3 else "")
         parts.append(f"writing {shown} (the box writes only the project and TMPDIR)")
-    elif "Read-only file system" in output:
+    elif "Read-only file system" in output or "Permission denied" in output:
         parts.append("a write outside the project (the box writes only the project and TMPDIR)")
     if not plan.network and any(n in output for n in _NETWORK):
         parts.append("the network (the box has none, loopback included)")
