@@ -162,7 +162,6 @@ def _plant(world: World) -> None:
 
 def make_world(config: dict[str, Any] | None = None) -> World:
     base = tempfile.mkdtemp(prefix="a2a-box-", dir="/var/tmp")
-    os.chmod(base, 0o755)
     home = os.path.join(base, "home")
     os.makedirs(home)
     world = World(

@@ -80,13 +80,17 @@ def sweep(missing: Sequence[str]) -> tuple[str, ...]:
 _READ_ONLY = re.compile(r"([^\s'\"‘’`:]+)['\"’`]?: Read-only file system")
 _READ_ONLY_PY = re.compile(r"Read-only file system: '([^'\n]*)'")
 _DENIED = re.compile(r"([^\s'\"‘’`:]+)['\"’`]?: Permission denied")
-_NETWORK = (
-    "Network is unreachable",
-    "Could not resolve host",
-    "Temporary failure in name resolution",
-    "Name or service not known",
-    "Connection refused",
+_NETWORK = (  # lower case: what programs print when there is no network at all
+    "network is unreachable",
+    "could not resolve",
+    "temporary failure in name resolution",
+    "name or service not known",
+    "connection refused",
+    "couldn't connect",
+    "failed to connect",
+    "could not connect",
     "getaddrinfo",
+    "no route to host",
 )
 
 
@@ -106,7 +110,7 @@ def refused_note(output: str, plan: BoxPlan, removed: Sequence[str] = ()) -> str
         parts.append(f"writing {shown} (the box writes only the project and TMPDIR)")
     elif "Read-only file system" in output or "Permission denied" in output:
         parts.append("a write outside the project (the box writes only the project and TMPDIR)")
-    if not plan.network and any(n in output for n in _NETWORK):
+    if not plan.network and any(n in output.lower() for n in _NETWORK):
         parts.append("the network (the box has none, loopback included)")
     if removed:
         parts.append("persistence it created, now removed: " + ", ".join(removed[:5]))
