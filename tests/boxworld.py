@@ -147,6 +147,12 @@ def _plant(world: World) -> None:
     os.makedirs(os.path.join(world.home, "Documents"))
     with open(os.path.join(world.home, "Documents", "keep.txt"), "w") as f:
         f.write("the user's document\n")
+    # The interpreter the tests run may live in the real user's ~/.pyenv (here /root/.pyenv,
+    # another user's home for this made-up one): link it, as if pyenv lived in this home.
+    real_python = os.path.realpath(sys.executable)
+    if "/.pyenv/" in real_python:
+        pyenv = real_python.split("/.pyenv/", 1)[0] + "/.pyenv"
+        os.symlink(pyenv, os.path.join(world.home, ".pyenv"))
     os.makedirs(world.xdg, mode=0o700)
     with open(os.path.join(world.xdg, "bus"), "w") as f:
         f.write("FAKESECRET-dbus-socket-stand-in\n")
