@@ -109,10 +109,10 @@ def test_deny_and_ask_rules_still_apply_in_the_box(start_bridge):
 @pytest.fixture
 def no_box() -> Iterator[None]:
     """This machine without a box (bubblewrap missing: an OS edge, so set at the probe)."""
-    saved = probe._result
-    probe._result = (BoxStatus(False, Mechanism.NONE, "bubblewrap is missing"), None)
+    saved = probe._result  # noqa: SLF001
+    probe._result = (BoxStatus(False, Mechanism.NONE, "bubblewrap is missing"), None)  # noqa: SLF001
     yield
-    probe._result = saved
+    probe._result = saved  # noqa: SLF001
 
 
 @pytest.mark.parametrize(

@@ -60,7 +60,7 @@ CORPUS = [
     (f"{PY} -m venv --without-pip .venv && .venv/bin/python -c 'print(1)'", "", "1"),
     ("printf 'all:\\n\\t@echo built > out.txt\\n' > Makefile && make && cat out.txt", "", "built"),
     ("ls -la | head -3; cat a.txt", "", "a"),
-    ("f=$(mktemp) && echo tmp > $f && cat $f && test \"${f#$TMPDIR}\" != \"$f\"", "", "tmp"),
+    ('f=$(mktemp) && echo tmp > $f && cat $f && test "${f#$TMPDIR}" != "$f"', "", "tmp"),
     ("cat <<'EOF' > notes.txt\nline one\nEOF\ncat notes.txt", "", "line one"),
     ("cd sub && touch x && ls", "", "x"),
     ("git -C .. status --short >/dev/null && pwd", "sub", "/proj/sub"),

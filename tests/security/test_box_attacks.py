@@ -84,7 +84,7 @@ READS = [
     # self-made symlinks with relative targets, computed paths
     "ln -s ../.ssh/id_rsa k && cat k; rm -f k",
     "ln -s .. up && cat up/.aws/credentials; rm -f up",
-    "p=$(printf '%s/.%s/id_%s' \"$HOME\" ssh rsa); cat \"$p\"",
+    'p=$(printf \'%s/.%s/id_%s\' "$HOME" ssh rsa); cat "$p"',
     "d=$(echo LnNzaA== | base64 -d); cat ~/$d/*",
     # a copied binary, /proc/self/root, /proc/1/root
     "cp /bin/cat x; ./x ~/.ssh/id_rsa; rm -f x",
@@ -171,7 +171,7 @@ def _control_port(world: World) -> int:
 
 
 CONNECT = (
-    "python3 -c \"import socket\nfor port in ({ports}):\n try:\n"
+    'python3 -c "import socket\nfor port in ({ports}):\n try:\n'
     "  socket.create_connection(('127.0.0.1', port), 2); print('CONNECTED', port)\n"
     " except OSError as e: print('refused', port, e)\""
 )
@@ -179,7 +179,7 @@ CONNECT = (
 
 def test_no_connection_to_the_bridge_or_the_control_api(world: World) -> None:
     ports = f"{world.port}, {_control_port(world)}"
-    failed, text = world.bash(CONNECT.format(ports=ports))
+    _, text = world.bash(CONNECT.format(ports=ports))
     assert "CONNECTED" not in text, text
     assert text.count("refused") >= 2
 
