@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
-from .plan import BoxPlan
+from .plan import BoxPlan, BoxStatus
 
 # What ordinary toolchains read from the home (box.md); their credential files stay private
 # because they are not under these paths (``~/.cargo/credentials.toml``, ``~/.npmrc``...).
@@ -139,7 +140,8 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
     write: list[str] = []
     if project is not None:
         write.append(project)
-        write += [d for d in view.git_dirs if any(within(d, r) for r in view.roots)]
+        outside = [d for d in view.git_dirs if not within(d, project)]
+        write += [d for d in outside if any(within(d, r) for r in view.roots)]
     write += list(view.write_allow)
     protected = [p for p in persistence_paths(view, project) if p in view.existing]
     protected = [p for p in protected if any(within(p, w) for w in write)]
@@ -153,3 +155,17 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
         private_files=tuple(sorted(set(files))),
         read_allow=reallow,
     )
+
+
+def box_gate(args: dict[str, Any], status: BoxStatus) -> str | None:
+    """Why a boxable call must wait for a human, or None when it may run in the box unasked.
+
+    Nothing runs outside the box unasked: not by rule, grant or tier.
+    """
+    if args.get("box") is False:
+        reason = args.get("reason")
+        why = f": {reason}" if isinstance(reason, str) and reason.strip() else ""
+        return f'the agent asks to run this call outside the box ("box": false){why}'
+    if not status.available:
+        return f"no box is available here, so a human decides ({status.detail})"
+    return None

@@ -108,7 +108,7 @@ def refused_note(output: str, plan: BoxPlan, removed: Sequence[str] = ()) -> str
     if paths:
         shown = ", ".join(paths[:3]) + (" …" if len(paths) > 3 else "")
         parts.append(f"writing {shown} (the box writes only the project and TMPDIR)")
-    elif "Read-only file system" in output or "Permission denied" in output:
+    elif "Read-only file system" in output:
         parts.append("a write outside the project (the box writes only the project and TMPDIR)")
     if not plan.network and any(n in output.lower() for n in _NETWORK):
         parts.append("the network (the box has none, loopback included)")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..box import probe as box_probe
-from ..box.plan import BoxStatus
+from ..box.policy import box_gate
 from ..box.run import BoxRequest
 from ..control.controlfile import runtime_dir
 from ..infra.audit import AuditLog, utc_now
@@ -491,20 +491,6 @@ def explain_call(
         "unsafe": v.unsafe,
         "escalation": esc,
     }
-
-
-def box_gate(args: dict[str, Any], status: BoxStatus) -> str | None:
-    """Why a boxable call must wait for a human, or None when it may run in the box unasked.
-
-    Nothing runs outside the box unasked: not by rule, grant or tier.
-    """
-    if args.get("box") is False:
-        reason = args.get("reason")
-        why = f": {reason}" if isinstance(reason, str) and reason.strip() else ""
-        return f'the agent asks to run this call outside the box ("box": false){why}'
-    if not status.available:
-        return f"no box is available here, so a human decides ({status.detail})"
-    return None
 
 
 def _box_note(plan: Outcome | Plan, box_asks: str | None) -> Outcome | Plan:
