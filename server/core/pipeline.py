@@ -465,14 +465,21 @@ def explain_call(
         real = main_path(tool, args, paths)
     v = evaluate(rules, name, args, real)
     tier = tier_of(tool) if tool is not None else None
+    box_asks = box_gate(args, box_probe.status()) if tool is not None and tool.boxable else None
+    if tool is not None and tool.boxable and box_asks is None:
+        escalation = None  # in the box the kernel enforces what the command text names
     if v.decision is RuleList.ASK and v.rule is None:
         outcome, by = "ask", "guard"  # deny rules exist and the command is unreadable
     elif v.decision is RuleList.DENY or v.decision is RuleList.ASK:
         outcome, by = v.decision.value, "rule"
+    elif v.decision is RuleList.ALLOW and box_asks is not None:
+        outcome, by = "ask", "box"  # nothing runs outside the box unasked
     elif v.decision is RuleList.ALLOW:
         outcome, by = ("ask", "escalation") if always_asks(escalation) else ("allow", "rule")
     elif tool is None or tier == "deny":
         outcome, by = "deny", "not exposed"
+    elif tool.boxable and tier in ("box", "allow"):
+        outcome, by = ("ask", "box") if box_asks is not None else ("allow", "box")
     elif tier == "allow":
         outcome, by = ("ask", "escalation") if escalation is not None else ("allow", "tier")
     else:
