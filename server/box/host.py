@@ -12,7 +12,16 @@ import dataclasses
 import os
 from collections.abc import Iterable
 
-from .policy import BoxConfig, HostEntry, HostView, persistence_paths, project_of, within
+from .policy import (
+    SYSTEM_PRIVATE,
+    SYSTEM_READABLE,
+    BoxConfig,
+    HostEntry,
+    HostView,
+    persistence_paths,
+    project_of,
+    within,
+)
 
 MAX_GIT_DIRS = 200
 
@@ -123,10 +132,11 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     real_roots = tuple(r for r in (_real(x) for x in roots) if r is not None)
     cwd = os.path.realpath(cwd)
     top, git_file, git_dirs = _git(cwd)
-    own_real = [r for r in (_real(p) for p in own) if r is not None]
+    own_real = [r for r in (_real(p) for p in (*own, *SYSTEM_PRIVATE)) if r is not None]
     # Never hide a folder that holds the project or a root ("/tmp/x" when the project is in it).
     own_real = [o for o in own_real if not any(within(r, o) for r in (cwd, *real_roots))]
-    allowed = tuple(r for r in (_real(p) for p in config.read_allow) if r is not None)
+    wanted = (*config.read_allow, *SYSTEM_READABLE)
+    allowed = tuple(r for r in (_real(p) for p in wanted) if r is not None)
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
     view = HostView(
         cwd=cwd,

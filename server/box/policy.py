@@ -40,6 +40,11 @@ DEFAULT_READ_ALLOW = (
 # after the call when the call created them (see :func:`missing_persistence`).
 PROJECT_PERSISTENCE = (".vscode", ".idea", ".envrc", ".direnv")
 GIT_DIR_PERSISTENCE = ("hooks", "config", "config.worktree")
+# A network namespace does not cut sockets that are files: /run holds the Docker and Podman
+# sockets, the D-Bus system bus and every user's runtime dir (session bus -> systemd --user).
+# Only the DNS stub's folder stays readable (a box with network on needs it).
+SYSTEM_PRIVATE = ("/run",)
+SYSTEM_READABLE = ("/run/systemd/resolve",)
 BOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs in every box: TMPDIR
 
 

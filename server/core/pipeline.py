@@ -276,8 +276,8 @@ class CallPipeline:
         box_asks = None  # the box: why this boxable call must ask anyway (no box, "box": false)
         if tool.boxable:
             ctx.box, box_asks = self.box, box_gate(args, box_probe.status())
-            if box_asks is None:
-                escalation = None  # in the box the kernel enforces what the command text names
+            if box_asks is None:  # in the box the kernel enforces what the command text names;
+                escalation = Tool.escalation(tool, args, paths)  # the cwd is still judged
         ctx.escalation = escalation
         suspended = tool.grants_suspended() or box_asks is not None
         if self.rulebook.rules:
@@ -467,7 +467,7 @@ def explain_call(
     tier = tier_of(tool) if tool is not None else None
     box_asks = box_gate(args, box_probe.status()) if tool is not None and tool.boxable else None
     if tool is not None and tool.boxable and box_asks is None:
-        escalation = None  # in the box the kernel enforces what the command text names
+        escalation = Tool.escalation(tool, args, paths)  # the box judges the text: cwd only
     if v.decision is RuleList.ASK and v.rule is None:
         outcome, by = "ask", "guard"  # deny rules exist and the command is unreadable
     elif v.decision is RuleList.DENY or v.decision is RuleList.ASK:
