@@ -47,6 +47,8 @@ def render(plan: BoxPlan, host: BwrapHost, argv: Sequence[str]) -> list[str]:
         out.append("--unshare-net")
     out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     out += ["--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]  # noqa: S108 - private tmpfs
+    for path in sorted(plan.read_visible, key=_depth):
+        out += ["--ro-bind", path, path]
     files = set(plan.private_files)
     for path in sorted(plan.read_private, key=_depth):
         if path in files:

@@ -12,6 +12,7 @@ import dataclasses
 import os
 from collections.abc import Iterable
 
+from ..policy.protected import TABLE, EscalationKind, Matcher, fold
 from .policy import (
     SYSTEM_PRIVATE,
     SYSTEM_READABLE,
@@ -24,6 +25,11 @@ from .policy import (
 )
 
 MAX_GIT_DIRS = 200
+# The project scan for secret-looking files (``.env``, ``*.pem``, ``id_rsa``...) and hard links
+# (a second name of a file outside): bounded, so a huge tree costs at most this many entries.
+SCAN_MAX_ENTRIES = 20_000
+SCAN_MAX_DEPTH = 6
+SCAN_SKIP = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", "target"})
 
 
 def _real(path: str) -> str | None:
@@ -126,12 +132,46 @@ def _git(cwd: str) -> tuple[str | None, str | None, tuple[str, ...]]:
         here = parent
 
 
+def _secrets_in(top: str, home: str) -> list[HostEntry]:
+    """Secret-looking files and hard-linked files under ``top`` (bounded walk): the box masks
+    them like the home's hidden files. Symlinks are not followed (their targets are judged
+    where they lie)."""
+    matcher = Matcher(TABLE, home)
+    out: list[HostEntry] = []
+    seen = 0
+    todo = [(top, 0)]
+    while todo and seen < SCAN_MAX_ENTRIES:
+        here, depth = todo.pop()
+        try:
+            entries = list(os.scandir(here))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if depth < SCAN_MAX_DEPTH and entry.name not in SCAN_SKIP:
+                        todo.append((entry.path, depth + 1))
+                    continue
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                hit = matcher.name(fold(entry.name))
+                secret = hit is not None and hit.kind is not EscalationKind.PERSISTENCE
+                if secret or entry.stat(follow_symlinks=False).st_nlink > 1:
+                    out.append(HostEntry(entry.path, False))
+            except OSError:
+                continue
+    return out
+
+
 def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]) -> HostView:
     """What the disk says for a call in ``cwd`` (a real, existing folder)."""
     home = os.path.realpath(os.path.expanduser("~"))
     real_roots = tuple(r for r in (_real(x) for x in roots) if r is not None)
     cwd = os.path.realpath(cwd)
     top, git_file, git_dirs = _git(cwd)
+    draft = HostView(cwd=cwd, home=home, roots=real_roots, git_top=top)
+    project_top = project_of(draft) or cwd
     own_real = [r for r in (_real(p) for p in (*own, *SYSTEM_PRIVATE)) if r is not None]
     # Never hide a folder that holds the project or a root ("/tmp/x" when the project is in it).
     own_real = [o for o in own_real if not any(within(r, o) for r in (cwd, *real_roots))]
@@ -142,7 +182,7 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         cwd=cwd,
         home=home,
         roots=real_roots,
-        hidden=_hidden(home, (cwd, *real_roots)),
+        hidden=(*_hidden(home, (cwd, *real_roots)), *_secrets_in(project_top, home)),
         allowed=allowed,
         others=_others(home),
         own=tuple(dict.fromkeys(own_real)),

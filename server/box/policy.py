@@ -159,6 +159,7 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
         network=config.network,
         private_files=tuple(sorted(set(files))),
         read_allow=reallow,
+        read_visible=tuple(sorted(r for r in view.roots if within(r, BOX_TMP))),
     )
 
 

@@ -99,6 +99,20 @@ def test_git_dirs_outside_the_roots_stay_read_only():
     assert build_plan(v, BoxConfig()).write == ("/srv/wt",)
 
 
+def test_roots_under_tmp_stay_visible_and_come_before_the_masks():
+    v = view(
+        cwd="/tmp/r/p",
+        git_top=None,
+        home="/tmp/r",
+        roots=("/tmp/r", "/srv"),
+        hidden=(HostEntry("/tmp/r/.ssh", True),),
+    )
+    plan = build_plan(v, BoxConfig())
+    assert plan.read_visible == ("/tmp/r",)
+    argv = render(plan, HOST, ["true"])
+    assert argv.index("/tmp/r") < argv.index("/tmp/r/.ssh") < argv.index("/tmp/r/p")
+
+
 def test_write_allow_and_network_from_the_config():
     v = view(write_allow=("/data/cache",))
     plan = build_plan(v, BoxConfig(write_allow=("/data/cache",), network=True))
