@@ -164,6 +164,8 @@ def _plant(world: World) -> None:
         ["git", "commit", "-q", "--allow-empty", "-m", "init"],
     ):
         subprocess.run(argv, cwd=world.project, env=env, check=True, capture_output=True)
+    with open(os.path.join(world.project, ".env"), "w") as f:  # untracked, secret-looking
+        f.write("DATABASE_PASSWORD=FAKESECRET-dotenv-44e1\n")
 
 
 def make_world(config: dict[str, Any] | None = None) -> World:

@@ -36,6 +36,22 @@ def _depth(path: str) -> tuple[int, str]:
     return (path.rstrip("/").count("/"), path)
 
 
+def _mounts(plan: BoxPlan, host: BwrapHost) -> list[tuple[tuple[int, str], int, list[str]]]:
+    """Every mount after the root, ordered so a deeper path always covers a shallower one
+    (a mask inside the writable project, ``.git/hooks`` inside it, ``~/.config/git`` inside
+    the masked ``~/.config``); on the same path, the later kind wins."""
+    files = set(plan.private_files)
+    out: list[tuple[tuple[int, str], int, list[str]]] = []
+    out += [(_depth(p), 0, ["--ro-bind", p, p]) for p in plan.read_visible]
+    for p in plan.read_private:
+        how = ["--ro-bind", host.empty_file, p] if p in files else ["--tmpfs", p]
+        out.append((_depth(p), 1, how))  # a tmpfs: writable but gone with the box
+    out += [(_depth(p), 2, ["--ro-bind", p, p]) for p in plan.read_allow]
+    out += [(_depth(p), 3, ["--bind", p, p]) for p in plan.write]
+    out += [(_depth(p), 4, ["--ro-bind", p, p]) for p in plan.write_protected]
+    return sorted(out, key=lambda m: (m[0][0], m[1], m[0][1]))
+
+
 def render(plan: BoxPlan, host: BwrapHost, argv: Sequence[str]) -> list[str]:
     """The bwrap command line that runs ``argv`` in ``plan``'s box."""
     out = [host.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc"]
@@ -47,20 +63,7 @@ def render(plan: BoxPlan, host: BwrapHost, argv: Sequence[str]) -> list[str]:
         out.append("--unshare-net")
     out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     out += ["--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]  # noqa: S108 - private tmpfs
-    for path in sorted(plan.read_visible, key=_depth):
-        out += ["--ro-bind", path, path]
-    files = set(plan.private_files)
-    for path in sorted(plan.read_private, key=_depth):
-        if path in files:
-            out += ["--ro-bind", host.empty_file, path]
-        else:
-            out += ["--tmpfs", path]  # writable but gone with the box: nothing persists
-    for path in sorted(plan.read_allow, key=_depth):
-        out += ["--ro-bind", path, path]
-    for path in sorted(plan.write, key=_depth):
-        out += ["--bind", path, path]
-    for path in sorted(plan.write_protected, key=_depth):
-        out += ["--ro-bind", path, path]
+    out += [arg for mount in _mounts(plan, host) for arg in mount[2]]
     if plan.tmpdir != BOX_TMP:
         out += ["--bind", plan.tmpdir, plan.tmpdir]
     out += ["--chdir", plan.cwd, "--setenv", "TMPDIR", plan.tmpdir, "--", *argv]

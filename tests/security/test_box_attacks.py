@@ -70,6 +70,8 @@ READS = [
     "grep -r --include='*' -a FAKESECRET $HOME/. 2>&1",
     "find ~ -type f -exec cat {} + 2>/dev/null",
     "tar cf - ~ 2>/dev/null | strings | grep FAKESECRET",
+    # a secret-looking file inside the project itself
+    "cat .env; grep -r FAKESECRET .; git diff --no-index /dev/null .env",
     # plain names
     "cat ~/.ssh/id_rsa ~/.aws/credentials ~/.netrc ~/.bash_history ~/.config/gh/hosts.yml",
     # glued option values

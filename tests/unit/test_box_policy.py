@@ -156,6 +156,19 @@ def test_render_orders_mounts_from_widest_to_narrowest():
     assert argv[argv.index("TMPDIR") + 1] == "/tmp"
 
 
+def test_a_mask_inside_the_writable_project_comes_after_its_bind():
+    plan = BoxPlan(
+        cwd="/p",
+        read_private=("/p/.env",),
+        write=("/p",),
+        write_protected=(),
+        tmpdir="/tmp",
+        private_files=("/p/.env",),
+    )
+    argv = render(plan, HOST, ["true"])
+    assert argv.index("--bind") < argv.index("/p/.env")
+
+
 def test_render_with_network_on_keeps_the_network():
     plan = BoxPlan(
         cwd="/p", read_private=(), write=(), write_protected=(), tmpdir="/tmp", network=True
