@@ -515,5 +515,5 @@ def _box_note(plan: Outcome | Plan, box_asks: str | None) -> Outcome | Plan:
 def box_request(config: Config, roots: Sequence[str], audit_path: str) -> BoxRequest:
     """What bash builds each call's box from; the bridge's own files stay private in it."""
     own = [os.path.dirname(config.path), os.path.dirname(audit_path), runtime_dir()]
-    own += [os.environ.get("XDG_RUNTIME_DIR", ""), f"/run/user/{os.getuid()}"]
+    own.append(os.environ.get("XDG_RUNTIME_DIR", ""))  # and all of /run (server/box/policy)
     return BoxRequest(config.box, tuple(roots), tuple(p for p in own if p))
