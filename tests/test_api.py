@@ -23,7 +23,8 @@ from .helpers import in_thread, wait_for
 @pytest.fixture(params=["in process", "over HTTP"])
 def both(request, start_bridge):
     """``(running, api)``: the api is the runner itself, or a ControlClient to it."""
-    running = start_bridge({"approval": {"timeout_s": 20}}, control=True)
+    approval = {"timeout_s": 20, "tiers": {"bash": "prompt"}}  # bash asks (default: the box)
+    running = start_bridge({"approval": approval}, control=True)
     api = running.runner if request.param == "in process" else ControlClient(running.runner.control)
     return running, api
 
