@@ -343,7 +343,7 @@ def test_rotate_token_from_the_tray(keyring_token, tray):
 
 
 def test_quit_denies_pending_and_stops(pystray, env):
-    write_config(env["config"], {"roots": [env["root"]]})
+    write_config(env["config"], {"roots": [env["root"]], "approval": {"tiers": {"bash": "prompt"}}})
     t = Tray(pystray, env)
     c = t.client()
     th, out = in_thread(c.call, "bash", {"command": "true"})
