@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import glob
 import os
 from collections.abc import Iterable
 
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold
 from .policy import (
     SYSTEM_PRIVATE,
+    SYSTEM_PRIVATE_FILES,
     SYSTEM_READABLE,
     BoxConfig,
     HostEntry,
@@ -173,8 +175,13 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     draft = HostView(cwd=cwd, home=home, roots=real_roots, git_top=top)
     project_top = project_of(draft) or cwd
     own_real = [r for r in (_real(p) for p in (*own, *SYSTEM_PRIVATE)) if r is not None]
+    # Files (the config, the audit log, /etc/shadow...) are masked as files, wherever they lie.
+    files = [HostEntry(f, False) for f in own_real if not os.path.isdir(f)]
+    files += [HostEntry(f, False) for f in glob.glob(SYSTEM_PRIVATE_FILES) if os.path.isfile(f)]
+    own_real = [o for o in own_real if os.path.isdir(o)]
     # Never hide a folder that holds the project or a root ("/tmp/x" when the project is in it).
     own_real = [o for o in own_real if not any(within(r, o) for r in (cwd, *real_roots))]
+    files = [f for f in files if not any(within(f.path, o) for o in own_real)]  # hidden with it
     wanted = (*config.read_allow, *SYSTEM_READABLE)
     allowed = tuple(r for r in (_real(p) for p in wanted) if r is not None)
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
@@ -182,7 +189,7 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         cwd=cwd,
         home=home,
         roots=real_roots,
-        hidden=(*_hidden(home, (cwd, *real_roots)), *_secrets_in(project_top, home)),
+        hidden=(*_hidden(home, (cwd, *real_roots)), *_secrets_in(project_top, home), *files),
         allowed=allowed,
         others=_others(home),
         own=tuple(dict.fromkeys(own_real)),

@@ -43,7 +43,8 @@ GIT_DIR_PERSISTENCE = ("hooks", "config", "config.worktree")
 # A network namespace does not cut sockets that are files: /run holds the Docker and Podman
 # sockets, the D-Bus system bus and every user's runtime dir (session bus -> systemd --user).
 # Only the DNS stub's folder stays readable (a box with network on needs it).
-SYSTEM_PRIVATE = ("/run",)
+SYSTEM_PRIVATE = ("/run", "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+SYSTEM_PRIVATE_FILES = "/etc/ssh/ssh_host_*_key"  # a glob: the host's private keys
 SYSTEM_READABLE = ("/run/systemd/resolve",)
 BOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs in every box: TMPDIR
 

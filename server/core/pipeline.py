@@ -514,6 +514,7 @@ def _box_note(plan: Outcome | Plan, box_asks: str | None) -> Outcome | Plan:
 
 def box_request(config: Config, roots: Sequence[str], audit_path: str) -> BoxRequest:
     """What bash builds each call's box from; the bridge's own files stay private in it."""
-    own = [os.path.dirname(config.path), os.path.dirname(audit_path), runtime_dir()]
+    own = [config.path, audit_path, os.path.dirname(config.path), os.path.dirname(audit_path)]
+    own.append(runtime_dir())
     own.append(os.environ.get("XDG_RUNTIME_DIR", ""))  # and all of /run (server/box/policy)
     return BoxRequest(config.box, tuple(roots), tuple(p for p in own if p))

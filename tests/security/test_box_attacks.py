@@ -203,3 +203,12 @@ def test_no_signal_reaches_the_bridge(world: World) -> None:
     assert world.proc.poll() is None
     _, text = world.bash("echo alive")
     assert text == "alive"
+
+
+def test_system_secrets_and_the_bridge_files_are_private(world: World) -> None:
+    _, text = world.bash(
+        "cat /etc/shadow /etc/gshadow /etc/ssh/ssh_host_*_key 2>&1 | head -5; "
+        "cat ~/.local/state/a2a/audit.jsonl; ls ~/.config/omp-a2a-bridge"
+    )
+    assert "root:" not in text and "PRIVATE KEY" not in text, text
+    assert '"tool"' not in text and "config.json" not in text, text
