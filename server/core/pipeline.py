@@ -85,6 +85,7 @@ class Call:
     args: Any
     started: float
     finished: bool = False  # the done record is written exactly once
+    box: str | None = None  # a boxable tool's run: "in" the box or "outside" (audit)
 
 
 @dataclass(slots=True)
@@ -227,6 +228,8 @@ class CallPipeline:
                 rec["reason"] = out.reason[:500]
             if out.approver:
                 rec["approver"] = out.approver[:40]
+            if call.box is not None:
+                rec["box"] = call.box
             rec["duration_ms"] = int((time.monotonic() - call.started) * 1000)
         self.audit.record(rec)
 
@@ -396,6 +399,8 @@ class CallPipeline:
                 )
         # The tool runs inside this request's task (no extra Task per call); a cancel from the
         # client or the shutdown cancels this task while handle.task points at it.
+        if step.tool.boxable:
+            call.box = "outside" if step.ctx.outside_box else "in"
         me = asyncio.current_task()
         handle.task = me
         meter = pools.QueueMeter()

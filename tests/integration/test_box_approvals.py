@@ -52,7 +52,7 @@ def test_default_tier_runs_in_the_box_unasked(start_bridge, tmp_path):
     c.call("bash", {"command": f"echo x > {_outside(tmp_path)}"})  # into the box's own /tmp
     assert not os.path.exists(_outside(tmp_path))
     assert ok(c.call("bash", {"command": "echo in-project > f.txt; cat f.txt"})) == "in-project"
-    assert [r["decided_by"] for r in _done(running)] == ["policy", "policy"]
+    assert [(r["decided_by"], r["box"]) for r in _done(running)] == [("policy", "in")] * 2
 
 
 def test_a_protected_path_in_the_text_does_not_ask_in_the_box(start_bridge):
@@ -76,7 +76,7 @@ def test_box_false_always_asks_and_runs_outside_when_approved(
     t.join(15)
     ok(out[0])
     assert read_text(_outside(tmp_path)) == "out\n"
-    assert _done(running)[0]["decided_by"] == "user"
+    assert (_done(running)[0]["decided_by"], _done(running)[0]["box"]) == ("user", "outside")
 
 
 def test_box_false_without_an_approver_says_why(start_bridge):
