@@ -150,3 +150,12 @@ def test_a_session_grant_runs_in_the_box(start_bridge, approver, tmp_path):
     assert ok(out[0]) == "one"
     c.call("bash", {"command": f"echo x > {_outside(tmp_path)}"})  # granted, unasked: boxed
     assert not os.path.exists(_outside(tmp_path))
+
+
+def test_box_network_on_gives_the_network_back(start_bridge):
+    """``box.network: "on"``: here only loopback exists, so the bridge's own port answers."""
+    running = start_bridge({"box": {"network": "on"}})
+    port = running.port
+    connect = f"import socket; socket.create_connection(('127.0.0.1', {port})); print('CONNECTED')"
+    command = f'python3 -c "{connect}"'
+    assert ok(running.client().call("bash", {"command": command})) == "CONNECTED"

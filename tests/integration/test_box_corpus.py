@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from ..boxworld import World, world_fixture
+from ..helpers import read_text
 
 
 def _host_git(world: World, cwd: str, *args: str) -> None:
@@ -87,3 +88,22 @@ def test_npm_test_on_an_offline_project(world: World) -> None:
     failed, text = world.bash(command)
     assert not failed, text
     assert "node ok" in text
+
+
+def test_worktree_and_submodule_persistence_stays_read_only(world: World) -> None:
+    """A worktree's ``.git`` file (it names the git dir, hooks included) and a submodule's
+    hooks in ``.git/modules`` are persistence too; the commits above still worked."""
+    wt = os.path.join(world.home, "wt")
+    before = read_text(os.path.join(wt, ".git"))
+    failed, text = world.bash("echo 'gitdir: /var/tmp/evil' > .git", cwd=wt)
+    assert failed and "Read-only" in text, text
+    assert read_text(os.path.join(wt, ".git")) == before
+    hooks = os.path.join(world.project, ".git", "modules", "lib", "hooks")
+    for cwd in (world.project, os.path.join(world.project, "lib")):
+        failed, text = world.bash(f"echo evil > {hooks}/pre-commit", cwd=cwd)
+        assert failed, text
+    main_hooks = os.path.join(world.project, ".git", "hooks")
+    failed, _ = world.bash(f"echo evil > {main_hooks}/post-checkout", cwd=wt)
+    assert failed
+    assert not os.path.exists(os.path.join(hooks, "pre-commit"))
+    assert not os.path.exists(os.path.join(main_hooks, "post-checkout"))
