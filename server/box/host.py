@@ -31,6 +31,7 @@ MAX_GIT_DIRS = 200
 # (a second name of a file outside): bounded, so a huge tree costs at most this many entries.
 SCAN_MAX_ENTRIES = 20_000
 SCAN_MAX_DEPTH = 6
+SCAN_MAX_MASKS = 256  # each is one mount: past this the box is refused, not made leaky
 SCAN_SKIP = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", "target"})
 
 
@@ -134,6 +135,10 @@ def _git(cwd: str) -> tuple[str | None, str | None, tuple[str, ...]]:
         here = parent
 
 
+class TooManySecrets(Exception):
+    """The project holds more secret-looking or hard-linked files than the box hides."""
+
+
 def _secrets_in(top: str, home: str) -> list[HostEntry]:
     """Secret-looking files and hard-linked files under ``top`` (bounded walk): the box masks
     them like the home's hidden files. Symlinks are not followed (their targets are judged
@@ -161,6 +166,8 @@ def _secrets_in(top: str, home: str) -> list[HostEntry]:
                 secret = hit is not None and hit.kind is not EscalationKind.PERSISTENCE
                 if secret or entry.stat(follow_symlinks=False).st_nlink > 1:
                     out.append(HostEntry(entry.path, False))
+                    if len(out) > SCAN_MAX_MASKS:
+                        raise TooManySecrets(top)
             except OSError:
                 continue
     return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from . import probe
 from .bwrap import render
-from .host import gather
+from .host import SCAN_MAX_MASKS, TooManySecrets, gather
 from .plan import BoxPlan
 from .policy import BoxConfig, build_plan, missing_persistence, project_of
 
@@ -50,7 +50,13 @@ def prepare(request: BoxRequest, cwd: str, argv: Sequence[str]) -> Prepared:
     bwrap = probe.host()
     if bwrap is None:
         raise NoBox(probe.status().detail)
-    view = gather(cwd, request.roots, request.config, request.own)
+    try:
+        view = gather(cwd, request.roots, request.config, request.own)
+    except TooManySecrets as e:
+        raise NoBox(
+            f"{e} holds over {SCAN_MAX_MASKS} secret-looking or hard-linked files, more than "
+            'the box hides: run the command with "box": false (a human decides)'
+        ) from None
     plan = build_plan(view, request.config)
     missing = missing_persistence(view, project_of(view))
     return Prepared(plan, tuple(render(plan, bwrap, argv)), missing)

@@ -159,3 +159,13 @@ def test_box_network_on_gives_the_network_back(start_bridge):
     connect = f"import socket; socket.create_connection(('127.0.0.1', {port})); print('CONNECTED')"
     command = f'python3 -c "{connect}"'
     assert ok(running.client().call("bash", {"command": command})) == "CONNECTED"
+
+
+def test_a_project_with_too_many_secrets_to_hide_is_refused_not_leaked(start_bridge):
+    running = start_bridge()
+    root = running.env["root"]
+    for i in range(300):
+        with open(os.path.join(root, f"k{i}.pem"), "w") as f:
+            f.write("SECRET-PEM\n")
+    text = err(running.client().call("bash", {"command": "cat *.pem"}))
+    assert "SECRET-PEM" not in text and '"box": false' in text, text
