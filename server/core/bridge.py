@@ -86,8 +86,10 @@ def offline_explain(
     """``a2a-bridge rules test`` with no bridge running: the live bridge's judgement
     (:func:`~server.core.pipeline.explain_call`) on a registry, path policy and tiers built from
     the saved config. Upstream MCP tools are unknown here (nothing is connected)."""
+    from ..box import probe  # whether bash would run in the box, as the live bridge knows
     from ..tools.builtin import builtin_tools  # the tools' modules, only for this command
 
+    probe.probe()
     registry = ToolRegistry(cfg.deny, cfg.deny_mcp_tools)
     for tool in builtin_tools(cfg.bash_env):
         registry.add(tool)
