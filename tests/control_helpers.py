@@ -33,7 +33,9 @@ class Api(Http):
 def with_control(start_bridge: Any, timeout_s: float) -> Any:
     """A bridge with the control API on: ``.info`` (the control file's data) and ``.api`` (a
     client with the secret) attached to the running bridge."""
-    running = start_bridge({"approval": {"timeout_s": timeout_s}}, control=True)
+    # bash asks here: the control tests hold bash calls (its default tier, box, runs unasked)
+    approval = {"timeout_s": timeout_s, "tiers": {"bash": "prompt"}}
+    running = start_bridge({"approval": approval}, control=True)
     running.info = running.runner.control
     running.api = Api(running.info)
     return running

@@ -173,7 +173,7 @@ def test_serve_stops_while_the_keyring_hangs(env, tmp_path, sig):
 def test_serve_stops_with_bash_and_approval_in_flight(env, tmp_path):
     """A running bash (with a setsid grandchild) and a waiting approval: exit 0 in < 2 s,
     every process of the call gone, one done record per call."""
-    pids = str(tmp_path / "pids")
+    pids = os.path.join(env["root"], "pids")
     s = Serve(env, {"approval": {"tiers": {"bash": "allow"}, "timeout_s": 60}})
     try:
         info = wait_for(read_control)
@@ -181,7 +181,7 @@ def test_serve_stops_with_bash_and_approval_in_flight(env, tmp_path):
         runner, waiter = Mcp(s.port), Mcp(s.port)
         runner.initialize()
         waiter.initialize()
-        cmd = f"setsid sleep 300 & echo $! > {pids}; sleep 300 & echo $! >> {pids}; wait"
+        cmd = f"setsid sleep 300.72 & echo $! > {pids}; sleep 300.73 & echo $! >> {pids}; wait"
         t1, out1 = in_thread(runner.call, "bash", {"command": cmd})
         t2, out2 = in_thread(waiter.call, "write", {"path": "x.txt", "content": "x"})
         wait_for(lambda: ws.snapshots and ws.snapshots[-1]["pending"])
@@ -192,8 +192,7 @@ def test_serve_stops_with_bash_and_approval_in_flight(env, tmp_path):
         assert s.proc.returncode == 0 and took < 2.0, s.stderr()
         assert out2[0].text == "bridge shutting down"
         assert out1[0].status == 200  # answered (cancelled by the shutdown), not dropped
-        for pid in read_pids(pids):
-            wait_for(lambda pid=pid: process_gone(pid), timeout=5)
+        wait_for(lambda: not _sleeping("300.72", "300.73"), timeout=5)
         assert "Traceback" not in s.stderr()
         ws.close()
     finally:
@@ -581,23 +580,39 @@ def test_approver_hanging_up_mid_push_leaves_no_unretrieved_task(start_bridge, c
 # -- 4. bash ------------------------------------------------------------------------------------
 
 
-def test_bash_returns_when_the_shell_exits(bridge, tmp_path):
+def _sleeping(*seconds: str) -> list[int]:
+    """Host pids of ``sleep N`` for these (unusual) N: bash runs in the box's own PID
+    namespace since issue 22, so the pids it prints are not the host's."""
+    wanted = {f"sleep\0{s}\0".encode() for s in seconds}
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read() in wanted and not process_gone(int(entry)):
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def test_bash_returns_when_the_shell_exits(bridge, root):
     c = bridge.client()
-    pids = str(tmp_path / "bg")
+    pids = os.path.join(root, "bg")
     t0 = time.monotonic()
-    r = c.call("bash", {"command": f"sleep 300 & echo $! > {pids}; echo started"})
+    r = c.call("bash", {"command": f"sleep 300.71 & echo $! > {pids}; echo started"})
     assert time.monotonic() - t0 < 5
     assert r.text == "started" and not r.result["isError"]
-    wait_for(lambda: process_gone(read_pids(pids)[0]), timeout=5)  # and took its children along
+    assert len(read_pids(pids)) == 1
+    wait_for(lambda: not _sleeping("300.71"), timeout=5)  # and took its children along
 
 
 @pytest.mark.parametrize("how", ["timeout", "cancel"])
-def test_bash_setsid_and_double_forked_children_are_gone(bridge, tmp_path, how):
-    pids = str(tmp_path / "pids")
+def test_bash_setsid_and_double_forked_children_are_gone(bridge, root, how):
+    pids = os.path.join(root, "pids")
     cmd = (
-        f"setsid sleep 301 & echo $! > {pids}; "
-        f"(setsid sh -c 'sleep 302 & echo $! >> {pids}' &); "
-        f"nohup sleep 303 > /dev/null 2>&1 & echo $! >> {pids}; sleep 300"
+        f"setsid sleep 301.71 & echo $! > {pids}; "
+        f"(setsid sh -c 'sleep 302.71 & echo $! >> {pids}' &); "
+        f"nohup sleep 303.71 > /dev/null 2>&1 & echo $! >> {pids}; sleep 300"
     )
     c = bridge.client()
     if how == "timeout":
@@ -612,10 +627,8 @@ def test_bash_setsid_and_double_forked_children_are_gone(bridge, tmp_path, how):
         other.rpc("notifications/cancelled", params, req_id=None)
         t.join(10)
         assert out[0].status == 202 and out[0].raw == b""  # cancelled: no JSON-RPC response
-    found = read_pids(pids)
-    assert len(found) == 3
-    for pid in found:
-        wait_for(lambda pid=pid: process_gone(pid), timeout=5)
+    assert len(read_pids(pids)) == 3
+    wait_for(lambda: not _sleeping("301.71", "302.71", "303.71"), timeout=5)
 
 
 def test_bash_environment_has_no_bridge_variables(bridge):

@@ -24,7 +24,8 @@ from .helpers import in_thread, wait_for
 @pytest.fixture(params=["in process", "over HTTP"])
 def both(request, start_bridge):
     """``(running, api)``: the api is the runner itself, or a ControlClient to it."""
-    running = start_bridge({"approval": {"timeout_s": 20}}, control=True)
+    approval = {"timeout_s": 20, "tiers": {"bash": "prompt"}}  # bash asks (default: the box)
+    running = start_bridge({"approval": approval}, control=True)
     api = running.runner if request.param == "in process" else ControlClient(running.runner.control)
     return running, api
 
@@ -92,7 +93,11 @@ def test_rules_add_remove_and_test(both):
         "bash(git diff *)",
     ]
     verdict = api.test_rule("bash", {"command": "git status"})
-    assert (verdict.ruling, verdict.ground, verdict.match.index) == (Ruling.RUN, Ground.RULE, 0)
+    assert (verdict.ruling, verdict.ground, verdict.match.index) == (
+        Ruling.RUN_IN_BOX,
+        Ground.RULE,
+        0,
+    )
     # The same typed judgement in process and over HTTP (the JSON view round-trips).
     assert verdict == running.runner.test_rule("bash", {"command": "git status"})
     api.remove_rule(RuleList.ALLOW, "0")  # by index

@@ -53,7 +53,9 @@ def _wait(driver, predicate, timeout=10):
 def test_approve_and_deny_from_the_page(start_bridge, browser, tmp_path):
     from selenium.webdriver.common.by import By
 
-    running = start_bridge({"approval": {"timeout_s": 30}}, control=True)
+    running = start_bridge(
+        {"approval": {"timeout_s": 30, "tiers": {"bash": "prompt"}}}, control=True
+    )
     info = running.runner.control
     browser.get(running.runner.login_url())  # a one-time code, not the secret
     _wait(browser, lambda d: "Pause bridge" in d.page_source and "session(s)" in d.page_source)
@@ -115,7 +117,9 @@ def test_spoofed_and_escalated_calls_show_the_tail_the_reason_and_a_countdown(
     escalation reason are on the card; the tray's "Show full call" anchor scrolls to it."""
     from selenium.webdriver.common.by import By
 
-    running = start_bridge({"approval": {"timeout_s": 120}}, control=True)
+    running = start_bridge(
+        {"approval": {"timeout_s": 120, "tiers": {"bash": "prompt"}}}, control=True
+    )
     info = running.runner.control
     outside = tmp_path / "outside" / "id_rsa"
     outside.parent.mkdir()
@@ -189,7 +193,9 @@ def test_login_page_file_keeps_the_code_off_the_command_line(start_bridge, brows
 
     from .helpers import wait_for
 
-    running = start_bridge({"approval": {"timeout_s": 60}}, control=True)
+    running = start_bridge(
+        {"approval": {"timeout_s": 60, "tiers": {"bash": "prompt"}}}, control=True
+    )
     info = running.runner.control
     running.runner.attach_approver("pytest")  # the call waits until the page is up
     agent = running.client("claude-code")

@@ -42,12 +42,12 @@ GOOD_TOKEN = "g" * 43
         (
             {"approval": {"tiers": {"bash": "sometimes"}}},
             "approval.tiers",
-            "an object mapping tool names to allow|prompt|deny",
+            "an object mapping tool names to allow|box|prompt|deny",
         ),
         (
             {"approval": {"default_tier": "maybe"}},
             "approval.default_tier",
-            "one of 'allow', 'prompt', 'deny'",
+            "one of 'allow', 'box', 'prompt', 'deny'",
         ),
         ({"approval": {"timeout_s": -1}}, "approval.timeout_s", "a number >= 0 (0 = wait forever)"),
         ({"audit": {"max_bytes": 10}}, "audit.max_bytes", "an integer >= 4096"),

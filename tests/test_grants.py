@@ -28,7 +28,9 @@ def home(tmp_path, monkeypatch):
 
 @pytest.fixture
 def bridge(start_bridge, home):
-    running = start_bridge({"roots": [str(home)], "approval": {"timeout_s": 20}}, control=True)
+    # bash at prompt (its default is the box, which runs these unasked): grants are what decide
+    approval = {"timeout_s": 20, "tiers": {"bash": "prompt"}}
+    running = start_bridge({"roots": [str(home)], "approval": approval}, control=True)
     running.api = Api(running.runner.control)
     handle = running.runner.attach_approver("pytest")
     yield running

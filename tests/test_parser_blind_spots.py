@@ -74,7 +74,9 @@ def test_a_quoted_here_doc_is_literal_text_and_still_allowed():
 def test_over_http_an_allow_rule_does_not_run_them(start_bridge, env, command):
     """bash is prompt-tier and the rules allow cat/printf/test/read: each call waits for a
     human (denied here), and the payload never ran."""
-    running = start_bridge({"rules": {"allow": ALLOW}, "approval": {"timeout_s": 20}})
+    # bash at prompt: its default tier, the box, would run these unasked (in the box)
+    approval = {"timeout_s": 20, "tiers": {"bash": "prompt"}}
+    running = start_bridge({"rules": {"allow": ALLOW}, "approval": approval})
     handle = running.runner.attach_approver("pytest")
     try:
         c = running.client()

@@ -132,7 +132,10 @@ def test_cli_shows_hostile_calls_safely_with_the_real_tail(ctl, cli):
 
 
 def test_audit_and_agent_texts_tell_the_outcomes_apart(start_bridge, tmp_path, cli):
-    running = start_bridge({"approval": {"timeout_s": 0.5}}, control=True)
+    # bash asks here (its default tier, box, runs unasked)
+    running = start_bridge(
+        {"approval": {"timeout_s": 0.5, "tiers": {"bash": "prompt"}}}, control=True
+    )
     c = running.client("agent")
     # No approver at all.
     r = c.call("bash", {"command": "echo nobody"})
@@ -239,7 +242,9 @@ def test_status_stays_small_with_many_huge_pending_writes(ctl):
 
 
 def test_watch_renders_hostile_calls_and_follows_the_bridge(start_bridge, watcher):
-    running = start_bridge({"approval": {"timeout_s": 4}}, control=True)
+    running = start_bridge(
+        {"approval": {"timeout_s": 4, "tiers": {"bash": "prompt"}}}, control=True
+    )
     info = running.runner.control
     w = watcher()
     wait_for(lambda: "terminal (watch)" in running.runner.snapshot().approvers)
@@ -299,7 +304,8 @@ def test_watch_stops_at_once(ctl, watcher, sig):
 
 
 def test_watch_reconnects_after_a_bridge_restart(env, watcher, serve_process):
-    write_config(env["config"], {"roots": [env["root"]], "approval": {"timeout_s": 30}})
+    approval = {"timeout_s": 30, "tiers": {"bash": "prompt"}}  # bash asks (default: the box)
+    write_config(env["config"], {"roots": [env["root"]], "approval": approval})
     serve = serve_process().proc
     try:
         info = wait_for(read_control)

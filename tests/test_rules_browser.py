@@ -14,7 +14,11 @@ def test_page_adds_tests_and_removes_a_rule(start_bridge, browser, env):
     from selenium.webdriver.support.ui import Select
 
     running = start_bridge(
-        {"approval": {"timeout_s": 30}, "rules": {"deny": ["bash(rm -rf *)"]}}, control=True
+        {
+            "approval": {"timeout_s": 30, "tiers": {"bash": "prompt"}},
+            "rules": {"deny": ["bash(rm -rf *)"]},
+        },
+        control=True,
     )
     browser.get(running.runner.login_url())
     _wait(browser, lambda d: d.find_element(By.ID, "rule-count").text == "1")
@@ -67,7 +71,9 @@ def test_page_adds_tests_and_removes_a_rule(start_bridge, browser, env):
 def test_page_always_allow_saves_the_edited_rule(start_bridge, browser, env):
     from selenium.webdriver.common.by import By
 
-    running = start_bridge({"approval": {"timeout_s": 30}}, control=True)
+    running = start_bridge(
+        {"approval": {"timeout_s": 30, "tiers": {"bash": "prompt"}}}, control=True
+    )
     browser.get(running.runner.login_url())
     _wait(browser, lambda d: "session(s)" in d.find_element(By.ID, "status").text)
     agent = running.client("claude-code")
@@ -94,7 +100,10 @@ def test_page_shows_rules_rendered_and_says_when_always_allow_is_not_offered(
     # can still remove it (by its raw text).
     bad = "read(**/a\u202eb.txt)"
     running = start_bridge(
-        {"approval": {"timeout_s": 30}, "rules": {"deny": [bad, "bash(rm -rf *)"]}},
+        {
+            "approval": {"timeout_s": 30, "tiers": {"bash": "prompt"}},
+            "rules": {"deny": [bad, "bash(rm -rf *)"]},
+        },
         control=True,
     )
     browser.get(running.runner.login_url())

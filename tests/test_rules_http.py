@@ -26,6 +26,19 @@ ASKS = "approval required but no approver is available"  # + why, when a path es
 
 
 @pytest.fixture
+def start_bridge(start_bridge):
+    """These tests are about what a bash command's text lets run unasked, so bash waits at
+    ``prompt`` here (its default tier is ``box`` since issue 22: unasked, in the box)."""
+
+    def start(config=None, **opts):
+        config = json.loads(json.dumps(config or {}))
+        config.setdefault("approval", {}).setdefault("tiers", {}).setdefault("bash", "prompt")
+        return start_bridge(config, **opts)
+
+    return start
+
+
+@pytest.fixture
 def home(tmp_path, monkeypatch):
     """A private home with ~/proj; the bridge (and git, and ~ in rules) see it as HOME."""
     h = tmp_path / "home"
@@ -246,7 +259,7 @@ def test_always_allow_saves_a_narrow_rule_and_the_cli_removes_it(ruled, env, cli
     )
     assert cfg["future_key"] == {"x": 1}
     assert cfg["rules"]["keep_me"] == "unknown keys inside rules survive"
-    assert "approval" in cfg and "bash" not in cfg["approval"].get("tiers", {})
+    assert "approval" in cfg and cfg["approval"]["tiers"].get("bash") == "prompt"
 
     listed = json.loads(cli("rules", "list", "--json").stdout)
     assert listed["allow"][-1] == "bash(git log *)"
@@ -305,7 +318,7 @@ def test_rules_api_add_test_remove_and_errors(ruled, env):
         "tier": "prompt",
         "unsafe": None,
         "escalation": None,
-        "verdict": "run",
+        "verdict": "run_in_box",  # an allow rule for bash means "in the box"
         "why": "a rule decides",
         "deciding_rule": "bash(git status)",
         "invalid": None,
@@ -518,7 +531,8 @@ def test_the_command_check_expands_variables_as_bash_will(
     c = running.client()
     r = c.call("bash", {"command": command.replace("{home}", str(home)), "cwd": str(home / "proj")})
     assert "PLANTED-AWS" not in r.raw.decode(), r.text
-    assert r.result["isError"] and "no approver" in r.text, r.text
+    # Allowed by the rule, it runs in the box (issue 22), where the key is not there to read.
+    assert r.result["isError"] and "No such file" in r.text, r.text
     # The rule still runs what it covers, variables included.
     r = c.call("bash", {"command": "cat $PWD/a.txt", "cwd": str(home / "proj")})
     assert r.text.strip() == "inside proj", r.text

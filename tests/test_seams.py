@@ -87,12 +87,18 @@ BASH_READS = [
 ]
 
 
+def _kept_out(r) -> bool:
+    """Asked (and, with nobody to ask, refused), or - allowed by a rule - ran in the box
+    (issue 22), where the protected place is not there or empty: either way nothing read."""
+    return r.text.startswith(NO_APPROVER) or r.result["isError"] or r.text == "(no output)"
+
+
 @pytest.mark.parametrize("command", BASH_READS)
 def test_a_bash_allow_rule_never_reads_a_protected_path(ruled, command):
     command = command.format(home=ruled.home)
     r = ruled.client().call("bash", {"command": command})
     assert _leaks(ruled, r) == [], (command, r.text)
-    assert r.text.startswith(NO_APPROVER), (command, r.text)
+    assert _kept_out(r), (command, r.text)
 
 
 @pytest.mark.parametrize(
@@ -109,7 +115,7 @@ def test_a_bash_allow_rule_after_cd_still_sees_the_protected_path(ruled, command
     r = ruled.client().call("bash", {"command": command, "cwd": "proj"})
     assert _leaks(ruled, r) == [], (command, r.text)
     if command != "cd / && ls":
-        assert r.text.startswith(NO_APPROVER), (command, r.text)
+        assert _kept_out(r), (command, r.text)
     else:
         assert not r.result["isError"], r.text  # "/" itself is nothing protected
 
@@ -125,7 +131,7 @@ def test_a_bash_allow_rule_in_a_protected_cwd_asks(ruled):
 def test_a_bash_allow_rule_never_writes_a_persistence_path(ruled, command):
     before = (ruled.home / ".bashrc").read_text()
     r = ruled.client().call("bash", {"command": command})
-    assert r.text.startswith(NO_APPROVER), (command, r.text)
+    assert _kept_out(r), (command, r.text)
     assert (ruled.home / ".bashrc").read_text() == before
     assert not (ruled.home / ".local" / "bin" / "git").exists()
 
@@ -185,7 +191,10 @@ def prompted(start_bridge, env, tmp_path, monkeypatch):
     (home / ".ssh" / "id_rsa").write_text("SECRET-edited-rule\n")
     monkeypatch.setenv("HOME", str(home))
     running = start_bridge(
-        {"roots": [env["root"], str(home)], "approval": {"tiers": {"read": "prompt"}}},
+        {
+            "roots": [env["root"], str(home)],
+            "approval": {"tiers": {"read": "prompt", "bash": "prompt"}},
+        },
         control=True,
     )
     running.api = Api(running.runner.control)
@@ -377,7 +386,8 @@ def test_allow_for_this_session_on_bash_never_covers_a_protected_path(prompted):
     assert "granted" in c.call("bash", {"command": "echo granted"}).text
     for command in ("cat ~/.ssh/id_rsa", "cd ~ && cat .ssh/id_*", "cp /dev/null ~/.bashrc"):
         r = c.call("bash", {"command": command})
-        assert "SECRET-edited-rule" not in r.text and r.text.startswith(NO_APPROVER), r.text
+        # A session grant runs bash in the box (issue 22), where these are not there.
+        assert "SECRET-edited-rule" not in r.text and _kept_out(r), r.text
 
 
 def test_the_upstream_pins_file_is_the_bridges_own_wherever_the_config_is(start_bridge, env):

@@ -73,7 +73,10 @@ class SniTray:
 
 @pytest.fixture
 def tray(watcher, env):
-    write_config(env["config"], {"roots": [env["root"]], "approval": {"timeout_s": 20}})
+    write_config(
+        env["config"],
+        {"roots": [env["root"]], "approval": {"timeout_s": 20, "tiers": {"bash": "prompt"}}},
+    )
     t = SniTray(env)
     yield t
     t.close()
@@ -208,7 +211,7 @@ def test_left_click_opens_the_approval_page(tray, watcher):
 
 
 def test_quit_from_the_menu_stops_the_bridge(watcher, env):
-    write_config(env["config"], {"roots": [env["root"]]})
+    write_config(env["config"], {"roots": [env["root"]], "approval": {"tiers": {"bash": "prompt"}}})
     t = SniTray(env)
     c = t.client()
     th, out = in_thread(c.call, "bash", {"command": "true"})
@@ -241,7 +244,10 @@ def notifications(dbus):
 
 @pytest.fixture
 def noti_tray(watcher, notifications, env):
-    write_config(env["config"], {"roots": [env["root"]], "approval": {"timeout_s": 20}})
+    write_config(
+        env["config"],
+        {"roots": [env["root"]], "approval": {"timeout_s": 20, "tiers": {"bash": "prompt"}}},
+    )
     t = SniTray(env, notifier=True)
     assert t.app.actionable is not None
     yield t

@@ -90,7 +90,10 @@ def dbus():
 @pytest.fixture
 def proc_env(env, dbus):
     """No display, a private session bus; the token in the config file (as a user has it)."""
-    write_config(env["config"], {"roots": [env["root"]], "approval": {"timeout_s": 30}})
+    write_config(
+        env["config"],
+        {"roots": [env["root"]], "approval": {"timeout_s": 30, "tiers": {"bash": "prompt"}}},
+    )
     e = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=dbus.address)
     for name in ("DISPLAY", "WAYLAND_DISPLAY", "PYSTRAY_BACKEND", "A2A_BRIDGE_TRAY"):
         e.pop(name, None)

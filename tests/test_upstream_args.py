@@ -235,8 +235,8 @@ def test_a_one_word_symlink_to_a_secret_needs_a_human_upstream_and_in_bash(
     c = running.client()
     r = c.call("mcp__fs__read_file", {"path": "creds"})
     assert _refused(r) and "SECRET" not in r.text, r.text
-    r = c.call("bash", {"command": "cat creds"})
-    assert _refused(r) and "SECRET" not in r.text, r.text
+    r = c.call("bash", {"command": "cat creds"})  # in the box (issue 22): ~/.aws is empty
+    assert (_refused(r) or r.result["isError"]) and "SECRET" not in r.text, r.text
     # A hard link by one word is the secret it links to (judged by its identity).
     os.link(home / ".ssh" / "id_rsa", home / "proj" / "readme")
     for tool, args in (
@@ -244,7 +244,9 @@ def test_a_one_word_symlink_to_a_secret_needs_a_human_upstream_and_in_bash(
         ("bash", {"command": "cat readme"}),
     ):
         r = c.call(tool, args)
-        assert _refused(r) and "SECRET" not in r.text, (tool, r.text)
+        # bash runs in the box (issue 22), where the hard-linked file is masked (empty)
+        kept_out = _refused(r) or (tool == "bash" and r.text == "(no output)")
+        assert kept_out and "SECRET" not in r.text, (tool, r.text)
     # A plain word that names an ordinary file still runs unattended.
     assert c.call("mcp__fs__read_file", {"path": "notes.txt"}).text == "PUBLIC-notes\n"
     assert "PUBLIC-notes" in c.call("bash", {"command": "cat notes.txt"}).text

@@ -305,7 +305,8 @@ def test_a_hidden_character_inside_a_quoted_value_is_not_proposed(wide, cli):
 def test_a_bash_proposal_with_a_hidden_character_reaches_no_ui_and_is_never_saved(
     start_bridge, env, cli
 ):
-    running = start_bridge({"approval": {"timeout_s": 30}}, control=True)
+    config = {"approval": {"timeout_s": 30, "tiers": {"bash": "prompt"}}}  # bash asks here
+    running = start_bridge(config, control=True)
     api = Api(running.runner.control)
     running.runner.attach_approver("test")
     c = running.client("agent")

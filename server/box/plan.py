@@ -36,6 +36,13 @@ class BoxPlan:
     write_protected: tuple[str, ...]
     tmpdir: str
     network: bool = False
+    # Entries of ``read_private`` that are files (masked with an empty file, not an empty folder).
+    private_files: tuple[str, ...] = ()
+    # Paths inside ``read_private`` that stay readable, read-only (``box.read_allow``).
+    read_allow: tuple[str, ...] = ()
+    # Roots under /tmp: the box's private /tmp would hide them; re-bound read-only first (the
+    # private masks inside them still apply).
+    read_visible: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

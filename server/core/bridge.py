@@ -116,8 +116,10 @@ def offline_explain(cfg: Config, audit_path: str, name: str, args: dict[str, Any
     """``a2a-bridge rules test`` with no bridge running: the one judge on the inputs
     (:func:`~server.core.pipeline.prepare_request`) of a registry, path policy and tiers built
     from the saved config. Upstream MCP tools are unknown here (nothing is connected)."""
+    from ..box import probe  # whether bash would run in the box, as the live bridge knows
     from ..tools.builtin import builtin_tools  # the tools' modules, only for this command
 
+    probe.probe()
     registry = ToolRegistry(cfg.deny, cfg.deny_mcp_tools)
     for tool in builtin_tools(cfg.bash_env):
         registry.add(tool)

@@ -24,12 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..box import probe as box_probe
+from ..box.policy import box_gate
+from ..box.run import BoxRequest
+from ..control.controlfile import runtime_dir
 from ..infra.audit import AuditLog, utc_now
 from ..infra.config import Config
 from ..mcp.protocol import (
@@ -73,6 +78,7 @@ class Call:
     args: Any
     started: float
     finished: bool = False  # the done record is written exactly once
+    box: str | None = None  # a boxable tool's run: "in" the box or "outside" (audit)
 
 
 @dataclass(slots=True)
@@ -87,6 +93,7 @@ class Plan:
     rule: str | None = None  # the rule that allowed or asked
     can_propose: bool = True  # False: no allow rule could ever apply (ask rule, always-asks)
     judgement: Judgement | None = None  # the judge's ruling (RUN_IN_BOX: the box runs it)
+    box_note: str | None = None  # why a boxable call asks: no box here, or "box": false
 
 
 class PipelineHost(Protocol):
@@ -123,6 +130,7 @@ class CallPipeline:
         self._tier = tier_of(config)
         self.rulebook = rulebook
         self.calls_total = 0
+        self.box = box_request(config, policy.roots, audit.path)
 
     def tier(self, tool: Tool) -> Tier:
         return self._tier(tool)
@@ -208,6 +216,8 @@ class CallPipeline:
                 rec["reason"] = out.reason[:500]
             if out.approver:
                 rec["approver"] = out.approver[:40]
+            if call.box is not None:
+                rec["box"] = call.box
             rec["duration_ms"] = int((time.monotonic() - call.started) * 1000)
         self.audit.record(rec)
 
@@ -237,10 +247,17 @@ class CallPipeline:
         ctx = ToolContext(call.id, session.sid, session.client, prep.paths, self.config.limits)
         ctx.escalation = j.escalation
         ctx.env = self.host.child_env()
+        if tool.boxable:
+            ctx.box = self.box  # what each call's box is built from (server/box/run.py)
         if j.runs and j.ground in (Ground.TIER, Ground.RULE):
             tool.on_allowed(j.decided_by)  # an upstream tool re-pins what was allowed
         needs_human = j.ruling is Ruling.ASK
-        return Plan(tool, ctx, j.decided_by, needs_human, j.escalation, j.rule, j.can_propose, j)
+        plan = Plan(tool, ctx, j.decided_by, needs_human, j.escalation, j.rule, j.can_propose, j)
+        if tool.boxable and needs_human:
+            # Why this call would run outside the box once approved: no box here, or the
+            # agent asked ("box": false). None: approved, it runs in the box.
+            plan.box_note = box_gate(prep.request.args, box_probe.status())
+        return plan
 
     def prepare(self, name: str, args: Any, grants: Sequence[Grant] = ()) -> Prepared:
         """The judge's inputs for this call now (``grants``: the session's scoped grants,
@@ -333,8 +350,16 @@ class CallPipeline:
             )
             if refusal is not None:
                 refusal.wait_ms = wait_ms
+                if step.box_note and refusal.result is not None and verdict.decision is None:
+                    said = refusal.result.content[0].get("text", "")
+                    refusal.result = ToolResult.text(f"{said}\n[{step.box_note}]", True)
                 return refusal
             step.ctx.approved = True
+            # A human decided on this very call: it runs outside the box only when they chose
+            # "Run outside the box", approved a call that asked for it, or there is no box.
+            step.ctx.outside_box = step.tool.boxable and (
+                verdict.decision is Decision.RUN_OUTSIDE_BOX or step.box_note is not None
+            )
             if verdict.decision is not None:
                 step.tool.on_allowed(verdict.decision.value)  # upstream tools re-pin
             if verdict.decision is Decision.ALLOW_SESSION and grant is not None:
@@ -349,6 +374,8 @@ class CallPipeline:
                 )
         # The tool runs inside this request's task (no extra Task per call); a cancel from the
         # client or the shutdown cancels this task while handle.task points at it.
+        if step.tool.boxable:
+            call.box = "outside" if step.ctx.outside_box else "in"
         me = asyncio.current_task()
         handle.task = me
         meter = pools.QueueMeter()
@@ -455,7 +482,10 @@ def prepare_request(
     if tool is not None and invalid is None:
         paths = CallPaths(policy)
         try:
-            escalation = tool.escalation(args, paths)
+            # In the box the kernel keeps what the command's text names in bounds: a boxed
+            # call's escalation is its folder alone (the base Tool.escalation judges the cwd).
+            boxed = tool.boxable and box_gate(args, box_probe.status()) is None
+            escalation = (Tool.escalation if boxed else type(tool).escalation)(tool, args, paths)
             real = main_path(tool, args, paths) if rules else None
             suspended = tool.grants_suspended()  # an upstream tool changed since approved
         except ValueError as e:  # a NUL in a path argument: the OS cannot even name it
@@ -481,6 +511,8 @@ def prepare_request(
         granted=granted,
         paused=paused,
         closing=closing,
+        boxable=tool is not None and tool.boxable,
+        box_available=box_probe.status().available,
     )
     return Prepared(request, tool if paths is not None else None, paths)
 
@@ -499,3 +531,11 @@ def refusal(j: Judgement) -> Outcome:
     else:
         text = not_exposed_text(j.tool)
     return refused(text, j.outcome or CallOutcome.DENIED, j.decided_by)
+
+
+def box_request(config: Config, roots: Sequence[str], audit_path: str) -> BoxRequest:
+    """What bash builds each call's box from; the bridge's own files stay private in it."""
+    own = [config.path, audit_path, os.path.dirname(config.path), os.path.dirname(audit_path)]
+    own.append(runtime_dir())
+    own.append(os.environ.get("XDG_RUNTIME_DIR", ""))  # and all of /run (server/box/policy)
+    return BoxRequest(config.box, tuple(roots), tuple(p for p in own if p))

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from tornado.netutil import bind_sockets
 
+from ..box import probe as box_probe
 from ..control.controlfile import (
     ControlInfo,
     claim,
@@ -100,6 +101,7 @@ def prepare(opts: RunnerOptions, out: Prepared) -> None:
     :class:`AlreadyRunning` before anything is bound.
     """
     out.nofile = raise_nofile()
+    box_probe.probe()  # once per process, before the loop runs (it starts bwrap once)
     config = _load_config(opts)
     tokens = _resolve_token(config, opts)
     host, bound, warnings = _listen(opts, config, tokens, out)

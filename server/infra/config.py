@@ -21,6 +21,7 @@ from typing import Any
 import platformdirs
 
 from .. import APP_NAME
+from ..box.policy import DEFAULT_READ_ALLOW, BoxConfig
 from ..errors import ConfigError
 from ..policy.protected import DEFAULT_PRIVATE_ALLOW, known_removals
 from ..policy.rules import RuleError, RuleSet, parse_rules
@@ -99,6 +100,7 @@ class Config:
     bash_env: EnvSpec = field(
         default_factory=EnvSpec
     )  # bash's additions (server/infra/childenv.py)
+    box: BoxConfig = field(default_factory=BoxConfig)  # the box bash runs in (server/box)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -242,6 +244,39 @@ def _bash(path: str, raw: Any) -> EnvSpec:
         raise _fail(path, e.name, e.what) from None
 
 
+def _box(path: str, raw: Any) -> BoxConfig:
+    """``box``: ``{"read_allow": [...], "write_allow": [...], "network": "off"|"on"}``.
+
+    ``read_allow`` replaces the default list (``~/`` paths, absolute); ``write_allow`` adds
+    folders every boxed call may write besides its project.
+    """
+    if raw is None:
+        return BoxConfig()
+    if not isinstance(raw, dict):
+        raise _fail(
+            path,
+            "box",
+            'an object {"read_allow": [...], "write_allow": [...], "network": "off"|"on"}',
+        )
+    lists: dict[str, tuple[str, ...]] = {}
+    for key in ("read_allow", "write_allow"):
+        value = raw.get(key, list(DEFAULT_READ_ALLOW) if key == "read_allow" else [])
+        if not isinstance(value, list) or not all(
+            isinstance(v, str) and (v.startswith("~/") or os.path.isabs(v)) for v in value
+        ):
+            raise _fail(path, f"box.{key}", "an array of absolute or ~/ paths")
+        lists[key] = tuple(value)
+    if any(
+        os.path.expanduser(v).rstrip("/") in ("", os.path.expanduser("~"))
+        for v in lists["write_allow"]
+    ):
+        raise _fail(path, "box.write_allow", "folders other than / and the home itself")
+    network = raw.get("network", "off")
+    if network not in ("off", "on"):
+        raise _fail(path, "box.network", "one of 'off', 'on'")
+    return BoxConfig(lists["read_allow"], lists["write_allow"], network == "on")
+
+
 def parse_config(path: str, raw: Any) -> Config:
     """Validate a loaded document; raise :class:`ConfigError` naming the first bad field."""
     if not isinstance(raw, dict):
@@ -276,10 +311,10 @@ def parse_config(path: str, raw: Any) -> Config:
     if not isinstance(tiers, dict) or not all(
         isinstance(k, str) and v in TIERS for k, v in tiers.items()
     ):
-        raise _fail(path, "approval.tiers", "an object mapping tool names to allow|prompt|deny")
+        raise _fail(path, "approval.tiers", "an object mapping tool names to allow|box|prompt|deny")
     default_tier = approval.get("default_tier", "prompt")
     if default_tier not in TIERS:
-        raise _fail(path, "approval.default_tier", "one of 'allow', 'prompt', 'deny'")
+        raise _fail(path, "approval.default_tier", "one of 'allow', 'box', 'prompt', 'deny'")
     timeout_s = approval.get("timeout_s", 55)
     if not _is_number(timeout_s) or timeout_s < 0:
         raise _fail(path, "approval.timeout_s", "a number >= 0 (0 = wait forever)")
@@ -330,6 +365,7 @@ def parse_config(path: str, raw: Any) -> Config:
         mcp_servers=mcp_servers,
         rules=rules,
         bash_env=_bash(path, raw.get("bash")),
+        box=_box(path, raw.get("box")),
         raw=raw,
     )
 

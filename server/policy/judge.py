@@ -13,8 +13,10 @@ pause — is worked out by the caller and handed over in a :class:`DecisionReque
 The order (the first that applies decides): shutting down, paused, not exposed, invalid
 arguments, deny rules, ask rules (and the guard), ``"box": false``, allow rules, the tier
 with its grants. An escalation that always asks (protected, persistence, own files) beats an
-allow rule, a grant and the allow tier; only the box makes a text path escalation moot,
-because the kernel, not the text check, keeps bash inside its limits there.
+allow rule, a grant and the allow tier. A boxable tool (``bash``) never runs outside the box
+unasked: an allow rule, a grant and the allow or box tier mean "in the box", and where no box
+can be made it asks (``no box``). For a boxed call the caller judges only the call's folder,
+not the paths its text names: the kernel, not the text check, keeps it inside its limits.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class DecisionRequest:
     granted: bool = False
     paused: bool = False
     closing: bool = False
+    boxable: bool = False  # the tool runs in the box when it runs unasked (bash)
     box_available: bool = False
 
 
@@ -136,8 +139,8 @@ def judge(request: DecisionRequest) -> Judgement:
     if r.invalid is not None:
         return Judgement(Ruling.REFUSE, Ground.INVALID, r.tool, r.tier, invalid=r.invalid)
     match = evaluate(r.rules, r.tool, r.args, r.real)
-    boxed = r.tier is Tier.BOX and r.box_available
-    outside = r.tier is Tier.BOX and r.args.get("box") is False
+    outside = r.boxable and r.args.get("box") is False
+    boxed = r.boxable and r.box_available and not outside
 
     def ruled(ruling: Ruling, ground: Ground, rule: str | None = None) -> Judgement:
         return Judgement(ruling, ground, r.tool, r.tier, match, rule, r.escalation)
@@ -146,23 +149,36 @@ def judge(request: DecisionRequest) -> Judgement:
         return ruled(Ruling.REFUSE, Ground.RULE, match.rule)
     if match.decision is RuleList.ASK:
         return ruled(Ruling.ASK, Ground.RULE if match.rule else Ground.GUARD, match.rule)
-    if outside:
+    if outside:  # nothing runs outside the box without a human decision on that very call
         return ruled(Ruling.ASK, Ground.OUTSIDE_BOX)
     if match.decision is RuleList.ALLOW:
-        if boxed:
-            return ruled(Ruling.RUN_IN_BOX, Ground.RULE, match.rule)
         if always_asks(r.escalation):
             return ruled(Ruling.ASK, Ground.ESCALATION)
         if r.suspended:
             return ruled(Ruling.ASK, Ground.SUSPENDED, match.rule)
+        if r.boxable:  # an allow rule for a boxable tool means "in the box"
+            if not boxed:
+                return ruled(Ruling.ASK, Ground.NO_BOX)
+            return ruled(Ruling.RUN_IN_BOX, Ground.RULE, match.rule)
         return ruled(Ruling.RUN, Ground.RULE, match.rule)
     return ruled(*_by_tier(r, boxed))
 
 
 def _by_tier(r: DecisionRequest, boxed: bool) -> tuple[Ruling, Ground]:
     """No rule decided: the tier, and a session grant where the tier asks."""
-    if boxed:
-        return Ruling.RUN_IN_BOX, Ground.TIER  # the kernel keeps text paths in bounds
+    if r.boxable:
+        # The box and allow tiers, and a grant, run a boxable tool in the box only; its
+        # escalation is the call's folder alone (the kernel keeps the command's paths in
+        # bounds, so the caller judges no text paths for a boxed call).
+        runs = r.tier in (Tier.ALLOW, Tier.BOX) or r.granted
+        if not runs:
+            return Ruling.ASK, Ground.TIER
+        if r.escalation is not None:
+            return Ruling.ASK, Ground.ESCALATION
+        if not boxed:
+            return Ruling.ASK, Ground.NO_BOX
+        by_grant = r.granted and r.tier not in (Tier.ALLOW, Tier.BOX)
+        return Ruling.RUN_IN_BOX, Ground.GRANT if by_grant else Ground.TIER
     if r.tier is Tier.ALLOW and r.escalation is None and not r.suspended:
         return Ruling.RUN, Ground.TIER
     # "Allow for this session" never covers an escalated call (outside the roots,
@@ -173,4 +189,4 @@ def _by_tier(r: DecisionRequest, boxed: bool) -> tuple[Ruling, Ground]:
         return Ruling.ASK, Ground.SUSPENDED
     if r.granted:
         return Ruling.RUN, Ground.GRANT
-    return Ruling.ASK, Ground.NO_BOX if r.tier is Tier.BOX else Ground.TIER
+    return Ruling.ASK, Ground.TIER  # prompt; a box tier on a tool that cannot be boxed too

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..vocab import Tier
 
 if TYPE_CHECKING:
+    from ..box.run import BoxRequest
     from ..infra.config import Limits
     from ..policy.paths import CallPaths, Escalation, PathPolicy
 
@@ -69,6 +70,11 @@ class ToolContext:
     # The environment a process started for this call gets (``bash``); None = the safe list
     # alone (server/infra/childenv.py). Never the bridge's own environment.
     env: dict[str, str] | None = None
+    # The box (``bash``): what to build it from. A boxable tool runs in the box unless
+    # ``outside_box`` is set, which only a human's decision on this very call does; without a
+    # ``box`` it refuses (fail closed).
+    box: BoxRequest | None = None
+    outside_box: bool = False
 
     def resolve(self, path: str | None) -> str:
         return self.policy.resolve(path)
@@ -93,6 +99,8 @@ class Tool(abc.ABC):
     default_paths: ClassVar[dict[str, str]] = {}  # argument -> value used when it is absent
     # A client that hangs up cancels the running call (upstream tools: the upstream is told).
     cancel_on_disconnect: ClassVar[bool] = False
+    # Runs in the box (server/box) unless a human lets one call run outside: ``bash``.
+    boxable: ClassVar[bool] = False
 
     def grants_suspended(self) -> bool:
         """True while no tier, session grant or rule may run this tool without a human.

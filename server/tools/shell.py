@@ -24,9 +24,11 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..box.run import NoBox, Prepared, prepare, refused_note, sweep
 from ..infra.childenv import EnvSpec, build_env
 from ..policy.bash.paths import command_escalation
 from ..vocab import Tier
+from . import pools
 from .base import Tool, ToolContext, ToolError, ToolResult
 from .fileio import io_error
 
@@ -293,7 +295,11 @@ class BashTool(Tool):
         "and return its combined stdout and stderr. Non-zero exit codes are reported as errors "
         "with the output. The call returns when the shell exits; every process it started "
         "(background ones included) is ended then, and on timeout or cancellation. Long "
-        "output keeps its beginning and end."
+        "output keeps its beginning and end. Commands run in a sandbox (the box) without "
+        "asking: they read the machine except private places (the home's hidden files, "
+        "credentials), write only the project (git top-level of cwd) and TMPDIR, and have no "
+        "network. When a command needs the network or writes outside the project, set "
+        '"box": false and give a "reason": a human then decides whether it runs outside.'
     )
     input_schema = {
         "type": "object",
@@ -303,6 +309,18 @@ class BashTool(Tool):
                 "type": "string",
                 "minLength": 1,
                 "description": "Working directory (default: the bridge's first root).",
+            },
+            "box": {
+                "type": "boolean",
+                "description": (
+                    "true (default): run in the box, unasked. false: ask a human to run this "
+                    "one call outside the box (network, writes outside the project)."
+                ),
+            },
+            "reason": {
+                "type": "string",
+                "maxLength": 500,
+                "description": 'Why the command needs "box": false (shown to the human).',
             },
             "timeout_s": {
                 "type": "number",
@@ -323,7 +341,8 @@ class BashTool(Tool):
         "idempotentHint": False,
         "openWorldHint": True,
     }
-    default_tier = Tier.PROMPT
+    default_tier = Tier.BOX
+    boxable = True
     path_args = ("cwd",)
     default_paths = {"cwd": ""}
 
@@ -345,6 +364,16 @@ class BashTool(Tool):
         )
         return named or esc
 
+    @staticmethod
+    async def _box(ctx: ToolContext, cwd: str, argv: list[str]) -> Prepared:
+        """This call's box (planned in a worker: it looks at the disk); refuses without one."""
+        if ctx.box is None:
+            raise ToolError("bash runs only in the box, and this call has none")
+        try:
+            return await pools.run(pools.Pool.PROCESS, prepare, ctx.box, cwd, argv)
+        except NoBox as e:
+            raise ToolError(f"no box is available here: {e}") from None
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         limits = ctx.limits
         timeout = check_timeout(args.get("timeout_s", limits.bash_timeout_s), limits)
@@ -352,7 +381,11 @@ class BashTool(Tool):
         cwd = ctx.resolve(args.get("cwd"))
         if not os.path.isdir(cwd):
             raise ToolError(f"cwd {shown_cwd}: not a directory")
-        run = ShellRun(shell_argv(args["command"]), cwd, limits, ctx.env)
+        argv, env, boxed = shell_argv(args["command"]), dict(ctx.env or child_env()), None
+        if not ctx.outside_box:
+            boxed = await self._box(ctx, cwd, argv)
+            argv, env["TMPDIR"] = list(boxed.argv), boxed.plan.tmpdir
+        run = ShellRun(argv, cwd, limits, env)
         try:
             await run.start()
         except OSError as e:
@@ -363,14 +396,19 @@ class BashTool(Tool):
             await asyncio.shield(run.kill())  # a second cancel must not leave processes behind
             raise
         text = run.output.text().rstrip("\n")
+        refused = None
+        if boxed is not None:  # the box's own words end the result (what it refused, how to ask)
+            removed = await pools.run(pools.Pool.PROCESS, sweep, boxed.missing)
+            refused = refused_note(text, boxed.plan, removed) if run.code or removed else None
         if ending is Ending.TIMEOUT:
             note = f"[timed out after {timeout:g} s; the process group was killed]"
         elif ending is Ending.OUTPUT_LIMIT:
             note = f"[output passed {limits.output_kill_bytes} bytes; the process group was killed]"
         elif run.code == 0:
-            return ToolResult.text(text or "(no output)")
+            done = "\n".join(p for p in (text or "(no output)", refused) if p)
+            return ToolResult.text(done)
         elif run.code is not None and run.code >= 0:
             note = f"[exit code {run.code}]"
         else:
             note = f"[killed by signal {-(run.code or 0)}]"
-        return ToolResult.text(f"{text}\n{note}" if text else note, True)
+        return ToolResult.text("\n".join(p for p in (text, note, refused) if p), True)

@@ -45,6 +45,7 @@ class Row:
 
 def rows(root: str, outside: str) -> list[Row]:
     R, A, X, N = Ruling.RUN, Ruling.ASK, Ruling.REFUSE, Ruling.NOT_EXPOSED
+    B = Ruling.RUN_IN_BOX
     G = Ground
     p = os.path.join
     return [
@@ -63,13 +64,13 @@ def rows(root: str, outside: str) -> list[Row]:
             {"path": p(root, ".git", "hooks", "pre-commit"), "content": "x"}, A, G.TIER),
         Row("deny tier", "find", {"pattern": "*"}, N, G.NOT_EXPOSED),
         Row("no such tool", "nope", {}, N, G.NOT_EXPOSED),
-        Row("bash allow rule", "bash", {"command": "echo hi"}, R, G.RULE),
+        Row("bash allow rule: in the box", "bash", {"command": "echo hi"}, B, G.RULE),
         Row("bash deny rule", "bash", {"command": "rm -f nothing"}, X, G.RULE),
         Row("deny beats allow", "bash", {"command": "echo hi; rm -f nothing"}, X, G.RULE),
         Row("bash ask rule", "bash", {"command": "git commit -m x"}, A, G.RULE),
         Row("guard", "bash", {"command": "echo hi > out"}, A, G.GUARD),
         Row("bash prompt tier", "bash", {"command": "pwd"}, A, G.TIER),
-        Row("bash grant", "bash", {"command": "pwd"}, R, G.GRANT, grant="bash"),
+        Row("bash grant: in the box", "bash", {"command": "pwd"}, B, G.GRANT, grant="bash"),
         Row("ask rule beats a grant", "bash", {"command": "git commit -m y"}, A, G.RULE,
             grant="bash"),
         Row("write grant", "write", {"path": p(root, "g.txt"), "content": "x"}, R, G.GRANT,
@@ -105,6 +106,7 @@ def judged_bridge(start_bridge, state, env, tmp_path):  # noqa: F811 - the fixtu
     write_config(os.path.join(os.path.dirname(env["config"]), "upstream-pins.json"),
                  {"tools": {"mcp__t__echo": "stale"}})  # fmt: skip
     tiers = {"ls": "allow", "read": "allow", "find": "deny", "mcp__t__echo": "allow"}
+    tiers["bash"] = "prompt"  # its default is the box; rows here show rules and grants over it
     config = {
         "mcp_servers": {"t": stdio_spec(state)},
         "approval": {"tiers": tiers, "default_tier": "prompt", "timeout_s": 30},

@@ -59,7 +59,7 @@ def test_values_are_normalized():
         ({"roots": "/srv"}, "roots", "an array of non-empty strings"),
         ({"deny_mcp_tools": "yes"}, "deny_mcp_tools", "a boolean"),
         ({"approval": []}, "approval", "an object"),
-        ({"approval": {"tiers": {"bash": "maybe"}}}, "approval.tiers", "allow|prompt|deny"),
+        ({"approval": {"tiers": {"bash": "maybe"}}}, "approval.tiers", "allow|box|prompt|deny"),
         ({"approval": {"default_tier": "ask"}}, "approval.default_tier", "one of 'allow'"),
         ({"approval": {"timeout_s": "soon"}}, "approval.timeout_s", "a number >= 0"),
         ({"approval": {"timeout_s": -1}}, "approval.timeout_s", "a number >= 0"),

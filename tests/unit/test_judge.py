@@ -36,7 +36,14 @@ def req(tool: str = "bash", tier: Tier | None = Tier.PROMPT, **kw: Any) -> Decis
 
 
 def bash(command: str, tier: Tier = Tier.PROMPT, **kw: Any) -> DecisionRequest:
+    """A command tool judged on its own (rules, tiers, grants), not boxable."""
     return req("bash", tier, args={"command": command, **kw.pop("extra", {})}, **kw)
+
+
+def boxed(command: str, tier: Tier = Tier.PROMPT, **kw: Any) -> DecisionRequest:
+    """``bash`` as the bridge has it: boxable, with a box here unless told otherwise."""
+    kw.setdefault("box_available", True)
+    return bash(command, tier, boxable=True, **kw)
 
 
 TABLE: list[tuple[str, DecisionRequest, Ruling, Ground, str | None]] = [
@@ -82,22 +89,33 @@ TABLE: list[tuple[str, DecisionRequest, Ruling, Ground, str | None]] = [
     ("invalid", bash("rm x", invalid="bad"), Ruling.REFUSE, Ground.INVALID, None),
     ("not exposed before invalid", req("ls", Tier.DENY, invalid="bad"), Ruling.NOT_EXPOSED,
      Ground.NOT_EXPOSED, None),
-    # the box
-    ("box tier, box", bash("make", Tier.BOX, box_available=True), Ruling.RUN_IN_BOX,
-     Ground.TIER, None),
-    ("box tier, no box: asks", bash("make", Tier.BOX), Ruling.ASK, Ground.NO_BOX, None),
-    ("box tier, no box, grant", bash("make", Tier.BOX, granted=True), Ruling.RUN, Ground.GRANT,
+    # the box (bash is boxable: it never runs outside the box unasked)
+    ("box tier, box", boxed("make", Tier.BOX), Ruling.RUN_IN_BOX, Ground.TIER, None),
+    ("allow tier means the box too", boxed("make", Tier.ALLOW), Ruling.RUN_IN_BOX, Ground.TIER,
      None),
-    ("box ignores text escalations", bash("cat ~/.bashrc", Tier.BOX, box_available=True,
-     escalation=RC), Ruling.RUN_IN_BOX, Ground.TIER, None),
-    ("box: false asks", bash("make", Tier.BOX, box_available=True, extra={"box": False}),
-     Ruling.ASK, Ground.OUTSIDE_BOX, None),
-    ("box: false beats allow rule", bash("git status", Tier.BOX, box_available=True,
-     extra={"box": False}), Ruling.ASK, Ground.OUTSIDE_BOX, None),
-    ("allow rule runs in the box", bash("git status", Tier.BOX, box_available=True),
-     Ruling.RUN_IN_BOX, Ground.RULE, "bash(git status)"),
-    ("deny rule beats the box", bash("rm x", Tier.BOX, box_available=True), Ruling.REFUSE,
-     Ground.RULE, "bash(rm *)"),
+    ("prompt tier asks, box or not", boxed("make"), Ruling.ASK, Ground.TIER, None),
+    ("box tier, no box: asks", boxed("make", Tier.BOX, box_available=False), Ruling.ASK,
+     Ground.NO_BOX, None),
+    ("allow tier, no box: asks", boxed("make", Tier.ALLOW, box_available=False), Ruling.ASK,
+     Ground.NO_BOX, None),
+    ("a grant runs in the box", boxed("make", granted=True), Ruling.RUN_IN_BOX, Ground.GRANT,
+     None),
+    ("a grant, no box: asks", boxed("make", granted=True, box_available=False), Ruling.ASK,
+     Ground.NO_BOX, None),
+    ("the boxed call's folder still asks", boxed("make", Tier.BOX, escalation=OUTSIDE),
+     Ruling.ASK, Ground.ESCALATION, None),
+    ("box: false asks", boxed("make", Tier.BOX, extra={"box": False}), Ruling.ASK,
+     Ground.OUTSIDE_BOX, None),
+    ("box: false beats an allow rule", boxed("git status", extra={"box": False}), Ruling.ASK,
+     Ground.OUTSIDE_BOX, None),
+    ("allow rule runs in the box", boxed("git status"), Ruling.RUN_IN_BOX, Ground.RULE,
+     "bash(git status)"),
+    ("allow rule, no box: asks", boxed("git status", box_available=False), Ruling.ASK,
+     Ground.NO_BOX, None),
+    ("deny rule beats the box", boxed("rm x", Tier.BOX), Ruling.REFUSE, Ground.RULE,
+     "bash(rm *)"),
+    ("a box tier on a tool that cannot be boxed asks", req("ls", Tier.BOX, box_available=True),
+     Ruling.ASK, Ground.TIER, None),
 ]  # fmt: skip
 
 

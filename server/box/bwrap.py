@@ -1,0 +1,70 @@
+"""BoxPlan -> bubblewrap argv (pure).
+
+Why bubblewrap: a mount namespace makes "read everything but private places, write only the
+project, its hooks read-only" natural (a tmpfs over ``~/.ssh``, a read-only bind over
+``.git/hooks`` inside a writable bind), which Landlock alone cannot say (it only adds
+allowances). Mount order matters: later mounts cover earlier ones, so the argv goes from the
+widest to the narrowest: the read-only root, the private masks, what ``read_allow`` re-opens,
+the writable trees, the persistence inside them.
+
+Every box also gets: a fresh ``/dev``, ``/proc`` of its own PID namespace (``/proc/1/environ``
+is its own shell, ``/proc/self/root`` its own root), a private ``/tmp`` (also hides
+``/tmp/.X11-unix``: keystrokes into the desktop are an escape) and ``/dev/shm``, no network
+(loopback included), its own IPC and UTS namespaces, a new session (no ``TIOCSTI`` into a
+terminal), no capabilities, no nested user namespaces, and death with its supervisor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .plan import BoxPlan
+from .policy import BOX_TMP
+
+
+@dataclass(frozen=True, slots=True)
+class BwrapHost:
+    """Facts about this machine's bubblewrap, found by the probe."""
+
+    bwrap: str  # absolute path
+    empty_file: str  # a 0444 empty file: the mask of a private file
+    disable_userns: bool = True  # bwrap >= 0.8: no user namespace inside the box
+
+
+def _depth(path: str) -> tuple[int, str]:
+    return (path.rstrip("/").count("/"), path)
+
+
+def _mounts(plan: BoxPlan, host: BwrapHost) -> list[tuple[tuple[int, str], int, list[str]]]:
+    """Every mount after the root, ordered so a deeper path always covers a shallower one
+    (a mask inside the writable project, ``.git/hooks`` inside it, ``~/.config/git`` inside
+    the masked ``~/.config``); on the same path, the later kind wins."""
+    files = set(plan.private_files)
+    out: list[tuple[tuple[int, str], int, list[str]]] = []
+    out += [(_depth(p), 0, ["--ro-bind", p, p]) for p in plan.read_visible]
+    for p in plan.read_private:
+        how = ["--ro-bind", host.empty_file, p] if p in files else ["--tmpfs", p]
+        out.append((_depth(p), 1, how))  # a tmpfs: writable but gone with the box
+    out += [(_depth(p), 2, ["--ro-bind", p, p]) for p in plan.read_allow]
+    out += [(_depth(p), 3, ["--bind", p, p]) for p in plan.write]
+    out += [(_depth(p), 4, ["--ro-bind", p, p]) for p in plan.write_protected]
+    return sorted(out, key=lambda m: (m[0][0], m[1], m[0][1]))
+
+
+def render(plan: BoxPlan, host: BwrapHost, argv: Sequence[str]) -> list[str]:
+    """The bwrap command line that runs ``argv`` in ``plan``'s box."""
+    out = [host.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc"]
+    out += ["--unshare-uts", "--unshare-cgroup-try", "--unshare-user"]
+    if host.disable_userns:
+        out.append("--disable-userns")
+    out += ["--cap-drop", "ALL"]
+    if not plan.network:
+        out.append("--unshare-net")
+    out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    out += ["--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]  # noqa: S108 - private tmpfs
+    out += [arg for mount in _mounts(plan, host) for arg in mount[2]]
+    if plan.tmpdir != BOX_TMP:
+        out += ["--bind", plan.tmpdir, plan.tmpdir]
+    out += ["--chdir", plan.cwd, "--setenv", "TMPDIR", plan.tmpdir, "--", *argv]
+    return out

@@ -1,0 +1,237 @@
+"""Look at the disk for one call: the :class:`~server.box.policy.HostView` the plan is built from.
+
+Blocking (stat, scandir, small reads): call it in a worker thread, never on the event loop.
+Bounded: one listing of the home and of ``/home``, a walk up from the cwd, and at most
+``MAX_GIT_DIRS`` git dirs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import glob
+import os
+from collections.abc import Iterable
+
+from ..policy.protected import TABLE, EscalationKind, Matcher, fold
+from .policy import (
+    SYSTEM_PRIVATE,
+    SYSTEM_PRIVATE_FILES,
+    SYSTEM_READABLE,
+    BoxConfig,
+    HostEntry,
+    HostView,
+    persistence_paths,
+    project_of,
+    within,
+)
+
+MAX_GIT_DIRS = 200
+# The project scan for secret-looking files (``.env``, ``*.pem``, ``id_rsa``...) and hard links
+# (a second name of a file outside): bounded, so a huge tree costs at most this many entries.
+SCAN_MAX_ENTRIES = 20_000
+SCAN_MAX_DEPTH = 6
+SCAN_MAX_MASKS = 256  # each is one mount: past this the box is refused, not made leaky
+SCAN_SKIP = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", "target"})
+
+
+def _real(path: str) -> str | None:
+    real = os.path.realpath(os.path.expanduser(path))
+    return real if os.path.exists(real) else None
+
+
+def _hidden(home: str, keep_clear: Iterable[str]) -> tuple[HostEntry, ...]:
+    """Each existing ``~/.*`` entry, by its real path (a symlink hides its target).
+
+    A target that holds the home or a root (``~/.x -> /``) is skipped: hiding it would hide
+    the project itself.
+    """
+    out: list[HostEntry] = []
+    clear = [home, *keep_clear]
+    try:
+        entries = list(os.scandir(home))
+    except OSError:
+        return ()
+    for entry in entries:
+        if not entry.name.startswith("."):
+            continue
+        real = _real(entry.path)
+        if real is None or any(within(c, real) for c in clear):
+            continue
+        out.append(HostEntry(real, os.path.isdir(real)))
+    return tuple(out)
+
+
+def _others(home: str) -> tuple[str, ...]:
+    """Other users' homes: ``/home/*`` and ``/root`` (whichever is not ours)."""
+    found: list[str] = []
+    with contextlib.suppress(OSError):
+        found = [e.path for e in os.scandir("/home") if e.is_dir(follow_symlinks=False)]
+    found.append("/root")
+    out = []
+    for path in found:
+        real = _real(path)
+        if real is not None and not within(home, real) and not within(real, home):
+            out.append(real)
+    return tuple(out)
+
+
+def _read_gitdir(git_file: str) -> str | None:
+    try:
+        with open(git_file, encoding="utf-8", errors="replace") as f:
+            line = f.read(4096).strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    target = os.path.join(os.path.dirname(git_file), line[len("gitdir:") :].strip())
+    return _real(target)
+
+
+def _common_dir(git_dir: str) -> str:
+    try:
+        with open(os.path.join(git_dir, "commondir"), encoding="utf-8", errors="replace") as f:
+            rel = f.read(4096).strip()
+    except OSError:
+        return git_dir
+    return _real(os.path.join(git_dir, rel)) or git_dir
+
+
+def _nested(common: str) -> list[str]:
+    """``modules/*`` (submodules, nested too) and ``worktrees/*`` git dirs of a repository."""
+    out: list[str] = []
+    todo = [common]
+    while todo and len(out) < MAX_GIT_DIRS:
+        here = todo.pop()
+        for sub in ("modules", "worktrees"):
+            try:
+                entries = [e.path for e in os.scandir(os.path.join(here, sub)) if e.is_dir()]
+            except OSError:
+                continue
+            for path in entries[: MAX_GIT_DIRS - len(out)]:
+                out.append(os.path.realpath(path))
+                if sub == "modules":
+                    todo.append(path)
+    return out
+
+
+def _git(cwd: str) -> tuple[str | None, str | None, tuple[str, ...]]:
+    """(top-level, the ``.git`` file or None, the repository's git dirs) above ``cwd``."""
+    here = cwd
+    while True:
+        dot = os.path.join(here, ".git")
+        if os.path.isdir(dot):
+            common = os.path.realpath(dot)
+            return here, None, tuple(dict.fromkeys([common, *_nested(common)]))
+        if os.path.isfile(dot):
+            git_dir = _read_gitdir(dot)
+            if git_dir is None:
+                return here, dot, ()
+            common = _common_dir(git_dir)
+            return here, dot, tuple(dict.fromkeys([git_dir, common, *_nested(common)]))
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None, None, ()
+        here = parent
+
+
+class TooManySecrets(Exception):
+    """The project holds more secret-looking or hard-linked files than the box hides."""
+
+
+def _secrets_in(top: str, home: str) -> list[HostEntry]:
+    """Secret-looking files and hard-linked files under ``top`` (bounded walk): the box masks
+    them like the home's hidden files. Symlinks are not followed (their targets are judged
+    where they lie)."""
+    matcher = Matcher(TABLE, home)
+    out: list[HostEntry] = []
+    seen = 0
+    todo = [(top, 0)]
+    while todo and seen < SCAN_MAX_ENTRIES:
+        here, depth = todo.pop()
+        try:
+            entries = list(os.scandir(here))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            if here == home and entry.name.startswith("."):
+                continue  # the home's hidden tree is masked whole (_hidden): nothing to scan
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if depth < SCAN_MAX_DEPTH and entry.name not in SCAN_SKIP:
+                        todo.append((entry.path, depth + 1))
+                    continue
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                hit = matcher.name(fold(entry.name))
+                secret = hit is not None and hit.kind is not EscalationKind.PERSISTENCE
+                if secret or entry.stat(follow_symlinks=False).st_nlink > 1:
+                    out.append(HostEntry(entry.path, False))
+            except OSError:
+                continue
+    return coalesce(out, top, SCAN_MAX_MASKS)
+
+
+def coalesce(masks: list[HostEntry], top: str, limit: int) -> list[HostEntry]:
+    """At most ``limit`` masks (each is one mount). Past it, the deepest folders that hold two
+    or more masks become one mask each, level by level, so more is hidden rather than anything
+    shown (600 ``many/*/credentials`` become one mask over ``many``; a lone ``.env`` beside
+    them stays a file mask). ``top`` itself is never masked: a project whose secrets lie
+    straight in it beyond the limit is refused (:class:`TooManySecrets`)."""
+    paths = {m.path: m.is_dir for m in masks}
+    while len(paths) > limit:
+        counts: dict[str, int] = {}
+        for path in paths:
+            parent = os.path.dirname(path)
+            while parent != top and within(parent, top) and parent != os.path.dirname(parent):
+                counts[parent] = counts.get(parent, 0) + 1
+                parent = os.path.dirname(parent)
+        groups = [folder for folder, n in counts.items() if n >= 2]
+        if not groups:
+            raise TooManySecrets(top)
+        deepest = max(folder.count(os.sep) for folder in groups)
+        folders = {folder for folder in groups if folder.count(os.sep) == deepest}
+        merged = {p: d for p, d in paths.items() if os.path.dirname(p) not in folders}
+        for folder in folders:
+            merged = {p: d for p, d in merged.items() if not within(p, folder)}
+            merged[folder] = True
+        paths = merged
+    return [HostEntry(p, d) for p, d in paths.items()]
+
+
+def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]) -> HostView:
+    """What the disk says for a call in ``cwd`` (a real, existing folder)."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    real_roots = tuple(r for r in (_real(x) for x in roots) if r is not None)
+    cwd = os.path.realpath(cwd)
+    top, git_file, git_dirs = _git(cwd)
+    draft = HostView(cwd=cwd, home=home, roots=real_roots, git_top=top)
+    project_top = project_of(draft) or cwd
+    own_real = [r for r in (_real(p) for p in (*own, *SYSTEM_PRIVATE)) if r is not None]
+    # Files (the config, the audit log, /etc/shadow...) are masked as files, wherever they lie.
+    files = [HostEntry(f, False) for f in own_real if not os.path.isdir(f)]
+    files += [HostEntry(f, False) for f in glob.glob(SYSTEM_PRIVATE_FILES) if os.path.isfile(f)]
+    own_real = [o for o in own_real if os.path.isdir(o)]
+    # Never hide a folder that holds the project or a root ("/tmp/x" when the project is in it).
+    own_real = [o for o in own_real if not any(within(r, o) for r in (cwd, *real_roots))]
+    files = [f for f in files if not any(within(f.path, o) for o in own_real)]  # hidden with it
+    wanted = (*config.read_allow, *SYSTEM_READABLE)
+    allowed = tuple(r for r in (_real(p) for p in wanted) if r is not None)
+    write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
+    view = HostView(
+        cwd=cwd,
+        home=home,
+        roots=real_roots,
+        hidden=(*_hidden(home, (cwd, *real_roots)), *_secrets_in(project_top, home), *files),
+        allowed=allowed,
+        others=_others(home),
+        own=tuple(dict.fromkeys(own_real)),
+        git_top=top,
+        git_file=git_file,
+        git_dirs=git_dirs,
+        write_allow=write_allow,
+    )
+    candidates = persistence_paths(view, project_of(view))
+    existing = frozenset(p for p in candidates if os.path.lexists(p))
+    return dataclasses.replace(view, existing=existing)

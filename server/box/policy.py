@@ -1,0 +1,179 @@
+"""The box's policy: what the disk looks like (a :class:`HostView`) -> one call's :class:`BoxPlan`.
+
+Why two steps: :func:`build_plan` is pure (unit-tested on hand-made views, no disk, no
+bubblewrap), and :func:`server.box.host.gather` is the one place that looks at the disk.
+
+The defaults (``shared/spec/box.md``): read everything but private places (each hidden entry of
+the home except ``box.read_allow``, other users' homes, the bridge's own files and runtime dir,
+``XDG_RUNTIME_DIR``); write only the call's project (the git top-level of the cwd, else the cwd,
+when it lies inside a root and is not the home), ``TMPDIR`` and ``box.write_allow``; persistence
+inside the project (``.git/hooks``, ``.git/config*``, a ``.git`` file and the git dir it names,
+``.vscode``, ``.idea``, ``.envrc``, ``.direnv``) stays read-only; no network.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .plan import BoxPlan, BoxStatus
+
+# What ordinary toolchains read from the home (box.md); their credential files stay private
+# because they are not under these paths (``~/.cargo/credentials.toml``, ``~/.npmrc``...).
+DEFAULT_READ_ALLOW = (
+    "~/.gitconfig",
+    "~/.config/git",
+    "~/.pyenv",
+    "~/.rustup",
+    "~/.cargo/bin",
+    "~/.cargo/registry",
+    "~/.nvm",
+    "~/.local/bin",
+    "~/.local/lib",
+    "~/.npm/_cacache",
+    "~/.cache/pip",
+    "~/.m2/repository",
+    "~/.gradle/caches",
+)
+# Startup and editor hooks a project may hold: read-only in the box when they exist, removed
+# after the call when the call created them (see :func:`missing_persistence`).
+PROJECT_PERSISTENCE = (".vscode", ".idea", ".envrc", ".direnv")
+GIT_DIR_PERSISTENCE = ("hooks", "config", "config.worktree")
+# A network namespace does not cut sockets that are files: /run holds the Docker and Podman
+# sockets, the D-Bus system bus and every user's runtime dir (session bus -> systemd --user).
+# Only the DNS stub's folder stays readable (a box with network on needs it).
+SYSTEM_PRIVATE = ("/run", "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
+SYSTEM_PRIVATE_FILES = "/etc/ssh/ssh_host_*_key"  # a glob: the host's private keys
+SYSTEM_READABLE = ("/run/systemd/resolve",)
+BOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs in every box: TMPDIR
+
+
+@dataclass(frozen=True, slots=True)
+class BoxConfig:
+    """The config's ``box`` object (validated in :mod:`server.infra.config`)."""
+
+    read_allow: tuple[str, ...] = DEFAULT_READ_ALLOW
+    write_allow: tuple[str, ...] = ()
+    network: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HostEntry:
+    path: str  # real path
+    is_dir: bool
+
+
+@dataclass(frozen=True, slots=True)
+class HostView:
+    """What :func:`server.box.host.gather` saw on the disk for one call; all paths real.
+
+    ``git_top``: the folder holding the ``.git`` above the cwd (None outside a repository);
+    ``git_file``: that ``.git`` when it is a file (worktree, submodule); ``git_dirs``: every git
+    dir of the repository (the ``.git`` dir or the one a ``.git`` file names, its common dir,
+    ``modules/*`` and ``worktrees/*``); ``existing``: which persistence paths exist.
+    """
+
+    cwd: str
+    home: str
+    roots: tuple[str, ...]
+    hidden: tuple[HostEntry, ...] = ()  # each existing ``~/.*`` entry
+    allowed: tuple[str, ...] = ()  # existing ``box.read_allow`` entries
+    others: tuple[str, ...] = ()  # other users' homes
+    own: tuple[str, ...] = ()  # the bridge's config, audit and runtime dirs, XDG_RUNTIME_DIR
+    git_top: str | None = None
+    git_file: str | None = None
+    git_dirs: tuple[str, ...] = ()
+    existing: frozenset[str] = frozenset()
+    write_allow: tuple[str, ...] = ()  # existing ``box.write_allow`` entries
+
+
+def within(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def project_of(view: HostView) -> str | None:
+    """The tree a boxed call may write: the git top-level of its cwd, else the cwd — only when
+    inside a root and not the home (a call in the home writes nothing but its temp dir)."""
+    for candidate in (view.git_top, view.cwd):
+        if candidate is None or candidate == view.home:
+            continue
+        if any(within(candidate, r) for r in view.roots) and not within(view.home, candidate):
+            return candidate
+    return None
+
+
+def persistence_paths(view: HostView, project: str | None) -> tuple[str, ...]:
+    """Every persistence path the call could write, existing or not (project top and cwd)."""
+    out: list[str] = []
+    if project is None:
+        return ()
+    for top in dict.fromkeys((project, view.cwd)):
+        if within(top, project):
+            out += [os.path.join(top, name) for name in PROJECT_PERSISTENCE]
+    if view.git_file is not None:
+        out.append(view.git_file)
+    for git_dir in view.git_dirs:
+        out += [os.path.join(git_dir, name) for name in GIT_DIR_PERSISTENCE]
+    if view.git_top is None or view.git_file is None:
+        out += [os.path.join(project, ".git", name) for name in GIT_DIR_PERSISTENCE]
+    return tuple(dict.fromkeys(out))
+
+
+def missing_persistence(view: HostView, project: str | None) -> tuple[str, ...]:
+    """Persistence paths that do not exist before the call: the box cannot mount over what is
+    not there, so the runner removes whichever of these the call created (and says so)."""
+    return tuple(p for p in persistence_paths(view, project) if p not in view.existing)
+
+
+def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
+    """One call's box (pure): see the module docstring for the policy."""
+    project = project_of(view)
+    allowed = tuple(sorted(set(view.allowed)))
+    private: list[str] = []
+    files: list[str] = []
+    for entry in view.hidden:
+        if entry.path in allowed:
+            continue  # readable as it is (e.g. ~/.gitconfig)
+        private.append(entry.path)
+        if not entry.is_dir:
+            files.append(entry.path)
+    private += [p for p in view.others if not (project and within(project, p))]
+    private += list(view.own)
+    private = sorted(set(private))
+    # Re-bound read-only only where a private folder hides them.
+    reallow = tuple(a for a in allowed if any(within(a, p) and a != p for p in private))
+    write: list[str] = []
+    if project is not None:
+        write.append(project)
+        outside = [d for d in view.git_dirs if not within(d, project)]
+        write += [d for d in outside if any(within(d, r) for r in view.roots)]
+    write += list(view.write_allow)
+    protected = [p for p in persistence_paths(view, project) if p in view.existing]
+    protected = [p for p in protected if any(within(p, w) for w in write)]
+    return BoxPlan(
+        cwd=view.cwd,
+        read_private=tuple(private),
+        write=tuple(sorted(set(write))),
+        write_protected=tuple(sorted(set(protected))),
+        tmpdir=BOX_TMP,
+        network=config.network,
+        private_files=tuple(sorted(set(files))),
+        read_allow=reallow,
+        read_visible=tuple(sorted(r for r in view.roots if within(r, BOX_TMP))),
+    )
+
+
+def box_gate(args: Mapping[str, Any], status: BoxStatus) -> str | None:
+    """Why a boxable call must wait for a human, or None when it may run in the box unasked.
+
+    Nothing runs outside the box unasked: not by rule, grant or tier.
+    """
+    if args.get("box") is False:
+        reason = args.get("reason")
+        why = f": {reason}" if isinstance(reason, str) and reason.strip() else ""
+        return f'the agent asks to run this call outside the box ("box": false){why}'
+    if not status.available:
+        return f"no box is available here, so a human decides ({status.detail})"
+    return None

@@ -1,0 +1,125 @@
+"""The runner's side of the box: plan a call's box, sweep up after it, say what it refused.
+
+Blocking functions (:func:`prepare`, :func:`sweep`) run in a worker pool; the bridge's loop
+only awaits them. :func:`refused_note` is pure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from . import probe
+from .bwrap import render
+from .host import SCAN_MAX_MASKS, TooManySecrets, gather
+from .plan import BoxPlan
+from .policy import BoxConfig, build_plan, missing_persistence, project_of
+
+HOW_TO_ASK = (
+    'To run this command outside the box, call bash again with "box": false and a "reason" '
+    "(a human decides)."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BoxRequest:
+    """What the pipeline hands ``bash`` so it can box a call: the config's ``box`` object, the
+    roots, and the bridge's own files (config, audit, runtime dir) that stay private."""
+
+    config: BoxConfig
+    roots: tuple[str, ...]
+    own: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    plan: BoxPlan
+    argv: tuple[str, ...]
+    missing: tuple[str, ...]  # persistence paths absent before the call (swept after it)
+
+
+class NoBox(Exception):
+    """No box can be made here (the pipeline asks a human first, so this only guards)."""
+
+
+def prepare(request: BoxRequest, cwd: str, argv: Sequence[str]) -> Prepared:
+    """Blocking: look at the disk, build the plan, render it as a bwrap command line."""
+    bwrap = probe.host()
+    if bwrap is None:
+        raise NoBox(probe.status().detail)
+    try:
+        view = gather(cwd, request.roots, request.config, request.own)
+    except TooManySecrets as e:
+        raise NoBox(
+            f"{e} holds over {SCAN_MAX_MASKS} secret-looking or hard-linked files straight in "
+            'it, more than the box hides: run the command with "box": false (a human decides)'
+        ) from None
+    plan = build_plan(view, request.config)
+    missing = missing_persistence(view, project_of(view))
+    return Prepared(plan, tuple(render(plan, bwrap, argv)), missing)
+
+
+def sweep(missing: Sequence[str]) -> tuple[str, ...]:
+    """Blocking: remove the persistence paths a boxed call created (they did not exist before,
+    so the box could not mount over them). Symlinks are removed, never followed."""
+    removed: list[str] = []
+    for path in missing:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            elif os.path.lexists(path):
+                os.unlink(path)
+            else:
+                continue
+        except OSError:
+            continue
+        removed.append(path)
+    return tuple(removed)
+
+
+# "bash: line 1: .git/hooks/x: Read-only file system", "touch: cannot touch '/x': ...",
+# Python's "[Errno 30] Read-only file system: '/x'"; "Permission denied" counts only for a
+# path the box made private (its mask is a read-only empty file).
+_READ_ONLY = re.compile(r"([^\s'\"‘’`:]+)['\"’`]?: Read-only file system")
+_READ_ONLY_PY = re.compile(r"Read-only file system: '([^'\n]*)'")
+_DENIED = re.compile(r"([^\s'\"‘’`:]+)['\"’`]?: Permission denied")
+_NETWORK = (  # lower case: what programs print when there is no network at all
+    "network is unreachable",
+    "could not resolve",
+    "temporary failure in name resolution",
+    "name or service not known",
+    "connection refused",
+    "couldn't connect",
+    "failed to connect",
+    "could not connect",
+    "getaddrinfo",
+    "no route to host",
+)
+
+
+def _private(path: str, plan: BoxPlan) -> bool:
+    path = os.path.normpath(os.path.join(plan.cwd, path))
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in plan.read_private)
+
+
+def refused_note(output: str, plan: BoxPlan, removed: Sequence[str] = ()) -> str | None:
+    """What the box refused, from the command's own error text and the plan, or None."""
+    paths = _READ_ONLY.findall(output) + _READ_ONLY_PY.findall(output)
+    paths += [p for p in _DENIED.findall(output) if _private(p, plan)]
+    paths = list(dict.fromkeys(paths))
+    parts: list[str] = []
+    if paths:
+        shown = ", ".join(paths[:3]) + (" …" if len(paths) > 3 else "")
+        parts.append(f"writing {shown} (the box writes only the project and TMPDIR)")
+    elif "Read-only file system" in output:
+        parts.append("a write outside the project (the box writes only the project and TMPDIR)")
+    if not plan.network and any(n in output.lower() for n in _NETWORK):
+        parts.append("the network (the box has none, loopback included)")
+    if removed:
+        parts.append("persistence it created, now removed: " + ", ".join(removed[:5]))
+    if not parts:
+        return None
+    return "[the box refused " + "; ".join(parts) + ". " + HOW_TO_ASK + "]"

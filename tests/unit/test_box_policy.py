@@ -1,0 +1,270 @@
+"""The box's pure parts: HostView -> BoxPlan, BoxPlan -> bwrap argv, the refusal note, config."""
+
+from __future__ import annotations
+
+import pytest
+
+from omp_a2a_bridge.server.box.bwrap import BwrapHost, render
+from omp_a2a_bridge.server.box.plan import BoxPlan, BoxStatus, Mechanism
+from omp_a2a_bridge.server.box.policy import (
+    BoxConfig,
+    HostEntry,
+    HostView,
+    box_gate,
+    build_plan,
+    missing_persistence,
+    project_of,
+)
+from omp_a2a_bridge.server.box.run import refused_note
+from omp_a2a_bridge.server.errors import ConfigError
+from omp_a2a_bridge.server.infra.config import parse_config
+
+H = "/home/u"
+
+
+def view(**kw) -> HostView:
+    base = {"cwd": f"{H}/proj/src", "home": H, "roots": (H,), "git_top": f"{H}/proj"}
+    base.update(kw)
+    if base.get("git_top") and "git_dirs" not in kw and not kw.get("git_file"):
+        base["git_dirs"] = (f"{base['git_top']}/.git",)
+    return HostView(**base)
+
+
+@pytest.mark.parametrize(
+    ("kw", "project"),
+    [
+        ({}, f"{H}/proj"),  # the git top-level
+        ({"git_top": None}, f"{H}/proj/src"),  # else the cwd
+        ({"git_top": None, "cwd": H}, None),  # never the home
+        ({"git_top": H, "cwd": f"{H}/notes"}, f"{H}/notes"),  # a dotfiles repo in the home
+        ({"roots": ("/srv",)}, None),  # outside every root: nothing writable
+        ({"git_top": "/", "cwd": f"{H}/x", "roots": ("/",)}, f"{H}/x"),  # never holds the home
+    ],
+)
+def test_project_of(kw, project):
+    assert project_of(view(**kw)) == project
+
+
+def test_hidden_entries_are_private_except_read_allow():
+    v = view(
+        hidden=(
+            HostEntry(f"{H}/.ssh", True),
+            HostEntry(f"{H}/.netrc", False),
+            HostEntry(f"{H}/.config", True),
+            HostEntry(f"{H}/.gitconfig", False),
+        ),
+        allowed=(f"{H}/.gitconfig", f"{H}/.config/git"),
+        others=("/home/other", "/root"),
+        own=("/run/user/1000", "/var/run/a2a"),
+    )
+    plan = build_plan(v, BoxConfig())
+    assert f"{H}/.ssh" in plan.read_private and f"{H}/.netrc" in plan.read_private
+    assert f"{H}/.gitconfig" not in plan.read_private  # readable as it is
+    assert plan.private_files == (f"{H}/.netrc",)
+    assert plan.read_allow == (f"{H}/.config/git",)  # re-opened under the masked ~/.config
+    assert {"/home/other", "/root", "/run/user/1000", "/var/run/a2a"} <= set(plan.read_private)
+    assert plan.write == (f"{H}/proj",)
+    assert plan.tmpdir == "/tmp" and plan.network is False
+
+
+def test_persistence_in_the_project_stays_read_only_when_it_exists():
+    p = f"{H}/proj"
+    existing = frozenset({f"{p}/.git/hooks", f"{p}/.git/config", f"{p}/.vscode"})
+    v = view(existing=existing)
+    plan = build_plan(v, BoxConfig())
+    assert set(plan.write_protected) == existing
+    missing = missing_persistence(v, project_of(v))
+    assert f"{p}/.envrc" in missing and f"{p}/.idea" in missing and f"{p}/.direnv" in missing
+    assert f"{p}/.git/hooks" not in missing
+
+
+def test_a_worktree_writes_its_git_dirs_but_not_their_hooks_config_or_the_git_file():
+    wt, main = f"{H}/wt", f"{H}/proj/.git"
+    gd = f"{main}/worktrees/wt"
+    existing = frozenset({f"{wt}/.git", f"{main}/hooks", f"{main}/config"})
+    v = view(cwd=wt, git_top=wt, git_file=f"{wt}/.git", git_dirs=(gd, main), existing=existing)
+    plan = build_plan(v, BoxConfig())
+    assert set(plan.write) == {wt, gd, main}
+    assert set(plan.write_protected) == existing
+
+
+def test_git_dirs_outside_the_roots_stay_read_only():
+    v = view(
+        cwd="/srv/wt",
+        git_top="/srv/wt",
+        git_file="/srv/wt/.git",
+        roots=("/srv",),
+        git_dirs=("/elsewhere/.git/worktrees/wt", "/elsewhere/.git"),
+    )
+    assert build_plan(v, BoxConfig()).write == ("/srv/wt",)
+
+
+def test_roots_under_tmp_stay_visible_and_come_before_the_masks():
+    v = view(
+        cwd="/tmp/r/p",
+        git_top=None,
+        home="/tmp/r",
+        roots=("/tmp/r", "/srv"),
+        hidden=(HostEntry("/tmp/r/.ssh", True),),
+    )
+    plan = build_plan(v, BoxConfig())
+    assert plan.read_visible == ("/tmp/r",)
+    argv = render(plan, HOST, ["true"])
+    assert argv.index("/tmp/r") < argv.index("/tmp/r/.ssh") < argv.index("/tmp/r/p")
+
+
+def test_write_allow_and_network_from_the_config():
+    v = view(write_allow=("/data/cache",))
+    plan = build_plan(v, BoxConfig(write_allow=("/data/cache",), network=True))
+    assert set(plan.write) == {f"{H}/proj", "/data/cache"} and plan.network is True
+
+
+HOST = BwrapHost("/usr/bin/bwrap", "/x/empty")
+
+
+def _pairs(argv: list[str], flag: str) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == flag]
+
+
+def test_render_orders_mounts_from_widest_to_narrowest():
+    plan = BoxPlan(
+        cwd=f"{H}/proj",
+        read_private=(f"{H}/.config", f"{H}/.netrc", "/run/user/1"),
+        write=(f"{H}/proj",),
+        write_protected=(f"{H}/proj/.git/hooks",),
+        tmpdir="/tmp",
+        private_files=(f"{H}/.netrc",),
+        read_allow=(f"{H}/.config/git",),
+    )
+    argv = render(plan, HOST, ["bash", "-c", "true"])
+    assert argv[0] == "/usr/bin/bwrap" and argv[-3:] == ["bash", "-c", "true"]
+    for flag in ("--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"):
+        assert flag in argv
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
+    order = [
+        argv.index(x) for x in ("/", f"{H}/.config", f"{H}/.config/git", f"{H}/proj/.git/hooks")
+    ]
+    assert order == sorted(order)
+    assert _pairs(argv, "--tmpfs")[:2] == ["/tmp", "/dev/shm"]
+    assert f"{H}/.config" in _pairs(argv, "--tmpfs") and f"{H}/.netrc" not in _pairs(
+        argv, "--tmpfs"
+    )
+    i = argv.index(f"{H}/.netrc")
+    assert argv[i - 2 : i] == ["--ro-bind", "/x/empty"]  # a private file: an empty file
+    assert _pairs(argv, "--bind") == [f"{H}/proj"]
+    assert argv[argv.index("--chdir") + 1] == f"{H}/proj"
+    assert argv[argv.index("TMPDIR") + 1] == "/tmp"
+
+
+def test_a_mask_inside_the_writable_project_comes_after_its_bind():
+    plan = BoxPlan(
+        cwd="/p",
+        read_private=("/p/.env",),
+        write=("/p",),
+        write_protected=(),
+        tmpdir="/tmp",
+        private_files=("/p/.env",),
+    )
+    argv = render(plan, HOST, ["true"])
+    assert argv.index("--bind") < argv.index("/p/.env")
+
+
+def test_render_with_network_on_keeps_the_network():
+    plan = BoxPlan(
+        cwd="/p", read_private=(), write=(), write_protected=(), tmpdir="/tmp", network=True
+    )
+    assert "--unshare-net" not in render(plan, HOST, ["true"])
+
+
+PLAN = BoxPlan(
+    cwd=f"{H}/proj",
+    read_private=(f"{H}/.bashrc",),
+    write=(f"{H}/proj",),
+    write_protected=(),
+    tmpdir="/tmp",
+    private_files=(f"{H}/.bashrc",),
+)
+
+
+@pytest.mark.parametrize(
+    ("output", "said"),
+    [
+        ("bash: line 1: .git/hooks/x: Read-only file system", "writing .git/hooks/x"),
+        ("touch: cannot touch '/etc/x': Read-only file system", "writing /etc/x"),
+        ("OSError: [Errno 30] Read-only file system: '/opt/y'", "writing /opt/y"),
+        (f"bash: {H}/.bashrc: Permission denied", f"writing {H}/.bashrc"),
+        ("curl: (7) Failed to connect to 127.0.0.1 port 1: Couldn't connect", "the network"),
+        ("ssh: Could not resolve hostname github.com", "the network"),
+    ],
+)
+def test_refused_note_names_what_the_box_refused(output, said):
+    note = refused_note(output, PLAN)
+    assert note is not None and said in note and '"box": false' in note
+
+
+def test_refused_note_is_silent_for_ordinary_failures():
+    assert refused_note("AssertionError: 1 != 2\nbash: /x: Permission denied", PLAN) is None
+    assert "now removed" in (refused_note("", PLAN, (f"{H}/proj/.envrc",)) or "")
+
+
+def test_box_gate():
+    there = BoxStatus(True, Mechanism.BWRAP, "bwrap")
+    gone = BoxStatus(False, Mechanism.NONE, "bubblewrap is missing")
+    assert box_gate({"command": "x"}, there) is None
+    assert "bubblewrap is missing" in (box_gate({"command": "x"}, gone) or "")
+    assert "needs the network" in (
+        box_gate({"box": False, "reason": "needs the network"}, there) or ""
+    )
+
+
+@pytest.mark.parametrize(
+    ("box", "key"),
+    [
+        ("on", "box"),
+        ({"network": True}, "box.network"),
+        ({"read_allow": ["relative/path"]}, "box.read_allow"),
+        ({"write_allow": "~/x"}, "box.write_allow"),
+        ({"write_allow": ["~"]}, "box.write_allow"),
+    ],
+)
+def test_bad_box_config_names_the_key(box, key):
+    with pytest.raises(ConfigError, match=f"'{key}'"):
+        parse_config("/c.json", {"box": box})
+
+
+def test_good_box_config_and_tier():
+    cfg = parse_config(
+        "/c.json",
+        {
+            "box": {"network": "on", "write_allow": ["~/.cache/x"], "read_allow": []},
+            "approval": {"tiers": {"bash": "box"}},
+        },
+    )
+    assert cfg.box.network is True and cfg.box.read_allow == () and cfg.tiers["bash"] == "box"
+    assert parse_config("/c.json", {}).box == BoxConfig()
+
+
+def test_too_many_masks_coalesce_into_their_folders_never_the_project():
+    from omp_a2a_bridge.server.box.host import TooManySecrets, coalesce
+    from omp_a2a_bridge.server.box.policy import HostEntry
+
+    top = "/p"
+    many = [HostEntry(f"/p/many/d{i:03}/credentials", False) for i in range(600)]
+    few = [HostEntry("/p/.env", False), HostEntry("/p/src/key.pem", False)]
+    out = coalesce(many + few, top, 256)
+    assert {(m.path, m.is_dir) for m in out} == {
+        ("/p/many", True),  # 600 masks become one folder mask
+        ("/p/.env", False),  # the others stay as narrow as they were
+        ("/p/src/key.pem", False),
+    }
+    assert all(m.path != top for m in out)
+    # Under the limit nothing changes.
+    assert coalesce(few, top, 256) == few
+    # Secrets straight in the project beyond the limit: refused, not leaked.
+    flat = [HostEntry(f"/p/k{i}.pem", False) for i in range(300)]
+    try:
+        coalesce(flat, top, 256)
+    except TooManySecrets:
+        pass
+    else:
+        raise AssertionError("300 masks in the project's top must refuse the box")
