@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .box.plan import BoxStatus
 from .errors import BridgeError
 from .policy.rules import RuleSet
 
@@ -43,6 +44,21 @@ class UpstreamInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class BoxPlacement:
+    """Where a waiting ``bash`` call runs once approved: in the box, or outside it (the agent
+    asked with ``"box": false``, or this machine has no box). Outside is shown in the warning
+    colour by every UI; "Run outside the box" is offered only on a call that would run in it."""
+
+    inside: bool
+    why: str = ""  # outside: the agent's ``reason`` (raw agent text), or why there is no box
+    by_agent: bool = False  # the agent asked to run outside
+
+    @property
+    def can_run_outside(self) -> bool:
+        return self.inside
+
+
+@dataclass(frozen=True, slots=True)
 class PendingCall:
     """What an approver sees: immutable, safe to hand to another thread."""
 
@@ -59,6 +75,7 @@ class PendingCall:
     hidden: bool = False  # the agent's text carried bidi/invisible/control characters
     upstream: UpstreamInfo | None = None  # an upstream MCP server's tool: server, description…
     proposed_rule: str | None = None  # "Always allow calls like this": one rule per line
+    box: BoxPlacement | None = None  # bash only: in the box or outside it (present/boxview.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +135,4 @@ class Snapshot:
     servers: tuple[ServerView, ...] = ()  # upstream MCP servers (server.upstream.manager)
     rules: RuleSet = field(default_factory=RuleSet)
     grants: tuple[GrantView, ...] = ()
+    box: BoxStatus | None = None  # None until the probe has run (server.box.known)

@@ -31,6 +31,7 @@ from ..core.approvals import ApproverKind, Decision
 from ..errors import ControlError
 from ..present.watchtext import (
     NO_ALWAYS,
+    RUN_OUTSIDE_KEY,
     countdown_text,
     describe,
     describe_full,
@@ -43,6 +44,7 @@ ANSWERS = {
     "s": Decision.ALLOW_SESSION,
     "A": Decision.ALLOW_ALWAYS,
     "d": Decision.DENY,
+    RUN_OUTSIDE_KEY: Decision.RUN_OUTSIDE_BOX,  # offered on a bash call that would run in the box
 }
 PROMPT = (
     "[a]pprove / allow for [s]ession / [A]lways allow calls like this / [d]eny? ([f] full call) "
@@ -267,6 +269,8 @@ async def watch(
                         prompt()
                     continue
                 decision = ANSWERS.get(answer)
+                if decision == "run_outside_box" and not (p.get("box") or {}).get("inside"):
+                    decision = None  # not a call that would run in the box
                 if decision == "allow_always" and not p.get("proposed_rule"):
                     decision = None  # no rule can cover this call: approve it instead
                     screen.write(f"   {NO_ALWAYS}")

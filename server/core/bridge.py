@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import __version__
+from .. import __version__, box
 from ..control.controlfile import runtime_dir
 from ..infra.audit import AuditLog
 from ..infra.childenv import build_env
@@ -41,7 +41,7 @@ from ..policy.rulebook import RuleBook
 from ..policy.rules import RuleList, RuleSet
 from ..tools.base import Tool
 from ..tools.registry import ToolRegistry
-from ..types import GrantView, PendingCall, SessionView, Snapshot
+from ..types import DecisionError, GrantView, PendingCall, SessionView, Snapshot
 from ..vocab import Tier
 from .approvals import ApprovalBroker, Decision, Ending
 from .pipeline import CallHandle, CallPipeline, explain_call
@@ -117,6 +117,7 @@ class Bridge:
             on_change=self._pending_changed,
             max_pending=cfg.max_pending,
             max_pending_per_session=cfg.max_pending_per_session,
+            box_status=box.known,
         )
         self.rulebook = RuleBook(cfg.rules, cfg.path, self.policy.roots[0], self.set_rules)
         self.pipeline = CallPipeline(
@@ -361,6 +362,14 @@ class Bridge:
         Raises :class:`DecisionError` when there is no rule to save (the call always asks)
         or the edited rule is invalid; False when the call is no longer pending.
         """
+        if decision is Decision.RUN_OUTSIDE_BOX:
+            p = self.broker.get(call_id)
+            if p is None:
+                return False
+            if p.box is None or not p.box.inside:
+                raise DecisionError(
+                    "run_outside_box is only for a bash call that would run in the box"
+                )
         if decision is Decision.ALLOW_ALWAYS:
             p = self.broker.get(call_id)
             if p is None:
@@ -412,6 +421,15 @@ class Bridge:
         self.closing = True
         self.broker.end_where(Ending.SHUTDOWN)
         self._changed(now=True)
+
+    def probe_box(self) -> None:
+        """Find out once, in a worker (it starts ``bwrap``), whether this machine can box;
+        every UI hears the answer with the next snapshot (``Snapshot.box``)."""
+        if box.known() is not None:
+            return
+        assert self.loop is not None
+        probing = self.loop.run_in_executor(None, box.status)
+        probing.add_done_callback(lambda _: self._changed(now=True))
 
     def start_upstreams(self) -> None:
         """Connect the configured upstream MCP servers in the background (never blocks)."""
@@ -472,6 +490,7 @@ class Bridge:
             calls_total=self.calls_total,
             servers=self.upstreams.views() if self.upstreams is not None else (),
             rules=self.rules,
+            box=box.known(),
             grants=self.grants(),
         )
 

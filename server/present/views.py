@@ -9,6 +9,7 @@ from typing import Any
 from ..policy.proposals import savable
 from ..policy.rules import RuleSet
 from ..types import GrantView, PendingCall, ServerView, SessionView, Snapshot
+from .boxview import placement_json, status_json
 from .ids import sid_hash
 from .preview import call_hidden, escalation_json, full_display
 from .textsafe import render, safe, shorten
@@ -27,7 +28,7 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
     tool = shorten(p.tool, 80)
     escalation = escalation_json(p.escalation)
     upstream = _upstream_json(p)
-    hidden = call_hidden(p)  # the one decision every UI shows
+    hidden = call_hidden(p)  # the one decision every UI shows (the reason is an argument)
     return {
         "id": p.id,
         "sid": p.sid,  # the authenticated control API only; UIs show the hash
@@ -41,6 +42,7 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
         "preview": p.preview,
         "upstream": upstream,
         "proposed_rule": _proposal_json(p.proposed_rule),
+        "box": placement_json(p.box),  # bash: in the box or outside it (and the agent's why)
         "arrived": p.arrived,
         "deadline": p.deadline,
         "waiting_s": round(max(now - p.arrived, 0.0), 1),
@@ -125,6 +127,7 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
         "rules": snap.rules.to_json(),
         "rules_display": rules_display(snap.rules),
         "grants": [grant_json(g) for g in snap.grants],
+        "box": status_json(snap.box),
     }
 
 
