@@ -138,7 +138,8 @@ def cmd_approve(args: argparse.Namespace) -> int:
         else Decision.APPROVE
     )
     _decide(args.id, decision, rule=args.rule or None)
-    print(f"{args.id}: {decision.replace('_', ' ')}")
+    done = "approved to run outside the box" if decision is Decision.RUN_OUTSIDE_BOX else None
+    print(f"{args.id}: {done or decision.replace('_', ' ')}")
     return 0
 
 
