@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-from omp_a2a_bridge.server.control.peer import find_peer
+from omp_a2a_bridge.server.control.peer import client_socket_inode, diag_inode, find_peer
 
 from .control_helpers import Api, WsApprover
 from .helpers import in_thread, read_text, wait_for
@@ -139,3 +140,22 @@ def test_the_bridges_own_process_and_its_other_children_are_not_tools(ctl):
     per = (time.perf_counter() - started) / 5
     print(f"find_peer: {per * 1000:.1f} ms")
     assert per < 0.5
+
+
+def test_the_kernel_lookup_and_the_tcp_table_agree():
+    """sock_diag (one exact lookup) and /proc/net/tcp (the fallback) name the same socket."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen()
+        port = srv.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            conn, (peer_ip, peer_port) = srv.accept()
+            with conn:
+                inode = diag_inode((peer_ip, peer_port), ("127.0.0.1", port))
+                assert (
+                    inode
+                    == client_socket_inode(peer_port, port)
+                    == os.fstat(client.fileno()).st_ino
+                )
+                assert find_peer(peer_port, port, peer_ip=peer_ip).pid == os.getpid()
+        assert diag_inode(("127.0.0.1", peer_port), ("127.0.0.1", port)) in (0, None)

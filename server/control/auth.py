@@ -189,14 +189,17 @@ class ControlHandler(web.RequestHandler):
     async def check_peer(self) -> None:
         """Refuse a process the bridge started for a tool, or any of its descendants (boxed or
         not): a tool never approves its own calls, reads the token or changes a rule. Found in
-        a worker (a /proc scan), once per connection."""
+        a worker (sock_diag and a /proc scan), once per connection."""
         connection = self.request.connection
         peer = self.state.peers.get(connection) if connection is not None else None
         if peer is None:
             address = getattr(getattr(connection, "context", None), "address", None)
-            port = address[1] if isinstance(address, tuple) and len(address) >= 2 else 0
-            loop = asyncio.get_running_loop()
-            peer = await loop.run_in_executor(None, find_peer, port, self.state.port)
+            ok = isinstance(address, tuple) and len(address) >= 2
+            peer_ip, peer_port = (str(address[0]), int(address[1])) if ok else ("", 0)
+            loop = asyncio.get_running_loop()  # the listener is 127.0.0.1 (startup.prepare)
+            peer = await loop.run_in_executor(
+                None, find_peer, peer_port, self.state.port, None, peer_ip, "127.0.0.1"
+            )
             if connection is not None:
                 self.state.peers[connection] = peer
         if peer.refused:
