@@ -81,6 +81,8 @@ def diag_inode(peer: tuple[str, int], server: tuple[str, int]) -> int | None:
     """The inode of the client socket ``peer`` -> ``server`` from the kernel (sock_diag), 0
     when the kernel says there is none; None when it cannot say (no netlink, no inet_diag):
     the caller reads /proc."""
+    if sys.platform != "linux":  # netlink is Linux's (and mypy checks the other platforms)
+        return None
     try:
         src, dst = ipaddress.ip_address(peer[0]), ipaddress.ip_address(server[0])
     except ValueError:
