@@ -194,8 +194,9 @@ class ControlHandler(web.RequestHandler):
         peer = self.state.peers.get(connection) if connection is not None else None
         if peer is None:
             address = getattr(getattr(connection, "context", None), "address", None)
-            ok = isinstance(address, tuple) and len(address) >= 2
-            peer_ip, peer_port = (str(address[0]), int(address[1])) if ok else ("", 0)
+            peer_ip, peer_port = "", 0
+            if isinstance(address, tuple) and len(address) >= 2:
+                peer_ip, peer_port = str(address[0]), int(address[1])
             loop = asyncio.get_running_loop()  # the listener is 127.0.0.1 (startup.prepare)
             peer = await loop.run_in_executor(
                 None, find_peer, peer_port, self.state.port, None, peer_ip, "127.0.0.1"
