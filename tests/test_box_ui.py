@@ -98,3 +98,19 @@ def test_watch_shows_the_box_and_runs_a_call_outside_it_with_o(ctl):
         assert out[0].result["isError"]
     finally:
         w.close()
+
+
+def test_the_probe_says_why_there_is_no_box(monkeypatch, tmp_path):
+    """No bwrap anywhere: "not installed" and how to get it; a bwrap that fails: its error."""
+    from omp_a2a_bridge.server.box import probe
+
+    monkeypatch.setattr(probe, "BWRAP_PATHS", ())
+    monkeypatch.setenv("PATH", str(tmp_path))
+    missing = probe.probe()
+    assert not missing.available and "apt-get install bubblewrap" in missing.detail
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    broken = probe.probe()
+    assert not broken.available and "No permissions to create new namespace" in broken.detail
+    assert str(fake) in broken.detail

@@ -39,6 +39,10 @@ out = {
     "approve": call("POST", "/api/pending/" + sys.argv[2], {"decision": "approve"}),
     "config": call("GET", "/api/client-config"),
     "rule": call("POST", "/api/rules", {"list": "allow", "rule": "bash(*)"}),
+    "login": call("POST", "/api/login-code", {}),
+    "rotate": call("POST", "/api/token/rotate", {}),
+    "pause": call("POST", "/api/pause", {"paused": True}),
+    "events": call("GET", "/api/events"),
 }
 print("RESULT " + json.dumps(out))
 """
