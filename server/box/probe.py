@@ -62,10 +62,10 @@ def probe() -> BoxStatus:
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         return BoxStatus(False, Mechanism.NONE, f"{bwrap} could not start: {e}")
-    name = _first_line(version.stdout) or "bubblewrap"
+    name = _first_line(version.stdout).removeprefix("bubblewrap ") or "version unknown"
     if ran.returncode != 0:
         why = _first_line(ran.stderr) or f"exit {ran.returncode}"
-        return BoxStatus(False, Mechanism.NONE, f"{name} at {bwrap} does not work here: {why}")
+        return BoxStatus(False, Mechanism.NONE, f"bubblewrap {name} ({bwrap}) fails here: {why}")
     return BoxStatus(True, Mechanism.BWRAP, f"{name} ({bwrap}), user and network namespaces")
 
 

@@ -20,7 +20,7 @@ from omp_a2a_bridge.server.present.watchtext import describe
 from omp_a2a_bridge.server.types import BoxPlacement, PendingCall, Snapshot
 from omp_a2a_bridge.tray.menu import menu_model, pending_label, title
 
-BWRAP = BoxStatus(True, Mechanism.BWRAP, "bubblewrap 0.8.0 (/usr/bin/bwrap)")
+BWRAP = BoxStatus(True, Mechanism.BWRAP, "0.8.0 (/usr/bin/bwrap)")
 NONE = BoxStatus(False, Mechanism.NONE, "bubblewrap (bwrap) is not installed")
 NOW = 1_000_000.0
 
@@ -65,7 +65,7 @@ def test_status_views():
     off = status_json(NONE)
     assert not off["available"] and off["allows"] == "" and "bash asks" in off["text"]
     assert status_json(None)["text"] == "box: being checked"
-    assert status_text(BWRAP).startswith("box: bubblewrap, bubblewrap 0.8.0")
+    assert status_text(BWRAP).startswith("box: bubblewrap, 0.8.0 (/usr/bin/bwrap); reads")
 
 
 def _json(box: BoxPlacement | None) -> dict:
