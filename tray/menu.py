@@ -384,6 +384,8 @@ def notification_for(new: list[PendingCall], total: int, now: float | None = Non
         if esc is not None:
             why = f"{esc['category']}: {esc['path']}" if esc.get("category") else esc["text"]
             parts.append(f"why: {_shorten(why or '', 56)}")
+        if p.box is not None and not p.box.inside:
+            parts.append(f"⚠ {OUTSIDE_LABEL}")
         if p.deadline is not None:
             parts.append(countdown(p, now))
         if shows_arguments(p.tool):

@@ -18,7 +18,7 @@ from omp_a2a_bridge.server.present.boxview import (
 )
 from omp_a2a_bridge.server.present.watchtext import describe
 from omp_a2a_bridge.server.types import BoxPlacement, PendingCall, Snapshot
-from omp_a2a_bridge.tray.menu import menu_model, pending_label, title
+from omp_a2a_bridge.tray.menu import menu_model, notification_for, pending_label, title
 
 BWRAP = BoxStatus(True, Mechanism.BWRAP, "0.8.0 (/usr/bin/bwrap)")
 NONE = BoxStatus(False, Mechanism.NONE, "bubblewrap (bwrap) is not installed")
@@ -131,6 +131,9 @@ def test_tray_offers_run_outside_on_a_boxed_call_only():
     sub = next(i for i in items if i.text.startswith("Approve: ")).submenu
     assert "⚠ Runs outside the box: the agent asks because needs network" in [i.text for i in sub]
     assert pending_label(outside, NOW).endswith("· ⚠ outside the box")
+    note = notification_for([outside], 1, now=NOW)
+    assert note is not None and "⚠ outside the box" in note
+    assert "outside" not in (notification_for([_pending(BoxPlacement(True))], 1, now=NOW) or "")
     write = menu_model(_snap((_pending(None, "write"),), BWRAP), now=NOW)
     assert "run_outside_box" not in [a[2] for _, a in _decisions(write)]
 
