@@ -182,10 +182,22 @@ async function decide(id, decision, reason, rule) {
     if (reason) body.reason = reason;
     if (rule) body.rule = rule;
     await api("POST", `/api/pending/${encodeURIComponent(id)}`, body);
-    toast(decision === "deny" ? "Denied" : "Approved");
+    toast(decision === "deny" ? "Denied" : decision === "run_outside_box" ? "Approved to run outside the box" : "Approved");
   } catch (e) {
     toast(e.message);
   }
+}
+
+// Where a bash call runs: in the box, or outside it (warning colour, with the agent's reason).
+function boxLine(b) {
+  if (!b) return null;
+  if (b.inside) return el("p", { class: "box inside" }, "Runs in the box");
+  return el("p", { class: "box outside", role: "note" }, `⚠ Runs ${b.text}`);
+}
+
+function runOutside(p) {
+  if (!p.box || !p.box.can_run_outside) return [];
+  return [el("button", { type: "button", class: "outside", title: "Approve this one call to run without the sandbox", onclick: () => decide(p.id, "run_outside_box") }, "Run outside the box")];
 }
 
 function pendingCard(p) {
@@ -195,6 +207,8 @@ function pendingCard(p) {
     el("p", { class: "meta" }, el("span", { class: "who" }, metaText(p)), el("span", { class: "countdown" }, countdown(p))),
   );
   if (p.hidden) card.append(hiddenBadge());
+  const box = boxLine(p.box);
+  if (box) card.append(box);
   const why = escalationBox(p.escalation);
   if (why) card.append(why);
   card.append(...context(p));
@@ -206,6 +220,7 @@ function pendingCard(p) {
     el("button", { type: "button", class: "approve", onclick: () => decide(p.id, "approve") }, "Approve"),
     ...allowSession(p),
     ...alwaysAllow(p),
+    ...runOutside(p),
     reason,
     el("button", { type: "button", class: "deny", onclick: () => decide(p.id, "deny", reason.value.trim()) }, "Deny"),
   ));
@@ -379,6 +394,10 @@ function render() {
   if (!state) return;
   const s = state;
   $("status").textContent = `${s.paused ? "Paused" : "Running"} · ${s.counts.sessions} session(s) · ${s.counts.pending} waiting · ${s.calls_total} call(s)` + (s.warnings.length ? ` · ⚠ ${s.warnings.join("; ")}` : "");
+  if (s.box) {
+    $("box").textContent = s.box.text;
+    $("box").className = s.box.available ? "" : "nobox";
+  }
   $("pause").textContent = s.paused ? "Resume bridge" : "Pause bridge";
   $("pause").setAttribute("aria-pressed", String(s.paused));
   $("mcp-url").textContent = s.mcp_url;

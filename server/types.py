@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .box.plan import BoxStatus
 from .errors import BridgeError
 from .policy.rules import RuleSet
 
@@ -44,6 +45,21 @@ class UpstreamInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class BoxPlacement:
+    """Where a waiting ``bash`` call runs once approved: in the box, or outside it (the agent
+    asked with ``"box": false``, or this machine has no box). Outside is shown in the warning
+    colour by every UI; "Run outside the box" is offered only on a call that would run in it."""
+
+    inside: bool
+    why: str = ""  # outside: the agent's ``reason`` (raw agent text), or why there is no box
+    by_agent: bool = False  # the agent asked to run outside
+
+    @property
+    def can_run_outside(self) -> bool:
+        return self.inside
+
+
+@dataclass(frozen=True, slots=True)
 class PendingCall:
     """What an approver sees: immutable, safe to hand to another thread."""
 
@@ -67,6 +83,8 @@ class PendingCall:
     def grant_label(self) -> str | None:
         """The button's text ("Allow `git commit …` for this session"), or None."""
         return None if self.grant is None else self.grant.label
+
+    box: BoxPlacement | None = None  # bash only: in the box or outside it (present/boxview.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,3 +149,4 @@ class Snapshot:
     servers: tuple[ServerView, ...] = ()  # upstream MCP servers (server.upstream.manager)
     rules: RuleSet = field(default_factory=RuleSet)
     grants: tuple[GrantView, ...] = ()
+    box: BoxStatus | None = None  # None until the probe has run (server.box.known)

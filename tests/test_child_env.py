@@ -159,7 +159,7 @@ def test_env_and_printenv_show_only_safe_and_configured_variables(served):
     assert not r.result["isError"], r
     assert _leaks(r.text) == [], r.text
     names = _names(r.text)
-    extra = names - SAFE_NAMES - SHELL_OWN - set(PASSED) - {"FOO"}
+    extra = names - SAFE_NAMES - SHELL_OWN - set(PASSED) - {"FOO", "OMP_A2A_TOOL"}
     assert {n for n in extra if not n.startswith("LC_")} == set(), r.text
     assert "PATH" in names and "HOME" in names
     # What the config passes or sets is there, exactly as given.
@@ -254,6 +254,7 @@ def test_upstream_stdio_server_gets_the_safe_list_and_its_own_env_only(served):
     env = json.loads((served.state / "env.json").read_text())
     assert _leaks(json.dumps(env)) == [], env
     assert "PATH" in env and "HOME" in env
+    assert env.pop("OMP_A2A_TOOL") == "1"  # the marker the control API refuses
     assert not set(env) - SAFE_NAMES - {"PWD"} - {n for n in env if n.startswith("LC_")}, env
     # bash's additions are bash's: the upstream server does not get them.
     assert "GOPATH" not in env and "FOO" not in env
@@ -300,10 +301,12 @@ def test_build_env_allow_list_globs_and_exact_names():
         "GITHUB_USER": "u",
         "CARGO_HOME": "/c",
         "GH_TOKEN": "t3",  # listed exactly: the user's explicit choice
+        "OMP_A2A_TOOL": "1",  # a tool child: the control API refuses it (control/peer.py)
     }
     assert set(built.withheld) == {"GITHUB_TOKEN", "CARGO_REGISTRY_TOKEN", "DISPLAY", "HOLDS"}
     # Nothing configured: the safe list alone.
-    assert build_env(EnvSpec(), None, environ).env == {"PATH": "/bin", "HOME": "/h", "LC_TIME": "C"}
+    safe = {"PATH": "/bin", "HOME": "/h", "LC_TIME": "C", "OMP_A2A_TOOL": "1"}
+    assert build_env(EnvSpec(), None, environ).env == safe
     # ``set`` is explicit and wins, but never with the token in it.
     built = build_env(EnvSpec(set={"PATH": "/x", "LEAK": TOKEN}), TOKEN, environ)
     assert built.env["PATH"] == "/x" and "LEAK" not in built.env and built.withheld == ("LEAK",)

@@ -132,8 +132,9 @@ def test_approve_from_the_menu_reaches_the_bridge(tray, watcher):
     assert ["NeedsAttention"] in watcher.names("NewStatus")
     item = wait_for(lambda: watcher.find("Approve: bash — echo via-sni (claude-code,"))
     assert item["props"]["children-display"] == "submenu"
-    assert labels(item)[-4:-2] == ["Approve", "Allow `echo via-sni …` for this session"]
-    assert labels(item)[-2].startswith("Always allow: bash(") and labels(item)[-1] == "Deny"
+    assert labels(item)[-5:-3] == ["Approve", "Allow `echo via-sni …` for this session"]
+    assert labels(item)[-3].startswith("Always allow: bash(") and labels(item)[-1] == "Deny"
+    assert labels(item)[-2] == "Run outside the box"
     assert watcher.names("LayoutUpdated")  # the call arrived as a new layout revision
     watcher.click("Approve: bash — echo via-sni", "Approve")
     th.join(10)

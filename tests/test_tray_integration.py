@@ -152,10 +152,11 @@ def test_pending_call_appears_and_approve_runs_it(tray):
     c = tray.client("claude-code")
     th, out = in_thread(c.call, "bash", {"command": "echo via-tray"})
     item = tray.wait_item("Approve: bash — echo via-tray (claude-code,")
-    assert [i.text for i in item.submenu][-4:] == [
+    assert [i.text for i in item.submenu][-5:] == [
         "Approve",
         "Allow `echo via-tray …` for this session",
         "Always allow: bash(echo via-tray *)",
+        "Run outside the box",  # bash is prompt-tier here; approved, it runs in the box
         "Deny",
     ]
     # "Show full call…" opens the page at that call (the fragment survives the login redirect).

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 
 from omp_a2a_bridge.server.api import Decision, PendingCall, RuleList, Snapshot
+from omp_a2a_bridge.server.present.boxview import placement_json, status_text
 from omp_a2a_bridge.server.present.preview import (
     call_hidden,
     escalation_json,
@@ -122,6 +123,8 @@ def pending_label(p: PendingCall, now: float) -> str:
     head = f"{tool} — {detail}" if detail else tool
     when = ", ".join(x for x in (ago(now - p.arrived), deadline_text(p, now)) if x)
     label = f"{head} ({_shorten(p.client, 24)}, {when})"
+    if p.box is not None and not p.box.inside:
+        label += f" · ⚠ {OUTSIDE_LABEL}"
     return f"⚠ {HIDDEN_WARNING} · {label}" if call_hidden(p) else label
 
 
@@ -138,6 +141,10 @@ def call_context(p: PendingCall) -> tuple[str, ...]:
     lines += _argument_lines(p)
     if p.tool == "bash":
         lines.append(f"In: {pv.get('cwd') or '(first root)'}")
+    box = placement_json(p.box)
+    if box is not None:
+        text = _shorten(box["text"], 90)
+        lines.append(f"Box: {text}" if box["inside"] else f"⚠ Runs {text}")
     size = pv.get("size")
     if isinstance(size, dict) and "chars" in size:
         lines.append(f"Writes {size['chars']} characters, {size['lines']} lines")
@@ -187,6 +194,8 @@ def title(snap: Snapshot) -> str:
         parts.append(f"{len(snap.pending)} waiting for approval")
     if snap.paused:
         parts.append("paused")
+    if snap.box is not None:
+        parts.append(f"box: {snap.box.mechanism.value}" if snap.box.available else "no box")
     text = " · ".join(parts)
     return text.encode("latin-1", "replace").decode("latin-1")[:TITLE_MAX]
 
@@ -215,6 +224,7 @@ def menu_model(
     if servers is not None:
         items.append(servers)
     items.append(rules_menu(snap))
+    items.append(Item(_shorten(status_text(snap.box), 90), enabled=False))
     if snap.control_url:
         items.append(Item("Open approval page", (ActionKind.OPEN_PAGE,), default=True))
     items += bridge_items(snap, autostart)
@@ -234,6 +244,7 @@ def pending_items(snap: Snapshot, now: float) -> list[Item]:
             Item("Approve", (ActionKind.DECIDE, p.id, Decision.APPROVE)),
             *session_items(p),
             *always_allow_items(p.id, p.proposed_rule),
+            *run_outside_items(p),
             Item("Deny", (ActionKind.DECIDE, p.id, Decision.DENY)),
         )
         label = pending_label(p, now)
@@ -321,6 +332,17 @@ def servers_menu(snap: Snapshot) -> Item | None:
 RULE_MAX = 70
 
 
+OUTSIDE_LABEL = "outside the box"
+
+
+def run_outside_items(p: PendingCall) -> tuple[Item, ...]:
+    """ "Run outside the box" on a bash call that would run in it: approves this one call
+    to run without the sandbox (``Decision.RUN_OUTSIDE_BOX``)."""
+    if p.box is None or not p.box.can_run_outside:
+        return ()
+    return (Item("Run outside the box", (ActionKind.DECIDE, p.id, Decision.RUN_OUTSIDE_BOX)),)
+
+
 NO_ALWAYS = "Always allow: not offered (no rule can name exactly this call)"
 
 
@@ -391,6 +413,8 @@ def notification_for(new: list[PendingCall], total: int, now: float | None = Non
         if esc is not None:
             why = f"{esc['category']}: {esc['path']}" if esc.get("category") else esc["text"]
             parts.append(f"why: {_shorten(why or '', 56)}")
+        if p.box is not None and not p.box.inside:
+            parts.append(f"⚠ {OUTSIDE_LABEL}")
         if p.deadline is not None:
             parts.append(countdown(p, now))
         if shows_arguments(p.tool):

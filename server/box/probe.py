@@ -52,7 +52,8 @@ def _version(bwrap: str) -> str:
     return out.stdout.decode("ascii", "replace").strip() or "bwrap"
 
 
-def _probe() -> tuple[BoxStatus, BwrapHost | None]:
+def find_out() -> tuple[BoxStatus, BwrapHost | None]:
+    """Probe now, uncached (blocking): what :func:`probe` caches."""
     if not sys.platform.startswith("linux"):
         why = "no box on this system (macOS and Windows have no proven box yet)"
         return BoxStatus(False, Mechanism.NONE, why), None
@@ -67,7 +68,7 @@ def _probe() -> tuple[BoxStatus, BwrapHost | None]:
             detail = f"{_version(bwrap)}, user namespaces, no network"
             return BoxStatus(True, Mechanism.BWRAP, detail), host
     why = (done.stderr.decode("utf-8", "replace").strip() if done else "") or "did not start"
-    text = f"bubblewrap cannot make a box here ({why[:200]}): are user namespaces disabled?"
+    text = f"bubblewrap ({bwrap}) cannot make a box here ({why[:200]}): are user namespaces off?"
     return BoxStatus(False, Mechanism.NONE, text), None
 
 
@@ -76,7 +77,7 @@ def probe() -> BoxStatus:
     global _result
     with _lock:
         if _result is None:
-            _result = _probe()
+            _result = find_out()
         elif _result[1] is not None and not os.path.exists(_result[1].empty_file):
             host = _result[1]  # a /tmp cleaner took the mask file: make another
             _result = (_result[0], BwrapHost(host.bwrap, _empty_file(), host.disable_userns))
@@ -89,6 +90,13 @@ def status() -> BoxStatus:
     if result is None:
         return BoxStatus(False, Mechanism.NONE, "the box was not checked yet")
     return result[0]
+
+
+def known() -> BoxStatus | None:
+    """The cached answer, or None before the probe ran (snapshots built on the event loop
+    carry it; the first one after the probe says it)."""
+    result = _result
+    return None if result is None else result[0]
 
 
 def host() -> BwrapHost | None:

@@ -45,6 +45,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     approvers = ", ".join(safe(a) for a in s["approvers"])
     print(f"  approvers: {approvers or 'none (prompt-tier calls are refused)'}")
     print(f"  token stored in: {s['token_source']}")
+    box = s.get("box")
+    if isinstance(box, dict):
+        print(f"  {safe(box.get('text', ''))}")
     servers = s.get("servers") or []
     if servers:
         ready = sum(1 for x in servers if x["state"] == "ready")
@@ -126,14 +129,17 @@ def _decide(call_id: str, decision: Decision, reason: str | None = None, rule: s
 
 def cmd_approve(args: argparse.Namespace) -> int:
     decision = (
-        Decision.ALLOW_ALWAYS
+        Decision.RUN_OUTSIDE_BOX
+        if getattr(args, "outside_box", False)
+        else Decision.ALLOW_ALWAYS
         if args.always or args.rule
         else Decision.ALLOW_SESSION
         if args.session
         else Decision.APPROVE
     )
     _decide(args.id, decision, rule=args.rule or None)
-    print(f"{args.id}: {decision.replace('_', ' ')}")
+    done = "approved to run outside the box" if decision is Decision.RUN_OUTSIDE_BOX else None
+    print(f"{args.id}: {done or decision.replace('_', ' ')}")
     return 0
 
 
@@ -211,6 +217,11 @@ def add_remote_parsers(sub: argparse._SubParsersAction) -> None:
         "--always", action="store_true", help="and always allow calls like this (saves a rule)"
     )
     g.add_argument("--rule", help="and always allow: save this rule instead of the proposal")
+    g.add_argument(
+        "--outside-box",
+        action="store_true",
+        help="bash: run this one call outside the box (no sandbox)",
+    )
     ap.set_defaults(func=cmd_approve)
     dn = sub.add_parser("deny", help="deny a pending call")
     dn.add_argument("id")

@@ -31,6 +31,7 @@ from ..errors import ControlError
 from ..present.watchtext import (
     NO_ALWAYS,
     NO_SESSION,
+    RUN_OUTSIDE_KEY,
     countdown_text,
     describe,
     describe_full,
@@ -44,6 +45,7 @@ ANSWERS = {
     "s": Decision.ALLOW_SESSION,
     "A": Decision.ALLOW_ALWAYS,
     "d": Decision.DENY,
+    RUN_OUTSIDE_KEY: Decision.RUN_OUTSIDE_BOX,  # offered on a bash call that would run in the box
 }
 PROMPT = (
     "[a]pprove / allow for [s]ession / [A]lways allow calls like this / [d]eny? ([f] full call) "
@@ -292,6 +294,8 @@ class Watcher:
             await self.on_decision(p, ANSWERS.get(line.strip()))
 
     async def on_decision(self, p: dict[str, Any], decision: Decision | None) -> None:
+        if decision is Decision.RUN_OUTSIDE_BOX and not (p.get("box") or {}).get("inside"):
+            decision = None  # not a call that would run in the box
         if decision is Decision.ALLOW_ALWAYS and not p.get("proposed_rule"):
             decision = None  # no rule can cover this call: approve it instead
             self.screen.write(f"   {NO_ALWAYS}")

@@ -20,12 +20,14 @@ import os
 import re
 import secrets
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from tornado import web
 
 from ..mcp.protocol import bearer_token, host_name, is_loopback_name
 from .controlfile import runtime_dir
+from .peer import Peer, find_peer
 
 if TYPE_CHECKING:
     from ..api import BridgeApi
@@ -63,6 +65,9 @@ class ControlState:
         self.page_sessions: dict[str, str] = {}  # cookie value -> CSRF token
         self.login_codes: dict[str, float] = {}  # one-time code -> expiry (monotonic)
         self.login_files: dict[str, str] = {}  # code -> the login page file holding it
+        # Who is at the other end of each open connection (server.control.peer): found once
+        # per connection, kept while it lives (keep-alive requests, the events socket).
+        self.peers: weakref.WeakKeyDictionary[object, Peer] = weakref.WeakKeyDictionary()
 
     def new_login_code(self) -> str:
         """A one-time login code, valid for ``LOGIN_CODE_TTL_S``; at most a few outstanding."""
@@ -181,8 +186,30 @@ class ControlHandler(web.RequestHandler):
             if not hmac.compare_digest(sent.encode(), csrf.encode()):
                 raise Refused(403, "missing or wrong CSRF token")
 
-    def prepare(self) -> None:
+    async def check_peer(self) -> None:
+        """Refuse a process the bridge started for a tool, or any of its descendants (boxed or
+        not): a tool never approves its own calls, reads the token or changes a rule. Found in
+        a worker (sock_diag and a /proc scan), once per connection."""
+        connection = self.request.connection
+        peer = self.state.peers.get(connection) if connection is not None else None
+        if peer is None:
+            address = getattr(getattr(connection, "context", None), "address", None)
+            peer_ip, peer_port = "", 0
+            if isinstance(address, tuple) and len(address) >= 2:
+                peer_ip, peer_port = str(address[0]), int(address[1])
+            loop = asyncio.get_running_loop()  # the listener is 127.0.0.1 (startup.prepare)
+            peer = await loop.run_in_executor(
+                None, find_peer, peer_port, self.state.port, None, peer_ip, "127.0.0.1"
+            )
+            if connection is not None:
+                self.state.peers[connection] = peer
+        if peer.refused:
+            log.warning("control API: refused a request from a tool's process (%s)", peer.pid)
+            raise Refused(403, peer.why())
+
+    async def prepare(self) -> None:
         self.check_request()
+        await self.check_peer()
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]

@@ -54,10 +54,11 @@ class LoginHandler(ControlHandler):
 
     page = True
 
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
         # The login page file is a file:// page, whose form posts with ``Origin: null``.
         # Harmless here: without a fresh one-time code the POST logs nobody in.
         self.check_request(auth=False, null_origin=self.request.method == "POST")
+        await self.check_peer()  # a tool that read a login page file from the runtime dir
 
     def _log_in(self, code: str) -> None:
         if not code or not self.state.use_login_code(code):
@@ -123,7 +124,7 @@ class PageHandler(ControlHandler):
 class AssetHandler(ControlHandler):
     TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
         self.check_request(auth=False)  # static, public code: no secrets in it
 
     def get(self, name: str) -> None:
@@ -154,6 +155,6 @@ def control_app(state: ControlState) -> web.Application:
 
 
 class NotFoundHandler(ControlHandler):
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
         self.check_request()
         raise Refused(404, "not found")

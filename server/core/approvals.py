@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from ..policy.grants import Grant
     from ..policy.paths import Escalation
 
+from ..box.plan import BoxStatus
 from ..policy.proposals import savable
+from ..present.boxview import placement
 from ..present.preview import build_preview, summary_of
 from ..present.textsafe import hidden_in
 from ..types import PendingCall, UpstreamInfo
@@ -72,8 +74,10 @@ class ApprovalBroker:
         on_change: Callable[[], None] = lambda: None,
         max_pending: int = 32,
         max_pending_per_session: int = 8,
+        box_status: Callable[[], BoxStatus | None] = lambda: None,
     ) -> None:
         self._on_change = on_change
+        self._box_status = box_status  # where a bash call will run (never blocks)
         # Bounds on what one agent (or all of them) can make the bridge hold in memory and
         # republish to every approver; past them a call is refused at once.
         self.max_pending = max_pending
@@ -156,6 +160,7 @@ class ApprovalBroker:
             # shows still warns (the client, escalation and upstream text: preview.call_hidden).
             hidden=summary.hidden or bool(preview.get("hidden")) or hidden_in(arguments),
             upstream=upstream,
+            box=placement(tool, arguments, self._box_status()),
             # Whatever proposed it, a rule that may not be saved is never offered to any UI.
             proposed_rule=proposed_rule
             if proposed_rule and savable(proposed_rule) is None

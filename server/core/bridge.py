@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import __version__
+from .. import __version__, box
 from ..control.controlfile import runtime_dir
 from ..infra.audit import AuditLog
 from ..infra.childenv import build_env
@@ -147,6 +147,7 @@ class Bridge:
             on_change=self._pending_changed,
             max_pending=cfg.max_pending,
             max_pending_per_session=cfg.max_pending_per_session,
+            box_status=box.known,
         )
         self.rulebook = RuleBook(cfg.rules, cfg.path, self.policy.roots[0], self.set_rules)
         self.inflight = InFlight(self.broker)  # the held calls and every way one ends early
@@ -416,6 +417,14 @@ class Bridge:
                 return False
             if p.grant is None:
                 raise DecisionError(NO_GRANT)
+        if decision is Decision.RUN_OUTSIDE_BOX:
+            p = self.broker.get(call_id)
+            if p is None:
+                return False
+            if p.box is None or not p.box.inside:
+                raise DecisionError(
+                    "run_outside_box is only for a bash call that would run in the box"
+                )
         if decision is Decision.ALLOW_ALWAYS:
             p = self.broker.get(call_id)
             if p is None:
@@ -468,6 +477,15 @@ class Bridge:
         self.closing = True
         self.broker.end_where(Ending.SHUTDOWN)
         self._changed(now=True)
+
+    def probe_box(self) -> None:
+        """Find out once, in a worker (it starts ``bwrap``), whether this machine can box;
+        every UI hears the answer with the next snapshot (``Snapshot.box``)."""
+        if box.known() is not None:
+            return
+        assert self.loop is not None
+        probing = self.loop.run_in_executor(None, box.check)
+        probing.add_done_callback(lambda _: self._changed(now=True))
 
     def start_upstreams(self) -> None:
         """Connect the configured upstream MCP servers in the background (never blocks)."""
@@ -526,6 +544,7 @@ class Bridge:
             calls_total=self.calls_total,
             servers=self.upstreams.views() if self.upstreams is not None else (),
             rules=self.rules,
+            box=box.known(),
             grants=self.grants(),
         )
 

@@ -153,6 +153,7 @@ class BridgeRunner:
             )
             control_server.add_sockets(prepared.control_sockets)
         bridge.start_upstreams()
+        bridge.probe_box()
         self._ready.set()
         await self._stop_event.wait()
 

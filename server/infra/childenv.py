@@ -86,6 +86,12 @@ def _key(name: str) -> str:
     return name.upper() if sys.platform == "win32" else name
 
 
+# In every tool child's environment (bash and its supervisor, stdio upstream servers): the
+# control API refuses a peer with this in its own or an ancestor's /proc/PID/environ, so no
+# tool approves its own calls (server/control/peer.py). Nothing the config says removes it.
+TOOL_MARKER = "OMP_A2A_TOOL"
+
+
 def is_bridge_name(name: str) -> bool:
     return name.upper().startswith(BRIDGE_PREFIX)
 
@@ -188,6 +194,7 @@ def build_env(
         for name in [n for n, v in env.items() if secret in v]:
             del env[name]
             withheld.append(name)
+    env[TOOL_MARKER] = "1"
     return ChildEnv(env, tuple(sorted(set(withheld))))
 
 

@@ -12,6 +12,7 @@ from ..policy.proposals import savable
 from ..policy.rules import RuleList, RuleSet, Verdict
 from ..types import GrantView, PendingCall, ServerView, SessionView, Snapshot
 from ..vocab import Ground, Ruling, Tier
+from .boxview import placement_json, status_json
 from .ids import sid_hash
 from .preview import call_hidden, escalation_json, full_display
 from .textsafe import render, safe, shorten
@@ -30,7 +31,7 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
     tool = shorten(p.tool, 80)
     escalation = escalation_json(p.escalation)
     upstream = _upstream_json(p)
-    hidden = call_hidden(p)  # the one decision every UI shows
+    hidden = call_hidden(p)  # the one decision every UI shows (the reason is an argument)
     return {
         "id": p.id,
         "sid": p.sid,  # the authenticated control API only; UIs show the hash
@@ -46,6 +47,7 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
         "proposed_rule": _proposal_json(p.proposed_rule),
         # "Allow … for this session", naming its scope; null: not offered for this call.
         "session_grant": _grant_label(p),
+        "box": placement_json(p.box),  # bash: in the box or outside it (and the agent's why)
         "arrived": p.arrived,
         "deadline": p.deadline,
         "waiting_s": round(max(now - p.arrived, 0.0), 1),
@@ -136,6 +138,7 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
         "rules": snap.rules.to_json(),
         "rules_display": rules_display(snap.rules),
         "grants": [grant_json(g) for g in snap.grants],
+        "box": status_json(snap.box),
     }
 
 

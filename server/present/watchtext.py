@@ -52,6 +52,7 @@ def describe(p: dict[str, Any], now: float | None = None) -> str:
     lines = [head + (f", {left}" if left else "")]
     if p.get("hidden"):
         lines.append(f"   ⚠ {HIDDEN_WARNING} (shown escaped, e.g. \\u202e)")
+    lines += box_lines(p.get("box"))
     esc = p.get("escalation")
     if isinstance(esc, dict):
         if esc.get("category"):
@@ -105,6 +106,19 @@ def describe(p: dict[str, Any], now: float | None = None) -> str:
 
 
 NO_SESSION = '(no "Allow for this session" for this call: no grant as narrow as the call applies)'
+RUN_OUTSIDE_KEY = "o"
+
+
+def box_lines(box: Any) -> list[str]:
+    """Where a bash call runs: in the box (and the key that runs it outside instead), or a
+    warning line when it would run outside the box, with the agent's reason."""
+    if not isinstance(box, dict):
+        return []
+    if box.get("inside"):
+        return [f"   runs in the box ([{RUN_OUTSIDE_KEY}] runs it outside the box instead)"]
+    return [f"   ⚠ runs {safe_line(box.get('text') or 'outside the box')}"]
+
+
 NO_ALWAYS = '(no "Always allow" for this call: no rule can name exactly this call)'
 
 
