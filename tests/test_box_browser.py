@@ -16,7 +16,9 @@ pytestmark = pytest.mark.usefixtures("browser")
 def test_the_page_shows_the_box_and_runs_a_call_outside_it(start_bridge, browser):  # noqa: F811
     from selenium.webdriver.common.by import By
 
-    running = start_bridge({"approval": {"timeout_s": 30}}, control=True)
+    # bash at prompt, so a human sees the call (at its default tier, the box, it runs unasked)
+    approval = {"timeout_s": 30, "tiers": {"bash": "prompt"}}
+    running = start_bridge({"approval": approval}, control=True)
     wait_for(lambda: running.runner.snapshot().box is not None)
     status = box.check()
     browser.get(running.runner.login_url())
