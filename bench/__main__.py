@@ -226,6 +226,12 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([fmt_row(header, widths), sep, *(fmt_row(r, widths) for r in rows)])
 
 
+def box_section() -> list[str]:
+    from .box import section
+
+    return section()
+
+
 def bench_tools() -> list[str]:
     """The tool rows (bench/tools.py) against their own bridge with every tool at allow tier."""
     from bench.tools import tools_section
@@ -254,16 +260,17 @@ def main() -> int:
     ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument(
         "--only",
-        choices=("all", "servers", "tools"),
+        choices=("all", "servers", "tools", "box"),
         default="all",
-        help="servers: the MCP throughput tables; tools: grep/find/read/ls vs native programs",
+        help="servers: the MCP throughput tables; tools: grep/find/read/ls vs native programs; "
+        "box: the box's cost per bash call and the prompts it avoids",
     )
     args = ap.parse_args()
     # `timeout` or Ctrl-C: still stop the three servers (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
-    if args.only == "tools":
-        text = "\n".join(bench_tools())
+    if args.only in ("tools", "box"):
+        text = "\n".join(bench_tools() if args.only == "tools" else box_section())
         print(text)
         if args.markdown:
             with open(args.markdown, "w") as f:
@@ -445,7 +452,7 @@ def main() -> int:
         f"floor start: {floor.startup_s * 1000:.0f} ms.",
     ]
     if args.only == "all":
-        out += ["", *bench_tools()]
+        out += ["", *bench_tools(), "", *box_section()]
     text = "\n".join(out)
     print(text)
     if args.markdown:

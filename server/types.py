@@ -13,10 +13,27 @@ from typing import TYPE_CHECKING, Any
 from .box.plan import BoxStatus
 from .errors import BridgeError
 from .policy.rules import RuleSet
+from .vocab import Decision
 
 if TYPE_CHECKING:
     from .policy.grants import Grant
     from .policy.paths import Escalation
+
+
+@dataclass(frozen=True, slots=True)
+class HumanDecision:
+    """One human decision on one waiting call: what every front end (tray, page, ``watch``,
+    the CLI) hands the core, as one record from the API down to the approval broker.
+
+    ``rule``: for "Always allow", the rule to save (the proposal, possibly edited); ``approver``:
+    who decided (``ApproverKind`` for the bridge's own UIs), for the audit.
+    """
+
+    call_id: str
+    decision: Decision
+    reason: str | None = None
+    approver: str | None = None
+    rule: str | None = None
 
 
 class DecisionError(BridgeError, ValueError):

@@ -26,7 +26,7 @@ from ..policy.proposals import savable
 from ..present.boxview import placement
 from ..present.preview import build_preview, summary_of
 from ..present.textsafe import hidden_in
-from ..types import PendingCall, UpstreamInfo
+from ..types import HumanDecision, PendingCall, UpstreamInfo
 
 # Defined with the other vocabularies; re-exported here, where the core always imported them.
 from ..vocab import ApproverKind as ApproverKind
@@ -181,21 +181,15 @@ class ApprovalBroker:
             if self._pending.pop(call.id, None) is not None:
                 self._on_change()
 
-    def decide(
-        self,
-        call_id: str,
-        decision: Decision,
-        reason: str | None = None,
-        approver: str | None = None,
-        rule: str | None = None,
-    ) -> bool:
+    def decide(self, d: HumanDecision) -> bool:
         """Apply a human decision; False when the call is no longer pending."""
-        entry = self._pending.get(call_id)
+        entry = self._pending.get(d.call_id)
         if entry is None or entry[1].done():
             return False
-        ending = Ending.DENIED if decision is Decision.DENY else Ending.APPROVED
-        reason = reason.strip() if isinstance(reason, str) and reason.strip() else None
-        entry[1].set_result(WaitResult(ending, decision, reason, approver=approver, rule=rule))
+        ending = Ending.DENIED if d.decision is Decision.DENY else Ending.APPROVED
+        reason = d.reason.strip() if isinstance(d.reason, str) and d.reason.strip() else None
+        result = WaitResult(ending, d.decision, reason, approver=d.approver, rule=d.rule)
+        entry[1].set_result(result)
         return True
 
     def end(self, call_id: str, ending: Ending) -> bool:

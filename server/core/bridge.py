@@ -18,7 +18,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import __version__, box
@@ -50,7 +50,7 @@ from ..policy.rulebook import RuleBook
 from ..policy.rules import RuleList, RuleSet
 from ..tools.base import Tool, ToolContext, ToolError, ToolResult
 from ..tools.registry import ToolRegistry
-from ..types import DecisionError, GrantView, PendingCall, SessionView, Snapshot
+from ..types import DecisionError, GrantView, HumanDecision, PendingCall, SessionView, Snapshot
 from ..vocab import Tier
 from .approvals import ApprovalBroker, Decision, Ending
 from .inflight import CallHandle, InFlight
@@ -398,19 +398,13 @@ class Bridge:
 
     # -- control (called on the bridge thread by the runner) ------------------------------------
 
-    def decide(
-        self,
-        call_id: str,
-        decision: Decision,
-        reason: str | None = None,
-        approver: str | None = None,
-        rule: str | None = None,
-    ) -> bool:
+    def decide(self, d: HumanDecision) -> bool:
         """Apply a human decision; "Always allow" saves ``rule`` (edited) or the proposal.
 
         Raises :class:`DecisionError` when there is no rule to save (the call always asks)
         or the edited rule is invalid; False when the call is no longer pending.
         """
+        call_id, decision = d.call_id, d.decision
         if decision is Decision.ALLOW_SESSION:
             p = self.broker.get(call_id)
             if p is None:
@@ -429,8 +423,8 @@ class Bridge:
             p = self.broker.get(call_id)
             if p is None:
                 return False
-            rule = self.rulebook.rule_to_save(p, rule)
-        return self.broker.decide(call_id, decision, reason, approver=approver, rule=rule)
+            d = replace(d, rule=self.rulebook.rule_to_save(p, d.rule))
+        return self.broker.decide(d)
 
     # -- rules and grants (on the bridge thread; file writes happen in a worker) ----------------
 

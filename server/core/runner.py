@@ -31,7 +31,7 @@ from ..policy.judge import Judgement
 from ..policy.rules import RuleError, RuleList, RuleSet, edit_raw_rules
 from ..present import clientconfig
 from ..present.views import audit_call_json
-from ..types import GrantView, PendingCall, ServerView, Snapshot
+from ..types import GrantView, HumanDecision, PendingCall, ServerView, Snapshot
 from .approvals import ApproverKind, Decision
 from .bridge import Bridge
 from .startup import Prepared, RunnerOptions, bind, prepare, url_for
@@ -249,8 +249,8 @@ class BridgeRunner:
         rule: str | None = None,
     ) -> bool:
         bridge = self._bridge()
-        d = Decision(decision)
-        return self.call(lambda: bridge.decide(call_id, d, reason, approver, rule))
+        d = HumanDecision(call_id, Decision(decision), reason, approver, rule)
+        return self.call(lambda: bridge.decide(d))
 
     def pending_call(self, call_id: str) -> PendingCall | None:
         bridge = self._bridge()

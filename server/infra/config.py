@@ -304,36 +304,8 @@ def parse_config(path: str, raw: Any) -> Config:
     added, removed = _protected(path, raw.get("protected"))
     private_allow = _private(path, raw.get("private"))
 
-    approval = raw.get("approval", {})
-    if not isinstance(approval, dict):
-        raise _fail(path, "approval", "an object")
-    tiers = approval.get("tiers", {})
-    if not isinstance(tiers, dict) or not all(
-        isinstance(k, str) and v in TIERS for k, v in tiers.items()
-    ):
-        raise _fail(path, "approval.tiers", "an object mapping tool names to allow|box|prompt|deny")
-    default_tier = approval.get("default_tier", "prompt")
-    if default_tier not in TIERS:
-        raise _fail(path, "approval.default_tier", "one of 'allow', 'box', 'prompt', 'deny'")
-    timeout_s = approval.get("timeout_s", 55)
-    if not _is_number(timeout_s) or timeout_s < 0:
-        raise _fail(path, "approval.timeout_s", "a number >= 0 (0 = wait forever)")
-    max_pending = approval.get("max_pending", 32)
-    if not _is_int(max_pending) or not 1 <= max_pending <= 10000:
-        raise _fail(path, "approval.max_pending", "an integer in [1, 10000]")
-    max_per_session = approval.get("max_pending_per_session", 8)
-    if not _is_int(max_per_session) or not 1 <= max_per_session <= 10000:
-        raise _fail(path, "approval.max_pending_per_session", "an integer in [1, 10000]")
-
-    audit = raw.get("audit", {})
-    if not isinstance(audit, dict):
-        raise _fail(path, "audit", "an object")
-    max_bytes = audit.get("max_bytes", 10 * 1024 * 1024)
-    if not _is_int(max_bytes) or max_bytes < 4096:
-        raise _fail(path, "audit.max_bytes", "an integer >= 4096")
-    keep = audit.get("keep", 5)
-    if not _is_int(keep) or not 1 <= keep <= 100:
-        raise _fail(path, "audit.keep", "an integer in [1, 100]")
+    tiers, default_tier, timeout_s, max_pending, max_per_session = _approval(path, raw)
+    max_bytes, keep = _audit_settings(path, raw)
 
     try:
         mcp_servers = parse_mcp_servers(raw.get("mcp_servers"))
@@ -354,9 +326,9 @@ def parse_config(path: str, raw: Any) -> Config:
         sensitive_paths=tuple(sensitive) + added,
         protected_remove=removed,
         private_allow=private_allow,
-        tiers={k: Tier(v) for k, v in tiers.items()},
-        default_tier=Tier(default_tier),
-        approval_timeout_s=float(timeout_s),
+        tiers=tiers,
+        default_tier=default_tier,
+        approval_timeout_s=timeout_s,
         max_pending=max_pending,
         max_pending_per_session=max_per_session,
         audit_max_bytes=max_bytes,
@@ -368,6 +340,46 @@ def parse_config(path: str, raw: Any) -> Config:
         box=_box(path, raw.get("box")),
         raw=raw,
     )
+
+
+def _approval(path: str, raw: dict[str, Any]) -> tuple[dict[str, Tier], Tier, float, int, int]:
+    """The ``approval`` object: tiers, the default tier, the timeout and the pending caps."""
+    approval = raw.get("approval", {})
+    if not isinstance(approval, dict):
+        raise _fail(path, "approval", "an object")
+    tiers = approval.get("tiers", {})
+    if not isinstance(tiers, dict) or not all(
+        isinstance(k, str) and v in TIERS for k, v in tiers.items()
+    ):
+        raise _fail(path, "approval.tiers", "an object mapping tool names to allow|box|prompt|deny")
+    default_tier = approval.get("default_tier", "prompt")
+    if default_tier not in TIERS:
+        raise _fail(path, "approval.default_tier", "one of 'allow', 'box', 'prompt', 'deny'")
+    timeout_s = approval.get("timeout_s", 55)
+    if not _is_number(timeout_s) or timeout_s < 0:
+        raise _fail(path, "approval.timeout_s", "a number >= 0 (0 = wait forever)")
+    max_pending = approval.get("max_pending", 32)
+    if not _is_int(max_pending) or not 1 <= max_pending <= 10000:
+        raise _fail(path, "approval.max_pending", "an integer in [1, 10000]")
+    max_per_session = approval.get("max_pending_per_session", 8)
+    if not _is_int(max_per_session) or not 1 <= max_per_session <= 10000:
+        raise _fail(path, "approval.max_pending_per_session", "an integer in [1, 10000]")
+    typed = {k: Tier(v) for k, v in tiers.items()}
+    return typed, Tier(default_tier), float(timeout_s), max_pending, max_per_session
+
+
+def _audit_settings(path: str, raw: dict[str, Any]) -> tuple[int, int]:
+    """The ``audit`` object: the size at which the log rotates and how many files it keeps."""
+    audit = raw.get("audit", {})
+    if not isinstance(audit, dict):
+        raise _fail(path, "audit", "an object")
+    max_bytes = audit.get("max_bytes", 10 * 1024 * 1024)
+    if not _is_int(max_bytes) or max_bytes < 4096:
+        raise _fail(path, "audit.max_bytes", "an integer >= 4096")
+    keep = audit.get("keep", 5)
+    if not _is_int(keep) or not 1 <= keep <= 100:
+        raise _fail(path, "audit.keep", "an integer in [1, 100]")
+    return max_bytes, keep
 
 
 def config_rules(path: str, raw: Any, roots: tuple[str, ...]) -> RuleSet:

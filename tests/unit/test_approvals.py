@@ -17,6 +17,7 @@ from omp_a2a_bridge.server.core.approvals import (
     PendingCall,
     WaitResult,
 )
+from omp_a2a_bridge.server.types import HumanDecision
 
 
 class JumpLoop(asyncio.SelectorEventLoop):
@@ -79,12 +80,12 @@ def test_a_pending_call_carries_what_the_approver_sees_and_approve_ends_it():
         assert p.summary == "bash: echo hi"
         assert p.deadline is not None and p.deadline - p.arrived == pytest.approx(30)
         assert p.proposed_rule == "bash(echo *)" and p.hidden is False
-        assert b.decide(p.id, Decision.APPROVE, approver="tray") is True
+        assert b.decide(HumanDecision(p.id, Decision.APPROVE, approver="tray")) is True
         verdict = await t
         assert verdict == WaitResult(Ending.APPROVED, Decision.APPROVE, approver="tray")
         assert b.pending() == [] and b.get(p.id) is None
         assert b.changes == [1, 0]  # one change when it arrived, one when it left
-        assert b.decide(p.id, Decision.DENY) is False  # no longer pending
+        assert b.decide(HumanDecision(p.id, Decision.DENY)) is False  # no longer pending
 
     run(body)
 
@@ -98,7 +99,7 @@ def test_deny_keeps_a_stripped_reason_only(reason, kept):
         t = wait(b)
         await settle()
         [p] = b.pending()
-        assert b.decide(p.id, Decision.DENY, reason=reason) is True
+        assert b.decide(HumanDecision(p.id, Decision.DENY, reason=reason)) is True
         v = await t
         assert (v.ending, v.decision, v.reason) == (Ending.DENIED, Decision.DENY, kept)
 
@@ -112,7 +113,7 @@ def test_every_approving_decision_runs_and_carries_its_rule():
             t = wait(b)
             await settle()
             [p] = b.pending()
-            b.decide(p.id, decision, rule="bash(echo *)")
+            b.decide(HumanDecision(p.id, decision, rule="bash(echo *)"))
             v = await t
             assert (v.ending, v.decision, v.rule) == (Ending.APPROVED, decision, "bash(echo *)")
 
@@ -145,7 +146,7 @@ def test_timeout_zero_arms_no_timer_at_all():
         await asyncio.sleep(0.01)  # the loop runs every timer due by its (jumped) clock
         await settle()
         assert not t.done() and b.pending() == [p]
-        b.decide(p.id, Decision.APPROVE)
+        b.decide(HumanDecision(p.id, Decision.APPROVE))
         assert (await t).ending is Ending.APPROVED
 
     run(body)
@@ -177,7 +178,7 @@ def test_decide_after_an_ending_is_refused():
         await settle()
         [p] = b.pending()
         b.end(p.id, Ending.PAUSED)
-        assert b.decide(p.id, Decision.APPROVE) is False  # already ended, before it left
+        assert b.decide(HumanDecision(p.id, Decision.APPROVE)) is False  # ended before it left
         assert (await t).ending is Ending.PAUSED
 
     run(body)

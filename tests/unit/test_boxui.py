@@ -17,7 +17,7 @@ from omp_a2a_bridge.server.present.boxview import (
     status_text,
 )
 from omp_a2a_bridge.server.present.watchtext import describe
-from omp_a2a_bridge.server.types import BoxPlacement, PendingCall, Snapshot
+from omp_a2a_bridge.server.types import BoxPlacement, HumanDecision, PendingCall, Snapshot
 from omp_a2a_bridge.tray.menu import menu_model, notification_for, pending_label, title
 
 BWRAP = BoxStatus(True, Mechanism.BWRAP, "0.8.0 (/usr/bin/bwrap)")
@@ -158,7 +158,7 @@ def test_the_broker_records_run_outside_the_box_on_the_verdict(status):
             await asyncio.sleep(0)
         [p] = broker.pending()
         assert p.box == placement("bash", {"command": "ls"}, status)
-        assert broker.decide(p.id, Decision.RUN_OUTSIDE_BOX) is True
+        assert broker.decide(HumanDecision(p.id, Decision.RUN_OUTSIDE_BOX)) is True
         return await task
 
     verdict = asyncio.run(scenario())
