@@ -277,6 +277,7 @@ class CallPipeline:
         ctx = ToolContext(call.id, session.sid, session.client, paths, self.config.limits)
         ctx.env = self.host.child_env()
         box_asks = None  # the box: why this boxable call must ask anyway (no box, "box": false)
+        ctx.box = self.box  # bash runs in it; grep and find walk in a read-only one
         if tool.boxable:
             ctx.box, box_asks = self.box, box_gate(args, box_probe.status())
             if box_asks is None:  # in the box the kernel enforces what the command text names;

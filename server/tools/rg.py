@@ -116,6 +116,12 @@ class RgRun:
     # descriptor can be a working directory (``FD_CWD``) rg starts in that very directory;
     # elsewhere it starts in ``cwd`` and the caller checks that it still names ``dir_fd``.
     dir_fd: int | None = None
+    # ``argv`` runs ``rg`` inside a read-only box (server/box/edges.py), which starts it in
+    # ``cwd`` by path: a descriptor opened outside the box would see the host's mounts, not
+    # the box's masks. The caller then checks that ``cwd`` still names ``dir_fd``.
+    boxed: bool = False
+    # What bubblewrap said when it could not make the box (the walk then found nothing).
+    box_error: str | None = None
     proc: subprocess.Popen[bytes] | None = None
     killed: bool = False
     timed_out: bool = False
@@ -135,7 +141,9 @@ class RgRun:
             # scheduler autogroup, which measurably slowed rg down on a busy machine.
             process_group = 0
         cwd, pass_fds = self.cwd, ()  # type: tuple[str, tuple[int, ...]]
-        if self.dir_fd is not None and FD_CWD:
+        if self.boxed:
+            cwd = "/"  # bubblewrap enters the walk's base by path, inside the box
+        elif self.dir_fd is not None and FD_CWD:
             cwd, pass_fds = f"/proc/self/fd/{self.dir_fd}", (self.dir_fd,)
         niced_at_birth = sys.platform == "linux" and _nice_this_thread()
         with self._lock:
@@ -215,6 +223,8 @@ class RgRun:
                     proc.stderr.close()
                 code = proc.wait()
         finally:
+            if self.boxed and err.startswith("bwrap:") and not self.killed:
+                self.box_error = err.strip()[:300]
             with _live_lock:
                 _live.discard(self)
         return code, err
