@@ -33,10 +33,15 @@ TOOLS = ["echo", "image", "structured", "mixed", "fail", "protocol_error", "slee
 
 
 def stdio_spec(state: str, **extra) -> dict:
+    """The test server over stdio, outside the box: these tests read the files it writes into
+    ``state`` (a pytest temp folder outside the roots), which in the box would land in its
+    private /tmp. The same server runs in the box in tests/security/test_box_walks.py, and the
+    npm reference server below runs in the box (the default)."""
     spec = {
         "command": sys.executable,
         "args": ["-m", "tests.upstream_server", "--state", state],
         "cwd": REPO,
+        "box": False,
     }
     spec.update(extra)
     return spec

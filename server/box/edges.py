@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -37,14 +38,29 @@ _cache: dict[tuple[object, ...], tuple[float, BoxPlan]] = {}
 _cache_lock = threading.Lock()
 
 
+def program_tree(program: str) -> str | None:
+    """The install tree of a program (the folder above its ``bin/``: an interpreter needs its
+    library beside it), else the program's own real path; None when it is not found."""
+    found = program if os.sep in program else shutil.which(program)
+    if found is None:
+        return None
+    real = os.path.realpath(found)
+    folder = os.path.dirname(real)
+    return os.path.dirname(folder) if os.path.basename(folder) == "bin" else real
+
+
 def _reopen(plan: BoxPlan, paths: Sequence[str]) -> BoxPlan:
-    """Re-open read-only the programs the box must run when a private mask hides them (an
-    ``rg`` or a server installed under ``~/.local/share`` or ``~/.cache``)."""
+    """Re-open read-only what the box must run when a private mask hides it (an ``rg`` or a
+    server installed under ``~/.local/share``, ``~/.cache`` or ``~/.pyenv``). Only what the
+    human configured to run, never a folder that holds the home or a root."""
     extra = []
     for path in paths:
         real = os.path.realpath(path)
-        if os.path.exists(real) and any(within(real, p) for p in plan.read_private):
-            extra.append(real)
+        if not os.path.exists(real) or not any(within(real, p) for p in plan.read_private):
+            continue
+        if not any(within(real, p) and real != p for p in plan.read_private):
+            continue  # a whole private folder (``~/.ssh``) is never re-opened
+        extra.append(real)
     if not extra:
         return plan
     return dataclasses.replace(plan, read_allow=tuple(sorted({*plan.read_allow, *extra})))
@@ -60,6 +76,12 @@ def _visible(plan: BoxPlan, path: str) -> BoxPlan:
 
 class BaseMoved(Exception):
     """The walk's base no longer is the real path the bridge judged (a symlink swapped in)."""
+
+
+def forget_plans() -> None:
+    """Drop the cached walk plans (a test that changes the disk under a cached base)."""
+    with _cache_lock:
+        _cache.clear()
 
 
 def walk_plan(request: BoxRequest, base: str) -> BoxPlan:
@@ -100,7 +122,7 @@ def walk_argv(request: BoxRequest | None, base: str, argv: Sequence[str]) -> lis
         plan = walk_plan(request, base)
     except (TooManySecrets, OSError):
         return None
-    return render(_reopen(plan, argv[:1]), host, argv)
+    return render(_reopen(plan, [t for t in [program_tree(argv[0])] if t]), host, argv)
 
 
 def server_box(
@@ -122,9 +144,19 @@ def server_box(
         view = dataclasses.replace(view, git_top=None, git_file=None, git_dirs=())
     plan = build_plan(view, request.config)
     plan = dataclasses.replace(plan, network=network)
-    plan = _reopen(plan, [a for a in argv if os.path.isabs(a)] + _packages(argv))
+    programs = [t for t in [program_tree(argv[0])] if t]
+    plan = _reopen(plan, programs + _scripts(argv[1:]) + _packages(argv))
     missing = missing_persistence(view, project_of(view))
     return Prepared(plan, tuple(render(plan, host, argv)), missing)
+
+
+SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".py", ".rb", ".pl", ".sh", ".jar")
+
+
+def _scripts(args: Sequence[str]) -> list[str]:
+    """Script files named by absolute path in the arguments (``node /x/server.js``): the
+    program's code, never a data path (``--key ~/.ssh/id_rsa`` stays private)."""
+    return [a for a in args if os.path.isabs(a) and a.endswith(SCRIPT_SUFFIXES)]
 
 
 def _packages(argv: Sequence[str]) -> list[str]:

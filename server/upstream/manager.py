@@ -36,11 +36,12 @@ from mcp_types.jsonrpc import REQUEST_TIMEOUT
 from pydantic import TypeAdapter, ValidationError
 
 from .. import __version__
+from ..box.run import BoxRequest
 from ..tools.base import ToolResult
 from ..types import ServerView
 from . import http as upstream_http
 from .config import McpServerSpec, working_dir
-from .stdio import StdioTransport, child_env
+from .stdio import BOX_HINT, BoxRefused, StdioTransport, child_env
 from .tools import PinStore, RawResult, UpstreamTool
 
 log = logging.getLogger("a2a-bridge")
@@ -162,13 +163,21 @@ class UpstreamServer:
                 continue
             if error is None or (self._stdio is not None and self._stdio.exited.is_set()):
                 error = self._exit_reason()  # "exited with code 3: <its last stderr line>"
-            self._set(ServerState.FAILED, error)
+            self._set(ServerState.FAILED, self._box_hint(error))
             log.warning("upstream %s: %s - retrying in %.1f s", self.spec.name, error, backoff)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), backoff)
             backoff = BACKOFF_FIRST_S if self._restart else min(backoff * 2, BACKOFF_MAX_S)
             self.restarts += 1
         self._set(ServerState.STOPPED)
+
+    def _box_hint(self, error: str) -> str:
+        """A boxed server that failed says it ran in the box and how to run it outside: what
+        it lacked (a file it reads, a folder it writes) is otherwise a mystery to the human."""
+        stdio = self._stdio
+        if stdio is None or stdio.box is None:
+            return error
+        return f"{error} ({BOX_HINT})"
 
     def _exit_reason(self) -> str:
         if self._stdio is not None:
@@ -183,7 +192,7 @@ class UpstreamServer:
         if spec.kind == "stdio":
             env = child_env(spec, self.manager.secret())
             cwd = working_dir(spec, self.manager.default_cwd)
-            self._stdio = StdioTransport(spec, env, self.stderr, cwd)
+            self._stdio = StdioTransport(spec, env, self.stderr, cwd, self.manager.box)
             return self._stdio
         self._stdio = None
         http = upstream_http.http_client(spec.headers, spec.timeout_s)
@@ -393,6 +402,8 @@ def describe_error(e: BaseException) -> str:
     """A short text for the UIs; task groups' wrappers are peeled to what actually failed."""
     while isinstance(e, BaseExceptionGroup) and e.exceptions:
         e = e.exceptions[0]
+    if isinstance(e, BoxRefused):
+        return str(e)
     if isinstance(e, NotADirectoryError):
         return f"cannot start it: {e}"
     if isinstance(e, FileNotFoundError):
@@ -418,8 +429,12 @@ class UpstreamManager:
         secret: Callable[[], str | None],
         on_change: Callable[[bool], None],
         default_cwd: str | None = None,
+        box: BoxRequest | None = None,
     ) -> None:
         self.registry = registry
+        # What stdio servers' boxes are built from (the bridge's roots, ``box`` config and own
+        # files); None: no server is boxed (a manager built without a bridge, in tests).
+        self.box = box
         self.default_cwd = default_cwd  # where a stdio server without ``cwd`` runs
         self.pins = PinStore(pins_path)
         self.secret = secret
