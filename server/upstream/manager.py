@@ -36,6 +36,7 @@ from mcp_types.jsonrpc import REQUEST_TIMEOUT
 from pydantic import TypeAdapter, ValidationError
 
 from .. import __version__
+from ..box import probe as box_probe
 from ..box.run import BoxRequest
 from ..tools.base import ToolResult
 from ..types import ServerView
@@ -105,6 +106,7 @@ class UpstreamServer:
             tuple(t.name for t in self.tools if t.grants_suspended()),
             tuple(self.skipped),
             tuple(self.stderr),
+            self._box_text(),
         )
 
     def changed(self) -> None:
@@ -171,11 +173,25 @@ class UpstreamServer:
             self.restarts += 1
         self._set(ServerState.STOPPED)
 
+    def _box_text(self) -> str:
+        """Where a stdio server runs, for every UI: the human should know what it can touch."""
+        if self.spec.kind != "stdio":
+            return ""
+        if not self.spec.box:
+            return 'outside the box ("box": false)'
+        if self.manager.box is None:
+            return "outside the box (this bridge boxes no server)"
+        status = box_probe.status()
+        if not status.available:
+            return f"outside the box: no box here ({status.detail})"
+        net = "network on" if self.spec.network else "no network"
+        return f"in the box ({net}; writes only its cwd inside a root, else its TMPDIR)"
+
     def _box_hint(self, error: str) -> str:
         """A boxed server that failed says it ran in the box and how to run it outside: what
         it lacked (a file it reads, a folder it writes) is otherwise a mystery to the human."""
         stdio = self._stdio
-        if stdio is None or stdio.box is None:
+        if stdio is None or stdio.box is None or not box_probe.status().available:
             return error
         return f"{error} ({BOX_HINT})"
 

@@ -22,6 +22,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from ..box import probe as box_probe
 from ..box.edges import server_box
 from ..box.run import BoxRequest, NoBox, Prepared, sweep
 from ..infra.childenv import EnvSpec, build_env
@@ -206,8 +207,8 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
         """The command line and environment: in its box (planned in a worker thread: the plan
         looks at the disk) unless the config says ``"box": false``."""
         argv = [self.spec.command or "", *self.spec.args]
-        if self.box is None:
-            return argv, self.env
+        if self.box is None or not box_probe.status().available:
+            return argv, self.env  # no box on this machine (macOS, Windows): as before
         cwd = self.cwd or os.path.expanduser("~")  # the home is never a project: TMPDIR only
         try:
             self.boxed = await anyio.to_thread.run_sync(

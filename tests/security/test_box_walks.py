@@ -177,7 +177,9 @@ def _upstream(start_bridge, home, **extra):
             "approval": {"tiers": tiers},
         }
     )
-    ready(running, "fs")
+    view = ready(running, "fs")
+    where = "in the box (network on" if extra.get("box", True) else 'outside the box ("box": false)'
+    assert view.box.startswith(where), view  # what status, the page and the tray show
     return running.client()
 
 
