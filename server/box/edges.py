@@ -45,6 +45,8 @@ def program_tree(program: str) -> str | None:
     if found is None:
         return None
     real = os.path.realpath(found)
+    if not os.path.exists(real):
+        return None
     folder = os.path.dirname(real)
     return os.path.dirname(folder) if os.path.basename(folder) == "bin" else real
 

@@ -165,7 +165,7 @@ class UpstreamServer:
                 continue
             if error is None or (self._stdio is not None and self._stdio.exited.is_set()):
                 error = self._exit_reason()  # "exited with code 3: <its last stderr line>"
-            self._set(ServerState.FAILED, self._box_hint(error))
+            self._set(ServerState.FAILED, error)
             log.warning("upstream %s: %s - retrying in %.1f s", self.spec.name, error, backoff)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), backoff)
@@ -185,15 +185,10 @@ class UpstreamServer:
         if not status.available:
             return f"outside the box: no box here ({status.detail})"
         net = "network on" if self.spec.network else "no network"
-        return f"in the box ({net}; writes only its cwd inside a root, else its TMPDIR)"
-
-    def _box_hint(self, error: str) -> str:
-        """A boxed server that failed says it ran in the box and how to run it outside: what
-        it lacked (a file it reads, a folder it writes) is otherwise a mystery to the human."""
-        stdio = self._stdio
-        if stdio is None or stdio.box is None or not box_probe.status().available:
-            return error
-        return f"{error} ({BOX_HINT})"
+        text = f"in the box ({net}; writes only its cwd inside a root, else its TMPDIR)"
+        if self.state is ServerState.FAILED:  # what it lacked is otherwise a mystery
+            text += f"; it failed there: {BOX_HINT}"
+        return text
 
     def _exit_reason(self) -> str:
         if self._stdio is not None:

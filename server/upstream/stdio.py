@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -23,7 +24,7 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 from ..box import probe as box_probe
-from ..box.edges import server_box
+from ..box.edges import program_tree, server_box
 from ..box.run import BoxRequest, NoBox, Prepared, sweep
 from ..infra.childenv import EnvSpec, build_env
 from .config import McpServerSpec
@@ -52,10 +53,7 @@ def child_env(spec: McpServerSpec, secret: str | None) -> dict[str, str]:
     return env
 
 
-BOX_HINT = (
-    "it runs in the box (reads as bash, no private files; writes only its cwd inside a root, "
-    'else its TMPDIR): if it needs more, set "box": false for it in mcp_servers'
-)
+BOX_HINT = 'if it needs more than the box allows, set "box": false for it in mcp_servers'
 
 
 class BoxRefused(OSError):
@@ -209,6 +207,8 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
         argv = [self.spec.command or "", *self.spec.args]
         if self.box is None or not box_probe.status().available:
             return argv, self.env  # no box on this machine (macOS, Windows): as before
+        if program_tree(argv[0]) is None:  # said as outside the box, not as bwrap's execvp
+            raise FileNotFoundError(errno.ENOENT, "command not found", argv[0])
         cwd = self.cwd or os.path.expanduser("~")  # the home is never a project: TMPDIR only
         try:
             self.boxed = await anyio.to_thread.run_sync(

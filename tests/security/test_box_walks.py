@@ -216,18 +216,22 @@ def test_a_server_in_the_home_writes_only_its_tmpdir(home, start_bridge):
 
 
 def test_a_server_that_cannot_start_in_the_box_says_how_to_run_it_outside(home, start_bridge):
+    key = str(home / ".ssh" / "id_rsa")
+    needs_key = f"import sys; open({key!r}).read() or sys.exit('no key at {key}')"
     running = start_bridge(
         {
             "roots": [str(home)],
-            "mcp_servers": {"gone": {"command": "no-such-server-anywhere", "cwd": str(home)}},
+            "mcp_servers": {"gone": {"command": sys.executable, "args": ["-c", needs_key]}},
         }
     )
 
     def failed():
         views = [s for s in running.runner.snapshot().servers if s.name == "gone"]
-        return views and views[0].state == "failed" and views[0].last_error and views[0]
+        view = views[0] if views else None
+        return view and view.state == "failed" and "no key at" in (view.last_error or "") and view
 
     from ..helpers import wait_for
 
     view = wait_for(failed, 20)
-    assert '"box": false' in view.last_error and "in the box" in view.last_error, view
+    assert view.last_error.endswith(f"no key at {key}"), view  # its own words, as outside
+    assert view.box.startswith("in the box") and '"box": false' in view.box, view
