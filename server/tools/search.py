@@ -136,7 +136,9 @@ def boxed_walk(run: RgRun, ctx: ToolContext, argv: list[str | bytes], shown: str
         boxed = walk_argv(ctx.box, run.cwd, words)
     except BaseMoved:
         raise ToolError(f"{shown}: {CHANGED}") from None
-    run.argv, run.boxed = (list(boxed), True) if boxed is not None else (argv, False)
+    run.argv, run.boxed = argv, boxed is not None
+    if boxed is not None:
+        run.argv = [*boxed]
 
 
 def box_failed(run: RgRun) -> None:
