@@ -21,7 +21,8 @@ from omp_a2a_bridge.server.box import probe as box_probe
 from omp_a2a_bridge.server.tools import grep as grep_tool
 from omp_a2a_bridge.server.tools import search as search_tool
 
-from ..boxworld import require_bwrap
+from ..boxworld import require_bwrap, world_fixture
+from ..helpers import wait_for
 from ..test_upstream import ready
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the box is Linux-only")
@@ -230,8 +231,61 @@ def test_a_server_that_cannot_start_in_the_box_says_how_to_run_it_outside(home, 
         view = views[0] if views else None
         return view and view.state == "failed" and "no key at" in (view.last_error or "") and view
 
-    from ..helpers import wait_for
-
     view = wait_for(failed, 20)
     assert view.last_error.endswith(f"no key at {key}"), view  # its own words, as outside
     assert view.box.startswith("in the box") and '"box": false' in view.box, view
+
+
+# -- the same as a desktop user (uid 1000 in a user namespace) and as root, in a bridge process --
+
+WORLD_CONFIG = {
+    "approval": {
+        "timeout_s": 0.5,
+        "tiers": {"mcp__fs__read_file": "allow", "mcp__fs__append": "allow"},
+    },
+    "mcp_servers": {
+        "fs": {
+            "command": sys.executable,
+            "args": ["-m", "tests.security.fs_server"],
+            "cwd": "~/proj",
+            "env": {"PYTHONPATH": REPO},
+        }
+    },
+}
+
+
+@pytest.fixture(scope="module", params=["root", "user"])
+def world(request):
+    yield from world_fixture(request.param == "user", WORLD_CONFIG)
+
+
+def test_walks_and_a_boxed_server_in_a_bridge_process(world):
+    c = world.client()
+    for tool, args in (
+        ("grep", {"pattern": "FAKESECRET|user's document", "path": "~", "hidden": True}),
+        ("find", {"pattern": "*", "path": "~", "hidden": True, "no_ignore": True}),
+    ):
+        r = c.call(tool, {**args, "no_ignore": True})
+        assert world.leaks(r.text) == [] and "id_rsa" not in r.text, (tool, r.text)
+        assert "Documents/keep.txt" in r.text, (tool, r.text)  # the box walked, as this user
+    wait = wait_for(lambda: _fs_ready(c), 30)
+    assert wait
+    r = c.call("mcp__fs__read_file", {"hex": _hex(os.path.join(world.home, ".ssh", "id_rsa"))})
+    assert world.leaks(r.text) == [], r.text
+    before = world.snapshot()
+    # (A persistence path that does not exist yet in its project, e.g. proj/.envrc, cannot be
+    # masked: it is removed when the server stops, as after a bash call; docs/security/box.md.)
+    for target in (".bashrc", ".profile", ".local/bin/evil", "proj/.git/config",
+                   "proj/.git/hooks/pre-commit", ".config/omp-a2a-bridge/config.json"):  # fmt: skip
+        path = os.path.join(world.home, target)
+        r = c.call("mcp__fs__append", {"hex": _hex(path), "text": "evil\n"})
+        # Refused, or written into the tmpfs that masks a private folder (gone with the box).
+        assert r.text.startswith("ERROR") or target.startswith(".config/"), (target, r.text)
+    assert world.snapshot() == before  # nothing changed on the disk
+    r = c.call("mcp__fs__append", {"hex": _hex(os.path.join(world.project, "o.txt")), "text": "x"})
+    assert r.text == "WROTE", r.text
+
+
+def _fs_ready(c) -> bool:
+    names = [t["name"] for t in c.rpc("tools/list").result["tools"]]
+    return "mcp__fs__append" in names
