@@ -97,6 +97,8 @@ def _nice_this_thread() -> bool:
 # the descriptor holds, whatever its path names by then (a directory swapped for a symlink to
 # ~/.ssh after the bridge opened it is not entered). macOS's /dev/fd cannot be a working
 # directory and Windows has no such path; there ``cwd`` is checked after the start instead.
+# A boxed walk (``RgRun.boxed``) starts by path too: a descriptor from outside the box's mount
+# namespace would walk the host's mounts, around the box's masks.
 FD_CWD = sys.platform == "linux" and os.path.isdir("/proc/self/fd")
 
 _live: set[RgRun] = set()

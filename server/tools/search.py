@@ -7,6 +7,10 @@ parses the output of both under the path policy. Both run in the
 search pool; ``rg`` is its own process group and is killed on cancel, timeout and shutdown.
 Every file that yields output is judged by the path policy (see ``walkpolicy``); protected
 directories are excluded up front with ``--glob`` so ``rg`` never even opens them.
+
+Where a box can be made, a walk's ``rg`` runs in a read-only, offline box with bash's private
+masks (:mod:`server.box.edges`), started by the judged path: a folder swapped in mid-walk then
+meets the masks. ``grep`` on one file reads the descriptor the bridge judged and is not boxed.
 """
 
 from __future__ import annotations
