@@ -118,6 +118,8 @@ class ServerView:
     changed: tuple[str, ...]  # tools whose definition changed since approved
     skipped: tuple[str, ...]  # upstream tools not exposed, with why
     stderr: tuple[str, ...]  # the last lines the child wrote to stderr
+    # stdio: "in the box", "outside the box (\"box\": false)" or why there is no box; http: ""
+    box: str = ""
 
 
 @dataclass(frozen=True, slots=True)

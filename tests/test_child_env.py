@@ -120,6 +120,9 @@ def served(tmp_path_factory) -> Iterator[Serve]:
                         "command": sys.executable,
                         "args": ["-m", "tests.upstream_server", "--state", str(state)],
                         "cwd": REPO,
+                        # The test reads the env.json it writes into ``state`` (outside the
+                        # roots: in the box it would land in the box's private /tmp).
+                        "box": False,
                     }
                 },
             }

@@ -33,10 +33,15 @@ TOOLS = ["echo", "image", "structured", "mixed", "fail", "protocol_error", "slee
 
 
 def stdio_spec(state: str, **extra) -> dict:
+    """The test server over stdio, outside the box: these tests read the files it writes into
+    ``state`` (a pytest temp folder outside the roots), which in the box would land in its
+    private /tmp. The same server runs in the box in tests/security/test_box_walks.py, and the
+    npm reference server below runs in the box (the default)."""
     spec = {
         "command": sys.executable,
         "args": ["-m", "tests.upstream_server", "--state", state],
         "cwd": REPO,
+        "box": False,
     }
     spec.update(extra)
     return spec
@@ -105,6 +110,9 @@ ALLOW = {"approval": {"default_tier": "allow", "tiers": {f"mcp__t__{t}": "allow"
         ({"a": {"url": "ftp://h"}}, "field 'mcp_servers.a.url' must be an http:// or https:// URL"),
         ({"a": {"url": "http://h", "headers": []}}, "field 'mcp_servers.a.headers' must be an"),
         ({"a": {"url": "http://h", "timeout_s": 0}}, "field 'mcp_servers.a.timeout_s' must be a"),
+        ({"a": {"command": "x", "box": "yes"}}, "field 'mcp_servers.a.box' must be true or false"),
+        ({"a": {"command": "x", "network": True}}, "field 'mcp_servers.a.network' must be \"on\""),
+        ({"a": {"url": "http://h", "box": False}}, "field 'mcp_servers.a.box' must be left out"),
         ({"--": {"command": "x"}}, "field 'mcp_servers.--' must be named with at least one"),
         (
             {"My Server": {"command": "x"}, "my-server": {"command": "y"}},

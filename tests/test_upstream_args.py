@@ -149,7 +149,9 @@ def test_a_stdio_upstream_without_cwd_runs_in_the_first_root(
     state = str(tmp_path / "state")
     cfg = {
         "roots": [str(home / "proj")],
-        "mcp_servers": {"fs": spec(state, "--fs")},
+        # Outside the box: the test reads the ``cwd`` it writes into ``state`` (outside the
+        # roots, so in the box it would land in the box's private /tmp).
+        "mcp_servers": {"fs": spec(state, "--fs", box=False)},
         "rules": {"allow": ["mcp__fs__read_file(path=*)"]},
     }
     running = start_bridge(cfg)

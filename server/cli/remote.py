@@ -102,6 +102,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _server_line(x: dict[str, Any]) -> str:
     line = f"{x['name']}  {x['state']}  {x['tools']} tool(s)  {x['kind']}: {x['target']}"
+    if x.get("box"):
+        line += f"\n    {x['box']}"
     if x["last_error"]:
         line += f"\n    last error: {x['last_error']}"
     for name in x["changed"]:

@@ -191,6 +191,7 @@ class Bridge:
                 lambda: self.tokens.token if self.tokens.state else None,
                 self._upstreams_changed,
                 default_cwd=self.policy.roots[0],
+                box=self.pipeline.box,
             )
 
     def child_env(self) -> dict[str, str]:

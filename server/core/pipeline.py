@@ -247,8 +247,7 @@ class CallPipeline:
         ctx = ToolContext(call.id, session.sid, session.client, prep.paths, self.config.limits)
         ctx.escalation = j.escalation
         ctx.env = self.host.child_env()
-        if tool.boxable:
-            ctx.box = self.box  # what each call's box is built from (server/box/run.py)
+        ctx.box = self.box  # bash runs in it; grep and find walk in a read-only one
         if j.runs and j.ground in (Ground.TIER, Ground.RULE):
             tool.on_allowed(j.decided_by)  # an upstream tool re-pins what was allowed
         needs_human = j.ruling is Ruling.ASK

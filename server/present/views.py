@@ -180,6 +180,7 @@ def server_json(s: ServerView, stderr_lines: int | None = None) -> dict[str, Any
         "changed": list(s.changed),
         "skipped": [safe(x) for x in s.skipped],
         "stderr": stderr,
+        "box": s.box,
     }
 
 

@@ -19,7 +19,17 @@ from .base import Tool, ToolContext, ToolError, ToolResult
 from .fileio import io_error
 from .files import READ_ONLY, judge_opened, open_read
 from .rg import BASE_ARGS, RgRun, require_rg, rg_error
-from .search import DIR_FIELD, WALK_SWITCHES, base_dir, open_base, run_rg, start_rg, walk_args
+from .search import (
+    DIR_FIELD,
+    WALK_SWITCHES,
+    base_dir,
+    box_failed,
+    boxed_walk,
+    open_base,
+    run_rg,
+    start_rg,
+    walk_args,
+)
 from .searchout import MATCH_TEXT_MAX, GrepMatches
 
 # rg cuts longer lines itself (in bytes), so one huge line never crosses the pipe whole.
@@ -74,6 +84,7 @@ class GrepTool(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         run = RgRun([], "")
         got: GrepMatches = await run_rg(run, functools.partial(self._grep, args, ctx), ctx)
+        box_failed(run)
         if got.code == 2 and not got.out and got.err.strip():
             raise _rg_failure(got.code, got.err, args)
         timeout_s = ctx.limits.search_timeout_s
@@ -122,6 +133,8 @@ class GrepTool(Tool):
             fd = run.dir_fd = open_base(base, shown)
         run.argv = [*argv, "--regexp", args["pattern"], "--", "-" if single else "."]
         try:
+            if not single:  # a walk runs in the box; one file is the descriptor judged above
+                boxed_walk(run, ctx, run.argv, shown)
             start_rg(run, shown)
         finally:
             os.close(fd)  # rg has its own copy (or never started)

@@ -97,6 +97,8 @@ def _nice_this_thread() -> bool:
 # the descriptor holds, whatever its path names by then (a directory swapped for a symlink to
 # ~/.ssh after the bridge opened it is not entered). macOS's /dev/fd cannot be a working
 # directory and Windows has no such path; there ``cwd`` is checked after the start instead.
+# A boxed walk (``RgRun.boxed``) starts by path too: a descriptor from outside the box's mount
+# namespace would walk the host's mounts, around the box's masks.
 FD_CWD = sys.platform == "linux" and os.path.isdir("/proc/self/fd")
 
 _live: set[RgRun] = set()
@@ -116,6 +118,12 @@ class RgRun:
     # descriptor can be a working directory (``FD_CWD``) rg starts in that very directory;
     # elsewhere it starts in ``cwd`` and the caller checks that it still names ``dir_fd``.
     dir_fd: int | None = None
+    # ``argv`` runs ``rg`` inside a read-only box (server/box/edges.py), which starts it in
+    # ``cwd`` by path: a descriptor opened outside the box would see the host's mounts, not
+    # the box's masks. The caller then checks that ``cwd`` still names ``dir_fd``.
+    boxed: bool = False
+    # What bubblewrap said when it could not make the box (the walk then found nothing).
+    box_error: str | None = None
     proc: subprocess.Popen[bytes] | None = None
     killed: bool = False
     timed_out: bool = False
@@ -135,7 +143,9 @@ class RgRun:
             # scheduler autogroup, which measurably slowed rg down on a busy machine.
             process_group = 0
         cwd, pass_fds = self.cwd, ()  # type: tuple[str, tuple[int, ...]]
-        if self.dir_fd is not None and FD_CWD:
+        if self.boxed:
+            cwd = "/"  # bubblewrap enters the walk's base by path, inside the box
+        elif self.dir_fd is not None and FD_CWD:
             cwd, pass_fds = f"/proc/self/fd/{self.dir_fd}", (self.dir_fd,)
         niced_at_birth = sys.platform == "linux" and _nice_this_thread()
         with self._lock:
@@ -215,6 +225,8 @@ class RgRun:
                     proc.stderr.close()
                 code = proc.wait()
         finally:
+            if self.boxed and err.startswith("bwrap:") and not self.killed:
+                self.box_error = err.strip()[:300]
             with _live_lock:
                 _live.discard(self)
         return code, err

@@ -7,6 +7,10 @@ parses the output of both under the path policy. Both run in the
 search pool; ``rg`` is its own process group and is killed on cancel, timeout and shutdown.
 Every file that yields output is judged by the path policy (see ``walkpolicy``); protected
 directories are excluded up front with ``--glob`` so ``rg`` never even opens them.
+
+Where a box can be made, a walk's ``rg`` runs in a read-only, offline box with bash's private
+masks (:mod:`server.box.edges`), started by the judged path: a folder swapped in mid-walk then
+meets the masks. ``grep`` on one file reads the descriptor the bridge judged and is not boxed.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import functools
 import os
 from typing import Any
 
+from ..box.edges import BaseMoved, walk_argv
 from ..policy import safeopen
 from ..policy.walk import EntryGate
 from ..vocab import Tier
@@ -99,16 +104,17 @@ def open_base(base: str, shown: str) -> int:
 
 
 def start_rg(run: RgRun, shown: str = "") -> None:
-    """Start ``rg``; with ``run.dir_fd`` where ``FD_CWD`` is unavailable, check once it runs
-    that ``run.cwd`` still names that directory (a swap and back in between stays possible
-    there: docs/security/model.md)."""
+    """Start ``rg``; with ``run.dir_fd`` where ``FD_CWD`` is unavailable or ``rg`` is boxed
+    (it walks by path), check once it runs that ``run.cwd`` still names that directory (a swap
+    and back in between stays possible; in the box the private masks hold whatever is swapped
+    in: docs/security/model.md)."""
     try:
         run.start()
     except ValueError:  # an embedded NUL in an argument
         raise ToolError("pattern, glob and path must not contain NUL characters") from None
     except OSError as e:
         raise ToolError(f"cannot start ripgrep: {e.strerror or e}") from None
-    if run.dir_fd is None or FD_CWD:
+    if run.dir_fd is None or (FD_CWD and not run.boxed):
         return
     try:
         now = safeopen.open_dir(run.cwd)
@@ -123,6 +129,26 @@ def start_rg(run: RgRun, shown: str = "") -> None:
         run.kill()
         run.finish()
         raise ToolError(f"{shown}: {CHANGED}")
+
+
+def boxed_walk(run: RgRun, ctx: ToolContext, argv: list[str | bytes], shown: str) -> None:
+    """Set ``run.argv`` to ``argv``, run in a read-only, offline box started in ``run.cwd``
+    (the path the bridge judged) where one can be made; elsewhere as before the box (rg in
+    the descriptor ``run.dir_fd``). Blocking: the search-pool thread plans the box."""
+    words = [a if isinstance(a, str) else os.fsdecode(a) for a in argv]
+    try:
+        boxed = walk_argv(ctx.box, run.cwd, words)
+    except BaseMoved:
+        raise ToolError(f"{shown}: {CHANGED}") from None
+    run.argv, run.boxed = argv, boxed is not None
+    if boxed is not None:
+        run.argv = [*boxed]
+
+
+def box_failed(run: RgRun) -> None:
+    """A box that did not start is an error, not an empty result."""
+    if run.box_error is not None:
+        raise ToolError(f"the box could not start ripgrep: {run.box_error}")
 
 
 async def run_rg(run: RgRun, collect: Any, ctx: ToolContext) -> Any:
@@ -179,6 +205,7 @@ class FindTool(Tool):
             raise ToolError("pattern must not contain NUL characters")
         run = RgRun([], "")
         text: str = await run_rg(run, functools.partial(self._find, args, ctx), ctx)
+        box_failed(run)
         if run.timed_out:
             text += f"\n… search stopped after {ctx.limits.search_timeout_s:g} s; partial list"
         return ToolResult.text(text)
@@ -191,8 +218,9 @@ class FindTool(Tool):
         gate = EntryGate.for_base(ctx.policy, base)
         argv: list[str | bytes] = [require_rg(), *BASE_ARGS, "--files", "--null"]
         argv += walk_args(args, gate)  # no path: rg lists the cwd, names without "./"
-        run.argv, run.cwd, run.dir_fd = argv, base, open_base(base, shown)
+        run.cwd, run.dir_fd = base, open_base(base, shown)
         try:
+            boxed_walk(run, ctx, argv, shown)
             start_rg(run, shown)
         finally:
             os.close(run.dir_fd)

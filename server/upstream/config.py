@@ -43,6 +43,10 @@ class McpServerSpec:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict, repr=False)
     timeout_s: float = DEFAULT_CALL_TIMEOUT_S  # one forwarded call, after approval
+    # stdio only: run it in the box (server/box/edges.py: reads as bash, writes its cwd when
+    # that is a project inside a root, else its TMPDIR), with network unless ``"network": "off"``.
+    box: bool = True
+    network: bool = True
 
     @property
     def kind(self) -> str:
@@ -83,6 +87,19 @@ def _str_map(value: Any, name: str) -> dict[str, str]:
     return dict(value)
 
 
+def _box_fields(value: dict[str, Any], base: str) -> tuple[bool, bool]:
+    """``"box": true|false`` (default true) and ``"network": "on"|"off"`` (default on): a
+    server usually needs the network (an API behind it), so only writes and private reads
+    are what its box takes away by default."""
+    box = value.get("box", True)
+    if not isinstance(box, bool):
+        raise _Fail(f"{base}.box", "true or false")
+    network = value.get("network", "on")
+    if network not in ("on", "off"):
+        raise _Fail(f"{base}.network", '"on" or "off"')
+    return box, network == "on"
+
+
 def _one(key: str, value: Any) -> McpServerSpec:
     base = f"mcp_servers.{key}"
     name = sanitise(key)
@@ -114,6 +131,7 @@ def _one(key: str, value: Any) -> McpServerSpec:
         cwd = value.get("cwd")
         if cwd is not None and (not isinstance(cwd, str) or not cwd.strip()):
             raise _Fail(f"{base}.cwd", "a non-empty string")
+        box, network = _box_fields(value, base)
         return McpServerSpec(
             name,
             key,
@@ -122,7 +140,11 @@ def _one(key: str, value: Any) -> McpServerSpec:
             env=env,
             cwd=os.path.expanduser(cwd) if cwd else None,
             timeout_s=float(timeout),
+            box=box,
+            network=network,
         )
+    if "box" in value or "network" in value:
+        raise _Fail(f"{base}.box", "left out for an HTTP server (only stdio servers run in a box)")
     if not isinstance(url, str) or not re.match(r"^https?://[^/\s]+", url):
         raise _Fail(f"{base}.url", "an http:// or https:// URL")
     headers = _str_map(value.get("headers"), f"{base}.headers")

@@ -35,12 +35,14 @@ from mcp_types.jsonrpc import REQUEST_TIMEOUT
 from pydantic import TypeAdapter, ValidationError
 
 from .. import __version__
+from ..box import probe as box_probe
+from ..box.run import BoxRequest
 from ..tools.base import ToolResult
 from ..types import ServerView
 from ..vocab import ServerState
 from . import http as upstream_http
 from .config import McpServerSpec, working_dir
-from .stdio import StdioTransport, child_env
+from .stdio import BOX_HINT, BoxRefused, StdioTransport, child_env
 from .tools import PinStore, RawResult, UpstreamTool
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,7 @@ class UpstreamServer:
             tuple(t.name for t in self.tools if t.grants_suspended()),
             tuple(self.skipped),
             tuple(self.stderr),
+            self._box_text(),
         )
 
     def changed(self) -> None:
@@ -170,6 +173,23 @@ class UpstreamServer:
             self.restarts += 1
         self._set(ServerState.STOPPED)
 
+    def _box_text(self) -> str:
+        """Where a stdio server runs, for every UI: the human should know what it can touch."""
+        if self.spec.kind != "stdio":
+            return ""
+        if not self.spec.box:
+            return 'outside the box ("box": false)'
+        if self.manager.box is None:
+            return "outside the box (this bridge boxes no server)"
+        status = box_probe.status()
+        if not status.available:
+            return f"outside the box: no box here ({status.detail})"
+        net = "network on" if self.spec.network else "no network"
+        text = f"in the box ({net}; writes only its cwd inside a root, else its TMPDIR)"
+        if self.state is ServerState.FAILED:  # what it lacked is otherwise a mystery
+            text += f"; it failed there: {BOX_HINT}"
+        return text
+
     def _exit_reason(self) -> str:
         if self._stdio is not None:
             code = self._stdio.returncode
@@ -183,7 +203,7 @@ class UpstreamServer:
         if spec.kind == "stdio":
             env = child_env(spec, self.manager.secret())
             cwd = working_dir(spec, self.manager.default_cwd)
-            self._stdio = StdioTransport(spec, env, self.stderr, cwd)
+            self._stdio = StdioTransport(spec, env, self.stderr, cwd, self.manager.box)
             return self._stdio
         self._stdio = None
         http = upstream_http.http_client(spec.headers, spec.timeout_s)
@@ -393,6 +413,8 @@ def describe_error(e: BaseException) -> str:
     """A short text for the UIs; task groups' wrappers are peeled to what actually failed."""
     while isinstance(e, BaseExceptionGroup) and e.exceptions:
         e = e.exceptions[0]
+    if isinstance(e, BoxRefused):
+        return str(e)
     if isinstance(e, NotADirectoryError):
         return f"cannot start it: {e}"
     if isinstance(e, FileNotFoundError):
@@ -418,8 +440,12 @@ class UpstreamManager:
         secret: Callable[[], str | None],
         on_change: Callable[[bool], None],
         default_cwd: str | None = None,
+        box: BoxRequest | None = None,
     ) -> None:
         self.registry = registry
+        # What stdio servers' boxes are built from (the bridge's roots, ``box`` config and own
+        # files); None: no server is boxed (a manager built without a bridge, in tests).
+        self.box = box
         self.default_cwd = default_cwd  # where a stdio server without ``cwd`` runs
         self.pins = PinStore(pins_path)
         self.secret = secret

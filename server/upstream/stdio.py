@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -22,6 +23,9 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
+from ..box import probe as box_probe
+from ..box.edges import program_tree, server_box
+from ..box.run import BoxRequest, NoBox, Prepared, sweep
 from ..infra.childenv import EnvSpec, build_env
 from .config import McpServerSpec
 
@@ -47,6 +51,13 @@ def child_env(spec: McpServerSpec, secret: str | None) -> dict[str, str]:
             log.warning("upstream %s: variable %s withheld from its environment", spec.name, k)
             del env[k]
     return env
+
+
+BOX_HINT = 'if it needs more than the box allows, set "box": false for it in mcp_servers'
+
+
+class BoxRefused(OSError):
+    """No box could be made for a server configured to run in one (it is not started)."""
 
 
 class LineTooLong(ValueError):
@@ -93,9 +104,14 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
         env: dict[str, str],
         ring: collections.deque,
         cwd: str | None = None,
+        box: BoxRequest | None = None,
     ) -> None:
         self.spec = spec
         self.cwd = cwd if cwd is not None else spec.cwd  # see upstream_config.working_dir
+        # The box to run it in (its config's ``"box": true`` and a bridge that boxes); None:
+        # as before the box.
+        self.box = box if spec.box else None
+        self.boxed: Prepared | None = None
         self.env = env
         self.ring = ring
         self.exited = asyncio.Event()
@@ -113,15 +129,12 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
 
     @contextlib.asynccontextmanager
     async def _run(self) -> AsyncIterator[Any]:
-        spec = self.spec
         if self.cwd is not None and not os.path.isdir(self.cwd):
             raise NotADirectoryError(f"working directory {self.cwd} does not exist")
+        argv, env = await self._argv()
         proc = await anyio.open_process(
-            [spec.command or "", *spec.args],
-            env=self.env,
-            cwd=self.cwd,
-            start_new_session=True,
-        )
+            argv, env=env, cwd=self.cwd, start_new_session=True
+        )  # fmt: skip
         self.pid = proc.pid
         read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
@@ -182,9 +195,29 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
             finally:
                 with anyio.CancelScope(shield=True):
                     await self._stop(proc)
+                    if self.boxed is not None and self.boxed.missing:
+                        await anyio.to_thread.run_sync(sweep, self.boxed.missing)
                     for s in (read_recv, write_send, read_send, write_recv):
                         await s.aclose()
                 tg.cancel_scope.cancel()
+
+    async def _argv(self) -> tuple[list[str], dict[str, str]]:
+        """The command line and environment: in its box (planned in a worker thread: the plan
+        looks at the disk) unless the config says ``"box": false``."""
+        argv = [self.spec.command or "", *self.spec.args]
+        if self.box is None or not box_probe.status().available:
+            return argv, self.env  # no box on this machine (macOS, Windows): as before
+        if program_tree(argv[0]) is None:  # said as outside the box, not as bwrap's execvp
+            raise FileNotFoundError(errno.ENOENT, "command not found", argv[0])
+        cwd = self.cwd or os.path.expanduser("~")  # the home is never a project: TMPDIR only
+        try:
+            self.boxed = await anyio.to_thread.run_sync(
+                server_box, self.box, cwd, argv, self.spec.network
+            )
+        except NoBox as e:
+            raise BoxRefused(f"cannot start it in the box: {e}") from None
+        env = dict(self.env, TMPDIR=self.boxed.plan.tmpdir)
+        return list(self.boxed.argv), env
 
     async def _stop(self, proc: Any) -> None:
         """Close stdin (the spec's polite stop), then SIGTERM, then SIGKILL the group."""
