@@ -67,7 +67,7 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy for linux, darwin and win32."""
     install(session)  # mypy reads the dependencies' types
-    session.run("pytest", "-q", "tests/test_lint.py", "-k", "mypy", *session.posargs)
+    session.run("pytest", "-q", "tests/architecture/test_lint.py", "-k", "mypy", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -37,9 +37,9 @@ sys.path.insert(0, ROOT)
 
 from omp_a2a_bridge.server.control.controlfile import read_control  # noqa: E402
 from omp_a2a_bridge.tray.sni import SniUnavailable, watcher_reason  # noqa: E402
-from tests.dbus_fakes import PrivateBus  # noqa: E402
-from tests.helpers import Mcp, wait_for  # noqa: E402
-from tests.xsession import XSession  # noqa: E402
+from tests.support.dbus_fakes import PrivateBus  # noqa: E402
+from tests.support.helpers import Mcp, wait_for  # noqa: E402
+from tests.support.xsession import XSession  # noqa: E402
 
 TOKEN = secrets.token_urlsafe(32)
 # A spoofing attempt: blank-looking U+2800 padding and a U+202E hide a dangerous tail; the

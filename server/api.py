@@ -22,7 +22,7 @@ user should read (a bad rule, a rotation that cannot happen, a request the API r
 
 This module holds no behaviour. It imports only the modules that define its vocabulary (the
 data types, the enums, the errors), never the bridge, the runner or the control API
-(``tests/test_boundaries.py`` checks it, type-only imports included); the in-process
+(``tests/architecture/test_boundaries.py`` checks it, type-only imports included); the in-process
 implementation is built by :func:`server.local.local_bridge`, and each implementation proves
 it conforms in its own module.
 """

@@ -20,8 +20,8 @@ from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
 from omp_a2a_bridge.server.infra.audit import read_records
 from omp_a2a_bridge.server.infra.logs import PACKAGE_LOGGER, setup_logging
 
-from .helpers import RESPONSES, TOKEN, Mcp, Served, serve_fails, stop_process, wait_for
-from .helpers import serve_process as start_serve
+from .support.helpers import RESPONSES, TOKEN, Mcp, Served, serve_fails, stop_process, wait_for
+from .support.helpers import serve_process as start_serve
 
 
 class MemoryKeyring(KeyringBackend):
@@ -286,7 +286,7 @@ def no_token_leaks(request, tmp_path):
 @pytest.fixture
 def dbus(monkeypatch):
     """A private D-Bus session bus (dbus-daemon) for this test, as the session bus."""
-    from .dbus_fakes import PrivateBus
+    from .support.dbus_fakes import PrivateBus
 
     require_system("dbus-daemon", packages="dbus-daemon")
     bus = PrivateBus()
@@ -298,7 +298,7 @@ def dbus(monkeypatch):
 @pytest.fixture
 def watcher(dbus):
     """A fake StatusNotifierWatcher on the private bus (the tray host's side)."""
-    from .dbus_fakes import FakeWatcher
+    from .support.dbus_fakes import FakeWatcher
 
     w = FakeWatcher(dbus.address)
     yield w

@@ -154,7 +154,8 @@ README_END = "<!-- /client-recipes -->"
 
 
 def readme_section() -> str:
-    """The generated part of docs/guide/clients.md (tests/test_client_config.py checks it)."""
+    """The generated part of docs/guide/clients.md (tests/integration/test_client_config.py checks
+    it)."""
     out = [README_BEGIN]
     for kind in ClientKind:
         r = recipe(kind, README_URL, README_TOKEN)

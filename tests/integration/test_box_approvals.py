@@ -16,8 +16,8 @@ from omp_a2a_bridge.server.box import probe
 from omp_a2a_bridge.server.box.plan import BoxStatus, Mechanism
 from omp_a2a_bridge.server.core.approvals import Decision
 
-from ..boxworld import require_bwrap
-from ..helpers import err, in_thread, ok, read_text
+from ..support.boxworld import require_bwrap
+from ..support.helpers import err, in_thread, ok, read_text
 
 
 @pytest.fixture(autouse=True)

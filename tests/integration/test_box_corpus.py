@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ..boxworld import World, world_fixture
-from ..helpers import read_text
+from ..support.boxworld import World, world_fixture
+from ..support.helpers import read_text
 
 
 def _host_git(world: World, cwd: str, *args: str) -> None:

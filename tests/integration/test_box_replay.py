@@ -13,8 +13,8 @@ import threading
 
 from bench.session import session as _session
 
-from ..boxworld import make_world, require_bwrap, stop
-from ..helpers import ok
+from ..support.boxworld import make_world, require_bwrap, stop
+from ..support.helpers import ok
 
 
 def test_replayed_session_asks_no_bash_call(start_bridge, monkeypatch):

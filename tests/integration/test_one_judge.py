@@ -27,8 +27,8 @@ from omp_a2a_bridge.server.present.views import judgement_from_json
 from omp_a2a_bridge.server.vocab import CallOutcome, Ground, Ruling
 
 from ..conftest import write_config
-from ..helpers import in_thread, wait_for
-from ..test_upstream import ready, state, stdio_spec  # noqa: F401 - the fixture "state"
+from ..support.helpers import in_thread, wait_for
+from .test_upstream_servers import ready, state, stdio_spec  # noqa: F401 - the fixture "state"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from omp_a2a_bridge.server.present import clientconfig
 from omp_a2a_bridge.server.present.clientconfig import ClientKind
 
 from ..conftest import Running
-from ..helpers import TOKEN, wait_for
+from ..support.helpers import TOKEN, wait_for
 from . import tools
 from .authproxy import AuthProxy
 from .conftest import Peers

@@ -1,6 +1,6 @@
 """A tiny stdio MCP server that reads and writes any path it is given: what a careless or
 hostile upstream could do. ``python -m tests.security.fs_server`` (adapted from
-``tests/upstream_server.py``). A failure is returned as the tool's text, so the test sees
+``tests/support/upstream_server.py``). A failure is returned as the tool's text, so the test sees
 what the kernel said ("Permission denied", "Read-only file system", an empty file)."""
 
 from __future__ import annotations

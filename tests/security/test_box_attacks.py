@@ -1,7 +1,7 @@
 """The box against every bash spelling the project knows (issue 22), over real HTTP.
 
-A real bridge process in a made-up home with planted fake secrets (``tests/boxworld.py``), with
-the default config (bash's tier is ``box``) and again with allow rules that match each command
+A real bridge process in a made-up home with planted fake secrets (``tests/support/boxworld.py``),
+with the default config (bash's tier is ``box``) and again with allow rules that match each command
 (the "Always allow" a human clicks for ``grep -rn TODO src`` and friends), run as root and as an
 unprivileged user in a user namespace. Every call must run unasked, in the box, and:
 
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ..boxworld import World, world_fixture
+from ..support.boxworld import World, world_fixture
 
 RULES = {
     "allow": [

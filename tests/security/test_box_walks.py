@@ -21,9 +21,9 @@ from omp_a2a_bridge.server.box import probe as box_probe
 from omp_a2a_bridge.server.tools import grep as grep_tool
 from omp_a2a_bridge.server.tools import search as search_tool
 
-from ..boxworld import require_bwrap, world_fixture
-from ..helpers import wait_for
-from ..test_upstream import ready
+from ..integration.test_upstream_servers import ready
+from ..support.boxworld import require_bwrap, world_fixture
+from ..support.helpers import wait_for
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the box is Linux-only")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

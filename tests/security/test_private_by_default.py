@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from ..helpers import TOKEN, Mcp, Response, serve_process
+from ..support.helpers import TOKEN, Mcp, Response, serve_process
 
 NO_APPROVER = "approval required but no approver is available"
 TIERS = {t: "allow" for t in ("read", "ls", "find", "grep", "write", "edit")}
@@ -398,8 +398,8 @@ def test_the_human_sees_the_category_and_a_session_grant_covers_no_private_place
     persistence places and the git indirection still ask."""
     import threading
 
-    from ..control_helpers import Api, WsApprover
-    from ..helpers import wait_for
+    from ..support.control_client import Api, WsApprover
+    from ..support.helpers import wait_for
 
     home = tmp_path / "granthome"
     for rel in (".claude/.credentials.json", ".some-new-agent/token", "proj/README.md"):

@@ -3,7 +3,8 @@ the real :class:`ApprovalBroker` (no bridge, no HTTP).
 
 Why: each path must end the right thing (the pending approval, or the running task, or nothing)
 and answer the held POST at most once, with a bare 202; the end-to-end cancel tests
-(``tests/test_approvals.py``, ``tests/test_protocol_revisions.py``) show the wire side.
+(``tests/integration/test_approval_endings.py``,
+``tests/integration/test_protocol_versions_and_bodies.py``) show the wire side.
 """
 
 from __future__ import annotations

@@ -1,0 +1,386 @@
+"""The StatusNotifierItem tray and actionable notifications, over a real private D-Bus.
+
+Each test gets its own ``dbus-daemon``; the desktop's side (watcher + host, notification
+server) is written here with dbus-fast and speaks the real protocols to the real tray code,
+which drives a real bridge with real MCP calls waiting.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+from PIL import Image
+
+from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
+
+from ..conftest import write_config
+from ..support.control_client import login_page_text
+from ..support.dbus_fakes import FakeNotifications, FakeWatcher
+from ..support.helpers import Mcp, in_thread, wait_for
+
+
+class SniTray:
+    """A TrayApp with the SNI backend on a real bridge, its icon loop on a thread."""
+
+    def __init__(self, env, notifier: bool = False) -> None:
+        from omp_a2a_bridge.tray.app import TrayApp
+        from omp_a2a_bridge.tray.autostart import Autostart
+        from omp_a2a_bridge.tray.sni import SniIcon
+
+        self.opened: list[str] = []
+        self.runner = BridgeRunner(RunnerOptions(port=0, control=True, discover_tools=False))
+        self.app = TrayApp(
+            None,
+            "sni",
+            api=self.runner,
+            icon_cls=SniIcon,
+            autostart=Autostart(
+                "linux", home=env["root"] + "/home", command=["/x/a2a-bridge", "tray"]
+            ),
+            opener=self.opened.append,
+            browser=self.opened.append,
+            copier=lambda text: None,
+            interval=0.02,
+        )
+        self.app.start_bridge()
+        if notifier:
+            self.app.start_notifier()
+        self.icon = self.app.make_icon()
+        self.failed: list[BaseException] = []
+        self.loop = threading.Thread(target=self._run, daemon=True)
+        self.loop.start()
+        wait_for(lambda: self.icon.visible or self.failed)
+        assert not self.failed, self.failed
+        self.port = self.runner.bridge.port
+
+    def _run(self) -> None:
+        try:
+            self.icon.run(setup=self.app.setup)
+        except BaseException as e:
+            self.failed.append(e)
+
+    def client(self, name: str = "agent") -> Mcp:
+        c = Mcp(self.port, client=name)
+        c.initialize()
+        return c
+
+    def close(self) -> None:
+        self.app.quit()
+        self.loop.join(10)
+
+
+@pytest.fixture
+def tray(watcher, env):
+    write_config(
+        env["config"],
+        {"roots": [env["root"]], "approval": {"timeout_s": 20, "tiers": {"bash": "prompt"}}},
+    )
+    t = SniTray(env)
+    yield t
+    t.close()
+
+
+def labels(node) -> list[str]:
+    return [c["props"].get("label", "-") for c in node["children"]]
+
+
+# -- the icon and the menu as the desktop sees them ------------------------------------------
+
+
+def test_item_registers_with_properties_pixmaps_and_menu(tray, watcher):
+    service = watcher.wait_item()
+    assert service == f"org.kde.StatusNotifierItem-{os.getpid()}-1"
+    assert watcher.prop("Category") == "ApplicationStatus"
+    assert watcher.prop("Status") == "Active"
+    assert watcher.prop("ItemIsMenu") is False
+    tooltip = watcher.prop("ToolTip")
+    assert (
+        tooltip[2] == "omp A2A bridge"
+        and tray.runner.url.removeprefix("http://")[:-1] in (tooltip[3])
+    )
+    # Pixmaps: several sizes, ARGB32 in network byte order (A first), matching Pillow's pixels.
+    pix = watcher.prop("IconPixmap")
+    assert [(w, h) for w, h, _ in pix] == [(s, s) for s in (16, 22, 24, 32, 48, 64)]
+    w, h, data = pix[-1]
+    assert len(data) == w * h * 4
+    image = tray.icon.icon.convert("RGBA")
+    r, g, b, a = image.getpixel((32, 32))
+    offset = (32 * 64 + 32) * 4
+    assert tuple(data[offset : offset + 4]) == (a, r, g, b)
+    assert data[0] == 0  # a transparent corner: alpha first
+
+    _revision, root = watcher.layout()
+    assert root["id"] == 0 and root["props"]["children-display"] == "submenu"
+    top = labels(root)
+    assert top[0].startswith("omp A2A bridge — 127.0.0.1:")
+    assert root["children"][0]["props"]["enabled"] is False  # the header is a label
+    assert root["children"][1]["props"] == {"type": "separator"}
+    assert "Sessions (0)" in top and "Open approval page" in top and top[-1] == "Quit"
+    pause = watcher.find("Pause bridge")
+    assert pause["props"]["toggle-type"] == "checkmark" and pause["props"]["toggle-state"] == 0
+    sessions = watcher.find("Sessions (0)")
+    assert sessions["props"]["children-display"] == "submenu"
+    assert labels(sessions) == ["No live sessions"]
+
+
+def test_approve_from_the_menu_reaches_the_bridge(tray, watcher):
+    c = tray.client("claude-code")
+    th, out = in_thread(c.call, "bash", {"command": "echo via-sni"})
+    wait_for(lambda: watcher.prop("Status") == "NeedsAttention")
+    assert ["NeedsAttention"] in watcher.names("NewStatus")
+    item = wait_for(lambda: watcher.find("Approve: bash — echo via-sni (claude-code,"))
+    assert item["props"]["children-display"] == "submenu"
+    assert labels(item)[-5:-3] == ["Approve", "Allow `echo via-sni …` for this session"]
+    assert labels(item)[-3].startswith("Always allow: bash(") and labels(item)[-1] == "Deny"
+    assert labels(item)[-2] == "Run outside the box"
+    assert watcher.names("LayoutUpdated")  # the call arrived as a new layout revision
+    watcher.click("Approve: bash — echo via-sni", "Approve")
+    th.join(10)
+    assert out[0].text == "via-sni"
+    wait_for(lambda: watcher.prop("Status") == "Active")
+    wait_for(lambda: watcher.find("Approve: bash") is None)
+
+
+def test_deny_end_session_and_pause_from_the_menu(tray, watcher):
+    c = tray.client("claude-code")
+    th, out = in_thread(c.call, "write", {"path": "d.txt", "content": "x"})
+    wait_for(lambda: watcher.find("Approve: write"))
+    watcher.click("Approve: write", "Deny")
+    th.join(10)
+    assert out[0].text == "denied by the user"
+    assert not os.path.exists(os.path.join(tray.runner.config.roots[0], "d.txt"))
+
+    watcher.click("Pause bridge")
+    wait_for(lambda: (p := watcher.find("Pause bridge")) and p["props"]["toggle-state"] == 1)
+    assert c.call("ls", {}).text == "bridge paused by the user"
+    watcher.click("Pause bridge")
+    wait_for(lambda: watcher.find("Pause bridge")["props"]["toggle-state"] == 0)
+    assert c.call("ls", {}).result["isError"] is False
+
+    wait_for(lambda: watcher.find("Sessions (1)", "claude-code"))
+    watcher.click("Sessions (1)", "claude-code", "End session")
+    wait_for(lambda: c.rpc("ping").status == 404)
+    wait_for(lambda: watcher.find("Sessions (0)"))
+
+
+def test_label_changes_are_property_updates_and_stale_ids_do_nothing(tray, watcher):
+    c = tray.client("agent")
+    for _ in range(2):
+        c.call("ls", {})
+    entry = wait_for(lambda: watcher.find("Sessions (1)", "agent 1.0 · 2 calls"))
+    revision, _ = watcher.layout()
+    c.call("ls", {})
+    # Same tree, new label: ItemsPropertiesUpdated for that id, no new revision.
+    wait_for(
+        lambda: any(
+            node_id == entry["id"] and "3 calls" in props["label"].value
+            for updated, _ in watcher.names("ItemsPropertiesUpdated")
+            for node_id, props in updated
+        )
+    )
+    assert watcher.layout()[0] == revision
+
+    # A click on the menu of a call that is gone must not land on the call that came next.
+    th1, _out1 = in_thread(c.call, "bash", {"command": "echo first"})
+    old = wait_for(lambda: watcher.find("Approve: bash — echo first", "Approve"))
+    assert tray.runner.decide(tray.runner.snapshot().pending[0].id, "deny")
+    th1.join(10)
+    wait_for(lambda: watcher.find("Approve: bash") is None)
+    th2, out2 = in_thread(c.call, "bash", {"command": "echo first"})
+    new = wait_for(lambda: watcher.find("Approve: bash — echo first", "Approve"))
+    assert new["id"] != old["id"]
+    with pytest.raises(RuntimeError, match="InvalidArgs"):
+        watcher.menu_call("Event", "isvu", [old["id"], "clicked", _variant(""), 0])
+    assert len(tray.runner.snapshot().pending) == 1  # still waiting for a real decision
+    watcher.click("Approve: bash — echo first", "Approve")
+    th2.join(10)
+    assert out2[0].text == "first"
+
+
+def _variant(text: str):
+    from dbus_fast import Variant
+
+    return Variant("s", text)
+
+
+def test_left_click_opens_the_approval_page(tray, watcher):
+    watcher.item_call("Activate", "ii", [0, 0])
+    wait_for(lambda: tray.opened)
+    assert 'name="code"' in login_page_text(tray.opened[0])
+
+
+def test_quit_from_the_menu_stops_the_bridge(watcher, env):
+    write_config(env["config"], {"roots": [env["root"]], "approval": {"tiers": {"bash": "prompt"}}})
+    t = SniTray(env)
+    c = t.client()
+    th, out = in_thread(c.call, "bash", {"command": "true"})
+    wait_for(lambda: watcher.find("Approve: bash"))
+    watcher.click("Quit")
+    th.join(10)
+    assert out[0].text == "bridge shutting down"
+    t.loop.join(10)
+    assert not t.loop.is_alive() and t.runner.running is False
+    assert not t.failed
+
+
+def test_pixmaps_are_argb_in_network_order():
+    from omp_a2a_bridge.tray.sni import pixmaps
+
+    img = Image.new("RGBA", (2, 2), (10, 20, 30, 40))
+    [(w, h, data)] = pixmaps(img, (2,))
+    assert (w, h) == (2, 2) and data == bytes([40, 10, 20, 30]) * 4
+
+
+# -- notifications with Approve / Deny -----------------------------------------------------------
+
+
+@pytest.fixture
+def notifications(dbus):
+    n = FakeNotifications(dbus.address)
+    yield n
+    n.close()
+
+
+@pytest.fixture
+def noti_tray(watcher, notifications, env):
+    write_config(
+        env["config"],
+        {"roots": [env["root"]], "approval": {"timeout_s": 20, "tiers": {"bash": "prompt"}}},
+    )
+    t = SniTray(env, notifier=True)
+    assert t.app.actionable is not None
+    yield t
+    t.close()
+
+
+def wait_shown(tray: SniTray, server: FakeNotifications, n: int) -> dict:
+    """The n-th notification, once the app has it on record too (a human can't click faster)."""
+    wait_for(lambda: len(server.shown) >= n)
+    wait_for(lambda: tray.app.actionable.live >= 1)
+    return server.shown[n - 1]
+
+
+def test_notification_approve_button_runs_the_call(noti_tray, notifications):
+    c = noti_tray.client("claude-code")
+    th, out = in_thread(c.call, "bash", {"command": "echo from-notification"})
+    shown = wait_shown(noti_tray, notifications, 1)
+    assert shown["summary"] == "Approval needed"
+    assert shown["body"].startswith("bash — echo from-notification (claude-code) is waiting")
+    assert {"Approve", "Deny"} <= set(shown["actions"])
+    assert "inline-reply" in shown["actions"].values()  # the deny reason field
+    notifications.press(shown["id"], shown["actions"]["Approve"])
+    th.join(10)
+    assert out[0].text == "from-notification"
+    assert len(notifications.shown) == 1  # one notification per call
+
+
+def test_notification_deny_with_a_reason(noti_tray, notifications):
+    c = noti_tray.client()
+    th, out = in_thread(c.call, "write", {"path": "n.txt", "content": "x"})
+    shown = wait_shown(noti_tray, notifications, 1)
+    notifications.reply(shown["id"], "not on Fridays")
+    th.join(10)
+    assert out[0].text == "denied by the user: not on Fridays"
+
+    th, out = in_thread(c.call, "write", {"path": "n.txt", "content": "x"})
+    shown = wait_shown(noti_tray, notifications, 2)
+    notifications.press(shown["id"], shown["actions"]["Deny"])
+    th.join(10)
+    assert out[0].text == "denied by the user"
+
+
+def test_notification_of_a_call_decided_elsewhere_is_withdrawn(noti_tray, notifications, watcher):
+    c = noti_tray.client()
+    th, out = in_thread(c.call, "bash", {"command": "echo menu"})
+    shown = wait_shown(noti_tray, notifications, 1)
+    watcher.click("Approve: bash", "Approve")
+    th.join(10)
+    assert out[0].text == "menu"
+    wait_for(lambda: shown["id"] in notifications.closed)
+
+
+def test_notification_click_opens_the_page(noti_tray, notifications):
+    c = noti_tray.client()
+    th, _out = in_thread(c.call, "bash", {"command": "true"})
+    shown = wait_shown(noti_tray, notifications, 1)
+    notifications.press(shown["id"], "default")
+    wait_for(lambda: noti_tray.opened)
+    assert 'name="code"' in login_page_text(noti_tray.opened[0])
+    noti_tray.runner.decide(noti_tray.runner.snapshot().pending[0].id, "deny")
+    th.join(10)
+
+
+def test_without_a_notification_server_the_plain_notification_stays(watcher, env):
+    from omp_a2a_bridge.tray.notifier import ActionableNotifier, NotifierUnavailable
+
+    n = ActionableNotifier(lambda *a: None, lambda call_id: None)
+    with pytest.raises(NotifierUnavailable, match="no notification server"):
+        n.start(timeout=5)
+
+
+def test_a_server_without_actions_is_not_actionable(dbus):
+    from omp_a2a_bridge.tray.notifier import ActionableNotifier, NotifierUnavailable
+
+    server = FakeNotifications(dbus.address, caps=("body",))
+    try:
+        n = ActionableNotifier(lambda *a: None, lambda call_id: None)
+        with pytest.raises(NotifierUnavailable, match="no buttons"):
+            n.start(timeout=5)
+    finally:
+        server.close()
+
+
+def test_the_icon_registers_again_with_a_new_watcher(tray, watcher, dbus):
+    """A panel restart: the new watcher gets the icon without restarting the app."""
+    first = watcher.wait_item()
+    watcher.close()
+    again = FakeWatcher(dbus.address)
+    try:
+        assert again.wait_item() == first
+        assert again.find("Quit") is not None
+    finally:
+        again.close()
+
+
+# -- the layout as data (tray/dbusmenu.py) ---------------------------------------------------------
+
+
+def test_ids_follow_actions_not_positions():
+    from omp_a2a_bridge.tray.dbusmenu import IdTable, build, diff
+    from omp_a2a_bridge.tray.menu import SEPARATOR, Item
+
+    ids = IdTable()
+    a = (Item("Approve: a", submenu=(Item("Approve", ("decide", "a1", "approve")),)),)
+    tail = (
+        SEPARATOR,
+        Item("Pause_bridge", ("pause", "on"), checked=False),
+        Item("Quit", ("quit",)),
+    )
+    one = build(a + tail, ids)
+    two = build(tail, ids)  # the call was decided: positions shift
+    quit_id = next(i for i, n in one.nodes.items() if n.action == ("quit",))
+    assert two.nodes[quit_id].action == ("quit",)
+    approve_id = next(i for i, n in one.nodes.items() if n.action == ("decide", "a1", "approve"))
+    assert approve_id not in two.nodes
+    b = (Item("Approve: a (3 s)", submenu=(Item("Approve", ("decide", "a2", "approve")),)),)
+    three = build(b + tail, ids)
+    assert approve_id not in three.nodes  # a new call never inherits a retired id
+    assert diff(one, two).relayout and diff(two, three).relayout
+    pause = next(n for n in three.nodes.values() if n.action == ("pause", "on"))
+    assert pause.props == {
+        "label": "Pause__bridge",  # a literal underscore is not a mnemonic
+        "enabled": True,
+        "toggle-type": "checkmark",
+        "toggle-state": 0,
+    }
+    assert three.nodes[0].children[1:2] and three.nodes[three.nodes[0].children[1]].props == {
+        "type": "separator"
+    }
+    relabelled = (
+        Item("Approve: a (5 s)", submenu=(Item("Approve", ("decide", "a2", "approve")),)),
+        *tail,
+    )
+    change = diff(three, build(relabelled, ids))
+    assert not change.relayout and [p for _, p in change.updated] == [{"label": "Approve: a (5 s)"}]
