@@ -27,11 +27,16 @@ MAX_DEPTH = 64
 _lock = threading.Lock()
 _secrets: dict[str, str] = {}  # secret -> marker, oldest first
 _grams: tuple[tuple[str, str], ...] = ()  # (piece, marker): every PIECE-long run of a secret
+# Every PIECE-long run of a secret holds one of its BLOCK-long runs that start at a multiple of
+# BLOCK: a text holding none of these holds no piece, found with a few fast substring searches
+# instead of one search per piece (a 1 MB text: ~ms, not ~0.5 s of the event loop).
+BLOCK = PIECE // 2
+_blocks: tuple[str, ...] = ()
 
 
 def remember(secret: str | None, marker: str = MARKER) -> None:
     """Register a secret the bridge holds; it is scrubbed from every shown or logged text."""
-    global _grams
+    global _grams, _blocks
     if not secret or len(secret) < MIN_SECRET:
         return
     with _lock:
@@ -44,14 +49,20 @@ def remember(secret: str | None, marker: str = MARKER) -> None:
             for i in range(len(s) - PIECE + 1):
                 grams.setdefault(s[i : i + PIECE], m)
         _grams = tuple(grams.items())
+        _blocks = tuple(
+            dict.fromkeys(
+                s[k : k + BLOCK] for s in _secrets for k in range(0, len(s) - BLOCK + 1, BLOCK)
+            )
+        )
 
 
 def forget_all() -> None:
     """Tests only: start from no known secret."""
-    global _grams
+    global _grams, _blocks
     with _lock:
         _secrets.clear()
         _grams = ()
+        _blocks = ()
 
 
 def known() -> tuple[str, ...]:
@@ -64,6 +75,8 @@ def scrub(text: str) -> str:
     grams = _grams
     if not grams or len(text) < PIECE:
         return text
+    if not any(block in text for block in _blocks):
+        return text  # no piece can be in it (see BLOCK)
     spans: list[tuple[int, int, str]] = []
     for gram, marker in grams:
         start = text.find(gram)

@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FIRST_PARTY = {"omp_a2a_bridge", "server", "tray", "tests"}
+FIRST_PARTY = {"omp_a2a_bridge", "server", "tray", "tests", "bench"}  # bench: the repo's own
 # Modules of platforms other than this one (not installed here to be looked up).
 NOT_INSTALLED_HERE = {"PyObjCTools": "pyobjc-core", "Xlib": "python-xlib"}
 
