@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import glob
 import os
+import sys
 from collections.abc import Iterable
 
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold
@@ -135,6 +136,22 @@ def _git(cwd: str) -> tuple[str | None, str | None, tuple[str, ...]]:
         here = parent
 
 
+def _tmp_visible() -> tuple[str, ...]:
+    """The bridge's own Python (its venv and the base install) when it lies under /tmp: a
+    command that runs it must find it through the box's private /tmp."""
+    out = []
+    for prefix in {sys.prefix, sys.base_prefix}:
+        real = os.path.realpath(prefix)
+        if within(real, "/tmp") and os.path.isdir(real):  # noqa: S108 - the path it checks
+            out.append(real)
+    return tuple(sorted(out))
+
+
+class PrivateCwd(Exception):
+    """The call's folder lies in a private place (the home's hidden tree): no box hides
+    that place from a call that runs in it, so a human decides."""
+
+
 class TooManySecrets(Exception):
     """The project holds more secret-looking or hard-linked files than the box hides."""
 
@@ -147,7 +164,9 @@ def _secrets_in(top: str, home: str) -> list[HostEntry]:
     out: list[HostEntry] = []
     seen = 0
     todo = [(top, 0)]
-    while todo and seen < SCAN_MAX_ENTRIES:
+    while todo:
+        if seen >= SCAN_MAX_ENTRIES:
+            raise TooManySecrets(top)  # unscanned files could hold secrets: refuse, not leak
         here, depth = todo.pop()
         try:
             entries = list(os.scandir(here))
@@ -207,6 +226,11 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     cwd = os.path.realpath(cwd)
     top, git_file, git_dirs = _git(cwd)
     draft = HostView(cwd=cwd, home=home, roots=real_roots, git_top=top)
+    # The call's folder never unmasks what holds it: a cwd in the home's hidden tree
+    # (``~/.config/git``) would otherwise open all of ``~/.config`` and make it the project.
+    hidden = _hidden(home, real_roots)
+    if any(within(cwd, entry.path) for entry in hidden):
+        raise PrivateCwd(cwd)
     project_top = project_of(draft) or cwd
     own_real = [r for r in (_real(p) for p in (*own, *SYSTEM_PRIVATE)) if r is not None]
     # Files (the config, the audit log, /etc/shadow...) are masked as files, wherever they lie.
@@ -223,7 +247,7 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         cwd=cwd,
         home=home,
         roots=real_roots,
-        hidden=(*_hidden(home, (cwd, *real_roots)), *_secrets_in(project_top, home), *files),
+        hidden=(*hidden, *_secrets_in(project_top, home), *files),
         allowed=allowed,
         others=_others(home),
         own=tuple(dict.fromkeys(own_real)),
@@ -231,6 +255,7 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         git_file=git_file,
         git_dirs=git_dirs,
         write_allow=write_allow,
+        tmp_visible=_tmp_visible(),
     )
     candidates = persistence_paths(view, project_of(view))
     existing = frozenset(p for p in candidates if os.path.lexists(p))

@@ -40,7 +40,9 @@ DEFAULT_READ_ALLOW = (
 # Startup and editor hooks a project may hold: read-only in the box when they exist, removed
 # after the call when the call created them (see :func:`missing_persistence`).
 PROJECT_PERSISTENCE = (".vscode", ".idea", ".envrc", ".direnv")
-GIT_DIR_PERSISTENCE = ("hooks", "config", "config.worktree")
+# ``commondir`` and ``gitdir`` point git at another directory (its config, its hooks): a new one
+# would redirect the repository, so they are persistence like the config itself.
+GIT_DIR_PERSISTENCE = ("hooks", "config", "config.worktree", "commondir", "gitdir", "info")
 # A network namespace does not cut sockets that are files: /run holds the Docker and Podman
 # sockets, the D-Bus system bus and every user's runtime dir (session bus -> systemd --user).
 # Only the DNS stub's folder stays readable (a box with network on needs it).
@@ -87,6 +89,9 @@ class HostView:
     git_dirs: tuple[str, ...] = ()
     existing: frozenset[str] = frozenset()
     write_allow: tuple[str, ...] = ()  # existing ``box.write_allow`` entries
+    # Read-only folders under /tmp the box shows through its private /tmp: the roots there and
+    # the Python the bridge runs (a venv made in a temporary clone must still run).
+    tmp_visible: tuple[str, ...] = ()
 
 
 def within(path: str, top: str) -> bool:
@@ -147,6 +152,10 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
     write: list[str] = []
     if project is not None:
         write.append(project)
+        # Each git dir in the project is bound onto itself: a mount point cannot be renamed or
+        # replaced, so ``mv .git x && mkdir .git`` cannot swap in a repository without the
+        # read-only hooks and config below.
+        write += [d for d in view.git_dirs if within(d, project)]
         outside = [d for d in view.git_dirs if not within(d, project)]
         write += [d for d in outside if any(within(d, r) for r in view.roots)]
     write += list(view.write_allow)
@@ -161,7 +170,9 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
         network=config.network,
         private_files=tuple(sorted(set(files))),
         read_allow=reallow,
-        read_visible=tuple(sorted(r for r in view.roots if within(r, BOX_TMP))),
+        read_visible=tuple(
+            sorted({r for r in (*view.roots, *view.tmp_visible) if within(r, BOX_TMP)})
+        ),
     )
 
 

@@ -6,15 +6,16 @@ only awaits them. :func:`refused_note` is pure.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-import shutil
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import probe
 from .bwrap import render
-from .host import SCAN_MAX_MASKS, TooManySecrets, gather
+from .host import SCAN_MAX_ENTRIES, SCAN_MAX_MASKS, PrivateCwd, TooManySecrets, gather
 from .plan import BoxPlan
 from .policy import BoxConfig, build_plan, missing_persistence, project_of
 
@@ -52,10 +53,16 @@ def prepare(request: BoxRequest, cwd: str, argv: Sequence[str]) -> Prepared:
         raise NoBox(probe.status().detail)
     try:
         view = gather(cwd, request.roots, request.config, request.own)
+    except PrivateCwd as e:
+        raise NoBox(
+            f"the call's folder {e} is in your home's hidden tree, which the box keeps private: "
+            'run the command elsewhere, or with "box": false (a human decides)'
+        ) from None
     except TooManySecrets as e:
         raise NoBox(
             f"{e} holds over {SCAN_MAX_MASKS} secret-looking or hard-linked files straight in "
-            'it, more than the box hides: run the command with "box": false (a human decides)'
+            f"it, or more than {SCAN_MAX_ENTRIES} entries to look through for them: more than "
+            'the box hides; run the command with "box": false (a human decides)'
         ) from None
     plan = build_plan(view, request.config)
     missing = missing_persistence(view, project_of(view))
@@ -64,20 +71,31 @@ def prepare(request: BoxRequest, cwd: str, argv: Sequence[str]) -> Prepared:
 
 def sweep(missing: Sequence[str]) -> tuple[str, ...]:
     """Blocking: remove the persistence paths a boxed call created (they did not exist before,
-    so the box could not mount over them). Symlinks are removed, never followed."""
+    so the box could not mount over them). Symlinks are removed, never followed. What cannot be
+    removed (a tree too deep for a recursive delete, a folder made read-only) is moved aside
+    first and removed by ``rm`` after its modes are reset; a path that still exists after all
+    that is returned with a ``!`` in front, so the note says so loudly."""
     removed: list[str] = []
     for path in missing:
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            elif os.path.lexists(path):
-                os.unlink(path)
-            else:
-                continue
-        except OSError:
+        if not os.path.lexists(path):
             continue
-        removed.append(path)
+        with contextlib.suppress(Exception):  # whatever happened, the path is reported below
+            _remove(path)
+        removed.append(path if not os.path.lexists(path) else "!" + path)
     return tuple(removed)
+
+
+def _remove(path: str) -> None:
+    if os.path.islink(path) or not os.path.isdir(path):
+        os.unlink(path)
+        return
+    aside = f"{path}.a2a-removing-{os.getpid()}"
+    os.rename(path, aside)  # atomic: the name is free at once, whatever the tree holds
+    subprocess.run(["chmod", "-R", "u+rwx", "--", aside], capture_output=True, check=False)
+    subprocess.run(["rm", "-rf", "--", aside], capture_output=True, check=False)
+    if os.path.lexists(aside):
+        os.rename(aside, path)  # put it back where the note names it
+        raise OSError(f"could not remove {path}")
 
 
 # "bash: line 1: .git/hooks/x: Read-only file system", "touch: cannot touch '/x': ...",
@@ -118,8 +136,12 @@ def refused_note(output: str, plan: BoxPlan, removed: Sequence[str] = ()) -> str
         parts.append("a write outside the project (the box writes only the project and TMPDIR)")
     if not plan.network and any(n in output.lower() for n in _NETWORK):
         parts.append("the network (the box has none, loopback included)")
-    if removed:
-        parts.append("persistence it created, now removed: " + ", ".join(removed[:5]))
+    gone = [p for p in removed if not p.startswith("!")]
+    stuck = [p[1:] for p in removed if p.startswith("!")]
+    if gone:
+        parts.append("persistence it created, now removed: " + ", ".join(gone[:5]))
+    if stuck:
+        parts.append("persistence it created that COULD NOT be removed: " + ", ".join(stuck[:5]))
     if not parts:
         return None
     return "[the box refused " + "; ".join(parts) + ". " + HOW_TO_ASK + "]"

@@ -145,6 +145,17 @@ WRITES = [
     "ln -s ../.bashrc b && echo evil >> b; rm -f b",
     "rm -rf ~/Documents",
     "cd ~ && rm -rf Documents",
+    # an outside review's (2026-12-04): commondir redirects the repository's config and hooks
+    "mkdir -p .evil/refs && printf '[core]\\n\\tfsmonitor = evil\\n' > .evil/config"
+    " && echo ../.evil > .git/commondir",
+    # renaming .git away from its read-only hooks and config, and a new one in its place
+    "mv .git .gitold && mkdir -p .git/hooks && cp -a .gitold/HEAD .gitold/objects .gitold/refs"
+    " .git/ && echo evil > .git/hooks/pre-commit; printf '[core]\\n\\tfsmonitor = evil\\n'"
+    " > .git/config; mv .gitold .git 2>/dev/null; true",
+    # a tree too deep for a recursive delete next to the persistence it should sweep
+    'echo evil > .envrc; mkdir -p .idea && echo x > .idea/workspace.xml; python3 -c "import os;'
+    " os.makedirs('.vscode', exist_ok=True); os.chdir('.vscode');"
+    " [(os.mkdir('d'), os.chdir('d')) for _ in range(1500)]\" 2>/dev/null; true",
 ]
 
 
@@ -154,6 +165,17 @@ def test_no_spelling_writes_persistence(world: World, command: str) -> None:
     after = {k: v for k, v in world.snapshot().items() if v is not None}
     assert after == world.files, text
     assert world.leaks(text) == [], text
+
+
+def test_a_call_in_the_hidden_tree_opens_nothing(world: World) -> None:
+    """A cwd in ``~/.config/git`` (re-opened read-only by box.read_allow) must not unmask the
+    ``~/.config`` that holds it, nor become a writable project (an outside review's find)."""
+    os.makedirs(os.path.join(world.home, ".config", "git"), exist_ok=True)
+    cwd = os.path.join(world.home, ".config", "git")
+    failed, text = world.bash("cat ~/.config/gh/hosts.yml; echo '[core]' > config", cwd=cwd)
+    assert failed and world.leaks(text) == [], text
+    assert not os.path.exists(os.path.join(cwd, "config"))
+    assert "hidden tree" in text and '"box": false' in text, text
 
 
 def test_a_refused_write_says_what_and_how_to_ask(world: World) -> None:
