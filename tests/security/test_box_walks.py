@@ -162,9 +162,10 @@ def _hex(path) -> str:
 def _fs_server(home, **extra) -> dict:
     spec = {
         "command": sys.executable,
-        "args": ["-m", "tests.security.fs_server"],
+        # by its path: a script named in the arguments is shown to the boxed server (a clone
+        # under /tmp is hidden behind the box's private /tmp otherwise)
+        "args": [os.path.join(REPO, "tests", "security", "fs_server.py")],
         "cwd": str(home / "project"),
-        "env": {"PYTHONPATH": REPO},
     }
     return {**spec, **extra}
 
@@ -249,9 +250,8 @@ WORLD_CONFIG = {
     "mcp_servers": {
         "fs": {
             "command": sys.executable,
-            "args": ["-m", "tests.security.fs_server"],
+            "args": [os.path.join(REPO, "tests", "security", "fs_server.py")],
             "cwd": "~/proj",
-            "env": {"PYTHONPATH": REPO},
         }
     },
 }
