@@ -137,13 +137,15 @@ def _git(cwd: str) -> tuple[str | None, str | None, tuple[str, ...]]:
 
 
 def _tmp_visible() -> tuple[str, ...]:
-    """The bridge's own Python (its venv and the base install) when it lies under /tmp: a
-    command that runs it must find it through the box's private /tmp."""
-    out = []
-    for prefix in {sys.prefix, sys.base_prefix}:
+    """What the box shows read-only through its private /tmp: the bridge's own Python (its venv
+    and the base install) and its own install folder (for a checkout, the checkout), when they
+    lie under /tmp. Code, not secrets: outside /tmp a boxed command reads them anyway."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the server package
+    out = set()
+    for prefix in (sys.prefix, sys.base_prefix, os.path.dirname(here)):
         real = os.path.realpath(prefix)
-        if within(real, "/tmp") and os.path.isdir(real):  # noqa: S108 - the path it checks
-            out.append(real)
+        if within(real, "/tmp") and real != "/tmp" and os.path.isdir(real):  # noqa: S108
+            out.add(real)
     return tuple(sorted(out))
 
 
