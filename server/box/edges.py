@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 from . import probe
 from .bwrap import render
-from .host import TooManySecrets, gather
+from .host import PrivateCwd, TooManySecrets, gather
 from .plan import BoxPlan
 from .policy import BOX_TMP, build_plan, missing_persistence, project_of, within
 from .run import BoxRequest, NoBox, Prepared
@@ -99,7 +99,12 @@ def walk_plan(request: BoxRequest, base: str) -> BoxPlan:
         hit = _cache.get(key)
         if hit is not None and now - hit[0] < WALK_PLAN_TTL_S:
             return hit[1]
-    view = gather(base, request.roots, request.config, request.own)
+    try:
+        view = gather(base, request.roots, request.config, request.own)
+    except PrivateCwd:
+        if os.path.realpath(base) != base:
+            raise BaseMoved(base) from None  # swapped for a link into the hidden tree
+        raise
     if view.cwd != base:
         raise BaseMoved(base)
     plan = build_plan(view, request.config)
@@ -122,8 +127,8 @@ def walk_argv(request: BoxRequest | None, base: str, argv: Sequence[str]) -> lis
         return None
     try:
         plan = walk_plan(request, base)
-    except (TooManySecrets, OSError):
-        return None
+    except (TooManySecrets, PrivateCwd, OSError):
+        return None  # the walk's base was judged (a private one asks); each result still is
     return render(_reopen(plan, [t for t in [program_tree(argv[0])] if t]), host, argv)
 
 
@@ -142,6 +147,8 @@ def server_box(
         view = gather(cwd, request.roots, request.config, request.own)
     except TooManySecrets as e:
         raise NoBox(f"{e} holds more secret-looking files than the box hides") from None
+    except PrivateCwd as e:
+        raise NoBox(f"its folder {e} is in the home's hidden tree, which the box hides") from None
     if view.git_top != view.cwd:  # the cwd is the project, never the repository around it
         view = dataclasses.replace(view, git_top=None, git_file=None, git_dirs=())
     plan = build_plan(view, request.config)

@@ -63,7 +63,8 @@ def test_hidden_entries_are_private_except_read_allow():
     assert plan.private_files == (f"{H}/.netrc",)
     assert plan.read_allow == (f"{H}/.config/git",)  # re-opened under the masked ~/.config
     assert {"/home/other", "/root", "/run/user/1000", "/var/run/a2a"} <= set(plan.read_private)
-    assert plan.write == (f"{H}/proj",)
+    # the project, and its git dir bound onto itself (a mount point: no rename, no swap)
+    assert plan.write == (f"{H}/proj", f"{H}/proj/.git")
     assert plan.tmpdir == "/tmp" and plan.network is False
 
 
@@ -116,7 +117,8 @@ def test_roots_under_tmp_stay_visible_and_come_before_the_masks():
 def test_write_allow_and_network_from_the_config():
     v = view(write_allow=("/data/cache",))
     plan = build_plan(v, BoxConfig(write_allow=("/data/cache",), network=True))
-    assert set(plan.write) == {f"{H}/proj", "/data/cache"} and plan.network is True
+    assert set(plan.write) == {f"{H}/proj", f"{H}/proj/.git", "/data/cache"}
+    assert plan.network is True
 
 
 HOST = BwrapHost("/usr/bin/bwrap", "/x/empty")
