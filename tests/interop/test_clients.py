@@ -54,30 +54,25 @@ def _approve_next(running: Running) -> threading.Thread:
 # -- the official conformance suite -------------------------------------------------------------
 
 
-def test_conformance_suite_matches_the_baseline(peers: Peers, peer_bridge: Running, tmp_path):
-    """Every scenario passes except the baseline's, each a feature the bridge lacks on purpose.
-
-    The suite cannot send a header, so a loopback proxy adds the bearer token (the bridge's
-    auth rules are unchanged); Host and Origin pass through for the DNS-rebinding scenario.
-    """
-    conformance = tools.npm_bin("conformance", "conformance")
-    baseline = HERE / "conformance-baseline.yml"
-    with AuthProxy(peer_bridge.port, TOKEN) as proxy:
-        r = peers.run(
-            [
-                conformance,
-                "server",
-                "--url",
-                proxy.url,
-                "--expected-failures",
-                str(baseline),
-                "-o",
-                str(tmp_path / "results"),
-            ],
-            timeout=300,
-        )
+def _conformance(peers: Peers, bridge: Running, results: Path, package: str, *args: str) -> str:
+    """Run the official suite (``package`` from the interop cache) against the bridge; its
+    summary. The suite cannot send a header, so a loopback proxy adds the bearer token (the
+    bridge's auth rules are unchanged); Host and Origin pass through for the DNS-rebinding
+    scenario."""
+    with AuthProxy(bridge.port, TOKEN) as proxy:
+        argv = [tools.npm_bin(package, "conformance"), "server", "--url", proxy.url, *args]
+        r = peers.run([*argv, "-o", str(results)], timeout=300)
     summary = r.stdout[r.stdout.find("=== SUMMARY ===") :]
     assert r.returncode == 0, summary or r.stdout[-3000:] + r.stderr[-3000:]
+    return summary
+
+
+def test_conformance_suite_matches_the_baseline(peers: Peers, peer_bridge: Running, tmp_path):
+    """Every scenario passes except the baseline's, each a feature the bridge lacks on purpose."""
+    baseline = str(HERE / "conformance-baseline.yml")
+    summary = _conformance(
+        peers, peer_bridge, tmp_path / "results", "conformance", "--expected-failures", baseline
+    )
     for scenario in ("server-initialize", "ping", "tools-list", "dns-rebinding-protection"):
         assert re.search(rf"✓ {scenario}: \d+ passed, 0 failed", summary), summary
 
@@ -88,26 +83,9 @@ def test_conformance_requirements_of_each_era(
 ):
     """Both eras on one endpoint (§ 9): the requirement set each revision froze at its release,
     every gap in a per-era baseline with its reason."""
-    conformance = tools.npm_bin("conformance-eras", "conformance")
-    baseline = HERE / f"conformance-baseline-{revision}.yml"
-    with AuthProxy(peer_bridge.port, TOKEN) as proxy:
-        r = peers.run(
-            [
-                conformance,
-                "server",
-                "--url",
-                proxy.url,
-                "--requirements",
-                revision,
-                "--expected-failures",
-                str(baseline),
-                "-o",
-                str(tmp_path / "results"),
-            ],
-            timeout=300,
-        )
-    summary = r.stdout[r.stdout.find("=== SUMMARY ===") :]
-    assert r.returncode == 0, summary or r.stdout[-3000:] + r.stderr[-3000:]
+    baseline = str(HERE / f"conformance-baseline-{revision}.yml")
+    args = ("--requirements", revision, "--expected-failures", baseline)
+    summary = _conformance(peers, peer_bridge, tmp_path / "results", "conformance-eras", *args)
     assert re.search(r"✓ tools-list: \d+ passed, 0 failed", summary), summary
 
 
