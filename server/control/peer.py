@@ -32,6 +32,7 @@ import os
 import socket
 import struct
 import sys
+import time
 from dataclasses import dataclass
 
 from ..infra.childenv import TOOL_MARKER
@@ -203,6 +204,13 @@ def tool_on_chain(pid: int, bridge_pid: int) -> int | None:
     return pid  # a chain this deep is not a desktop's: refuse
 
 
+# Out of descriptors (a flood of idle connections the listeners are still evicting), the lookup
+# cannot open /proc or its netlink socket and finds nobody. That is no answer: an inconclusive
+# lookup is tried again for a while, and only then refused (fail closed). The kernel's own "no
+# such socket" is an answer at once.
+LOOKUP_RETRY_S = (0.05, 0.1, 0.2, 0.4, 0.8)
+
+
 def find_peer(
     peer_port: int,
     server_port: int,
@@ -212,22 +220,41 @@ def find_peer(
 ) -> Peer:
     """Who is at the other end of the control connection from ``peer_ip:peer_port``.
     Blocking: call it in a worker."""
+    peer, sure = _find_peer_once(peer_port, server_port, bridge_pid, peer_ip, server_ip)
+    for pause in LOOKUP_RETRY_S:
+        if sure:
+            break
+        time.sleep(pause)
+        peer, sure = _find_peer_once(peer_port, server_port, bridge_pid, peer_ip, server_ip)
+    return peer
+
+
+def _find_peer_once(
+    peer_port: int,
+    server_port: int,
+    bridge_pid: int | None,
+    peer_ip: str,
+    server_ip: str,
+) -> tuple[Peer, bool]:
+    """One lookup, and whether it is an answer (False: nothing could be read, try again)."""
     if not sys.platform.startswith("linux"):
-        return Peer(checked=False, pid=None)
+        return Peer(checked=False, pid=None), True
     me = os.getpid() if bridge_pid is None else bridge_pid
     inode = diag_inode((peer_ip, peer_port), (server_ip, server_port))
+    if inode == 0:
+        return Peer(checked=True, pid=None, hidden_tool=True), True  # the kernel: no such socket
     if inode is None:
         inode = client_socket_inode(peer_port, server_port)
     if not inode:
-        return Peer(checked=True, pid=None, hidden_tool=True)
+        return Peer(checked=True, pid=None, hidden_tool=True), False
     pids, unreadable = pids_holding(inode, me)
     if not pids:
         # Someone we may not inspect: another user, a parent user namespace, or a process that
         # hid itself (non-dumpable). Only a tool's descendant is refused, and that chain is ours.
         hidden = any(tool_on_chain(pid, me) is not None for pid in unreadable)
-        return Peer(checked=True, pid=None, hidden_tool=hidden)
+        return Peer(checked=True, pid=None, hidden_tool=hidden), bool(unreadable)
     for pid in pids:
         tool = tool_on_chain(pid, me)
         if tool is not None:
-            return Peer(checked=True, pid=pid, tool_pid=tool)
-    return Peer(checked=True, pid=pids[0])
+            return Peer(checked=True, pid=pid, tool_pid=tool), True
+    return Peer(checked=True, pid=pids[0]), True
