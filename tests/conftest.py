@@ -110,7 +110,9 @@ class Running:
 
     def audit(self) -> list[dict[str, Any]]:
         assert self.runner.bridge is not None
-        self.runner.bridge.audit.flush()
+        # Everything recorded so far, written: under load 32 one-megabyte records take their
+        # time (the writer thread caps and scrubs each), so wait for it, not a fixed 5 s.
+        assert self.runner.bridge.audit.flush(60), "the audit writer did not catch up in 60 s"
         return read_records(self.env["audit"])
 
 
