@@ -42,6 +42,7 @@ from .types import (
     ServerView,
     SessionView,
     Snapshot,
+    TunnelView,
     UpstreamInfo,
 )
 from .vocab import ApproverKind, Decision, TokenSource
@@ -67,6 +68,7 @@ __all__ = [
     "Snapshot",
     "StartupError",
     "TokenSource",
+    "TunnelView",
     "UpstreamInfo",
 ]
 
@@ -132,6 +134,28 @@ class BridgeControl(Protocol):
 
     def login_url(self) -> str:
         """A one-time link that logs a browser into the approval page (60 s, first use)."""
+        ...
+
+    def add_tunnel(
+        self, name: str, target: str, remote_port: int | None = None, client: str | None = None
+    ) -> None:
+        """Save a tunnel (``ssh -N -R``) to ``target`` and start it now (one of that name is
+        replaced); ``remote_port`` None: the bridge's live port. Raises a
+        :class:`BridgeError` naming a bad argument. Writes the config: not on the loop."""
+        ...
+
+    def remove_tunnel(self, name: str) -> bool:
+        """Stop the tunnel and forget it (config); False when there is none."""
+        ...
+
+    def reconnect_tunnel(self, name: str) -> bool:
+        """Start the tunnel's ssh again now, without waiting for its back-off."""
+        ...
+
+    def install_client(self, name: str) -> str:
+        """Write the tunnel's client config on its remote machine over ssh (merged; the token
+        through ssh's stdin into a 0600 file); returns what changed, in one line. Runs ssh:
+        not on a UI or event-loop thread."""
         ...
 
     def login_page(self, anchor: str = "") -> str:
@@ -212,3 +236,7 @@ class BridgeApi(BridgeControl, Protocol):
     def rules(self) -> RuleSet: ...
 
     def grants(self) -> tuple[GrantView, ...]: ...
+
+    def tunnels(self) -> tuple[TunnelView, ...]:
+        """The tunnels the app keeps up, with their state (``Snapshot.tunnels`` too)."""
+        ...

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .box.plan import BoxStatus
 from .errors import BridgeError
 from .policy.rules import RuleSet
-from .vocab import Decision
+from .vocab import Decision, TunnelState
 
 if TYPE_CHECKING:
     from .policy.grants import Grant
@@ -149,6 +149,27 @@ class GrantView:
 
 
 @dataclass(frozen=True, slots=True)
+class TunnelView:
+    """A tunnel the app keeps up (``ssh -N -R``) as the UIs see it: which machine, where, and
+    whether it is up (with ssh's last error, made one safe line, when it is not)."""
+
+    name: str  # the machine's name
+    target: str  # user@host (or a Host alias of the user's ssh config)
+    remote_port: int  # the port on the remote machine: its clients use http://127.0.0.1:P/
+    local_port: int  # the bridge's live port the forward reaches (0: not started yet)
+    client: str | None  # the client whose config ``--install`` writes there, if any
+    state: TunnelState
+    last_error: str | None
+    since: float  # wall clock of the last state change
+    attempts: int  # ssh runs since the app started (the first included)
+    retry_in: float | None = None  # down: seconds until the next try
+
+    @property
+    def remote_url(self) -> str:
+        return f"http://127.0.0.1:{self.remote_port}/"
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """An immutable picture of the bridge for UIs on other threads."""
 
@@ -169,3 +190,4 @@ class Snapshot:
     rules: RuleSet = field(default_factory=RuleSet)
     grants: tuple[GrantView, ...] = ()
     box: BoxStatus | None = None  # None until the probe has run (server.box.known)
+    tunnels: tuple[TunnelView, ...] = ()  # tunnels the app keeps up (server.tunnels)

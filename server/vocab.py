@@ -117,3 +117,11 @@ class Ground(enum.StrEnum):
     PAUSED = "paused"
     SHUTDOWN = "shutdown"
     INVALID = "invalid arguments"  # not an object, against the schema, an unnameable path
+
+
+class TunnelState(enum.StrEnum):
+    """A tunnel the app keeps up (server/tunnels): what every UI shows next to its machine."""
+
+    CONNECTING = "connecting"  # ssh started, the remote forward not confirmed yet
+    UP = "up"  # the remote forward is listening on the remote machine
+    DOWN = "down"  # ssh exited (last_error says why); it is tried again after a back-off

@@ -286,6 +286,23 @@ def no_token_leaks(request, tmp_path):
 
 
 @pytest.fixture
+def ssh_server(tmp_path, monkeypatch):
+    """A real sshd on a loopback port (tests/support/sshd.py); every ssh the bridge runs uses
+    its client config (``A2A_BRIDGE_SSH_CONFIG``), whose one Host is ``testremote``."""
+    from .support import sshd
+
+    if not sshd.available():
+        message = f"needs {sshd.SSHD}: apt-get install openssh-server"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    server = sshd.start_sshd(tmp_path / "sshd")
+    monkeypatch.setenv("A2A_BRIDGE_SSH_CONFIG", str(server.client_config))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def dbus(monkeypatch):
     """A private D-Bus session bus (dbus-daemon) for this test, as the session bus."""
     from .support.dbus_fakes import PrivateBus

@@ -24,6 +24,7 @@ from ..present import clientconfig
 from .audit import add_audit_parser
 from .remote import add_remote_parsers
 from .rules import add_rules_parser
+from .tunnels import add_tunnel_parsers
 
 
 def fail(message: str, code: int = 1) -> int:
@@ -124,6 +125,8 @@ def cmd_client_config(args: argparse.Namespace) -> int:
         _not_running_note()
     kind = getattr(args, "for_client", None)
     ssh = getattr(args, "ssh", None)
+    if getattr(args, "install", False):
+        return _install_client_config(kind, ssh, url, token, getattr(args, "file", None))
     if kind is not None:
         print(clientconfig.render(clientconfig.ClientKind(kind), url, token, ssh))
         return 0
@@ -134,6 +137,23 @@ def cmd_client_config(args: argparse.Namespace) -> int:
         print(f"# 2. on {ssh}: the MCP client config")
         url = remote_url
     print(json.dumps(clientconfig.snippet(url, token), indent=2))
+    return 0
+
+
+def _install_client_config(
+    kind: str | None, ssh: str | None, url: str, token: str, path: str | None
+) -> int:
+    """``client-config --for X --install``: merge the bridge's entry into X's config file."""
+    from ..tunnels.install import install_local  # only for this verb
+
+    if kind is None:
+        raise BridgeError("--install needs --for <client>")
+    if ssh is not None:
+        raise BridgeError(
+            "--install writes this machine's file; for USER@HOST use "
+            "'a2a-bridge connect --client X --install USER@HOST'"
+        )
+    print(install_local(clientconfig.ClientKind(kind), url, token, path).describe())
     return 0
 
 
@@ -187,10 +207,17 @@ def build_parser(
         metavar="USER@HOST",
         help="the agent runs on USER@HOST: print the tunnel command and the config to use there",
     )
+    cc.add_argument(
+        "--install",
+        action="store_true",
+        help="write it into the client's config file (merged with what is there, 0600)",
+    )
+    cc.add_argument("--file", help="with --install: this file instead of the client's own")
     cc.set_defaults(func=cmd_client_config)
     add_audit_parser(sub)
     add_remote_parsers(sub)
     add_rules_parser(sub)
+    add_tunnel_parsers(sub)
     if extend is not None:
         extend(sub)
     return p

@@ -156,6 +156,25 @@ class ControlClient:
         on the browser's command line for every local user to read."""
         return str(self.request("POST", "/api/login-code")["url"])
 
+    def add_tunnel(
+        self, name: str, target: str, remote_port: int | None = None, client: str | None = None
+    ) -> None:
+        body: dict[str, Any] = {"name": name, "target": target}
+        if remote_port is not None:
+            body["remote_port"] = remote_port
+        if client is not None:
+            body["client"] = client
+        self.request("POST", "/api/tunnels", body)
+
+    def remove_tunnel(self, name: str) -> bool:
+        return self._found("DELETE", f"/api/tunnels/{_quote(name)}")
+
+    def reconnect_tunnel(self, name: str) -> bool:
+        return self._found("POST", f"/api/tunnels/{_quote(name)}/reconnect")
+
+    def install_client(self, name: str) -> str:
+        return str(self.request("POST", f"/api/tunnels/{_quote(name)}/install")["installed"])
+
     # -- reads, as the API's JSON ---------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:

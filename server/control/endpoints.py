@@ -19,7 +19,7 @@ from tornado import websocket
 from tornado.iostream import StreamClosedError
 
 from ..core.approvals import ApproverKind, Decision
-from ..errors import ConfigError
+from ..errors import BridgeError, ConfigError
 from ..policy.examples import examples
 from ..policy.rules import Kind, RuleError, RuleList, parse_rule
 from ..present.views import (
@@ -31,6 +31,7 @@ from ..present.views import (
     server_json,
     session_json,
     snapshot_json,
+    tunnel_json,
 )
 from ..types import DecisionError, Snapshot
 from .auth import ControlHandler, Refused
@@ -257,6 +258,64 @@ class GrantHandler(ControlHandler):
         self.finish()
 
 
+class TunnelsHandler(ControlHandler):
+    """GET the tunnels; POST ``{"name", "target", "remote_port"?, "client"?, "install"?}``
+    saves one and starts it (``install``: then writes its client's config on the remote)."""
+
+    def get(self) -> None:
+        self.send_json({"tunnels": [tunnel_json(t) for t in self.state.api.tunnels()]})
+
+    async def post(self) -> None:
+        body = self.body_json()
+        name, target = body.get("name"), body.get("target")
+        port, client, install = body.get("remote_port"), body.get("client"), body.get("install")
+        if not isinstance(name, str) or not isinstance(target, str):
+            raise Refused(400, "name and target must be strings")
+        if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
+            raise Refused(400, "remote_port must be an integer")
+        if client is not None and not isinstance(client, str):
+            raise Refused(400, "client must be a string")
+        if install is not None and not isinstance(install, bool):
+            raise Refused(400, "install must be true or false")
+        api = self.state.api
+        await _in_worker(lambda: api.add_tunnel(name, target, port, client))
+        installed = None
+        if install:
+            installed = await _in_worker(lambda: api.install_client(name))
+        self.send_json({"ok": True, "name": name, "installed": installed}, 201)
+
+
+class TunnelHandler(ControlHandler):
+    """DELETE /api/tunnels/<name> stops and forgets it; POST …/reconnect starts its ssh again
+    now; POST …/install writes its client's config on the remote machine."""
+
+    async def delete(self, name: str) -> None:
+        if not await _in_worker(lambda: self.state.api.remove_tunnel(name)):
+            raise Refused(404, f"no tunnel named {name}")
+        self.set_status(204)
+        self.finish()
+
+    async def post(self, name: str, action: str | None = None) -> None:
+        api = self.state.api
+        if action is None:
+            raise Refused(405, "POST /api/tunnels/<name>/reconnect or …/install")
+        if action == "reconnect":
+            if not api.reconnect_tunnel(name):
+                raise Refused(404, f"no tunnel named {name}")
+            self.send_json({"ok": True, "name": name}, 202)
+            return
+        installed = await _in_worker(lambda: api.install_client(name))
+        self.send_json({"ok": True, "name": name, "installed": installed})
+
+
+async def _in_worker(fn: Callable[[], Any]) -> Any:
+    """A config write or an ssh run, off the loop; a refusal the user should read is a 400."""
+    try:
+        return await asyncio.get_running_loop().run_in_executor(None, fn)
+    except (BridgeError, OSError) as e:
+        raise Refused(400, str(e)) from None
+
+
 class EventsHandler(websocket.WebSocketHandler, ControlHandler):
     """Pushes the snapshot on connect and on every change; an open socket is an approver."""
 
@@ -327,5 +386,8 @@ ROUTES: list[tuple[str, type]] = [
     (r"/api/rules/([a-z]+)/(.+)", RuleHandler),
     (r"/api/grants", GrantsHandler),
     (r"/api/grants/([A-Za-z0-9_-]+)/([A-Za-z0-9_.-]+)", GrantHandler),
+    (r"/api/tunnels", TunnelsHandler),
+    (r"/api/tunnels/([A-Za-z0-9._-]+)", TunnelHandler),
+    (r"/api/tunnels/([A-Za-z0-9._-]+)/(reconnect|install)", TunnelHandler),
 ]
 """The API's endpoints, in the order :func:`server.control.server.control_app` routes them."""

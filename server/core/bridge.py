@@ -181,6 +181,7 @@ class Bridge:
         self.upstreams: Any = (
             None  # server.upstream.manager.UpstreamManager, when servers are configured
         )
+        self.tunnels: Any = None  # server.tunnels.supervisor.TunnelManager (the runner's)
         if cfg.mcp_servers:
             from ..upstream.manager import UpstreamManager  # imports the mcp SDK: only when needed
 
@@ -541,6 +542,7 @@ class Bridge:
             rules=self.rules,
             box=box.known(),
             grants=self.grants(),
+            tunnels=self.tunnels.views() if self.tunnels is not None else (),
         )
 
     def _audit_warning(self) -> tuple[str, ...]:

@@ -31,7 +31,12 @@ from ..policy.judge import Judgement
 from ..policy.rules import RuleError, RuleList, RuleSet, edit_raw_rules
 from ..present import clientconfig
 from ..present.views import audit_call_json
-from ..types import GrantView, HumanDecision, PendingCall, ServerView, Snapshot
+from ..tunnels.identity import machine_token
+from ..tunnels.install import install_remote
+from ..tunnels.plan import TunnelError, check_spec
+from ..tunnels.saved import forget_tunnel, save_tunnel
+from ..tunnels.supervisor import TunnelManager, ssh_config, ssh_env
+from ..types import GrantView, HumanDecision, PendingCall, ServerView, Snapshot, TunnelView
 from .approvals import ApproverKind, Decision
 from .bridge import Bridge
 from .startup import Prepared, RunnerOptions, bind, prepare, url_for
@@ -153,6 +158,10 @@ class BridgeRunner:
             )
             control_server.add_sockets(prepared.control_sockets)
         bridge.start_upstreams()
+        bridge.tunnels = TunnelManager(
+            bridge.config.tunnels, lambda: bridge.port, bridge.publish_now
+        )
+        bridge.tunnels.start()
         bridge.probe_box()
         self._ready.set()
         await self._stop_event.wait()
@@ -167,9 +176,11 @@ class BridgeRunner:
             await asyncio.sleep(0.02)
         bridge.cancel_running()
         upstreams = asyncio.ensure_future(bridge.stop_upstreams(0.6))
+        tunnels = asyncio.ensure_future(bridge.tunnels.stop())  # no ssh outlives the app
         if mcp.active:
             await asyncio.wait(set(mcp.active), timeout=0.5)
         await upstreams
+        await tunnels
         await server.close_all_connections()
         if control_server is not None:
             control_server.stop()
@@ -384,6 +395,63 @@ class BridgeRunner:
         if state is None or self.control is None:
             raise BridgeError("the control API is not running")
         return pathlib.Path(self.call(lambda: state.login_file(anchor))).as_uri()
+
+    # tunnels (server/tunnels): ssh -N -R to each saved machine, kept up by the bridge loop
+
+    def _tunnel_manager(self) -> TunnelManager:
+        manager = self._bridge().tunnels
+        if not isinstance(manager, TunnelManager):
+            raise BridgeError("the bridge has not started")
+        return manager
+
+    def _await(self, make: Callable[[], Any], timeout: float = CALL_TIMEOUT_S) -> Any:
+        """Run the coroutine ``make()`` on the bridge loop and wait for it (never on the loop:
+        the control API calls these from a worker)."""
+        assert self.loop is not None
+        if threading.current_thread() is self._thread:
+            raise BridgeError("a tunnel change cannot wait on the bridge loop")
+        return asyncio.run_coroutine_threadsafe(make(), self.loop).result(timeout)
+
+    def tunnels(self) -> tuple[TunnelView, ...]:
+        manager = self._tunnel_manager()
+        return self.call(manager.views)
+
+    def add_tunnel(
+        self, name: str, target: str, remote_port: int | None = None, client: str | None = None
+    ) -> None:
+        """Validate, save to the config (this thread: a file write), then start it."""
+        manager = self._tunnel_manager()
+        spec = check_spec(
+            name, target, self._bridge().port if remote_port is None else remote_port, client
+        )
+        save_tunnel(self.config_path, spec)
+        self._await(lambda: manager.put(spec))
+
+    def remove_tunnel(self, name: str) -> bool:
+        manager = self._tunnel_manager()
+        saved = forget_tunnel(self.config_path, name)
+        running: bool = self._await(lambda: manager.remove(name))
+        return saved or running
+
+    def reconnect_tunnel(self, name: str) -> bool:
+        manager = self._tunnel_manager()
+        return self.call(lambda: manager.reconnect(name))
+
+    def install_client(self, name: str) -> str:
+        """The tunnel's client config on its remote machine, with machine ``name``'s token."""
+        manager = self._tunnel_manager()
+        spec = self.call(lambda: manager.spec(name))
+        if spec is None:
+            raise TunnelError(f"no tunnel named {name} ('a2a-bridge tunnels' lists them)")
+        if spec.client is None:
+            raise TunnelError(
+                f"tunnel {name} names no client: connect again with --client claude-code|codex|"
+                "gemini|generic"
+            )
+        token = machine_token(self._bridge().tokens, name)
+        url = f"http://127.0.0.1:{spec.remote_port}/"
+        done = install_remote(spec.client, spec.target, url, token, ssh_config(), env=ssh_env())
+        return done.describe()
 
 
 if TYPE_CHECKING:

@@ -25,6 +25,7 @@ from ..box.policy import DEFAULT_READ_ALLOW, BoxConfig
 from ..errors import ConfigError
 from ..policy.protected import DEFAULT_PRIVATE_ALLOW, known_removals
 from ..policy.rules import RuleError, RuleSet, parse_rules
+from ..tunnels.plan import TunnelError, TunnelSpec, parse_tunnels
 from ..upstream.config import McpServerSpec, _Fail, parse_mcp_servers
 from ..vocab import Tier
 from .childenv import EnvSpec, EnvSpecError, parse_env_spec
@@ -101,6 +102,7 @@ class Config:
         default_factory=EnvSpec
     )  # bash's additions (server/infra/childenv.py)
     box: BoxConfig = field(default_factory=BoxConfig)  # the box bash runs in (server/box)
+    tunnels: tuple[TunnelSpec, ...] = ()  # ssh tunnels the app keeps up (server/tunnels)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -312,6 +314,10 @@ def parse_config(path: str, raw: Any) -> Config:
     except _Fail as e:
         raise _fail(path, e.name, e.what) from None
     rules = config_rules(path, raw.get("rules"), tuple(roots) or (os.path.expanduser("~"),))
+    try:
+        tunnels = parse_tunnels(raw.get("tunnels"))
+    except TunnelError as e:
+        raise ConfigError(f"invalid config at {path}: field 'tunnels': {e}") from None
 
     return Config(
         path=path,
@@ -338,6 +344,7 @@ def parse_config(path: str, raw: Any) -> Config:
         rules=rules,
         bash_env=_bash(path, raw.get("bash")),
         box=_box(path, raw.get("box")),
+        tunnels=tunnels,
         raw=raw,
     )
 

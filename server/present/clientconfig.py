@@ -29,6 +29,7 @@ class ClientKind(enum.StrEnum):
     VSCODE = "vscode"
     CURSOR = "cursor"
     CLAUDE_DESKTOP = "claude-desktop"
+    GENERIC = "generic"  # the plain ``mcpServers`` snippet most clients accept
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,15 @@ def recipe(kind: ClientKind, url: str, token: str) -> Recipe:
     if kind is ClientKind.CURSOR:
         cfg = {"mcpServers": {name: {"url": url, "headers": {"Authorization": f"Bearer {token}"}}}}
         return Recipe(kind, "Cursor", "~/.cursor/mcp.json", _json(cfg), "json", None)
+    if kind is ClientKind.GENERIC:
+        return Recipe(
+            kind,
+            "Any other client",
+            "the client's MCP config",
+            _json(snippet(url, token)),
+            "json",
+            None,
+        )
     # Claude Desktop speaks stdio to local servers: mcp-remote bridges it to the HTTP endpoint.
     # The header value goes through env, as mcp-remote documents (no spaces in args).
     cfg = {

@@ -10,7 +10,7 @@ from ..policy.judge import Judgement
 from ..policy.paths import Escalation, EscalationKind
 from ..policy.proposals import savable
 from ..policy.rules import RuleList, RuleSet, Verdict
-from ..types import GrantView, PendingCall, ServerView, SessionView, Snapshot
+from ..types import GrantView, PendingCall, ServerView, SessionView, Snapshot, TunnelView
 from ..vocab import Ground, Ruling, Tier
 from .boxview import placement_json, status_json
 from .ids import sid_hash
@@ -139,6 +139,24 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
         "rules_display": rules_display(snap.rules),
         "grants": [grant_json(g) for g in snap.grants],
         "box": status_json(snap.box),
+        "tunnels": [tunnel_json(t) for t in snap.tunnels],
+    }
+
+
+def tunnel_json(t: TunnelView) -> dict[str, Any]:
+    """A tunnel the app keeps up; ``last_error`` is ssh's words, rendered safe."""
+    return {
+        "name": t.name,
+        "target": safe(t.target),
+        "remote_port": t.remote_port,
+        "remote_url": t.remote_url,
+        "local_port": t.local_port,
+        "client": t.client,
+        "state": t.state.value,
+        "last_error": None if t.last_error is None else safe(t.last_error),
+        "since": t.since,
+        "attempts": t.attempts,
+        "retry_in": None if t.retry_in is None else round(t.retry_in, 1),
     }
 
 

@@ -31,6 +31,7 @@ NPM: dict[str, str] = {
     "mcp-remote": "mcp-remote@0.15.1",
     "claude-code": "@anthropic-ai/claude-code@2.1.332",
     "gemini": "@google/gemini-cli@0.61.0",
+    "codex": "@openai/codex@0.169.0",  # its npm package ships the native binary
 }
 PY: dict[str, str] = {
     "py-mcp-1.30.0": "mcp==1.30.0",  # newest 1.x

@@ -1,0 +1,162 @@
+"""Writing a client's MCP config: here (``client-config --install``) or on a tunnel's remote
+machine (``connect --install``), merged with what the file holds (:mod:`..present.clientwriters`).
+
+Remote: the file is read over ssh (``cat``), merged here, and written back through ssh's
+**stdin** by a fixed ``sh`` script (``umask 077``, a temp file beside it, ``mv``): the token is
+never on a command line, here or there, so no ``ps`` on either machine shows it. The script
+names only the file's path under ``$HOME``, which comes from this module's table, never from
+the user. Everything here blocks (a file, a process): the bridge runs it in a worker, the CLI
+on its own thread.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass
+
+from ..errors import BridgeError
+from ..infra.fsutil import write_private_atomic
+from ..present.clientconfig import ClientKind
+from ..present.clientwriters import TARGETS, Merged, UnparseableConfig, merge
+from .plan import base_options, clip
+
+REMOTE_TIMEOUT_S = 60.0
+ABSENT = 3  # the read script's exit status when the file does not exist
+
+# $1 = the file under $HOME. Single-quoted for the remote login shell (bash, zsh, fish, csh
+# all pass it to sh unchanged); no single quote inside.
+READ_SCRIPT = 'f="$HOME/$1"; [ -e "$f" ] || exit 3; exec cat -- "$f"'
+WRITE_SCRIPT = (
+    'umask 077; f="$HOME/$1"; mkdir -p -- "$(dirname -- "$f")" || exit 1; '
+    't=$(mktemp "$f.a2a-XXXXXX") || exit 1; '
+    'if cat > "$t" && chmod 600 "$t" && mv -f -- "$t" "$f"; then exit 0; fi; '
+    'rm -f -- "$t"; exit 1'
+)
+
+
+class InstallError(BridgeError):
+    """The client config could not be written (what failed, in one line; the file untouched)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Installed:
+    """What ``--install`` did: the file (as the user names it) and what changed in it."""
+
+    where: str  # "~/.claude.json" or "user@host:~/.claude.json"
+    merged: Merged
+
+    def describe(self) -> str:
+        return self.merged.describe(self.where)
+
+
+def local_path(kind: ClientKind, override: str | None = None) -> str:
+    """Where ``kind`` reads its config on this machine (``~`` expanded)."""
+    target = TARGETS.get(kind)
+    if target is None:
+        raise InstallError(f"--install is not supported for {kind.value}: print it instead")
+    return os.path.abspath(os.path.expanduser(override or target.path))
+
+
+def install_local(kind: ClientKind, url: str, token: str, path: str | None = None) -> Installed:
+    """Merge the bridge's entry into the local file: 0600, atomic; an unparseable file is
+    refused and left as it is."""
+    full = local_path(kind, path)
+    try:
+        with open(full, encoding="utf-8") as f:
+            existing: str | None = f.read()
+    except FileNotFoundError:
+        existing = None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InstallError(f"cannot read {full}: {e}") from None
+    try:
+        merged = merge(kind, existing, url, token)
+    except UnparseableConfig as e:
+        raise InstallError(f"{full} was left untouched: {e}") from None
+    if merged.text != existing or _loose(full):
+        try:
+            os.makedirs(os.path.dirname(full), mode=0o700, exist_ok=True)
+            write_private_atomic(full, merged.text.encode("utf-8"))
+        except OSError as e:
+            raise InstallError(f"cannot write {full}: {e.strerror or e}") from None
+    return Installed(full, merged)
+
+
+def _loose(path: str) -> bool:
+    """An unchanged file still gets its mode fixed: it holds the token."""
+    try:
+        return os.stat(path).st_mode & 0o077 != 0
+    except OSError:
+        return False
+
+
+def _remote_file(kind: ClientKind) -> str:
+    target = TARGETS.get(kind)
+    if target is None or not target.path.startswith("~/"):
+        raise InstallError(f"--install on a remote machine is not supported for {kind.value}")
+    return target.path[2:]
+
+
+def remote_argv(target: str, script: str, rel: str, ssh_config: str | None) -> list[str]:
+    """``ssh ... -- target "sh -c '<script>' sh <file>"``: the remote command names the file,
+    never its content (pure; tests/unit checks no argument can carry a token)."""
+    command = f"sh -c {shlex.quote(script)} sh {shlex.quote(rel)}"
+    return ["ssh", *base_options(ssh_config), "-T", "--", target, command]
+
+
+def install_remote(
+    kind: ClientKind,
+    target: str,
+    url: str,
+    token: str,
+    ssh_config: str | None = None,
+    timeout: float = REMOTE_TIMEOUT_S,
+    env: dict[str, str] | None = None,
+) -> Installed:
+    """Read the client's file on ``target``, merge, write it back through ssh's stdin."""
+    rel = _remote_file(kind)
+    where = f"{target}:~/{rel}"
+    read = _ssh(remote_argv(target, READ_SCRIPT, rel, ssh_config), None, timeout, env)
+    if read.returncode == ABSENT:
+        existing: str | None = None
+    elif read.returncode == 0:
+        existing = read.stdout.decode("utf-8", "replace")
+    else:
+        raise InstallError(f"cannot read {where}: {_ssh_error(read)}")
+    try:
+        merged = merge(kind, existing, url, token)
+    except UnparseableConfig as e:
+        raise InstallError(f"{where} was left untouched: {e}") from None
+    wrote = _ssh(
+        remote_argv(target, WRITE_SCRIPT, rel, ssh_config),
+        merged.text.encode("utf-8"),
+        timeout,
+        env,
+    )
+    if wrote.returncode != 0:
+        raise InstallError(f"cannot write {where}: {_ssh_error(wrote)}")
+    return Installed(where, merged)
+
+
+def _ssh(
+    argv: list[str], stdin: bytes | None, timeout: float, env: dict[str, str] | None
+) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(
+            argv,
+            input=stdin if stdin is not None else b"",
+            capture_output=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise InstallError(f"ssh did not finish in {timeout:g} s") from None
+    except OSError as e:
+        raise InstallError(f"cannot run ssh: {e.strerror or e}") from None
+
+
+def _ssh_error(done: subprocess.CompletedProcess[bytes]) -> str:
+    lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+    return clip(lines[-1]) if lines else f"ssh exited with status {done.returncode}"

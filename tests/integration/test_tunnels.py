@@ -1,0 +1,261 @@
+"""Tunnels the app keeps up, against a real OpenSSH server on loopback (tests/support/sshd.py).
+
+The "remote machine" is this one reached through sshd: its ``$HOME`` is a temporary folder,
+and the remote-forwarded port listens on this machine's loopback, so an MCP client "on the
+remote side" is simply a client of ``127.0.0.1:<remote port>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import tomllib
+
+import pytest
+
+from omp_a2a_bridge.server.vocab import TunnelState
+
+from ..support.helpers import TOKEN, Mcp, wait_for
+from ..support.sshd import CmdlineScanner, free_port, parent_of, tunnel_pids
+
+UP_S = 90  # generous: ssh's handshake under a loaded 2-core machine
+
+
+def _tunnel(running, name: str = "testremote"):
+    found = [t for t in running.runner.tunnels() if t.name == name]
+    return found[0] if found else None
+
+
+def _up(running, name: str = "testremote"):
+    return wait_for(
+        lambda: (t := _tunnel(running, name)) is not None and t.state is TunnelState.UP and t,
+        UP_S,
+        0.05,
+    )
+
+
+def _remote_client_works(port: int) -> bool:
+    """An MCP client on the remote side: initialize and list tools through the forward."""
+    c = Mcp(port)
+    try:
+        assert c.initialize().status == 200
+        listed = c.rpc("tools/list")
+        return listed.status == 200 and any(t["name"] == "read" for t in listed.result["tools"])
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def tunnel_bridge(start_bridge, ssh_server):
+    return start_bridge(control=True)
+
+
+def test_connect_brings_a_forward_up_that_a_remote_client_reaches_with_the_token(
+    tunnel_bridge, ssh_server, cli
+):
+    rport = free_port()
+    r = cli("connect", "--remote-port", str(rport), ssh_server.target)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "up" in r.stdout and f"http://127.0.0.1:{rport}/" in r.stdout
+    t = _up(tunnel_bridge)
+    assert (t.target, t.remote_port, t.local_port) == ("testremote", rport, tunnel_bridge.port)
+    assert _remote_client_works(rport)
+    wrong = Mcp(rport, token="wrong-token-" + "x" * 30)
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    assert wrong.request(body=init).status == 401
+    wrong.close()
+    # saved in the config, listed by `tunnels` and in the snapshot / status JSON
+    with open(tunnel_bridge.env["config"]) as f:
+        saved = json.load(f)["tunnels"]
+    assert saved == [{"name": "testremote", "target": "testremote", "remote_port": rport}]
+    listed = cli("tunnels", "--json")
+    assert json.loads(listed.stdout)["tunnels"][0]["state"] == "up"
+    status = json.loads(cli("status", "--json").stdout)
+    assert status["tunnels"][0]["remote_url"] == f"http://127.0.0.1:{rport}/"
+    assert "testremote  up" in cli("tunnels").stdout
+
+
+def test_killing_ssh_is_noticed_and_the_tunnel_comes_back(tunnel_bridge, ssh_server):
+    rport = free_port()
+    states: list[tuple[TunnelState, str | None]] = []
+    tunnel_bridge.runner.subscribe(
+        lambda snap: states.extend((t.state, t.last_error) for t in snap.tunnels)
+    )
+    tunnel_bridge.runner.add_tunnel("box", ssh_server.target, rport)
+    _up(tunnel_bridge, "box")
+    (pid,) = tunnel_pids(rport)
+    assert parent_of(pid) == os.getpid()  # the app's own child
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: (TunnelState.DOWN, "ssh was killed by signal 9") in states, UP_S)
+    wait_for(lambda: states[-1][0] is TunnelState.UP, UP_S, 0.05)
+    t = _tunnel(tunnel_bridge, "box")
+    assert t.attempts == 2 and t.last_error is None
+    new = tunnel_pids(rport)
+    assert len(new) == 1 and new[0] != pid
+    assert _remote_client_works(rport)
+
+
+def test_a_busy_remote_port_is_reported_down_with_ssh_words(tunnel_bridge, ssh_server, cli):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        rport = taken.getsockname()[1]
+        r = cli("connect", "--name", "busy", "--remote-port", str(rport), ssh_server.target)
+        assert r.returncode == 1
+        assert "down" in r.stdout and "remote port forwarding failed" in r.stdout, r.stdout
+        t = _tunnel(tunnel_bridge, "busy")
+        assert t.state is not TunnelState.UP
+        assert "remote port forwarding failed" in (t.last_error or "")
+        assert cli("tunnels", "--rm", "busy").returncode == 0
+    assert _tunnel(tunnel_bridge, "busy") is None
+    wait_for(lambda: not tunnel_pids(rport), 30)
+
+
+def test_a_changed_bridge_port_is_followed(tunnel_bridge, start_bridge, ssh_server):
+    """The live port moves (here: to a second bridge's): the forward restarts on it and the
+    remote side's URL stays the same."""
+    rport = free_port()
+    tunnel_bridge.runner.add_tunnel("moving", ssh_server.target, rport)
+    _up(tunnel_bridge, "moving")
+    other = start_bridge()
+    bridge = tunnel_bridge.runner.bridge
+
+    def move() -> None:
+        bridge.port = other.port
+        bridge.tunnels.follow_port(other.port)
+
+    tunnel_bridge.runner.call(move)
+    wait_for(
+        lambda: (
+            (t := _tunnel(tunnel_bridge, "moving")).local_port == other.port
+            and t.state is TunnelState.UP
+        ),
+        UP_S,
+        0.05,
+    )
+    assert _remote_client_works(rport)
+    assert other.runner.snapshot().sessions  # the session is on the other bridge now
+    assert not tunnel_bridge.runner.snapshot().sessions
+
+
+def test_stopping_the_bridge_leaves_no_ssh(start_bridge, ssh_server):
+    rport = free_port()
+    running = start_bridge(
+        {"tunnels": [{"name": "saved", "target": ssh_server.target, "remote_port": rport}]}
+    )
+    _up(running, "saved")  # a saved tunnel starts with the app
+    assert len(tunnel_pids(rport)) == 1
+    running.runner.stop()
+    wait_for(lambda: not tunnel_pids(rport), 30)
+
+
+def test_connect_without_a_bridge_saves_it_for_the_next_start(env, ssh_server, cli, start_bridge):
+    rport = free_port()
+    r = cli("connect", "--name", "later", "--remote-port", str(rport), ssh_server.target)
+    assert r.returncode == 0 and "starts with the bridge" in r.stdout, r.stdout + r.stderr
+    with open(env["config"]) as f:
+        tunnels = json.load(f)["tunnels"]
+    # start_bridge writes its own config: carry the saved entry over, as a restart would
+    running = start_bridge({"tunnels": tunnels})
+    _up(running, "later")
+    assert _remote_client_works(rport)
+
+
+# -- --install: the remote client's config, the token only through ssh's stdin ------------------
+
+
+def _remote_file(ssh_server, rel: str) -> str:
+    return str(ssh_server.home / rel)
+
+
+@pytest.mark.parametrize(
+    ("client", "rel", "existing"),
+    [
+        (
+            "claude-code",
+            ".claude.json",
+            '{"numStartups": 3, "mcpServers": {"docs": {"type": "stdio", "command": "docs"}}}',
+        ),
+        (
+            "gemini",
+            ".gemini/settings.json",
+            '{"theme": "dark", "mcpServers": {"docs": {"command": "docs"}}}',
+        ),
+        (
+            "codex",
+            ".codex/config.toml",
+            '# mine\nmodel = "o3"\n[mcp_servers.docs]\ncommand = "d"\n',
+        ),
+    ],
+)
+def test_install_writes_a_private_merged_config_and_no_command_line_shows_the_token(
+    tunnel_bridge, ssh_server, cli, client, rel, existing
+):
+    path = _remote_file(ssh_server, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(existing)
+    os.chmod(path, 0o644)
+    rport = free_port()
+    with CmdlineScanner(TOKEN) as scan:
+        r = cli(
+            "connect", "--client", client, "--install", "--remote-port", str(rport),
+            ssh_server.target,
+        )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert scan.found == [], scan.found
+    assert scan.scans > 3 and scan.seen_ssh > 0  # it looked while ssh ran
+    assert TOKEN not in r.stdout + r.stderr
+    assert f"testremote:~/{rel}:" in r.stdout and "omp-host added" in r.stdout
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with open(path) as f:
+        text = f.read()
+    if client == "codex":
+        doc = tomllib.loads(text)
+        assert text.startswith("# mine\n") and doc["model"] == "o3"
+        entry = doc["mcp_servers"]["omp-host"]
+        assert entry["http_headers"] == {"Authorization": f"Bearer {TOKEN}"}
+    else:
+        doc = json.loads(text)
+        assert doc.get("numStartups", 3) == 3 and doc.get("theme", "dark") == "dark"
+        entry = doc["mcpServers"]["omp-host"]
+        assert entry["headers"] == {"Authorization": f"Bearer {TOKEN}"}
+    assert doc["mcpServers" if client != "codex" else "mcp_servers"]["docs"]
+    assert entry.get("url", entry.get("httpUrl")) == f"http://127.0.0.1:{rport}/"
+    leftovers = [n for n in os.listdir(os.path.dirname(path)) if ".a2a-" in n]
+    assert leftovers == []
+    # what the file says reaches the bridge through the tunnel
+    _up(tunnel_bridge)
+    assert _remote_client_works(rport)
+    # the same again changes nothing
+    again = cli("tunnels")  # still listed
+    assert "testremote" in again.stdout
+
+
+def test_install_refuses_an_unparseable_remote_file_and_leaves_it(tunnel_bridge, ssh_server, cli):
+    path = _remote_file(ssh_server, ".claude.json")
+    with open(path, "w") as f:
+        f.write("{half a file")
+    r = cli("connect", "--client", "claude-code", "--install", ssh_server.target)
+    assert r.returncode != 0
+    assert "left untouched" in r.stderr and "not valid JSON" in r.stderr, r.stderr
+    with open(path) as f:
+        assert f.read() == "{half a file"
+
+
+def test_install_without_a_client_is_refused(tunnel_bridge, ssh_server, cli):
+    r = cli("connect", "--install", ssh_server.target)
+    assert r.returncode != 0 and "--install needs --client" in r.stderr
+    assert _tunnel(tunnel_bridge) is None
+
+
+def test_bad_connect_arguments_are_one_clear_line(tunnel_bridge, cli):
+    r = cli("connect", "--name", "x", "--", "-oProxyCommand=touch /tmp/pwned")
+    assert r.returncode != 0 and "ssh target" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    r = cli("connect", "--remote-port", "0", "me@host")
+    assert r.returncode != 0 and "remote_port" in r.stderr
+    assert tunnel_bridge.runner.tunnels() == ()

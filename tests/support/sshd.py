@@ -1,0 +1,235 @@
+"""A real OpenSSH server on a loopback port, for tests that drive ``ssh`` for real.
+
+``start_sshd(folder)`` starts ``/usr/sbin/sshd -D`` as the current user (root or not) with a
+temporary host key, one authorized key (a temporary key pair) and nothing else: no PAM, no
+password, no strict modes, and ``SetEnv HOME=<folder>/home`` so the "remote" machine's home is a
+temporary folder, never the user's real one (sshd itself still starts the session in the
+passwd home; what the tests check goes through ``$HOME``). It writes an ssh client config with
+one Host, ``testremote``, that reaches it with that key and a private known-hosts file, so
+``ssh -F <client_config> testremote`` needs no agent, no prompt and no ``~/.ssh``.
+
+``.ci/run`` installs ``openssh-server``; without ``/usr/sbin/sshd`` the fixture fails under CI
+and skips elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+HOST_ALIAS = "testremote"
+
+
+@dataclass
+class SshServer:
+    port: int
+    home: Path  # the remote side's $HOME
+    client_config: Path  # ssh -F this: Host testremote
+    proc: subprocess.Popen
+    log: Path
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def target(self) -> str:
+        return HOST_ALIAS
+
+    def ssh(self, *command: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+        """Run a command on the "remote" side, as a user would (``ssh testremote ...``)."""
+        argv = ["ssh", "-F", str(self.client_config), "-o", "BatchMode=yes", HOST_ALIAS, *command]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def available() -> bool:
+    return os.path.exists(SSHD) and shutil.which("ssh") is not None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _keygen(path: Path) -> None:
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "a2a-test", "-f", str(path)],
+        check=True,
+        capture_output=True,
+    )
+
+
+def start_sshd(folder: Path, timeout: float = 60) -> SshServer:
+    """Start sshd on a free loopback port; returns once it accepts connections."""
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    home = folder / "home"
+    home.mkdir(exist_ok=True)
+    host_key, user_key = folder / "host_key", folder / "user_key"
+    _keygen(host_key)
+    _keygen(user_key)
+    authorized = folder / "authorized_keys"
+    authorized.write_text((folder / "user_key.pub").read_text())
+    os.chmod(authorized, 0o600)
+    if os.geteuid() == 0:
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
+    port = free_port()
+    user = os.environ.get("USER") or _whoami()
+    config = folder / "sshd_config"
+    config.write_text(
+        "\n".join(
+            [
+                f"Port {port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {host_key}",
+                f"PidFile {folder / 'sshd.pid'}",
+                f"AuthorizedKeysFile {authorized}",
+                "UsePAM no",
+                "StrictModes no",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "PubkeyAuthentication yes",
+                "PermitRootLogin prohibit-password",
+                f"AllowUsers {user}",
+                "AllowTcpForwarding yes",
+                "GatewayPorts no",
+                "X11Forwarding no",
+                "PrintMotd no",
+                "PrintLastLog no",
+                "LogLevel VERBOSE",
+                f"SetEnv HOME={home}",
+                "",
+            ]
+        )
+    )
+    known = folder / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{port} {(folder / 'host_key.pub').read_text()}")
+    client = folder / "ssh_config"
+    client.write_text(
+        "\n".join(
+            [
+                f"Host {HOST_ALIAS}",
+                "  HostName 127.0.0.1",
+                f"  Port {port}",
+                f"  User {user}",
+                f"  IdentityFile {user_key}",
+                "  IdentitiesOnly yes",
+                "  IdentityAgent none",
+                f"  UserKnownHostsFile {known}",
+                "  GlobalKnownHostsFile /dev/null",
+                "  StrictHostKeyChecking yes",
+                "  LogLevel ERROR",
+                "",
+            ]
+        )
+    )
+    log = folder / "sshd.log"
+    proc = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(config)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "wb"),  # noqa: SIM115 - the child keeps it; closed with the process
+        start_new_session=True,
+    )
+    server = SshServer(port, home, client, proc, log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"sshd exited: {log.read_text()[-2000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+                if s.recv(64).startswith(b"SSH-"):
+                    return server
+        except OSError:
+            time.sleep(0.1)
+    server.stop()
+    raise RuntimeError(f"sshd did not start in {timeout} s: {log.read_text()[-2000:]}")
+
+
+def _whoami() -> str:
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def tunnel_pids(remote_port: int) -> list[int]:
+    """The ssh processes forwarding ``remote_port`` (found in /proc by their command line)."""
+    needle = f"127.0.0.1:{remote_port}:127.0.0.1:".encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        ours = args and os.path.basename(args[0]) == b"ssh" and any(needle in a for a in args)
+        if ours and not _zombie(int(entry)):
+            pids.append(int(entry))
+    return pids
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+class CmdlineScanner:
+    """Reads every process's command line over and over (a thread) and keeps any that holds
+    ``secret``: what another user's ``ps`` would have seen."""
+
+    def __init__(self, secret: str) -> None:
+        import threading
+
+        self.secret = secret.encode()
+        self.found: list[str] = []
+        self.scans = 0
+        self.seen_ssh = 0  # ssh processes seen while scanning (the scan saw the install run)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> CmdlineScanner:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{entry}/cmdline", "rb") as f:
+                        raw = f.read()
+                except OSError:
+                    continue
+                if self.secret in raw:
+                    self.found.append(raw.replace(b"\0", b" ").decode("utf-8", "replace"))
+                if raw.startswith(b"ssh\0") or b"/ssh\0" in raw.split(b"\0", 1)[0] + b"\0":
+                    self.seen_ssh += 1
+            self.scans += 1
