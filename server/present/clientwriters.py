@@ -149,7 +149,8 @@ def _merge_toml(
     elif not isinstance(servers, dict):
         raise UnparseableConfig(f"'{target.container}' is not a table")
     old = servers.get(name)
-    old_plain = old.unwrap() if hasattr(old, "unwrap") else old
+    unwrap = getattr(old, "unwrap", None)  # tomlkit items -> plain dicts and strings
+    old_plain = unwrap() if callable(unwrap) else old
     if old_plain == new and existing is not None:
         return Merged(existing, Change.UNCHANGED, key)
     table = tomlkit.table()

@@ -75,7 +75,7 @@ def default_name(target: str) -> str:
     return name[:63]
 
 
-def check_spec(name: str, target: str, remote_port: Any, client: Any = None) -> TunnelSpec:
+def check_spec(name: Any, target: Any, remote_port: Any, client: Any = None) -> TunnelSpec:
     """A valid :class:`TunnelSpec`, or :class:`TunnelError` naming what is wrong."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise TunnelError(

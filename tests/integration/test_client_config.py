@@ -143,3 +143,92 @@ def test_cli_for_each_client_and_ssh(env, monkeypatch, cli):
     assert json.loads(plain.split("config\n", 1)[1])["mcpServers"]["omp-host"]["url"] == URL
     bad = cli("client-config", "--for", "notepad")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+# -- client-config --for X --install: the file written, merged, private ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "rel"),
+    [
+        ("claude-code", ".claude.json"),
+        ("gemini", ".gemini/settings.json"),
+        ("codex", ".codex/config.toml"),
+        ("cursor", ".cursor/mcp.json"),
+        ("generic", ".config/omp-a2a-bridge/mcp.json"),
+    ],
+)
+def test_install_writes_the_clients_file_merged_and_private(
+    env, cli, tmp_path, monkeypatch, kind, rel
+):
+    write_config(env["config"], {"roots": [env["root"]], "port": 41234})
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    path = home / rel
+    path.parent.mkdir(parents=True)
+    if kind == "codex":
+        path.write_text('# keep me\n[mcp_servers.docs]\ncommand = "docs"\n')
+    else:
+        container = "mcpServers"
+        path.write_text(json.dumps({"keep": 1, container: {"docs": {"command": "docs"}}}))
+    path.chmod(0o644)
+    r = cli("client-config", "--for", kind, "--install")
+    assert r.returncode == 0, r.stderr
+    assert (
+        r.stdout.strip()
+        == f"{path}: {'mcp_servers' if kind == 'codex' else 'mcpServers'}.omp-host added"
+    )
+    assert TOKEN not in r.stdout + r.stderr
+    assert path.stat().st_mode & 0o777 == 0o600
+    text = path.read_text()
+    if kind == "codex":
+        doc = tomllib.loads(text)
+        assert text.startswith("# keep me\n") and doc["mcp_servers"]["docs"] == {"command": "docs"}
+        assert doc["mcp_servers"]["omp-host"]["url"] == URL
+    else:
+        doc = json.loads(text)
+        assert doc["keep"] == 1 and doc["mcpServers"]["docs"] == {"command": "docs"}
+        server = doc["mcpServers"]["omp-host"]
+        assert server.get("url", server.get("httpUrl")) == URL
+        assert server["headers"] == {"Authorization": f"Bearer {TOKEN}"}
+    again = cli("client-config", "--for", kind, "--install")
+    assert again.returncode == 0 and "already up to date" in again.stdout
+    assert path.read_text() == text
+
+
+def test_install_refuses_a_file_it_cannot_parse_and_leaves_it(env, cli, tmp_path, monkeypatch):
+    write_config(env["config"], {"roots": [env["root"]], "port": 41234})
+    monkeypatch.setenv("HOME", str(tmp_path))
+    path = tmp_path / ".claude.json"
+    path.write_text('{"mcpServers": {"a": 1},')
+    before = path.stat()
+    r = cli("client-config", "--for", "claude-code", "--install")
+    assert r.returncode == 1
+    assert "left untouched" in r.stderr and "not valid JSON" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert path.read_text() == '{"mcpServers": {"a": 1},'
+    assert path.stat().st_mtime_ns == before.st_mtime_ns
+
+
+def test_install_vscode_writes_the_project_file_and_file_overrides(env, cli, tmp_path, monkeypatch):
+    write_config(env["config"], {"roots": [env["root"]], "port": 41234})
+    monkeypatch.chdir(tmp_path)
+    r = cli("client-config", "--for", "vscode", "--install")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / ".vscode" / "mcp.json").read_text())
+    assert doc["servers"]["omp-host"]["type"] == "http"
+    other = tmp_path / "elsewhere.json"
+    r = cli("client-config", "--for", "cursor", "--install", "--file", str(other))
+    assert (
+        r.returncode == 0 and json.loads(other.read_text())["mcpServers"]["omp-host"]["url"] == URL
+    )
+
+
+def test_install_needs_a_client_and_is_not_for_ssh(env, cli):
+    write_config(env["config"], {"roots": [env["root"]], "port": 41234})
+    r = cli("client-config", "--install")
+    assert r.returncode == 1 and "--install needs --for" in r.stderr
+    r = cli("client-config", "--for", "codex", "--install", "--ssh", "me@host")
+    assert r.returncode == 1 and "a2a-bridge connect" in r.stderr
+    r = cli("client-config", "--for", "claude-desktop", "--install")
+    assert r.returncode == 1 and "not supported" in r.stderr

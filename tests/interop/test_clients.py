@@ -331,3 +331,68 @@ def test_wrong_token_is_reported_as_such_by_inspector_mcp_remote_and_claude_code
     listed = peers.run([claude, "mcp", "list"], timeout=180)
     assert "Failed to connect" in listed.stdout and hint in listed.stdout, listed.stdout
     assert peer_bridge.runner.snapshot().sessions == ()
+
+
+# -- client-config --install: the file the real client then reads ------------------------------
+
+
+def _installed_and_listed(
+    peers: Peers, start_bridge, kind: ClientKind, rel: str, before: str, exe: str
+) -> tuple[str, str]:
+    """``client-config --for KIND --install`` into a home that already has another server,
+    then the real client's ``mcp list``: (what the file holds, what the client printed)."""
+    running = start_bridge(control=True)
+    path = peers.home / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(before)
+    env = dict(peers.env, PATH=os.pathsep.join([str(Path(exe).parent), peers.env["PATH"]]))
+    env.update(
+        A2A_BRIDGE_CONFIG=running.env["config"],
+        A2A_BRIDGE_RUNTIME_DIR=running.env["runtime"],
+        A2A_BRIDGE_AUDIT=running.env["audit"],
+        A2A_BRIDGE_TOKEN=TOKEN,
+    )
+    server = [sys.executable, "-m", "omp_a2a_bridge.server"]
+    done = peers.run([*server, "client-config", "--for", kind.value, "--install"], env=env)
+    assert done.returncode == 0 and "omp-host added" in done.stdout, done.stdout + done.stderr
+    assert path.stat().st_mode & 0o777 == 0o600
+    env.pop("A2A_BRIDGE_TOKEN")  # the client reads the token from its file, nothing else
+    listed = peers.run([exe, "mcp", "list"], env=env, timeout=180)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    return path.read_text(), listed.stdout + listed.stderr
+
+
+def test_claude_code_lists_the_installed_config_as_connected(peers: Peers, start_bridge):
+    before = json.dumps({"numStartups": 2, "mcpServers": {"docs": {"command": "false"}}})
+    text, out = _installed_and_listed(
+        peers, start_bridge, ClientKind.CLAUDE_CODE, ".claude.json", before,
+        tools.npm_bin("claude-code", "claude"),
+    )  # fmt: skip
+    assert re.search(r"omp-host: http://127\.0\.0\.1:\d+/ \(HTTP\) - ✔ Connected", out), out
+    assert "docs: false" in out  # the other server is still there
+    assert json.loads(text)["mcpServers"]["docs"] == {"command": "false"}
+
+
+def test_gemini_cli_lists_the_installed_config_as_connected(peers: Peers, start_bridge):
+    peers.env["GEMINI_CLI_TRUST_WORKSPACE"] = "true"  # else: "Disabled" (an untrusted folder)
+    before = json.dumps({"mcpServers": {"docs": {"command": "false"}}})
+    text, out = _installed_and_listed(
+        peers, start_bridge, ClientKind.GEMINI, ".gemini/settings.json", before,
+        tools.npm_bin("gemini", "gemini"),
+    )  # fmt: skip
+    assert re.search(r"omp-host: http://127\.0\.0\.1:\d+/ \(http\) - Connected", out), out
+    assert "docs: false" in out
+    assert json.loads(text)["mcpServers"]["docs"] == {"command": "false"}
+
+
+def test_codex_lists_the_installed_config_with_its_bearer_token(peers: Peers, start_bridge):
+    """``codex mcp list`` reads the file without connecting (Codex connects only in a session,
+    which needs an OpenAI login): it must list our server, with its URL and a bearer token."""
+    before = '# mine\nmodel = "o3"\n\n[mcp_servers.docs]\ncommand = "false"\n'
+    text, out = _installed_and_listed(
+        peers, start_bridge, ClientKind.CODEX, ".codex/config.toml", before,
+        tools.npm_bin("codex", "codex"),
+    )  # fmt: skip
+    assert re.search(r"omp-host\s+http://127\.0\.0\.1:\d+/\s+-\s+enabled\s+Bearer token", out), out
+    assert re.search(r"docs\s+false", out), out
+    assert text.startswith("# mine\n")
