@@ -52,6 +52,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     if servers:
         ready = sum(1 for x in servers if x["state"] == "ready")
         print(f"  upstream MCP servers: {ready} of {len(servers)} ready ('a2a-bridge servers')")
+    tunnels = s.get("tunnels") or []
+    if tunnels:
+        up = sum(1 for t in tunnels if t["state"] == "up")
+        print(f"  tunnels: {up} of {len(tunnels)} up ('a2a-bridge tunnels')")
+        for t in tunnels:
+            if t["state"] != "up":
+                why = f": {safe(t['last_error'])}" if t.get("last_error") else ""
+                print(f"    {safe(t['name'])} {t['state']}{why}")
     for w in s["warnings"]:
         print(f"  warning: {safe(w)}")
     return 0
