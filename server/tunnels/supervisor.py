@@ -47,14 +47,27 @@ def ssh_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("A2A_BRIDGE_")}
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Linux: SIGTERM to this ssh when the thread that started it (the bridge loop's) dies."""
+def _death_signal_hook() -> Callable[[], None] | None:
+    """Linux: a function for ``preexec_fn`` that asks the kernel to SIGTERM the child when the
+    thread that started it (the bridge loop's) dies. Resolved here, in the parent: between fork
+    and exec the child only calls it (no import, no lock of a thread that is not there)."""
+    if not sys.platform.startswith("linux"):
+        return None
     try:
         import ctypes
 
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        pass
+        return None
+    sigterm = int(signal.SIGTERM)
+
+    def hook() -> None:  # pragma: no cover - runs in the child
+        prctl(1, sigterm, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+    return hook
+
+
+_DIE_WITH_PARENT = _death_signal_hook()
 
 
 class Tunnel:
@@ -155,7 +168,7 @@ class Tunnel:
                 stderr=subprocess.PIPE,
                 env=ssh_env(),
                 start_new_session=True,  # a Ctrl-C in the app's terminal is ours to pass on
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                preexec_fn=_DIE_WITH_PARENT,
             )
         except OSError as e:
             return f"cannot run ssh: {e.strerror or e}"
