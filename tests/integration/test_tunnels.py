@@ -307,3 +307,14 @@ def test_tunnel_actions_behave_the_same_in_process_and_over_http(both, ssh_serve
     assert api.remove_tunnel("m1") is False
     assert [t.name for t in running.runner.tunnels()] == ["bare"]
     wait_for(lambda: not tunnel_pids(rport), 30)
+
+
+def test_the_command_line_scan_would_see_a_token():
+    """The scan above can fail: a process that has the token on its command line is found."""
+    import subprocess
+
+    with CmdlineScanner(TOKEN) as scan:
+        proc = subprocess.Popen(["sh", "-c", "sleep 3", TOKEN])
+        wait_for(lambda: scan.found, 30)
+        proc.wait(30)
+    assert TOKEN in scan.found[0]

@@ -87,7 +87,7 @@ def start_sshd(folder: Path, timeout: float = 60) -> SshServer:
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
     port = free_port()
-    user = os.environ.get("USER") or _whoami()
+    user = _whoami()  # the account sshd logs into: this process's, whatever $USER says
     config = folder / "sshd_config"
     config.write_text(
         "\n".join(
@@ -218,6 +218,15 @@ class CmdlineScanner:
         self._stop.set()
         self._thread.join(10)
 
+    def _check_environ(self, pid: str) -> None:
+        """An ssh's environment must not hold the secret either (no A2A_BRIDGE_* reaches it)."""
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if self.secret in f.read():
+                    self.found.append(f"environment of ssh {pid}")
+        except OSError:
+            pass
+
     def _run(self) -> None:
         while not self._stop.is_set():
             for entry in os.listdir("/proc"):
@@ -230,6 +239,7 @@ class CmdlineScanner:
                     continue
                 if self.secret in raw:
                     self.found.append(raw.replace(b"\0", b" ").decode("utf-8", "replace"))
-                if raw.startswith(b"ssh\0") or b"/ssh\0" in raw.split(b"\0", 1)[0] + b"\0":
+                if os.path.basename(raw.split(b"\0", 1)[0]) == b"ssh":
                     self.seen_ssh += 1
+                    self._check_environ(entry)
             self.scans += 1
