@@ -147,7 +147,14 @@ class Tunnel:
                 self._set(self.status.restarted(time.time(), why))
                 continue
             status, delay = self.status.ended(time.time(), error)
-            log.warning("tunnel %s down: %s (next try in %.0f s)", self.spec.name, error, delay)
+            # Each failure of a short run, then every tenth: a machine that stays away for a day
+            # (its back-off at 60 s) is not a warning a minute.
+            level = (
+                logging.WARNING
+                if status.failures <= 3 or status.failures % 10 == 0
+                else logging.DEBUG
+            )
+            log.log(level, "tunnel %s down: %s (next try in %.0f s)", self.spec.name, error, delay)
             self._set(status)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
