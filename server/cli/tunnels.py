@@ -46,7 +46,8 @@ def tunnel_line(t: dict[str, Any]) -> str:
 
 
 def _wait(client: ControlClient, name: str, timeout: float = WAIT_UP_S) -> dict[str, Any] | None:
-    """The tunnel once it is up or has failed once (or where it is after ``timeout``)."""
+    """The tunnel once it is up, or down after a second try (a first one may meet the remote
+    port of a replaced ssh not yet freed), or where it is after ``timeout``."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -54,7 +55,7 @@ def _wait(client: ControlClient, name: str, timeout: float = WAIT_UP_S) -> dict[
         if not found:
             return None
         last = found[0]
-        if last["state"] == "up" or (last["state"] == "down" and last["attempts"] >= 1):
+        if last["state"] == "up" or (last["state"] == "down" and last["attempts"] >= 2):
             return last
         time.sleep(0.2)
     return last

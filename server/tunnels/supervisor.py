@@ -179,6 +179,8 @@ class Tunnel:
             )
         except OSError as e:
             return f"cannot run ssh: {e.strerror or e}"
+        except NotImplementedError:  # an event loop without subprocesses (Windows' selector loop)
+            return "cannot run ssh from this event loop"
         if self._stopping or self._wake.is_set():
             self._terminate()  # stopped or restarted while ssh was being started
         lines: deque[str] = deque(maxlen=STDERR_LINES)
@@ -242,7 +244,15 @@ class TunnelManager:
         tunnel.start()
 
     async def put(self, spec: TunnelSpec) -> None:
-        """Add a tunnel, or replace the one of that name (its ssh restarts with the new spec)."""
+        """Add a tunnel, or replace the one of that name (its ssh restarts with the new spec).
+        The same spec again leaves an *up* tunnel alone and tries a down one at once: running
+        ``connect`` twice must not drop a working forward (sshd frees the remote port of a
+        stopped ssh a moment later, so a restart could fail once on its own port)."""
+        same = self._tunnels.get(spec.name)
+        if same is not None and same.spec == spec:
+            if same.status.state is not TunnelState.UP:
+                same.restart("reconnecting (connect asked again)")
+            return
         old = self._tunnels.pop(spec.name, None)
         if old is not None:
             await old.stop()

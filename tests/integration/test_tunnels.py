@@ -318,3 +318,27 @@ def test_the_command_line_scan_would_see_a_token():
         wait_for(lambda: scan.found, 30)
         proc.wait(30)
     assert TOKEN in scan.found[0]
+
+
+def test_no_ssh_program_is_a_down_tunnel_with_the_reason(start_bridge, tmp_path, monkeypatch):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    running = start_bridge(control=True)
+    monkeypatch.setenv("PATH", str(empty))  # ssh is looked up in the environment it gets
+    running.runner.add_tunnel("nossh", "me@host", free_port())
+    t = wait_for(
+        lambda: (t := _tunnel(running, "nossh")).state is TunnelState.DOWN and t, UP_S, 0.05
+    )
+    assert t.last_error == "cannot run ssh: No such file or directory"
+    assert running.runner.remove_tunnel("nossh") is True
+
+
+def test_connecting_again_keeps_a_working_forward(tunnel_bridge, ssh_server, cli):
+    rport = free_port()
+    args = ("connect", "--remote-port", str(rport), "--client", "claude-code", ssh_server.target)
+    assert cli(*args).returncode == 0
+    (pid,) = tunnel_pids(rport)
+    again = cli(*args, "--install")  # e.g. to write the client's config afterwards
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert tunnel_pids(rport) == [pid]  # the same ssh: nothing dropped
+    assert _tunnel(tunnel_bridge).attempts == 1
