@@ -396,3 +396,25 @@ def test_codex_lists_the_installed_config_with_its_bearer_token(peers: Peers, st
     assert re.search(r"omp-host\s+http://127\.0\.0\.1:\d+/\s+-\s+enabled\s+Bearer token", out), out
     assert re.search(r"docs\s+false", out), out
     assert text.startswith("# mine\n")
+
+
+def test_claude_code_on_the_remote_side_connects_through_a_tunnel(
+    peers: Peers, start_bridge, ssh_server, cli
+):
+    """``connect --client claude-code --install``: the real Claude Code, run with the remote
+    side's home (where the config was written over ssh), reaches the bridge through the
+    tunnel and says Connected."""
+    from ..support.sshd import free_port
+
+    running = start_bridge(control=True)
+    rport = free_port()
+    r = cli("connect", "--client", "claude-code", "--install", "--remote-port", str(rport),
+            ssh_server.target)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    claude = tools.npm_bin("claude-code", "claude")
+    env = dict(peers.env, HOME=str(ssh_server.home))
+    env.pop("A2A_BRIDGE_TOKEN", None)
+    listed = peers.run([claude, "mcp", "list"], env=env, cwd=ssh_server.home, timeout=180)
+    out = listed.stdout + listed.stderr
+    assert f"omp-host: http://127.0.0.1:{rport}/ (HTTP) - ✔ Connected" in out, out
+    assert running.runner.tunnels()[0].state == "up"
