@@ -16,12 +16,16 @@ from ..control.client import ControlClient
 from ..control.controlfile import read_control
 from ..core.runner import BridgeRunner, RunnerOptions, url_for
 from ..errors import BridgeError, ConfigError, StartupError, exit_line
+from ..infra import logfile
 from ..infra.childenv import hide_own_environment
-from ..infra.config import load_config
-from ..infra.logs import setup_logging
+from ..infra.config import load_config, log_path
+from ..infra.logs import setup_logging, stderr_handlers
 from ..infra.tokens import TokenStore
 from ..present import clientconfig
+from ..present.exposure import start_lines
+from ..types import Exposure
 from .audit import add_audit_parser
+from .files import add_files_parsers
 from .remote import add_remote_parsers
 from .rules import add_rules_parser
 
@@ -68,11 +72,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
     with contextlib.suppress(OSError):  # stdout closed: keep serving, the log still works
         print(f"a2a-bridge listening on {runner.url}", flush=True)
+    print_start_text(runner)
     while not stop.wait(0.1):
         if not runner.running:
             return fail("the bridge stopped unexpectedly (see the log above)")
     runner.stop()
     return 0
+
+
+def print_start_text(runner: BridgeRunner) -> None:
+    """After the URL (stdout keeps that one line for scripts): what is exposed, how to
+    approve, where the log is, on stderr (so the log file has them too)."""
+    snap = runner.snapshot()
+    current = logfile.current()
+    exposure = snap.exposure or Exposure(())
+    lines = start_lines(exposure, snap.box, current.path if current else None)
+    if current is not None:  # stdout's line, for the file: under autostart it is the only trace
+        current.line(f"a2a-bridge listening on {runner.url}")
+    with contextlib.suppress(OSError):
+        print("\n".join(f"  {line}" for line in lines), file=sys.stderr, flush=True)
 
 
 def _configured_url() -> str:
@@ -167,7 +185,7 @@ def build_parser(
     s = sub.add_parser("serve", help="run the bridge headless (no tray)")
     s.add_argument("--host", help="listen address for this run (default: config, 127.0.0.1)")
     s.add_argument("--port", type=int, help="port for this run (default: config)")
-    s.set_defaults(func=cmd_serve)
+    s.set_defaults(func=cmd_serve, log_file=True)
     t = sub.add_parser("token", help="show or rotate the bearer token")
     t.add_argument("action", choices=["show", "rotate"])
     t.set_defaults(func=cmd_token)
@@ -191,6 +209,7 @@ def build_parser(
     add_audit_parser(sub)
     add_remote_parsers(sub)
     add_rules_parser(sub)
+    add_files_parsers(sub)
     if extend is not None:
         extend(sub)
     return p
@@ -213,7 +232,17 @@ def main(
     func = getattr(args, "func", None)
     if func is None:
         args.host = args.port = None
+        args.log_file = True
         func = default or cmd_serve
+    if not getattr(args, "log_file", False):
+        return _run(func, args)
+    # A process that runs the bridge keeps what it prints on stderr in the log file, the
+    # exit line included (under autostart nobody reads stderr).
+    with logfile.copying_stderr(log_path(), stderr_handlers()):
+        return _run(func, args)
+
+
+def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         code = func(args)
         sys.stdout.flush()  # inside the try: a closed pipe is noticed here, not at exit

@@ -146,6 +146,7 @@ def served(tmp_path_factory) -> Iterator[Serve]:
     env.update(
         A2A_BRIDGE_CONFIG=str(config),
         A2A_BRIDGE_AUDIT=str(base / "audit.jsonl"),
+        A2A_BRIDGE_LOG=str(base / "bridge.log"),
         A2A_BRIDGE_TOKEN=TOKEN,
         A2A_BRIDGE_RUNTIME_DIR=str(runtime),
         PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring",
@@ -380,6 +381,7 @@ def test_serve_refuses_a_bad_bash_env(tmp_path):
     env.update(
         A2A_BRIDGE_CONFIG=str(config),
         A2A_BRIDGE_AUDIT=str(tmp_path / "audit.jsonl"),
+        A2A_BRIDGE_LOG=str(tmp_path / "bridge.log"),
         A2A_BRIDGE_TOKEN=TOKEN,
         A2A_BRIDGE_RUNTIME_DIR=str(tmp_path / "run"),
     )
