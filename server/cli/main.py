@@ -103,7 +103,7 @@ def _configured_url() -> str:
 def _not_running_note() -> None:
     print(
         "a2a-bridge: no bridge is running - this is the configured URL "
-        "(a busy port makes the next start pick another)",
+        "(a port the bridge picked moves if it is busy at the next start)",
         file=sys.stderr,
     )
 
@@ -111,8 +111,8 @@ def _not_running_note() -> None:
 def _live_url_and_token() -> tuple[str, str] | None:
     """The running bridge's URL and token, from its control API; None when none runs.
 
-    The live URL is what clients must use: a busy configured port or ``serve --port`` made
-    the bridge listen elsewhere, and a token from ``A2A_BRIDGE_TOKEN`` is not in the store.
+    The live URL is what clients must use: a busy port the bridge picked, or ``serve --port``,
+    made it listen elsewhere, and a token from ``A2A_BRIDGE_TOKEN`` is not in the store.
     """
     info = read_control()
     if info is None:

@@ -141,8 +141,10 @@ LEAF: Final = None
 
 # One upstream server's keys; "type" is the mcpServers shape clients use ("stdio", "http"):
 # accepted so a pasted entry works, and only informational.
-SERVER_KEYS = ("command", "args", "env", "cwd", "url", "headers", "timeout_s", "box", "network")
-SERVER_KEYS += ("type",)
+SERVER_KEYS = (
+    *("command", "args", "env", "cwd", "url", "headers", "timeout_s", "box", "network"),
+    "type",
+)
 
 KNOWN_KEYS: Final[dict[str, Schema]] = {
     "host": LEAF,

@@ -172,7 +172,7 @@ def copying_stderr(path: str, streams: list[logging.Handler]) -> Iterator[str | 
     copy = StderrCopy(original, log)
     handlers = [h for h in streams if isinstance(h, logging.StreamHandler)]
     previous = [(h, h.setStream(copy)) for h in handlers]
-    sys.stderr = copy  # type: ignore[assignment]
+    sys.stderr = copy
     _current = log
     try:
         yield path
