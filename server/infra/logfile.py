@@ -90,7 +90,8 @@ class StderrCopy:
         self._lock = threading.Lock()
 
     def write(self, text: str) -> int:
-        with contextlib.suppress(OSError, ValueError):  # a closed terminal: the file still gets it
+        # A closed terminal (or none: pythonw) loses the text; the file still gets it.
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             self.stream.write(text)
         with self._lock:
             *lines, self._partial = (self._partial + text).split("\n")
@@ -99,7 +100,7 @@ class StderrCopy:
         return len(text)
 
     def flush(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             self.stream.flush()
         self.log.flush()
 

@@ -234,3 +234,24 @@ def test_a_port_the_bridge_picked_moves_and_url_and_client_config_follow(env, he
         sock.close()
     assert f"port {first} (picked by the bridge) is busy - moved to {live}" in err
     assert json.loads(read_text(env["config"]))["port"] == live  # stable from now on
+
+
+def test_logs_follow_prints_new_lines_as_the_bridge_writes_them(env, headless):
+    write_config(env["config"], {"roots": [env["root"]]})
+    p, port = start([*SERVER, "serve"], headless)
+    follow = subprocess.Popen(
+        [*SERVER, "logs", "-n", "0", "--follow"],
+        env=headless,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert follow.stderr.readline().startswith(f"following {env['log']}")
+        Mcp(port, token="w" * 40).rpc("ping")  # the bridge logs a warning
+        line = follow.stdout.readline()
+        assert "unauthorized attempt" in line and "w" * 40 not in line
+    finally:
+        follow.send_signal(signal.SIGINT)
+        follow.wait(30)
+        stop(p)
