@@ -22,6 +22,7 @@ import logging
 import logging.handlers
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -33,7 +34,28 @@ FLUSH_TIMEOUT_S = 1.0
 
 
 class _PrivateRotatingFile(logging.handlers.RotatingFileHandler):
-    """Rotates like its base; every generation is created 0600, never through a symlink."""
+    """Rotates like its base; every generation is created 0600, never through a symlink.
+
+    A write that fails (disk full, the folder removed) stops the file for good, said once on
+    the real stderr: logging's own error report goes to ``sys.stderr``, which is copied here,
+    so reporting every failure would feed itself."""
+
+    failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if self.failed:
+            return
+        self.failed = True
+        with contextlib.suppress(Exception):
+            print(
+                f"a2a-bridge: the log file {self.baseFilename} stopped (cannot write it)",
+                file=sys.__stderr__,
+                flush=True,
+            )
 
     def _open(self) -> Any:
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
@@ -70,13 +92,15 @@ class LogFile:
         deadline = time.monotonic() + timeout
         while self.queue.unfinished_tasks and time.monotonic() < deadline:
             time.sleep(0.01)
-        self.handler.flush()
+        with contextlib.suppress(Exception):  # a file that failed is already reported
+            self.handler.flush()
 
     def close(self) -> None:
         self.flush()
         with contextlib.suppress(Exception):
             self.listener.stop()
-        self.handler.close()
+        with contextlib.suppress(Exception):
+            self.handler.close()
 
 
 class StderrCopy:
@@ -160,8 +184,6 @@ def set_rotation(max_bytes: int, keep: int) -> None:
 def copying_stderr(path: str, streams: list[logging.Handler]) -> Iterator[str | None]:
     """While inside, stderr (and the given stream handlers) also write to the log file at
     ``path``. Yields the path, or None when the file cannot be opened (said once on stderr)."""
-    import sys
-
     global _current
     try:
         log = LogFile(path)

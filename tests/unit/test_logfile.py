@@ -86,3 +86,15 @@ def test_a_log_file_that_cannot_be_opened_leaves_the_process_running(tmp_path, c
     with copying_stderr(str(blocker / "bridge.log"), []) as opened:
         assert opened is None
     assert "no log file" in capsys.readouterr().err
+
+
+def test_a_file_that_cannot_be_written_stops_once_and_never_feeds_itself(tmp_path, capfd):
+    path = tmp_path / "bridge.log"
+    log = LogFile(str(path))
+    copy = StderrCopy(io.StringIO(), log)
+    log.handler.stream.close()  # every write now fails
+    for _ in range(5):
+        copy.write("a line\n")
+    log.close()
+    err = capfd.readouterr().err
+    assert err.count("stopped (cannot write it)") == 1 and "Traceback" not in err
