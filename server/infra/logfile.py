@@ -180,6 +180,17 @@ def set_rotation(max_bytes: int, keep: int) -> None:
         _current.set_rotation(max_bytes, keep)
 
 
+def _swap(handler: logging.StreamHandler[Any], stream: Any) -> Any:
+    """Point ``handler`` at ``stream``; the one it had. (Not ``setStream``: it flushes the old
+    stream first, which raises when that stream was closed, e.g. a finished capture.)"""
+    handler.acquire()
+    try:
+        old, handler.stream = handler.stream, stream
+    finally:
+        handler.release()
+    return old
+
+
 @contextlib.contextmanager
 def copying_stderr(path: str, streams: list[logging.Handler]) -> Iterator[str | None]:
     """While inside, stderr (and the given stream handlers) also write to the log file at
@@ -194,7 +205,7 @@ def copying_stderr(path: str, streams: list[logging.Handler]) -> Iterator[str | 
     original = sys.stderr
     copy = StderrCopy(original, log)
     handlers = [h for h in streams if isinstance(h, logging.StreamHandler)]
-    previous = [(h, h.setStream(copy)) for h in handlers]
+    previous = [(h, _swap(h, copy)) for h in handlers]
     sys.stderr = copy
     _current = log
     try:
@@ -203,7 +214,6 @@ def copying_stderr(path: str, streams: list[logging.Handler]) -> Iterator[str | 
         _current = None
         sys.stderr = original
         for h, before in previous:
-            if before is not None:
-                h.setStream(before)
+            _swap(h, before)
         copy.finish()
         log.close()
