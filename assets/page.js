@@ -398,6 +398,7 @@ function render() {
     $("box").textContent = s.box.text;
     $("box").className = s.box.available ? "" : "nobox";
   }
+  renderExposed(s);
   $("pause").textContent = s.paused ? "Resume bridge" : "Pause bridge";
   $("pause").setAttribute("aria-pressed", String(s.paused));
   $("mcp-url").textContent = s.mcp_url;
@@ -475,6 +476,32 @@ async function loadAudit() {
     } catch (e) { /* the next change retries */ }
   }, 150);
 }
+
+// --- header: exposed, logs ------------------------------------------------------------------
+// What the bridge exposes (roots, tiers changed from the defaults, withheld tools) in one line,
+// and "Show logs": the log file's last lines through the control API, shown as text only.
+function renderExposed(s) {
+  $("exposed").textContent = s.exposed || "";
+  $("log-path").textContent = s.log_path || "";
+}
+
+async function loadLogs() {
+  try {
+    const data = await api("GET", "/api/logs?limit=200");
+    $("log-path").textContent = data.path;
+    $("log-lines").textContent = data.lines.length ? data.lines.join("\n") : "(the log is empty)";
+  } catch (e) { $("log-lines").textContent = e.message; }
+}
+
+$("show-logs").addEventListener("click", () => {
+  const section = $("logs-section");
+  section.hidden = !section.hidden;
+  $("show-logs").textContent = section.hidden ? "Show logs" : "Hide logs";
+  $("show-logs").setAttribute("aria-expanded", String(!section.hidden));
+  if (!section.hidden) loadLogs();
+});
+$("logs-refresh").addEventListener("click", loadLogs);
+// --- end of header: exposed, logs -------------------------------------------------------------
 
 function connect() {
   const url = `ws://${location.host}/api/events?as=approval%20page`;

@@ -298,6 +298,7 @@ def main() -> int:
         os.environ,
         A2A_BRIDGE_CONFIG=cfg,
         A2A_BRIDGE_AUDIT=os.path.join(work, "audit.jsonl"),
+        A2A_BRIDGE_LOG=os.path.join(work, "bridge.log"),
         A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
         A2A_BRIDGE_TOKEN=TOKEN,
     )

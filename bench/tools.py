@@ -429,6 +429,7 @@ def tools_section(py: str, base_env: dict[str, str], token: str, start: Any) -> 
         base_env,
         A2A_BRIDGE_CONFIG=cfg,
         A2A_BRIDGE_AUDIT=os.path.join(work, "audit.jsonl"),
+        A2A_BRIDGE_LOG=os.path.join(work, "bridge.log"),
         A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
         A2A_BRIDGE_TOKEN=token,
     )

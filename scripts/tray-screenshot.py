@@ -64,6 +64,7 @@ def main() -> int:
     env_paths = {
         "A2A_BRIDGE_CONFIG": os.path.join(work, "config.json"),
         "A2A_BRIDGE_AUDIT": os.path.join(work, "audit.jsonl"),
+        "A2A_BRIDGE_LOG": os.path.join(work, "bridge.log"),
         "A2A_BRIDGE_RUNTIME_DIR": os.path.join(work, "run"),
     }
     with open(env_paths["A2A_BRIDGE_CONFIG"], "w") as f:

@@ -37,11 +37,13 @@ from .policy.judge import Judgement
 from .policy.rules import RuleList, RuleSet
 from .types import (
     DecisionError,
+    Exposure,
     GrantView,
     PendingCall,
     ServerView,
     SessionView,
     Snapshot,
+    TierChange,
     TunnelView,
     UpstreamInfo,
 )
@@ -58,6 +60,7 @@ __all__ = [
     "BridgeError",
     "Decision",
     "DecisionError",
+    "Exposure",
     "GrantView",
     "Judgement",
     "PendingCall",
@@ -67,6 +70,7 @@ __all__ = [
     "SessionView",
     "Snapshot",
     "StartupError",
+    "TierChange",
     "TokenSource",
     "TunnelView",
     "UpstreamInfo",
@@ -132,6 +136,11 @@ class BridgeControl(Protocol):
         Reads files: not on a UI or event-loop thread."""
         ...
 
+    def log_tail(self, limit: int) -> dict[str, Any]:
+        """``{"path", "lines"}``: the last ``limit`` lines of the bridge's log file, each
+        rendered safe (the page's *Show logs*). Reads files: not on a UI or event-loop thread."""
+        ...
+
     def login_url(self) -> str:
         """A one-time link that logs a browser into the approval page (60 s, first use)."""
         ...
@@ -188,6 +197,12 @@ class BridgeApi(BridgeControl, Protocol):
     @property
     def audit_path(self) -> str:
         """The audit log (the tray opens it)."""
+        ...
+
+    @property
+    def log_path(self) -> str:
+        """The bridge's log file, what it prints on stderr (the tray's *Show logs* opens it);
+        snapshots carry it too, with what is exposed (:class:`~server.types.Exposure`)."""
         ...
 
     @property

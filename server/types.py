@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .box.plan import BoxStatus
 from .errors import BridgeError
 from .policy.rules import RuleSet
-from .vocab import Decision, TunnelState
+from .vocab import Decision, Tier, TunnelState
 
 if TYPE_CHECKING:
     from .policy.grants import Grant
@@ -170,6 +170,27 @@ class TunnelView:
 
 
 @dataclass(frozen=True, slots=True)
+class TierChange:
+    """A tool whose tier the config changed from its default (``tool`` ``*``: the tools that
+    declare none, i.e. ``approval.default_tier``)."""
+
+    tool: str
+    tier: Tier
+    default: Tier
+
+
+@dataclass(frozen=True, slots=True)
+class Exposure:
+    """What the bridge exposes, as every UI states it (the start text, ``status``, the page
+    header, the tray tooltip): the roots (real paths), the tiers that differ from the
+    defaults, the tools never exposed. The box's state is :attr:`Snapshot.box`."""
+
+    roots: tuple[str, ...]
+    tiers: tuple[TierChange, ...] = ()
+    denied: tuple[str, ...] = ()  # config ``deny`` (and ``mcp__*`` for ``deny_mcp_tools``)
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """An immutable picture of the bridge for UIs on other threads."""
 
@@ -191,3 +212,5 @@ class Snapshot:
     grants: tuple[GrantView, ...] = ()
     box: BoxStatus | None = None  # None until the probe has run (server.box.known)
     tunnels: tuple[TunnelView, ...] = ()  # tunnels the app keeps up (server.tunnels)
+    exposure: Exposure | None = None  # roots, changed tiers, withheld tools
+    log_path: str = ""  # the bridge's log file (what it prints on stderr)

@@ -64,9 +64,11 @@ def env(tmp_path, monkeypatch) -> dict[str, str]:
         "audit": str(tmp_path / "log" / "audit.jsonl"),
         "root": str(root),
         "runtime": str(tmp_path / "run"),
+        "log": str(tmp_path / "log" / "bridge.log"),
     }
     monkeypatch.setenv("A2A_BRIDGE_CONFIG", paths["config"])
     monkeypatch.setenv("A2A_BRIDGE_AUDIT", paths["audit"])
+    monkeypatch.setenv("A2A_BRIDGE_LOG", paths["log"])
     monkeypatch.setenv("A2A_BRIDGE_TOKEN", TOKEN)
     monkeypatch.setenv("A2A_BRIDGE_RUNTIME_DIR", paths["runtime"])
     return paths
@@ -266,7 +268,8 @@ def pytest_configure(config) -> None:
 @pytest.fixture(autouse=True)
 def no_token_leaks(request, tmp_path):
     """Security checklist: the token never shows up in a response, a log line (exception text
-    included) or an audit record - across the whole suite, not only in a dedicated test."""
+    included), the log file or an audit record - across the whole suite, not only in a
+    dedicated test."""
     RESPONSES.clear()
     records = _AllRecords()
     logger = logging.getLogger(PACKAGE_LOGGER)
@@ -280,7 +283,7 @@ def no_token_leaks(request, tmp_path):
         assert bad == [], f"token in a response: {bad[:3]}"
     for dirpath, _, files in os.walk(tmp_path):
         for f in files:
-            if "audit" in f:
+            if "audit" in f or f.startswith("bridge.log"):  # the audit and the bridge's log
                 with open(os.path.join(dirpath, f), "rb") as fh:
                     assert TOKEN.encode() not in fh.read(), f"token in {f}"
 

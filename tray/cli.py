@@ -64,7 +64,8 @@ def cmd_autostart(args: argparse.Namespace) -> int:
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     sub.add_parser("tray", help="run the bridge with the system-tray icon").set_defaults(
-        func=cmd_tray
+        func=cmd_tray,
+        log_file=True,  # what it prints on stderr also goes to the log file
     )
     a = sub.add_parser("autostart", help="start the tray at login: on, off or status")
     a.add_argument("action", choices=["on", "off", "status"])

@@ -78,12 +78,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if not args.follow:
         return 0
     with contextlib.suppress(KeyboardInterrupt):
-        _Follower(path, cfg.audit_keep).run()
+        _AuditFollower(path, cfg.audit_keep).run()
     return 0
 
 
-class _Follower:
-    """``--follow``: print each record once, across rotations, never half a line.
+class Follower:
+    """``--follow``: hand each line to :meth:`line` once, across rotations, never half a line
+    (``audit --follow`` and ``logs --follow``).
 
     The log file stays open: when the path names another file (rotated), the old one is read
     to its end first (records written since the last poll), then every rotated generation not
@@ -97,7 +98,6 @@ class _Follower:
     def __init__(self, path: str, keep: int) -> None:
         self.path = path
         self.keep = keep
-        self.starts: dict[Any, dict] = {}  # start records by call id, until their done
         self.partial = b""
         self.file: BinaryIO | None = None
         self.ino: int | None = None
@@ -168,9 +168,21 @@ class _Follower:
         data = self.partial + f.read()
         *lines, self.partial = data.split(b"\n")
         for line in lines:
-            self._record(line.decode("utf-8", errors="replace"))
+            self.line(line.decode("utf-8", errors="replace"))
 
-    def _record(self, line: str) -> None:
+    def line(self, line: str) -> None:
+        """One whole line, as written."""
+        print(safe(line), flush=True)
+
+
+class _AuditFollower(Follower):
+    """Each record in words; a done record is paired with its start."""
+
+    def __init__(self, path: str, keep: int) -> None:
+        super().__init__(path, keep)
+        self.starts: dict[Any, dict] = {}  # start records by call id, until their done
+
+    def line(self, line: str) -> None:
         try:
             rec = json.loads(line)
         except ValueError:

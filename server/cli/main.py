@@ -16,12 +16,16 @@ from ..control.client import ControlClient
 from ..control.controlfile import read_control
 from ..core.runner import BridgeRunner, RunnerOptions, url_for
 from ..errors import BridgeError, ConfigError, StartupError, exit_line
+from ..infra import logfile
 from ..infra.childenv import hide_own_environment
-from ..infra.config import load_config
-from ..infra.logs import setup_logging
+from ..infra.config import load_config, log_path
+from ..infra.logs import setup_logging, stderr_handlers
 from ..infra.tokens import TokenStore
 from ..present import clientconfig
+from ..present.exposure import start_lines
+from ..types import Exposure
 from .audit import add_audit_parser
+from .files import add_files_parsers
 from .remote import add_remote_parsers
 from .rules import add_rules_parser
 from .tunnels import add_tunnel_parsers
@@ -69,11 +73,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
     with contextlib.suppress(OSError):  # stdout closed: keep serving, the log still works
         print(f"a2a-bridge listening on {runner.url}", flush=True)
+    print_start_text(runner)
     while not stop.wait(0.1):
         if not runner.running:
             return fail("the bridge stopped unexpectedly (see the log above)")
     runner.stop()
     return 0
+
+
+def print_start_text(runner: BridgeRunner) -> None:
+    """After the URL (stdout keeps that one line for scripts): what is exposed, how to
+    approve, where the log is, on stderr (so the log file has them too)."""
+    snap = runner.snapshot()
+    current = logfile.current()
+    exposure = snap.exposure or Exposure(())
+    lines = start_lines(exposure, snap.box, current.path if current else None)
+    if current is not None:  # stdout's line, for the file: under autostart it is the only trace
+        current.line(f"a2a-bridge listening on {runner.url}")
+    with contextlib.suppress(OSError):
+        print("\n".join(f"  {line}" for line in lines), file=sys.stderr, flush=True)
 
 
 def _configured_url() -> str:
@@ -86,7 +104,7 @@ def _configured_url() -> str:
 def _not_running_note() -> None:
     print(
         "a2a-bridge: no bridge is running - this is the configured URL "
-        "(a busy port makes the next start pick another)",
+        "(a port the bridge picked moves if it is busy at the next start)",
         file=sys.stderr,
     )
 
@@ -94,8 +112,8 @@ def _not_running_note() -> None:
 def _live_url_and_token() -> tuple[str, str] | None:
     """The running bridge's URL and token, from its control API; None when none runs.
 
-    The live URL is what clients must use: a busy configured port or ``serve --port`` made
-    the bridge listen elsewhere, and a token from ``A2A_BRIDGE_TOKEN`` is not in the store.
+    The live URL is what clients must use: a busy port the bridge picked, or ``serve --port``,
+    made it listen elsewhere, and a token from ``A2A_BRIDGE_TOKEN`` is not in the store.
     """
     info = read_control()
     if info is None:
@@ -187,7 +205,7 @@ def build_parser(
     s = sub.add_parser("serve", help="run the bridge headless (no tray)")
     s.add_argument("--host", help="listen address for this run (default: config, 127.0.0.1)")
     s.add_argument("--port", type=int, help="port for this run (default: config)")
-    s.set_defaults(func=cmd_serve)
+    s.set_defaults(func=cmd_serve, log_file=True)
     t = sub.add_parser("token", help="show or rotate the bearer token")
     t.add_argument("action", choices=["show", "rotate"])
     t.set_defaults(func=cmd_token)
@@ -218,6 +236,7 @@ def build_parser(
     add_remote_parsers(sub)
     add_rules_parser(sub)
     add_tunnel_parsers(sub)
+    add_files_parsers(sub)
     if extend is not None:
         extend(sub)
     return p
@@ -240,7 +259,17 @@ def main(
     func = getattr(args, "func", None)
     if func is None:
         args.host = args.port = None
+        args.log_file = True
         func = default or cmd_serve
+    if not getattr(args, "log_file", False):
+        return _run(func, args)
+    # A process that runs the bridge keeps what it prints on stderr in the log file, the
+    # exit line included (under autostart nobody reads stderr).
+    with logfile.copying_stderr(log_path(), stderr_handlers()):
+        return _run(func, args)
+
+
+def _run(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     try:
         code = func(args)
         sys.stdout.flush()  # inside the try: a closed pipe is noticed here, not at exit

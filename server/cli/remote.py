@@ -45,9 +45,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     approvers = ", ".join(safe(a) for a in s["approvers"])
     print(f"  approvers: {approvers or 'none (prompt-tier calls are refused)'}")
     print(f"  token stored in: {s['token_source']}")
+    if s.get("exposed"):  # roots, tiers changed from the defaults, tools withheld
+        print(f"  {safe(s['exposed'])}")
     box = s.get("box")
     if isinstance(box, dict):
         print(f"  {safe(box.get('text', ''))}")
+    if s.get("log_path"):
+        print(f"  log: {safe(s['log_path'])} ('a2a-bridge logs')")
     servers = s.get("servers") or []
     if servers:
         ready = sum(1 for x in servers if x["state"] == "ready")

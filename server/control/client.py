@@ -143,6 +143,10 @@ class ControlClient:
         calls: list[dict[str, Any]] = self.request("GET", f"/api/audit?limit={limit}")["calls"]
         return calls
 
+    def log_tail(self, limit: int) -> dict[str, Any]:
+        tail: dict[str, Any] = self.request("GET", f"/api/logs?limit={limit}")
+        return tail
+
     def login_page(self, anchor: str = "") -> str:
         """A ``file://`` URL of a one-time login page (0600, runtime directory): started with
         it, the browser's command line names a file, not the code."""

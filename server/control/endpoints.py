@@ -156,6 +156,18 @@ class AuditHandler(ControlHandler):
         self.send_json({"calls": calls})
 
 
+class LogsHandler(ControlHandler):
+    async def get(self) -> None:
+        """The log file's last lines (the page's *Show logs*), read in a worker."""
+        try:
+            limit = int(self.get_query_argument("limit", "200"))
+        except ValueError:
+            raise Refused(400, "limit must be an integer") from None
+        limit = max(1, min(limit, 5000))
+        loop = asyncio.get_running_loop()
+        self.send_json(await loop.run_in_executor(None, self.state.api.log_tail, limit))
+
+
 def _rule_list(name: str) -> RuleList:
     try:
         return RuleList(name)
@@ -379,6 +391,7 @@ ROUTES: list[tuple[str, type]] = [
     (r"/api/token/rotate", RotateHandler),
     (r"/api/client-config", ClientConfigHandler),
     (r"/api/audit", AuditHandler),
+    (r"/api/logs", LogsHandler),
     (r"/api/events", EventsHandler),
     (r"/api/rules", RulesHandler),
     (r"/api/rules/examples", RulesExamplesHandler),

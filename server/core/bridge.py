@@ -25,7 +25,7 @@ from .. import __version__, box
 from ..control.controlfile import runtime_dir
 from ..infra.audit import AuditLog
 from ..infra.childenv import build_env
-from ..infra.config import Config
+from ..infra.config import Config, log_path
 from ..infra.tokens import TokenStore
 from ..mcp.modern import (
     MODERN_VERSION,
@@ -48,9 +48,18 @@ from ..policy.judge import Judgement, judge
 from ..policy.paths import PathPolicy
 from ..policy.rulebook import RuleBook
 from ..policy.rules import RuleList, RuleSet
+from ..present.exposure import denied_tools, tier_changes
 from ..tools.base import Tool, ToolContext, ToolError, ToolResult
 from ..tools.registry import ToolRegistry
-from ..types import DecisionError, GrantView, HumanDecision, PendingCall, SessionView, Snapshot
+from ..types import (
+    DecisionError,
+    Exposure,
+    GrantView,
+    HumanDecision,
+    PendingCall,
+    SessionView,
+    Snapshot,
+)
 from ..vocab import Tier
 from .approvals import ApprovalBroker, Decision, Ending
 from .inflight import CallHandle, InFlight
@@ -90,6 +99,7 @@ def path_policy(cfg: Config, audit_path: str) -> PathPolicy:
             (audit_path, "audit log"),
             # Pins decide whether a changed upstream tool keeps its allow rules.
             (pins_path(cfg), "upstream tool pins"),
+            (log_path(), "bridge log"),
         ),
         own_dirs=((runtime_dir(), "bridge control file"),),
         remove=cfg.protected_remove,
@@ -143,6 +153,14 @@ class Bridge:
         if opts.discover_tools:
             self.registry.discover()
         self.policy = path_policy(cfg, opts.audit.path)
+        # What every UI states: roots, tiers changed from the defaults, tools withheld.
+        self.exposure = Exposure(
+            self.policy.roots,
+            tier_changes(
+                cfg.tiers, cfg.default_tier, {t.name: t.default_tier for t in self.registry.all()}
+            ),
+            denied_tools(cfg.deny, cfg.deny_mcp_tools),
+        )
         self.broker = ApprovalBroker(
             on_change=self._pending_changed,
             max_pending=cfg.max_pending,
@@ -543,6 +561,8 @@ class Bridge:
             box=box.known(),
             grants=self.grants(),
             tunnels=self.tunnels.views() if self.tunnels is not None else (),
+            exposure=self.exposure,
+            log_path=log_path(),
         )
 
     def _audit_warning(self) -> tuple[str, ...]:

@@ -22,14 +22,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..control.controlfile import ControlInfo, release
 from ..control.server import ControlState, control_app
 from ..errors import BridgeError, StartupError
+from ..infra import logfile
 from ..infra.audit import pair_calls, recent_records
-from ..infra.config import Config, edit_config
+from ..infra.config import Config, edit_config, log_path
 from ..infra.tokens import TokenSource
 from ..mcp.http import McpServer
 from ..mcp.netlimits import LimitedHTTPServer, connection_caps
 from ..policy.judge import Judgement
 from ..policy.rules import RuleError, RuleList, RuleSet, edit_raw_rules
 from ..present import clientconfig
+from ..present.textsafe import safe
 from ..present.views import audit_call_json
 from ..tunnels.identity import machine_token
 from ..tunnels.install import install_remote
@@ -379,6 +381,19 @@ class BridgeRunner:
         # start and done of a call are two records; a little slack for interleaving
         records = recent_records(audit.path, self._bridge().config.audit_keep, 2 * limit + 64)
         return [audit_call_json(c) for c in pair_calls(records)[-limit:]]
+
+    @property
+    def log_path(self) -> str:
+        return log_path()
+
+    def log_tail(self, limit: int) -> dict[str, Any]:
+        """The log file's last lines, rendered safe (on this thread: a file read)."""
+        current = logfile.current()
+        if current is not None:
+            current.flush()
+        path = log_path()
+        lines = logfile.tail_lines(path, max(1, min(limit, 5000)))
+        return {"path": safe(path), "lines": [safe(x) for x in lines]}
 
     def login_url(self) -> str:
         """A one-time link to the approval page (valid 60 s, first use) for the browser."""

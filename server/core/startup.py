@@ -28,6 +28,7 @@ from ..control.controlfile import (
     read_control,
 )
 from ..errors import AlreadyRunning, ConfigError, RuntimeDirError, StartupError
+from ..infra import logfile
 from ..infra.audit import AuditLog
 from ..infra.config import Config, audit_path, load_config, update_config
 from ..infra.tokens import KeyringStore, TokenStore
@@ -38,6 +39,7 @@ from ..mcp.sessions import SessionTable
 from ..present.secrets import remember
 from ..tools.base import Tool
 from .bridge import Bridge, BridgeOptions
+from .portowner import port_holder
 
 log = logging.getLogger(__name__)
 
@@ -81,17 +83,37 @@ def url_for(host: str, port: int) -> str:
     return f"http://{shown}:{port}/"
 
 
-def bind(host: str, port: int) -> tuple[list[socket.socket], int, bool]:
-    """Bind ``host:port``; a busy explicit port falls back to a free one (other errors raise)."""
+def bind(host: str, port: int, may_move: bool) -> tuple[list[socket.socket], int, bool]:
+    """Bind ``host:port``; a busy port moves to a free one only when ``may_move`` (a port the
+    bridge picked itself), else :class:`PortBusy` (other errors raise)."""
     try:
         socks = bind_sockets(port, host, backlog=LISTEN_BACKLOG)
-        fell_back = False
+        moved = False
     except OSError as e:
         if e.errno != errno.EADDRINUSE or port == 0:
             raise
+        if not may_move:
+            raise PortBusy(port) from None
         socks = bind_sockets(0, host, backlog=LISTEN_BACKLOG)
-        fell_back = True
-    return socks, socks[0].getsockname()[1], fell_back
+        moved = True
+    return socks, socks[0].getsockname()[1], moved
+
+
+class PortBusy(Exception):
+    """A port the user chose is in use: the start stops (see :func:`busy_line`)."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(port)
+        self.port = port
+
+
+def busy_line(port: int, chosen_by: str, holder: str | None) -> str:
+    """The one line a busy chosen port stops the start with (pure)."""
+    held = f"by {holder}" if holder else "(the OS does not say by whom: try 'ss -ltnp')"
+    return (
+        f"port {port} is already in use {held}; {chosen_by} chose it, so the bridge does not "
+        "move it: stop that program or choose another port"
+    )
 
 
 def prepare(opts: RunnerOptions, out: Prepared) -> None:
@@ -103,6 +125,7 @@ def prepare(opts: RunnerOptions, out: Prepared) -> None:
     out.nofile = raise_nofile()
     box_probe.probe()  # once per process, before the loop runs (it starts bwrap once)
     config = _load_config(opts)
+    logfile.set_rotation(config.log_max_bytes, config.log_keep)  # when this process has one
     tokens = _resolve_token(config, opts)
     host, bound, warnings = _listen(opts, config, tokens, out)
     bridge = _build_bridge(opts, config, tokens)
@@ -149,27 +172,36 @@ def _resolve_token(config: Config, opts: RunnerOptions) -> TokenStore:
 def _listen(
     opts: RunnerOptions, config: Config, tokens: TokenStore, out: Prepared
 ) -> tuple[str, int, list[str]]:
-    """Bind the MCP sockets (into ``out``): the host, the port bound and the warnings so far."""
+    """Bind the MCP sockets (into ``out``): the host, the port bound and the warnings so far.
+
+    Only a port the bridge picked itself moves when busy (``port`` 0 at the first start, saved
+    with ``picked_port``); one the user chose (``--port``, or a ``port`` they wrote) stops the
+    start naming who holds it: moving it would silently break every client config and tunnel.
+    """
     host = opts.host or config.host
     port = opts.port if opts.port is not None else config.port
+    picked = opts.port is None and (config.port == 0 or config.picked_port == config.port)
     warnings: list[str] = []
     if tokens.state and tokens.state.warning:
         warnings.append(tokens.state.warning)
     try:
-        out.sockets, bound, fell_back = bind(host, port)
+        out.sockets, bound, moved = bind(host, port, may_move=picked)
+    except PortBusy:
+        by = "--port" if opts.port is not None else f"'port' in {config.path}"
+        raise StartupError(busy_line(port, by, port_holder(port))) from None
     except OSError as e:
         raise StartupError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-    if fell_back:
+    if moved:
         w = (
-            f"configured port {port} is busy - bound {bound} instead; "
-            "update the URL in remote client configs"
+            f"port {port} (picked by the bridge) is busy - moved to {bound}; "
+            "'a2a-bridge url' and 'client-config' give the new one"
         )
         log.warning(w)
         warnings.append(w)
-    if port == 0 and opts.port is None and config.port == 0:
-        # First start: keep the picked port so the URL in remote configs stays valid.
+    if picked and (config.port == 0 or moved):
+        # Keep the picked port so the URL in remote configs stays valid from now on.
         try:
-            update_config(config.path, {"port": bound})
+            update_config(config.path, {"port": bound, "picked_port": bound})
         except (OSError, ConfigError) as e:
             log.warning("could not save the port to %s: %s", config.path, e)
     out.loopback = is_loopback_name(host.strip("[]").lower())

@@ -9,14 +9,15 @@ this version does not know survive.
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import math
 import os
 import stat
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Final
 
 import platformdirs
 
@@ -25,6 +26,7 @@ from ..box.policy import DEFAULT_READ_ALLOW, BoxConfig
 from ..errors import ConfigError
 from ..policy.protected import DEFAULT_PRIVATE_ALLOW, known_removals
 from ..policy.rules import RuleError, RuleSet, parse_rules
+from ..present.textsafe import safe
 from ..tunnels.plan import TunnelError, TunnelSpec, parse_tunnels
 from ..upstream.config import McpServerSpec, _Fail, parse_mcp_servers
 from ..vocab import Tier
@@ -45,6 +47,13 @@ def config_path() -> str:
 def audit_path() -> str:
     return os.environ.get("A2A_BRIDGE_AUDIT") or os.path.join(
         platformdirs.user_log_dir(APP_NAME, appauthor=False), "audit.jsonl"
+    )
+
+
+def log_path() -> str:
+    """The bridge's own log file (what it prints on stderr), next to the audit log."""
+    return os.environ.get("A2A_BRIDGE_LOG") or os.path.join(
+        platformdirs.user_log_dir(APP_NAME, appauthor=False), "bridge.log"
     )
 
 
@@ -78,6 +87,9 @@ class Config:
     path: str
     host: str = "127.0.0.1"
     port: int = 0
+    # The port the bridge picked itself (``port`` 0 at the first start), saved beside ``port``:
+    # while the two agree, a busy port may move; any other port is the user's and never moves.
+    picked_port: int | None = None
     token_store: str = "keyring"
     token: str | None = None
     deny: frozenset[str] = frozenset()
@@ -95,6 +107,8 @@ class Config:
     max_pending_per_session: int = 8
     audit_max_bytes: int = 10 * 1024 * 1024
     audit_keep: int = 5
+    log_max_bytes: int = 1024 * 1024  # the bridge's own log (log.max_bytes, log.keep)
+    log_keep: int = 3
     limits: Limits = Limits()
     mcp_servers: tuple[McpServerSpec, ...] = ()
     rules: RuleSet = field(default_factory=RuleSet)
@@ -104,6 +118,123 @@ class Config:
     box: BoxConfig = field(default_factory=BoxConfig)  # the box bash runs in (server/box)
     tunnels: tuple[TunnelSpec, ...] = ()  # ssh tunnels the app keeps up (server/tunnels)
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+# -- the known keys ------------------------------------------------------------------------------
+#
+# Every key a config may hold, in one place: an unknown key stops the start (a typo such as
+# "aproval" or "root" used to be ignored silently, leaving the whole home exposed with the tiers
+# the user thought they had changed). To add a setting, add its key here (and parse it below).
+#
+# A value is either LEAF (its inside, if any, is checked by the field's own parser), a dict (an
+# object whose keys are fixed: each is walked), or Named(x) (an object whose keys the user names,
+# e.g. upstream servers; each value is walked with x).
+
+
+@dataclass(frozen=True, slots=True)
+class Named:
+    """An object whose keys are names the user picks; each value follows ``value``."""
+
+    value: Schema
+
+
+Schema = dict[str, "Schema"] | Named | None
+LEAF: Final = None
+
+# One upstream server's keys; "type" is the mcpServers shape clients use ("stdio", "http"):
+# accepted so a pasted entry works, and only informational.
+SERVER_KEYS = (
+    *("command", "args", "env", "cwd", "url", "headers", "timeout_s", "box", "network"),
+    "type",
+)
+
+KNOWN_KEYS: Final[dict[str, Schema]] = {
+    "host": LEAF,
+    "port": LEAF,  # written by the bridge on the first start
+    "picked_port": LEAF,  # written by the bridge: the port it picked itself (may move)
+    "token_store": LEAF,
+    "token": LEAF,  # written by the bridge (token_store "file" or a keyring fallback)
+    "deny": LEAF,
+    "deny_mcp_tools": LEAF,
+    "allowed_origins": LEAF,
+    "roots": LEAF,
+    "sensitive_paths": LEAF,
+    "protected": {"add": LEAF, "remove": LEAF},
+    "private": {"allow": LEAF},
+    "approval": {  # tiers: written by the bridge too ("Always allow" on older versions)
+        "tiers": LEAF,
+        "default_tier": LEAF,
+        "timeout_s": LEAF,
+        "max_pending": LEAF,
+        "max_pending_per_session": LEAF,
+    },
+    "rules": {"allow": LEAF, "ask": LEAF, "deny": LEAF},  # written by the bridge
+    "audit": {"max_bytes": LEAF, "keep": LEAF},
+    "log": {"max_bytes": LEAF, "keep": LEAF},
+    "limits": {f.name: LEAF for f in fields(Limits)},
+    "mcp_servers": Named(dict.fromkeys(SERVER_KEYS, LEAF)),
+    "bash": {"env": {"pass": LEAF, "set": LEAF}},
+    "box": {"read_allow": LEAF, "write_allow": LEAF, "network": LEAF},
+    "tunnels": LEAF,  # an array; each entry's keys are checked by server/tunnels/plan.py
+}
+
+
+def unknown_key(raw: dict[str, Any], schema: dict[str, Schema] = KNOWN_KEYS) -> str | None:
+    """``unknown key 'aproval' (did you mean 'approval'?)`` for the first key (in the file's
+    order, depth first) that ``schema`` does not know, or None. Pure."""
+    found = _first_unknown(raw, schema, "")
+    if found is None:
+        return None
+    dotted, siblings = found
+    *parents, leaf = dotted.split(".")
+    close = difflib.get_close_matches(leaf, siblings, n=1, cutoff=0.6)
+    if close:
+        hint = ".".join([*parents, close[0]])
+    else:  # a key at the wrong level ("tier" at the top): where it exists, if in one place
+        paths = _dotted_paths(schema, "")
+        leaves = {p.rsplit(".", 1)[-1] for p in paths}
+        near = difflib.get_close_matches(leaf, sorted(leaves), n=1, cutoff=0.75)
+        elsewhere = [p for p in paths if near and p.rsplit(".", 1)[-1] == near[0]]
+        hint = elsewhere[0] if len(elsewhere) == 1 else ""
+    shown = safe(dotted)
+    if hint:
+        return f"unknown key '{shown}' (did you mean '{hint}'?)"
+    return f"unknown key '{shown}' (not a setting; see the configuration reference)"
+
+
+def _first_unknown(
+    value: Any, schema: dict[str, Schema], prefix: str
+) -> tuple[str, list[str]] | None:
+    """``(dotted key, the known keys beside it)`` of the first unknown key below ``value``.
+    A value of the wrong type is left to the field's parser (it names the field)."""
+    if not isinstance(value, dict):
+        return None
+    for key, child in value.items():
+        dotted = f"{prefix}{key}"
+        if key not in schema:
+            return dotted, list(schema)
+        inner = schema[key]
+        if isinstance(inner, Named) and isinstance(child, dict):
+            for name, item in child.items():
+                if isinstance(inner.value, dict):
+                    found = _first_unknown(item, inner.value, f"{dotted}.{name}.")
+                    if found is not None:
+                        return found
+        elif isinstance(inner, dict):
+            found = _first_unknown(child, inner, f"{dotted}.")
+            if found is not None:
+                return found
+    return None
+
+
+def _dotted_paths(schema: dict[str, Schema], prefix: str) -> list[str]:
+    """Every fixed key's dotted path (names the user picks are not walked)."""
+    out: list[str] = []
+    for key, inner in schema.items():
+        out.append(prefix + key)
+        if isinstance(inner, dict):
+            out.extend(_dotted_paths(inner, f"{prefix}{key}."))
+    return out
 
 
 def _fail(path: str, name: str, what: str) -> ConfigError:
@@ -142,7 +273,7 @@ def _limits(path: str, raw: Any) -> Limits:
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if not hasattr(defaults, key):
-            continue  # unknown keys are preserved on save, ignored here
+            continue  # not reached: unknown keys stop the start (KNOWN_KEYS)
         default = getattr(defaults, key)
         if isinstance(default, float):
             if not _is_number(value) or value <= 0:
@@ -283,12 +414,18 @@ def parse_config(path: str, raw: Any) -> Config:
     """Validate a loaded document; raise :class:`ConfigError` naming the first bad field."""
     if not isinstance(raw, dict):
         raise ConfigError(f"invalid config at {path}: expected a JSON object")
+    unknown = unknown_key(raw)
+    if unknown is not None:  # first: a typo explains what follows (and weakens nothing)
+        raise ConfigError(f"invalid config at {path}: {unknown}")
     host = raw.get("host", "127.0.0.1")
     if not isinstance(host, str) or not host.strip():
         raise _fail(path, "host", "a non-empty string")
     port = raw.get("port", 0)
     if not _is_int(port) or not 0 <= port <= 65535:
         raise _fail(path, "port", "an integer in [0, 65535]")
+    picked = raw.get("picked_port")
+    if picked is not None and (not _is_int(picked) or not 1 <= picked <= 65535):
+        raise _fail(path, "picked_port", "an integer in [1, 65535] (the bridge writes it)")
     token_store = raw.get("token_store", "keyring")
     if token_store not in ("keyring", "file"):
         raise _fail(path, "token_store", "one of 'keyring', 'file'")
@@ -307,7 +444,8 @@ def parse_config(path: str, raw: Any) -> Config:
     private_allow = _private(path, raw.get("private"))
 
     tiers, default_tier, timeout_s, max_pending, max_per_session = _approval(path, raw)
-    max_bytes, keep = _audit_settings(path, raw)
+    max_bytes, keep = _rotation(path, raw, "audit", 10 * 1024 * 1024, 5)
+    log_max_bytes, log_keep = _rotation(path, raw, "log", 1024 * 1024, 3)
 
     try:
         mcp_servers = parse_mcp_servers(raw.get("mcp_servers"))
@@ -323,6 +461,7 @@ def parse_config(path: str, raw: Any) -> Config:
         path=path,
         host=host.strip(),
         port=port,
+        picked_port=picked,
         token_store=token_store,
         token=token,
         deny=frozenset(deny),
@@ -339,6 +478,8 @@ def parse_config(path: str, raw: Any) -> Config:
         max_pending_per_session=max_per_session,
         audit_max_bytes=max_bytes,
         audit_keep=keep,
+        log_max_bytes=log_max_bytes,
+        log_keep=log_keep,
         limits=_limits(path, raw.get("limits")),
         mcp_servers=mcp_servers,
         rules=rules,
@@ -375,17 +516,20 @@ def _approval(path: str, raw: dict[str, Any]) -> tuple[dict[str, Tier], Tier, fl
     return typed, Tier(default_tier), float(timeout_s), max_pending, max_per_session
 
 
-def _audit_settings(path: str, raw: dict[str, Any]) -> tuple[int, int]:
-    """The ``audit`` object: the size at which the log rotates and how many files it keeps."""
-    audit = raw.get("audit", {})
-    if not isinstance(audit, dict):
-        raise _fail(path, "audit", "an object")
-    max_bytes = audit.get("max_bytes", 10 * 1024 * 1024)
+def _rotation(
+    path: str, raw: dict[str, Any], name: str, max_bytes: int, keep: int
+) -> tuple[int, int]:
+    """The ``audit`` or ``log`` object: the size at which the file rotates, how many old
+    generations it keeps."""
+    value = raw.get(name, {})
+    if not isinstance(value, dict):
+        raise _fail(path, name, "an object")
+    max_bytes = value.get("max_bytes", max_bytes)
     if not _is_int(max_bytes) or max_bytes < 4096:
-        raise _fail(path, "audit.max_bytes", "an integer >= 4096")
-    keep = audit.get("keep", 5)
+        raise _fail(path, f"{name}.max_bytes", "an integer >= 4096")
+    keep = value.get("keep", keep)
     if not _is_int(keep) or not 1 <= keep <= 100:
-        raise _fail(path, "audit.keep", "an integer in [1, 100]")
+        raise _fail(path, f"{name}.keep", "an integer in [1, 100]")
     return max_bytes, keep
 
 

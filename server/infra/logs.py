@@ -58,3 +58,14 @@ def setup_logging(level: int = logging.INFO) -> None:
         _attach(logging.getLogger(name), logging.WARNING, f"[a2a-bridge] {name}: ")
     # Tornado's own access/app logs would otherwise print request lines or tracebacks.
     logging.getLogger("tornado").setLevel(logging.CRITICAL)
+
+
+def stderr_handlers() -> list[logging.Handler]:
+    """The handlers :func:`setup_logging` attached (the log file copies what they write)."""
+    names = (PACKAGE_LOGGER, *PEER_LOGGERS)
+    return [
+        h
+        for name in names
+        for h in logging.getLogger(name).handlers
+        if isinstance(h, BridgeLogHandler)
+    ]

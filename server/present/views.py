@@ -13,6 +13,7 @@ from ..policy.rules import RuleList, RuleSet, Verdict
 from ..types import GrantView, PendingCall, ServerView, SessionView, Snapshot, TunnelView
 from ..vocab import Ground, Ruling, Tier
 from .boxview import placement_json, status_json
+from .exposure import exposure_json
 from .ids import sid_hash
 from .preview import call_hidden, escalation_json, full_display
 from .textsafe import render, safe, shorten
@@ -140,6 +141,20 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
         "grants": [grant_json(g) for g in snap.grants],
         "box": status_json(snap.box),
         "tunnels": [tunnel_json(t) for t in snap.tunnels],
+        # What is exposed (roots, tiers changed from the defaults, withheld tools) and the log.
+        **_exposure_keys(snap),
+    }
+
+
+def _exposure_keys(snap: Snapshot) -> dict[str, Any]:
+    exposed = exposure_json(snap.exposure)
+    return {
+        "roots": exposed["roots"],
+        "roots_display": exposed["roots_display"],
+        "tiers": exposed["tiers"],
+        "denied": exposed["denied"],
+        "exposed": exposed["text"],
+        "log_path": safe(snap.log_path),
     }
 
 

@@ -191,13 +191,13 @@ def _busy_port() -> tuple[object, int]:
 
 @pytest.mark.reveals_token
 def test_url_and_client_config_report_the_live_port_when_the_configured_one_was_busy(env, cli):
-    """The configured port is busy, so the bridge binds another and warns: ``url`` and
-    ``client-config`` must print where it really listens, not the configured port."""
+    """The port the bridge picked (and saved) is busy, so it binds another and warns: ``url``
+    and ``client-config`` must print where it really listens, not the configured port."""
     from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
 
     sock, busy = _busy_port()
     try:
-        write_config(env["config"], {"roots": [env["root"]], "port": busy})
+        write_config(env["config"], {"roots": [env["root"]], "port": busy, "picked_port": busy})
         runner = BridgeRunner(RunnerOptions(control=True, discover_tools=False))
         runner.start()
         try:
@@ -216,9 +216,10 @@ def test_url_and_client_config_report_the_live_port_when_the_configured_one_was_
             assert f"-R 127.0.0.1:{port}:127.0.0.1:{port}" in r.stdout, r
         finally:
             runner.stop()
-        # Nothing runs: the configured URL, and a short note on stderr saying so.
+        # Nothing runs: the configured URL (the moved port was saved: the bridge picked it),
+        # and a short note on stderr saying so.
         r = cli("url")
-        assert r.returncode == 0 and r.stdout.strip() == f"http://127.0.0.1:{busy}/"
+        assert r.returncode == 0 and r.stdout.strip() == live
         assert "no bridge is running" in r.stderr
     finally:
         sock.close()

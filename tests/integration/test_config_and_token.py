@@ -88,14 +88,14 @@ def test_defaults_when_absent(tmp_path):
     assert not (tmp_path / "none.json").exists()
 
 
-def test_update_preserves_unknown_keys_and_is_private(tmp_path):
+def test_update_preserves_other_keys_and_is_private(tmp_path):
     p = tmp_path / "sub" / "c.json"
-    write_config(str(p), {"future_key": {"a": 1}, "approval": {"timeout_s": 9}})
+    write_config(str(p), {"deny": ["find"], "approval": {"timeout_s": 9}})
     os.chmod(p, 0o644)
     update_config(str(p), {"approval.tiers.bash": "allow", "port": 4242})
     data = json.loads(p.read_text())
     assert data == {
-        "future_key": {"a": 1},
+        "deny": ["find"],
         "approval": {"timeout_s": 9, "tiers": {"bash": "allow"}},
         "port": 4242,
     }
@@ -156,11 +156,11 @@ def test_fallback_token_moves_into_keyring_when_it_works_again(
 ):
     monkeypatch.delenv("A2A_BRIDGE_TOKEN", raising=False)
     path = tmp_path / "c.json"
-    write_config(str(path), {"token": GOOD_TOKEN, "keep": 1})
+    write_config(str(path), {"token": GOOD_TOKEN, "deny": ["find"]})
     state = TokenStore(load_config(str(path))).resolve()
     assert state.token == GOOD_TOKEN and state.source == "keyring"
     assert memory_keyring.store[("omp-a2a-bridge", "token")] == GOOD_TOKEN
-    assert json.loads(path.read_text()) == {"keep": 1}
+    assert json.loads(path.read_text()) == {"deny": ["find"]}
 
 
 def test_env_override_is_never_persisted(tmp_path, memory_keyring, monkeypatch):
@@ -239,22 +239,51 @@ def test_first_start_picks_and_saves_a_port(env):
         r.stop()
 
 
-def test_busy_port_falls_back_with_warning(env, log_records):
+def test_a_busy_port_the_bridge_picked_moves_and_is_saved(env, log_records):
+    """``port`` equal to ``picked_port`` was the bridge's own pick: busy, it moves (and the new
+    pick is saved, so the URL stays stable from then on)."""
     busy = socket.socket()
     busy.bind(("127.0.0.1", 0))
     busy.listen()
     port = busy.getsockname()[1]
-    write_config(env["config"], {"roots": [env["root"]], "port": port})
+    write_config(env["config"], {"roots": [env["root"]], "port": port, "picked_port": port})
     r = BridgeRunner(RunnerOptions(discover_tools=False))
     try:
         snap = r.start()
-        assert r.bridge.port != port
-        assert any(f"configured port {port} is busy" in w for w in snap.warnings)
+        moved = r.bridge.port
+        assert moved != port
+        assert any(f"port {port} (picked by the bridge) is busy" in w for w in snap.warnings)
         assert any("is busy" in m for m in log_records.messages)
-        assert Mcp(r.bridge.port).initialize().status == 200
-        assert json.loads(read_text(env["config"]))["port"] == port  # config not rewritten
+        assert Mcp(moved).initialize().status == 200
+        saved = json.loads(read_text(env["config"]))
+        assert (saved["port"], saved["picked_port"]) == (moved, moved)
     finally:
         r.stop()
+        busy.close()
+
+
+@pytest.mark.parametrize("how", ["config", "--port"])
+def test_a_busy_port_the_user_chose_stops_the_start_naming_its_holder(env, how):
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    # A "port" the bridge did not pick (picked_port says another), or --port.
+    config = {"roots": [env["root"]], "port": port, "picked_port": 1}
+    if how == "--port":
+        config = {"roots": [env["root"]]}
+    write_config(env["config"], config)
+    before = read_text(env["config"])
+    opts = RunnerOptions(discover_tools=False, port=port if how == "--port" else None)
+    try:
+        with pytest.raises(StartupError) as e:
+            BridgeRunner(opts).start()
+        text = str(e.value)
+        assert text.startswith(f"port {port} is already in use by ")
+        assert f"(pid {os.getpid()})" in text  # this very process holds it
+        assert ("--port chose it" if how == "--port" else f"'port' in {env['config']}") in text
+        assert read_text(env["config"]) == before
+    finally:
         busy.close()
 
 

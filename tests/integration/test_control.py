@@ -102,6 +102,7 @@ def test_second_serve_process_says_already_running(env, serve_process):
         ("POST", "/api/pause"),
         ("POST", "/api/token/rotate"),
         ("GET", "/api/audit"),
+        ("GET", "/api/logs"),
         ("GET", "/api/client-config"),
         ("GET", "/api/events"),
         ("GET", "/"),
@@ -513,3 +514,40 @@ def test_events_socket_sends_without_nagle_delay(ctl):
                 s.close()
     finally:
         ws.close()
+
+
+def test_the_log_tail_is_the_log_files_last_lines_rendered_safe(ctl, env):
+    """The page's *Show logs*: the file's last lines (across a rotation), escapes visible."""
+    os.makedirs(os.path.dirname(env["log"]), exist_ok=True)
+    with open(env["log"] + ".1", "w", encoding="utf-8") as f:
+        f.write("older line\n")
+    with open(env["log"], "w", encoding="utf-8") as f:
+        f.write("a line \x1b]52;c;ZXZpbA==\x07 from an upstream's stderr\nlast line\n")
+    r = ctl.api.call("GET", "/api/logs?limit=2")
+    assert r.status == 200
+    assert r.json == {
+        "path": env["log"],
+        "lines": ["a line \\x1b]52;c;ZXZpbA==\\x07 from an upstream's stderr", "last line"],
+    }
+    assert ctl.api.call("GET", "/api/logs?limit=10").json["lines"][0] == "older line"
+    assert ctl.api.call("GET", "/api/logs?limit=x").status == 400
+
+
+def test_status_says_what_is_exposed(start_bridge, env):
+    running = start_bridge(
+        {"approval": {"tiers": {"bash": "prompt"}, "default_tier": "deny"}, "deny": ["find"]},
+        control=True,
+    )
+    status = Api(running.runner.control).call("GET", "/api/status").json
+    assert status["roots"] == [os.path.realpath(env["root"])]
+    assert status["tiers"] == [
+        {"tool": "*", "tier": "deny", "default": "prompt"},
+        {"tool": "bash", "tier": "prompt", "default": "box"},
+    ]
+    assert status["denied"] == ["find"]
+    assert status["exposed"].startswith("exposed: ")
+    assert "tiers changed: *=deny, bash=prompt" in status["exposed"]
+    assert status["log_path"] == env["log"] == running.runner.log_path
+    snap = running.runner.snapshot()  # the typed API the tray reads: the same facts
+    assert snap.exposure is not None and snap.exposure.roots == tuple(status["roots"])
+    assert snap.log_path == env["log"]

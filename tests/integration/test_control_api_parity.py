@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from omp_a2a_bridge.server.api import (
@@ -132,3 +134,11 @@ def test_a_token_from_the_environment_is_not_rotated(both):
     _, api = both
     with pytest.raises(BridgeError, match="A2A_BRIDGE_TOKEN"):
         api.rotate_token()
+
+
+def test_the_log_tail(both, env):
+    _, api = both
+    os.makedirs(os.path.dirname(env["log"]), exist_ok=True)
+    with open(env["log"], "w", encoding="utf-8") as f:
+        f.write("one\ntwo \x1b[2J\n")
+    assert api.log_tail(5) == {"path": env["log"], "lines": ["one", "two \\x1b[2J"]}

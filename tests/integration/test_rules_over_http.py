@@ -74,9 +74,8 @@ def ruled(start_bridge, repo, home):
             "approval": {"timeout_s": 20, "tiers": {"read": "prompt"}},
             "rules": {
                 "allow": ["bash(git status)", "bash(git diff *)", "read(~/proj/**)"],
-                "keep_me": "unknown keys inside rules survive",
             },
-            "future_key": {"x": 1},
+            "deny": ["nothing_by_that_name"],  # another key: kept as written on every edit
         },
         control=True,
     )
@@ -257,8 +256,7 @@ def test_always_allow_saves_a_narrow_rule_and_the_cli_removes_it(ruled, env, cli
             and d
         )
     )
-    assert cfg["future_key"] == {"x": 1}
-    assert cfg["rules"]["keep_me"] == "unknown keys inside rules survive"
+    assert cfg["deny"] == ["nothing_by_that_name"]
     assert "approval" in cfg and cfg["approval"]["tiers"].get("bash") == "prompt"
 
     listed = json.loads(cli("rules", "list", "--json").stdout)
@@ -342,7 +340,7 @@ def test_rules_api_add_test_remove_and_errors(ruled, env):
     assert api.call("DELETE", "/api/rules/nope/0").status == 400
     saved = json.loads(read_text(env["config"]))
     assert saved["rules"]["allow"] == ["bash(git status)", "bash(git diff *)"]
-    assert saved["future_key"] == {"x": 1}
+    assert saved["deny"] == ["nothing_by_that_name"]
     # Without the secret: nothing.
     assert Api(ruled.runner.control, secret=False).call("GET", "/api/rules").status == 401
 
@@ -399,7 +397,8 @@ def test_cli_rules_add_test_rm_and_offline(ruled, env, cli):
     ruled.runner.stop()  # without a bridge, the CLI edits the file
     assert cli("rules", "add", "--ask", "write(**/*.lock)").returncode == 0
     saved = json.loads(read_text(env["config"]))
-    assert saved["rules"]["ask"] == ["write(**/*.lock)"] and saved["future_key"] == {"x": 1}
+    assert saved["rules"]["ask"] == ["write(**/*.lock)"]
+    assert saved["deny"] == ["nothing_by_that_name"]
     r = cli("rules", "test", "git status")
     assert "rules.allow[0] bash(git status)" in r.stdout and "not running" in r.stdout
 

@@ -146,6 +146,7 @@ def served(tmp_path_factory) -> Iterator[Serve]:
     env.update(
         A2A_BRIDGE_CONFIG=str(config),
         A2A_BRIDGE_AUDIT=str(base / "audit.jsonl"),
+        A2A_BRIDGE_LOG=str(base / "bridge.log"),
         A2A_BRIDGE_TOKEN=TOKEN,
         A2A_BRIDGE_RUNTIME_DIR=str(runtime),
         PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring",
@@ -343,7 +344,7 @@ def test_ordinary_names(name):
     [
         ([], "field 'bash' must be an object"),
         ({"env": []}, "field 'bash.env' must be an object"),
-        ({"env": {"passs": []}}, "field 'bash.env' must be an object"),
+        ({"env": {"passs": []}}, "unknown key 'bash.env.passs' (did you mean 'bash.env.pass'?)"),
         ({"env": {"pass": "GOPATH"}}, "field 'bash.env.pass' must be an array of variable names"),
         ({"env": {"pass": ["GO PATH"]}}, "field 'bash.env.pass' must be an array"),
         ({"env": {"pass": [""]}}, "field 'bash.env.pass' must be an array"),
@@ -370,7 +371,7 @@ def test_good_bash_env_config():
     cfg = parse_config("/x", {"bash": {"env": {"pass": ["GOPATH", "CARGO_*"], "set": {"A": ""}}}})
     assert cfg.bash_env == EnvSpec(("GOPATH", "CARGO_*"), {"A": ""})
     assert parse_config("/x", {}).bash_env == EnvSpec()
-    assert parse_config("/x", {"bash": {"other": 1}}).bash_env == EnvSpec()  # kept, not read
+    assert parse_config("/x", {"bash": {}}).bash_env == EnvSpec()
 
 
 def test_serve_refuses_a_bad_bash_env(tmp_path):
@@ -380,6 +381,7 @@ def test_serve_refuses_a_bad_bash_env(tmp_path):
     env.update(
         A2A_BRIDGE_CONFIG=str(config),
         A2A_BRIDGE_AUDIT=str(tmp_path / "audit.jsonl"),
+        A2A_BRIDGE_LOG=str(tmp_path / "bridge.log"),
         A2A_BRIDGE_TOKEN=TOKEN,
         A2A_BRIDGE_RUNTIME_DIR=str(tmp_path / "run"),
     )

@@ -272,7 +272,7 @@ def test_protected_config_key_validation(env):
             {"protected": []},
             'field \'protected\' must be an object {"add": [...], "remove": [...]}',
         ),
-        ({"protected": {"other": []}}, "field 'protected' must be an object"),
+        ({"protected": {"other": []}}, "unknown key 'protected.other'"),
         ({"protected": {"add": "x"}}, "field 'protected.add' must be an array of non-empty"),
         ({"protected": {"add": [""]}}, "field 'protected.add' must be an array of non-empty"),
         ({"protected": {"add": ["rel/x"]}}, "field 'protected.add' must be paths starting"),

@@ -202,6 +202,7 @@ def serve(world: World, as_user: bool) -> None:
         A2A_BRIDGE_TOKEN=TOKEN,
         A2A_BRIDGE_RUNTIME_DIR=world.runtime,
         A2A_BRIDGE_AUDIT=os.path.join(world.home, ".local", "state", "a2a", "audit.jsonl"),
+        A2A_BRIDGE_LOG=os.path.join(world.home, ".local", "state", "a2a", "bridge.log"),
         PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring",
         PYTHONPATH=REPO,
     )

@@ -7,10 +7,13 @@ import os
 import pytest
 
 from omp_a2a_bridge.server.infra.config import (
+    KNOWN_KEYS,
     TOKEN_MIN_LENGTH,
     ConfigError,
     Limits,
+    Named,
     parse_config,
+    unknown_key,
     valid_token,
 )
 
@@ -25,6 +28,7 @@ def test_an_empty_document_gives_the_documented_defaults():
     assert (c.default_tier, c.approval_timeout_s) == ("prompt", 55.0)
     assert (c.max_pending, c.max_pending_per_session) == (32, 8)
     assert (c.audit_max_bytes, c.audit_keep) == (10 * 1024 * 1024, 5)
+    assert (c.log_max_bytes, c.log_keep, c.picked_port) == (1024 * 1024, 3, None)
     assert c.limits == Limits() and c.deny == frozenset() and c.deny_mcp_tools is False
 
 
@@ -94,7 +98,7 @@ def test_values_are_normalized():
             "at most limits.bash_max_timeout_s (30)",
         ),
         ({"protected": {"remove": ["~/nonsense"]}}, "protected.remove", "'~/nonsense'"),
-        ({"protected": {"other": []}}, "protected", 'an object {"add"'),
+        ({"protected": ["~/x"]}, "protected", 'an object {"add"'),
     ],
 )
 def test_the_first_bad_field_is_named_with_what_it_must_be(raw, field, what):
@@ -127,10 +131,66 @@ def test_limits_zero_is_allowed_only_where_it_means_something():
             parse_config(PATH, {"limits": {key: 0}})
 
 
-def test_unknown_keys_are_kept_in_raw_and_ignored():
-    raw = {"future_key": 1, "limits": {"future_limit": 5}}
-    c = parse_config(PATH, raw)
-    assert c.raw is raw and c.limits == Limits()
+@pytest.mark.parametrize(
+    ("raw", "key", "hint"),
+    [
+        ({"aproval": {}}, "aproval", "approval"),
+        ({"root": ["/srv"]}, "root", "roots"),
+        ({"tier": {"bash": "allow"}}, "tier", "approval.tiers"),  # a key at the wrong level
+        ({"approval": {"tier": {}}}, "approval.tier", "approval.tiers"),
+        ({"limits": {"read_max_byte": 5}}, "limits.read_max_byte", "limits.read_max_bytes"),
+        (
+            {"mcp_servers": {"gh": {"command": "x", "netwrok": "off"}}},
+            "mcp_servers.gh.netwrok",
+            "mcp_servers.gh.network",
+        ),
+        ({"bash": {"env": {"pas": []}}}, "bash.env.pas", "bash.env.pass"),
+    ],
+)
+def test_an_unknown_key_stops_with_a_suggestion(raw, key, hint):
+    with pytest.raises(ConfigError) as e:
+        parse_config(PATH, raw)
+    assert str(e.value) == (
+        f"invalid config at {PATH}: unknown key '{key}' (did you mean '{hint}'?)"
+    )
+
+
+def test_an_unknown_key_without_a_near_one_is_named_alone():
+    with pytest.raises(ConfigError, match=r"unknown key 'xyzzy' \(not a setting"):
+        parse_config(PATH, {"xyzzy": 1, "aproval": {}})  # the first one, in the file's order
+
+
+def test_names_the_user_picks_are_not_keys():
+    c = parse_config(PATH, {"approval": {"tiers": {"mcp__gh__issue": "allow"}}})
+    assert c.tiers == {"mcp__gh__issue": "allow"} and c.limits == Limits()
+
+
+def test_every_key_the_bridge_writes_itself_is_known():
+    """port and picked_port (first start), token (file store), rules (Always allow)."""
+    raw = {
+        "port": 4242,
+        "picked_port": 4242,
+        "token": TOKEN,
+        "rules": {"allow": ["bash(git status)"], "ask": [], "deny": []},
+        "approval": {"tiers": {"bash": "allow"}},
+    }
+    assert unknown_key(raw) is None
+    assert parse_config(PATH, raw).picked_port == 4242
+
+
+def test_the_schema_walk_leaves_wrongly_typed_values_to_their_field():
+    assert unknown_key({"approval": ["tiers"], "limits": 5}) is None
+    with pytest.raises(ConfigError, match="field 'approval' must be an object"):
+        parse_config(PATH, {"approval": ["tiers"]})
+
+
+def test_a_new_setting_is_one_entry_in_known_keys():
+    """How another setting (``machines``, ``tunnels``) is registered: one line in KNOWN_KEYS."""
+    schema = {**KNOWN_KEYS, "tunnels": Named({"host": None, "remote_port": None})}
+    assert unknown_key({"tunnels": {"box": {"host": "me@box"}}}, schema) is None
+    assert unknown_key({"tunnels": {"box": {"hots": "x"}}}, schema) == (
+        "unknown key 'tunnels.box.hots' (did you mean 'tunnels.box.host'?)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -202,7 +202,7 @@ def test_private_allow_config_is_validated_and_names_its_key():
     assert parse_config("/c.json", {"private": {"allow": []}}).private_allow == ()
     for raw, words in (
         ({"private": []}, "field 'private' must be"),
-        ({"private": {"deny": []}}, "field 'private' must be"),
+        ({"private": {"deny": []}}, "unknown key 'private.deny'"),
         ({"private": {"allow": "~/.x"}}, "field 'private.allow' must be an array"),
         ({"private": {"allow": ["rel/x"]}}, "field 'private.allow' must be paths"),
         ({"private": {"allow": [""]}}, "field 'private.allow' must be an array"),

@@ -334,8 +334,10 @@ def test_config_error_names_the_file_list_and_index():
         parse_config("/c.json", {"rules": {"deny": "bash"}})
     with pytest.raises(ConfigError, match=r"rules: must be an object"):
         parse_config("/c.json", {"rules": ["bash"]})
-    cfg = parse_config("/c.json", {"rules": {"allow": ["bash(git status)"], "later": 1}})
+    cfg = parse_config("/c.json", {"rules": {"allow": ["bash(git status)"]}})
     assert cfg.rules.to_json() == {"allow": ["bash(git status)"], "deny": [], "ask": []}
+    with pytest.raises(ConfigError, match=r"unknown key 'rules.later'"):
+        parse_config("/c.json", {"rules": {"allow": [], "later": 1}})
 
 
 def test_legacy_prefix_form():
