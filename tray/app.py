@@ -30,7 +30,7 @@ from omp_a2a_bridge.server.errors import exit_line
 
 from .actions import MenuActions
 from .autostart import Autostart
-from .backend import capabilities
+from .backend import NO_CAPS, WAITING, capabilities
 from .dispatch import Dispatcher, ui_poster
 from .icons import render_icon, state_for
 from .menu import Action, ActionKind, Item, menu_model, notification_for, title
@@ -75,6 +75,7 @@ class TrayApp:
         copier: Callable[[str], None] | None = None,
         interval: float = 0.15,
         notifier: ActionableNotifier | None = None,
+        panel_later: bool = False,
     ) -> None:
         self.pystray = pystray
         self.backend = backend
@@ -84,11 +85,11 @@ class TrayApp:
 
             api = local_bridge(control=True)
         self.api = api
-        if icon_cls is None:
+        if icon_cls is None and backend != WAITING:
             assert pystray is not None, "a backend that is not pystray brings its icon class"
             icon_cls = pystray.Icon
-        self.icon_cls = icon_cls
-        self.caps = capabilities(self.icon_cls)
+        self.icon_cls: type | None = icon_cls  # None while WAITING for the panel
+        self.caps = capabilities(icon_cls) if icon_cls is not None else dict(NO_CAPS)
         self.autostart = autostart or Autostart()
         self.opener = opener
         self.browser = browser
@@ -111,6 +112,14 @@ class TrayApp:
         self.actionable = notifier
         self._noticed: set[str] = set()
         self.guard: StopGuard | None = None
+        # Login race: a bus without the panel's watcher yet. Watch for it, then move to SNI.
+        self.panel_later = panel_later and backend != "sni"
+        self._panel = threading.Event()
+        self._panel_watch: Any = None
+        self._icon_lock = threading.Lock()
+        self._running_icon: Any = None
+        self._undock = threading.Event()  # stops the xorg dock watcher of the current icon
+        self._dock_thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -148,7 +157,10 @@ class TrayApp:
             from .xorg import enable_clicks, keep_docked
 
             enable_clicks(self.icon)
-            keep_docked(self.icon, self._quitting)
+            # Its own stop: the dock watcher's X requests from another thread must end before
+            # the icon is stopped (python-xlib can lose the stop's wake-up event otherwise).
+            self._undock = threading.Event()
+            self._dock_thread = keep_docked(self.icon, self._undock)
         return self.icon
 
     def run(self, headless_fallback: bool = False) -> int:
@@ -176,22 +188,116 @@ class TrayApp:
                 return e.exit_code
             if guard.requested.is_set():
                 return 0
-            try:
-                icon = self.make_icon()
-                print(f"a2a-bridge tray ({self.backend}) on {self.api.url}", file=sys.stderr)
-                icon.run(setup=self.setup)
-            except Exception as e:
-                if guard.requested.is_set():
+            if self.panel_later:
+                self._watch_panel()
+            while True:
+                if self.icon_cls is None:
+                    self._wait_for_panel(guard)
+                else:
+                    try:
+                        self._run_icon()
+                    except Exception as e:
+                        if guard.requested.is_set():
+                            return 0
+                        log.debug("the tray failed", exc_info=True)
+                        print(
+                            f"a2a-bridge: the tray failed ({type(e).__name__}: {e})",
+                            file=sys.stderr,
+                        )
+                        if not headless_fallback:
+                            return 1
+                        return self._serve_headless(guard)
+                if guard.requested.is_set() or self._quitting.is_set():
                     return 0
-                log.debug("the tray failed", exc_info=True)
-                print(f"a2a-bridge: the tray failed ({type(e).__name__}: {e})", file=sys.stderr)
-                if not headless_fallback:
-                    return 1
-                return self._serve_headless(guard)
-            return 0
+                if not self._panel.is_set() or self.backend == "sni":
+                    return 0
+                self._move_to_sni()
         finally:
             self.shutdown()  # the bridge stops and the control file goes, whatever happened
             guard.finished.set()
+
+    def _run_icon(self) -> None:
+        """Make the icon and run it on this thread until it stops (Quit, or the panel came)."""
+        icon = self.make_icon()
+        with self._icon_lock:
+            if self._panel.is_set() and self.backend != "sni":
+                return  # the panel came while the icon was being made: go straight there
+            self._running_icon = icon
+        print(f"a2a-bridge tray ({self.backend}) on {self.api.url}", file=sys.stderr)
+        try:
+            icon.run(setup=self.setup)
+        finally:
+            with self._icon_lock:
+                self._running_icon = None
+
+    def _watch_panel(self) -> None:
+        """Watch the session bus for the panel's StatusNotifierWatcher (no polling)."""
+        try:
+            from .sni_dbus import PanelWatch
+
+            self._panel_watch = PanelWatch(self._panel_appeared).start()
+        except Exception as e:  # dbus-fast missing or broken: the current backend stays
+            log.info("not watching for the panel: %s", e)
+
+    def _panel_appeared(self) -> None:
+        """From the watch thread: stop the menu-less icon; :meth:`run` moves to SNI.
+
+        pystray ignores ``stop()`` until its loop is ready (``_running``), so a panel that
+        appears while the icon starts is retried until the icon has really stopped.
+        """
+        with self._icon_lock:
+            self._panel.set()
+            icon = self._running_icon
+        self._undock.set()
+        if self._dock_thread is not None:
+            self._dock_thread.join(5)  # no X request of its own may race the stop
+        deadline = time.monotonic() + 60
+        stopped_at: float | None = None
+        while icon is not None and not self._quitting.is_set() and time.monotonic() < deadline:
+            try:
+                if getattr(icon, "_running", True):
+                    icon.stop()
+                    stopped_at = time.monotonic()
+                elif stopped_at is not None and time.monotonic() - stopped_at > 1.0:
+                    if self.backend == "xorg":
+                        from .xorg import wake
+
+                        wake(icon)  # stopped but its loop still sleeps: wake it
+                    stopped_at = time.monotonic()
+            except Exception as e:  # the icon is going anyway
+                log.debug("stopping the menu-less icon: %s", e)
+            if self._quitting.wait(0.1):
+                return
+            with self._icon_lock:
+                if self._running_icon is not icon:
+                    return
+
+    def _wait_for_panel(self, guard: StopGuard) -> None:
+        """No icon can be shown yet: serve, say how to approve, until the panel or a stop."""
+        print(
+            f"a2a-bridge: waiting for the panel (no StatusNotifierWatcher yet); serving on "
+            f"{self.api.url} - approve with 'a2a-bridge watch' or 'a2a-bridge open'",
+            file=sys.stderr,
+        )
+        while not self._panel.is_set() and not guard.requested.wait(1.0):
+            pass
+
+    def _move_to_sni(self) -> None:
+        """The panel appeared: the StatusNotifierItem icon, with its full menu, takes over."""
+        from .sni import SniIcon
+
+        if self._approver is not None:
+            self.api.detach_approver(self._approver)
+            self._approver = None
+        self.icon = None
+        self.pystray = None
+        self.backend = "sni"
+        self.icon_cls = SniIcon
+        self.caps = capabilities(SniIcon)
+        if self.caps["menu"]:
+            self._approver = self.api.attach_approver(ApproverKind.TRAY)
+        self.snap = self.api.snapshot()
+        print("a2a-bridge: the panel appeared; the tray moves to its menu", file=sys.stderr)
 
     def _serve_headless(self, guard: StopGuard) -> int:
         """The icon is gone but the bridge is fine: keep serving until asked to stop."""
@@ -246,6 +352,8 @@ class TrayApp:
         """Stop the bridge first (its records land), then the notifications; idempotent, and
         a second caller (the main thread after a signal's stop thread) waits for the first."""
         with self._shutdown_lock:
+            if self._panel_watch is not None:
+                self._panel_watch.close()
             self.dispatcher.close()
             if self._unsubscribe is not None:
                 self._unsubscribe()
@@ -262,6 +370,7 @@ class TrayApp:
         if self._quitting.is_set():
             return
         self._quitting.set()
+        self._undock.set()
         self.shutdown()
         if self.icon is not None:
             self.icon.stop()
@@ -399,10 +508,12 @@ def run_tray(headless_fallback: bool = False) -> int:
     choice = choose_backend()
     for line in choice.lines:
         print(f"a2a-bridge: tray backend {line}", file=sys.stderr)
-    if choice.pystray is None:
+    if choice.name == WAITING:
+        app = TrayApp(None, WAITING, panel_later=True)
+    elif choice.pystray is None:
         from .sni import SniIcon
 
         app = TrayApp(None, choice.name, icon_cls=SniIcon)
     else:
-        app = TrayApp(choice.pystray, choice.name)
+        app = TrayApp(choice.pystray, choice.name, panel_later=choice.panel_later)
     return app.run(headless_fallback=headless_fallback)

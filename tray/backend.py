@@ -68,6 +68,9 @@ def load_pystray() -> tuple[ModuleType, str]:
     raise TrayUnavailable("no usable tray backend (" + "; ".join(errors) + ")")
 
 
+NO_CAPS = {"menu": False, "notification": False, "default_action": False}
+
+
 def capabilities(icon_cls: type) -> dict[str, bool]:
     return {
         "menu": bool(getattr(icon_cls, "HAS_MENU", False)),
@@ -83,16 +86,28 @@ class Choice:
     name: str
     pystray: ModuleType | None
     lines: tuple[str, ...]  # one per backend considered, in order, the chosen one last
+    # The session bus answered but had no StatusNotifierWatcher yet (a login race): the app
+    # watches the bus and moves to the SNI backend when the panel appears.
+    panel_later: bool = False
+
+
+WAITING = "waiting"  # no icon yet: serve, and show the SNI icon when the panel appears
+
+
+class PanelNotYet(TrayUnavailable):
+    """The bus is there, the panel's StatusNotifierWatcher not (yet)."""
 
 
 def _sni_reason() -> str:
     """Why the SNI backend fits (raise TrayUnavailable with why not)."""
     try:
-        from .sni_dbus import SniUnavailable, watcher_reason
+        from .sni_dbus import NoWatcherYet, SniUnavailable, watcher_reason
     except ImportError as e:
         raise TrayUnavailable(f"dbus-fast is not installed ({e})") from None
     try:
         return watcher_reason()
+    except NoWatcherYet as e:
+        raise PanelNotYet(str(e)) from None
     except SniUnavailable as e:
         raise TrayUnavailable(str(e)) from None
 
@@ -102,13 +117,22 @@ def choose_backend() -> Choice:
     """SNI first on Linux (unless ``PYSTRAY_BACKEND`` names a pystray one), then pystray.
 
     ``A2A_BRIDGE_TRAY=sni`` or ``=pystray`` restricts the choice to one family.
+
+    A bus without a StatusNotifierWatcher yet (the tray started at login before the panel)
+    gives the best pystray backend for now with ``panel_later`` set, or, where no pystray
+    backend works either (or the family is ``sni``), the :data:`WAITING` choice: serve, say
+    how to approve, and show the SNI icon once the panel appears.
     """
     family = os.environ.get("A2A_BRIDGE_TRAY", "").strip().lower()
     lines: list[str] = []
     linux = sys.platform not in ("darwin", "win32")
+    later = False
     if linux and family != "pystray" and not os.environ.get("PYSTRAY_BACKEND"):
         try:
             why = _sni_reason()
+        except PanelNotYet as e:
+            later = True
+            lines.append(f"sni: not yet - {e}; the icon moves there when the panel appears")
         except TrayUnavailable as e:
             lines.append(f"sni: skipped - {e}")
             if family == "sni":
@@ -116,12 +140,19 @@ def choose_backend() -> Choice:
         else:
             lines.append(f"sni: chosen - StatusNotifierItem + DBusMenu, {why}")
             return Choice("sni", None, tuple(lines))
+    waiting = Choice(
+        WAITING, None, (*lines, f"{WAITING}: chosen - serving until the panel appears"), True
+    )
+    if later and family == "sni":
+        return waiting
     try:
         module, name = load_pystray()
     except TrayUnavailable as e:
         lines.append(f"pystray: skipped - {e}")
+        if later:
+            return Choice(WAITING, None, (*lines, waiting.lines[-1]), True)
         raise TrayUnavailable("; ".join(lines)) from None
     for err in _PYSTRAY_ERRORS:
         lines.append(f"{err.split(':', 1)[0]}: skipped - {err.split(': ', 1)[-1]}")
     lines.append(f"{name}: chosen - {WHY_PYSTRAY.get(name, 'pystray')}")
-    return Choice(name, module, tuple(lines))
+    return Choice(name, module, tuple(lines), later)

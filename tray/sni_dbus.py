@@ -12,7 +12,10 @@ on its D-Bus loop thread.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Protocol
 
 from dbus_fast import BusType, Message, MessageType, PropertyAccess, Variant
@@ -28,6 +31,7 @@ WATCHER_PATH = "/StatusNotifierWatcher"
 ITEM_PATH = "/StatusNotifierItem"
 MENU_PATH = "/MenuBar"
 PIXMAP_SIZES = (16, 22, 24, 32, 48, 64)
+log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 3.0
 
 # D-Bus types (dbus-fast reads these annotations to build the introspection data).
@@ -51,6 +55,14 @@ ShowGroupReply = Annotated[list[Any], DBusSignature("aiai")]
 
 class SniUnavailable(Exception):
     """No session bus, or no StatusNotifierWatcher on it; the message says which."""
+
+
+class NoWatcherYet(SniUnavailable):
+    """The session bus answers but no StatusNotifierWatcher is on it (yet).
+
+    Why its own class: at login the tray often starts before the panel; this case, unlike a
+    missing bus, can heal, so the app keeps watching the bus (:class:`PanelWatch`).
+    """
 
 
 def _variant_props(props: Props, names: Sequence[str] = ()) -> dict[str, Variant]:
@@ -89,7 +101,7 @@ async def find_watcher(timeout: float = CONNECT_TIMEOUT_S) -> str:
             if reply is None or reply.message_type != MessageType.METHOD_RETURN:
                 raise SniUnavailable("the session bus did not answer NameHasOwner")
             if not reply.body[0]:
-                raise SniUnavailable(f"no {WATCHER} on the session bus")
+                raise NoWatcherYet(f"no {WATCHER} on the session bus")
             host = await bus.call(
                 Message(
                     destination=WATCHER,
@@ -120,6 +132,109 @@ async def find_watcher(timeout: float = CONNECT_TIMEOUT_S) -> str:
 def watcher_reason(timeout: float = CONNECT_TIMEOUT_S) -> str:
     """:func:`find_watcher` from synchronous code (a private loop, bounded by ``timeout``)."""
     return asyncio.run(find_watcher(timeout))
+
+
+class PanelWatch:
+    """Calls ``appeared`` once, from its own thread, when a StatusNotifierWatcher is on the bus.
+
+    Why: a tray started at login before the panel would otherwise stay on a backend without a
+    menu for the whole session. Event-driven (``NameOwnerChanged``, matched before the first
+    ``NameHasOwner`` so no appearance falls between the two), so waiting costs no wake-ups.
+    """
+
+    def __init__(self, appeared: Callable[[], None]) -> None:
+        self.appeared = appeared
+        self.error: str | None = None  # why the watch ended without a panel, if it did
+        self._loop = asyncio.new_event_loop()
+        self._stopped = asyncio.Event()  # bound to the loop on first use, on its thread
+        self._thread = threading.Thread(target=self._main, name="tray-panel-watch", daemon=True)
+
+    def start(self) -> PanelWatch:
+        self._thread.start()
+        return self
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop watching (idempotent); returns once the thread has ended or ``timeout``."""
+        if self._loop.is_closed():
+            return
+        if self._thread.ident is None:  # never started
+            self._loop.close()
+            return
+        with contextlib.suppress(RuntimeError):  # the loop already ended
+            self._loop.call_soon_threadsafe(self._stop)
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def _stop(self) -> None:
+        self._stopped.set()
+
+    def _main(self) -> None:
+        try:
+            self._loop.run_until_complete(self._watch())
+        except Exception as e:  # the bus went away: say so, the fallback stays
+            self.error = f"{type(e).__name__}: {e}"
+            log.info("stopped waiting for the panel: %s", self.error)
+        finally:
+            self._loop.close()
+
+    async def _watch(self) -> None:
+        bus = await MessageBus(bus_type=BusType.SESSION).connect()
+        try:
+            arrived = asyncio.Event()
+
+            def handler(msg: Message) -> None:
+                if (
+                    msg.message_type == MessageType.SIGNAL
+                    and msg.member == "NameOwnerChanged"
+                    and msg.body
+                    and msg.body[0] == WATCHER
+                    and msg.body[2]
+                ):
+                    arrived.set()
+
+            bus.add_message_handler(handler)
+            await bus.call(
+                Message(
+                    destination="org.freedesktop.DBus",
+                    path="/org/freedesktop/DBus",
+                    interface="org.freedesktop.DBus",
+                    member="AddMatch",
+                    signature="s",
+                    body=[
+                        "type='signal',sender='org.freedesktop.DBus',"
+                        "interface='org.freedesktop.DBus',member='NameOwnerChanged',"
+                        f"arg0='{WATCHER}'"
+                    ],
+                )
+            )
+            reply = await bus.call(
+                Message(
+                    destination="org.freedesktop.DBus",
+                    path="/org/freedesktop/DBus",
+                    interface="org.freedesktop.DBus",
+                    member="NameHasOwner",
+                    signature="s",
+                    body=[WATCHER],
+                )
+            )
+            if (
+                reply is not None
+                and reply.message_type == MessageType.METHOD_RETURN
+                and reply.body[0]
+            ):
+                arrived.set()
+            waits = [
+                asyncio.ensure_future(arrived.wait()),
+                asyncio.ensure_future(self._stopped.wait()),
+            ]
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for w in waits:
+                w.cancel()
+            if arrived.is_set() and not self._stopped.is_set():
+                log.info("%s appeared on the session bus", WATCHER)
+                self.appeared()
+        finally:
+            bus.disconnect()
 
 
 class ExportedIcon(Protocol):

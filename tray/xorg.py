@@ -37,7 +37,7 @@ def enable_clicks(icon: Any) -> bool:
 
 def keep_docked(
     icon: Any, stop: threading.Event, period: float = 0.5, longest: float = 30.0
-) -> None:
+) -> threading.Thread:
     """Re-send the dock request while the icon's window is not viewable (a daemon thread).
 
     Backs off (doubling up to ``longest``) while no tray host answers, so an X session without
@@ -62,4 +62,25 @@ def keep_docked(
                 log.debug("xorg dock watcher ends: %s", e)
                 return
 
-    threading.Thread(target=loop, name="xorg-dock", daemon=True).start()
+    thread = threading.Thread(target=loop, name="xorg-dock", daemon=True)
+    thread.start()
+    return thread
+
+
+def wake(icon: Any) -> None:
+    """Make pystray's X loop read again (it may sleep on an event another thread received).
+
+    Why: python-xlib lets a thread that sends (here: ``stop()`` from the panel watch) read
+    the reply stream too; the stop's ``DestroyNotify`` can then land in the event queue while
+    the loop's thread still sleeps in ``select``. A short-lived window's own ``DestroyNotify``
+    makes the socket readable, the loop wakes and finds the queued event.
+    """
+    from Xlib import X
+
+    display = icon._display  # noqa: SLF001 - pystray's connection; no public handle exists
+    screen = display.screen()
+    window = screen.root.create_window(
+        -1, -1, 1, 1, 0, screen.root_depth, event_mask=X.StructureNotifyMask
+    )
+    window.destroy()
+    display.flush()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 from PIL import Image
@@ -384,3 +385,72 @@ def test_ids_follow_actions_not_positions():
     )
     change = diff(three, build(relabelled, ids))
     assert not change.relayout and [p for _, p in change.updated] == [{"label": "Approve: a (5 s)"}]
+
+
+# -- the login race: the tray starts before the panel -----------------------------------------
+
+
+def test_a_tray_started_before_the_panel_moves_to_its_menu_when_it_appears(dbus, env, monkeypatch):
+    """Autostart at login: no StatusNotifierWatcher yet, no display for pystray. The app serves,
+    watches the bus, and when the panel appears 5 s later ends on the SNI icon with its full
+    menu, approving calls, without a restart."""
+    from omp_a2a_bridge.tray import backend
+    from omp_a2a_bridge.tray.app import TrayApp
+    from omp_a2a_bridge.tray.autostart import Autostart
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.delenv("PYSTRAY_BACKEND", raising=False)
+    monkeypatch.delenv("A2A_BRIDGE_TRAY", raising=False)
+    backend.choose_backend.cache_clear()
+    backend.load_pystray.cache_clear()
+    try:
+        choice = backend.choose_backend()
+    finally:
+        backend.choose_backend.cache_clear()
+        backend.load_pystray.cache_clear()
+    assert choice.name == backend.WAITING and choice.panel_later
+    assert any(
+        line.startswith("sni: not yet - no org.kde.StatusNotifierWatcher") for line in choice.lines
+    )
+
+    write_config(
+        env["config"],
+        {"roots": [env["root"]], "approval": {"timeout_s": 30, "tiers": {"bash": "prompt"}}},
+    )
+    runner = BridgeRunner(RunnerOptions(port=0, control=True, discover_tools=False))
+    app = TrayApp(
+        None,
+        choice.name,
+        api=runner,
+        autostart=Autostart("linux", home=env["root"] + "/home", command=["/x/a2a-bridge", "tray"]),
+        opener=lambda _: None,
+        browser=lambda _: None,
+        copier=lambda _: None,
+        interval=0.02,
+        panel_later=choice.panel_later,
+    )
+    th, result = in_thread(app.run)
+    watcher = None
+    try:
+        wait_for(lambda: runner.running, 30)
+        assert app.icon is None and runner.snapshot().approvers == ()  # no menu: no approver
+        time.sleep(5)  # the panel comes up late (the real login race)
+        watcher = FakeWatcher(dbus.address)
+        watcher.wait_item(30)
+        assert app.backend == "sni"
+        wait_for(lambda: runner.snapshot().approvers == ("tray",))
+        assert watcher.find("Quit") is not None and watcher.find("Sessions (0)") is not None
+        c = Mcp(runner.bridge.port, client="claude-code")
+        c.initialize()
+        call, out = in_thread(c.call, "bash", {"command": "echo after-login"})
+        wait_for(lambda: watcher.find("Approve: bash — echo after-login"), 30)
+        watcher.click("Approve: bash — echo after-login", "Approve")
+        call.join(30)
+        assert out[0].text == "after-login"
+    finally:
+        app.request_stop()
+        th.join(30)
+        if watcher is not None:
+            watcher.close()
+    assert not th.is_alive() and result[0] == 0

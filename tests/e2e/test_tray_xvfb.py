@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -123,3 +124,56 @@ def test_xorg_icon_click_opens_the_approval_page(xsession, env, tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
+
+
+def test_the_xorg_tray_moves_to_the_panel_when_it_appears(xsession, dbus, env):
+    """The login race on X11: the session bus answers, the panel's watcher is not there yet, so
+    the menu-less xorg icon shows first; when the watcher appears the real process moves to the
+    StatusNotifierItem icon with its menu, and still stops cleanly on SIGTERM."""
+    from ..support.dbus_fakes import FakeWatcher
+
+    write_config(env["config"], {"roots": [env["root"]]})
+    e = dict(os.environ, DISPLAY=xsession.display, DBUS_SESSION_BUS_ADDRESS=dbus.address)
+    e["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+    for name in ("A2A_BRIDGE_TOKEN", "PYSTRAY_BACKEND", "A2A_BRIDGE_TRAY"):
+        e.pop(name, None)
+    proc = subprocess.Popen(
+        [sys.executable, "-X", "faulthandler", "-m", "omp_a2a_bridge.tray", "tray"],
+        env=e,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watcher = None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    try:
+        try:
+            wait_for(lambda: any("a2a-bridge tray (xorg) on" in line for line in lines), 60)
+        except AssertionError:
+            raise AssertionError("".join(lines)) from None
+        watcher = FakeWatcher(dbus.address)
+        try:
+            watcher.wait_item(60)
+        except AssertionError:
+            proc.send_signal(signal.SIGABRT)
+            time.sleep(3)
+            raise AssertionError("".join(lines)) from None
+        assert wait_for(lambda: watcher.find("Quit"), 30) is not None
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        reader.join(30)
+        err = "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        if watcher is not None:
+            watcher.close()
+    assert proc.returncode == 0, err
+    assert "tray backend sni: not yet - no org.kde.StatusNotifierWatcher" in err
+    assert "a2a-bridge tray (xorg) on" in err
+    assert "the panel appeared; the tray moves to its menu" in err
+    assert "a2a-bridge tray (sni) on" in err
+    assert "Traceback" not in err
