@@ -38,6 +38,8 @@ from .policy.rules import RuleList, RuleSet
 from .types import (
     DecisionError,
     GrantView,
+    MachineView,
+    NewMachine,
     PendingCall,
     ServerView,
     SessionView,
@@ -59,6 +61,8 @@ __all__ = [
     "DecisionError",
     "GrantView",
     "Judgement",
+    "MachineView",
+    "NewMachine",
     "PendingCall",
     "RuleList",
     "RuleSet",
@@ -116,9 +120,24 @@ class BridgeControl(Protocol):
         """Remove one rule, by its text or its index in the list (raises when absent)."""
         ...
 
-    def test_rule(self, tool: str, arguments: dict[str, Any]) -> Judgement:
-        """What the one judge rules for this call now (no session grant counted); its JSON
-        form is :func:`server.present.views.judgement_json`."""
+    def test_rule(
+        self, tool: str, arguments: dict[str, Any], machine: str | None = None
+    ) -> Judgement:
+        """What the one judge rules for this call now (no session grant counted; ``machine``:
+        as if from that machine, so rules scoped to it count); its JSON form is
+        :func:`server.present.views.judgement_json`."""
+        ...
+
+    def add_machine(self, name: str) -> NewMachine:
+        """Mint a token for a new remote machine (saved first, the secret in the keyring
+        where one works) and let it in at once; raises when the name is invalid or taken.
+        Blocks on the keyring: not on a UI or event-loop thread."""
+        ...
+
+    def remove_machine(self, name: str) -> bool:
+        """Revoke a machine: its token never works again (also after a restart), its
+        sessions end now; False when there is none. ``default`` is rotated, not removed.
+        Writes the config: not on a UI or event-loop thread."""
         ...
 
     def client_config(self) -> dict[str, Any]:
@@ -212,3 +231,7 @@ class BridgeApi(BridgeControl, Protocol):
     def rules(self) -> RuleSet: ...
 
     def grants(self) -> tuple[GrantView, ...]: ...
+
+    def machines(self) -> tuple[MachineView, ...]:
+        """The remote machines, ``default`` first (snapshots carry them too)."""
+        ...

@@ -22,6 +22,7 @@ from ..infra.logs import setup_logging
 from ..infra.tokens import TokenStore
 from ..present import clientconfig
 from .audit import add_audit_parser
+from .machines import add_machines_parser
 from .remote import add_remote_parsers
 from .rules import add_rules_parser
 
@@ -191,6 +192,7 @@ def build_parser(
     add_audit_parser(sub)
     add_remote_parsers(sub)
     add_rules_parser(sub)
+    add_machines_parser(sub)
     if extend is not None:
         extend(sub)
     return p

@@ -25,13 +25,23 @@ from ..errors import BridgeError, StartupError
 from ..infra.audit import pair_calls, recent_records
 from ..infra.config import Config, edit_config
 from ..infra.tokens import TokenSource
+from ..machines.identity import DEFAULT, MachineError, MachineNotFound, check_name
+from ..machines.store import add_machine, remove_machine
 from ..mcp.http import McpServer
 from ..mcp.netlimits import LimitedHTTPServer, connection_caps
 from ..policy.judge import Judgement
 from ..policy.rules import RuleError, RuleList, RuleSet, edit_raw_rules
 from ..present import clientconfig
 from ..present.views import audit_call_json
-from ..types import GrantView, HumanDecision, PendingCall, ServerView, Snapshot
+from ..types import (
+    GrantView,
+    HumanDecision,
+    MachineView,
+    NewMachine,
+    PendingCall,
+    ServerView,
+    Snapshot,
+)
 from .approvals import ApproverKind, Decision
 from .bridge import Bridge
 from .startup import Prepared, RunnerOptions, bind, prepare, url_for
@@ -294,13 +304,52 @@ class BridgeRunner:
             key = current[int(key)]
         self._edit_rules(lst, [], [key])
 
-    def test_rule(self, tool: str, arguments: dict[str, Any]) -> Judgement:
+    def test_rule(
+        self, tool: str, arguments: dict[str, Any], machine: str | None = None
+    ) -> Judgement:
         bridge = self._bridge()
-        return self.call(lambda: bridge.explain(tool, arguments))
+        return self.call(lambda: bridge.explain(tool, arguments, machine))
 
     def revoke_grant(self, sid: str, tool: str) -> bool:
         bridge = self._bridge()
         return self.call(lambda: bridge.revoke_grant(sid, tool))
+
+    # machines (server/machines): the file and keyring work on this thread, then the loop
+
+    def machines(self) -> tuple[MachineView, ...]:
+        return self.call(self._bridge().machine_views)
+
+    def add_machine(self, name: str) -> NewMachine:
+        """Mint a token for ``name`` (saved first), then let it in; blocks on the keyring."""
+        bridge = self._bridge()
+        minted = add_machine(bridge.config.path, name, self.opts.keyring_store)
+        self.call(lambda: bridge.add_machine(minted.record))
+        if minted.warning is not None:
+            warning = minted.warning
+            self.call(lambda: bridge.warn(warning))
+        return NewMachine(
+            name, minted.token, clientconfig.snippet(self.url, minted.token), minted.warning
+        )
+
+    def remove_machine(self, name: str) -> bool:
+        """Revoke ``name``: removed from the config first (never works again, also after a
+        restart), then its sessions end and its next request is a 401. False: no such one."""
+        bridge = self._bridge()
+        if name == DEFAULT:
+            raise MachineError(
+                "the default machine cannot be removed; rotate its token with "
+                "'a2a-bridge token rotate' (other machines keep working)"
+            )
+        check_name(name)
+        try:
+            remove_machine(bridge.config.path, name, self.opts.keyring_store)
+        except MachineNotFound:
+            # Gone from the file (edited by hand) but maybe still let in: revoke it anyway.
+            if name not in self.call(lambda: tuple(bridge.machine_records)):
+                return False
+        self.call(lambda: bridge.revoke_machine(name))
+        log.info("machine %s removed: its token no longer works", name)
+        return True
 
     # upstream servers
 

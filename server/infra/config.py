@@ -23,6 +23,7 @@ import platformdirs
 from .. import APP_NAME
 from ..box.policy import DEFAULT_READ_ALLOW, BoxConfig
 from ..errors import ConfigError
+from ..machines.identity import MachineRecord, parse_machines
 from ..policy.protected import DEFAULT_PRIVATE_ALLOW, known_removals
 from ..policy.rules import RuleError, RuleSet, parse_rules
 from ..upstream.config import McpServerSpec, _Fail, parse_mcp_servers
@@ -101,6 +102,9 @@ class Config:
         default_factory=EnvSpec
     )  # bash's additions (server/infra/childenv.py)
     box: BoxConfig = field(default_factory=BoxConfig)  # the box bash runs in (server/box)
+    # Remote machines besides ``default`` (server/machines): a token digest each, never the
+    # token unless the keyring was unusable.
+    machines: tuple[MachineRecord, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -312,6 +316,11 @@ def parse_config(path: str, raw: Any) -> Config:
     except _Fail as e:
         raise _fail(path, e.name, e.what) from None
     rules = config_rules(path, raw.get("rules"), tuple(roots) or (os.path.expanduser("~"),))
+    try:
+        machines = parse_machines(raw.get("machines"))
+    except ValueError as e:
+        name, _, what = str(e).partition(": ")
+        raise _fail(path, name, what) from None
 
     return Config(
         path=path,
@@ -338,6 +347,7 @@ def parse_config(path: str, raw: Any) -> Config:
         rules=rules,
         bash_env=_bash(path, raw.get("bash")),
         box=_box(path, raw.get("box")),
+        machines=machines,
         raw=raw,
     )
 
@@ -406,7 +416,8 @@ def load_config(path: str | None = None) -> Config:
     except ValueError as e:
         raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
     config = parse_config(path, raw)  # a malformed field is named first
-    check_private(path, st, holds_token=config.token is not None)
+    holds = config.token is not None or any(m.token is not None for m in config.machines)
+    check_private(path, st, holds_token=holds)
     return config
 
 

@@ -10,7 +10,7 @@ from ..policy.judge import Judgement
 from ..policy.paths import Escalation, EscalationKind
 from ..policy.proposals import savable
 from ..policy.rules import RuleList, RuleSet, Verdict
-from ..types import GrantView, PendingCall, ServerView, SessionView, Snapshot
+from ..types import GrantView, MachineView, PendingCall, ServerView, SessionView, Snapshot
 from ..vocab import Ground, Ruling, Tier
 from .boxview import placement_json, status_json
 from .ids import sid_hash
@@ -38,6 +38,7 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
         "session": sid_hash(p.sid),
         "sid_hash": sid_hash(p.sid),
         "client": client.text,
+        "machine": p.machine,  # from the token: a checked name, no agent text
         "tool": tool.text,
         "summary": p.summary,
         "hidden": hidden,
@@ -112,6 +113,7 @@ def session_json(s: SessionView) -> dict[str, Any]:
         "session": sid_hash(s.sid),
         "sid_hash": sid_hash(s.sid),
         "client": client.text,
+        "machine": s.machine,  # from the token: a checked name, no agent text
         "version": version.text,
         "hidden": client.hidden or version.hidden,
         "created": s.created,
@@ -139,6 +141,19 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
         "rules_display": rules_display(snap.rules),
         "grants": [grant_json(g) for g in snap.grants],
         "box": status_json(snap.box),
+        "machines": [machine_json(m) for m in snap.machines],
+    }
+
+
+def machine_json(m: MachineView) -> dict[str, Any]:
+    """A machine as the UIs list it; never its token (the bridge holds only a digest)."""
+    return {
+        "name": m.name,
+        "created": m.created,
+        "last_seen": m.last_seen,
+        "calls": m.calls,
+        "sessions": m.sessions,
+        "tunnel": m.tunnel,
     }
 
 
@@ -150,6 +165,7 @@ def grant_json(g: GrantView) -> dict[str, Any]:
         "sid": g.sid,
         "session": sid_hash(g.sid),
         "client": shorten(g.client, 80).text,
+        "machine": g.machine,
         "tool": g.tool,
         "scope": shorten(g.scope, 200).text,  # holds the agent's words: rendered
         "label": shorten(g.label, 300).text,
@@ -203,6 +219,8 @@ def audit_call_json(call: dict[str, Any]) -> dict[str, Any]:
         "ts": rec.get("ts"),
         "sid": rec.get("sid"),
         "client": texts["client"] and texts["client"].text,
+        # a checked name from the bridge's own record; older records have none
+        "machine": rec.get("machine") if isinstance(rec.get("machine"), str) else None,
         "tool": texts["tool"] and texts["tool"].text,
         "args": texts["args"] and texts["args"].text,
         "hidden": any(t.hidden for t in texts.values() if t is not None),
