@@ -93,3 +93,185 @@ def test_rm_ends_the_machine_at_once_and_leaves_the_others(live, cli):
     assert "laptop" not in [m.name for m in load_config(live.env["config"]).machines]
     again = cli("machines", "rm", "laptop")
     assert again.returncode == 1 and "no machine named laptop" in again.stderr
+
+
+def test_list_never_prints_a_token(live, cli):
+    laptop = added(cli, "laptop")
+    session(live.port, laptop, claims="pytest").call("ls", {"path": live.env["root"]})
+    plain = cli("machines", "list")
+    as_json = cli("machines", "list", "--json")
+    api = live.runner.control
+    assert api is not None
+    for out in (plain, as_json):
+        assert out.returncode == 0, out.stderr
+        for secret in (laptop, TOKEN, api.secret):
+            assert secret not in out.stdout + out.stderr
+    rows = json.loads(as_json.stdout)["machines"]
+    assert [r["name"] for r in rows] == ["default", "laptop"]
+    assert set(rows[1]) == {"name", "created", "last_seen", "calls", "sessions", "tunnel"}
+    assert rows[1]["calls"] == 1 and rows[1]["sessions"] == 1 and rows[1]["tunnel"] is None
+    lines = plain.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "ADDED", "LAST", "SEEN", "CALLS", "SESSIONS", "TUNNEL"]
+    assert lines[2].split()[0] == "laptop"
+    # the status snapshot (what the page and the tray read) never carries one either
+    from omp_a2a_bridge.server.present.views import snapshot_json
+
+    assert laptop not in json.dumps(snapshot_json(live.runner.snapshot()))
+
+
+def test_a_removed_token_never_works_again_across_a_restart(env, serve_process, cli):
+    """A real ``serve`` process: added, removed, stopped, started again: still a 401."""
+    from ..conftest import write_config
+
+    write_config(env["config"], {"roots": [env["root"]], "token_store": "file"})
+    proc, port = serve_process()
+    laptop, desk = added(cli, "laptop"), added(cli, "desk")
+    a = session(port, laptop, claims="pytest")
+    assert a.rpc("tools/list").status == 200
+    assert cli("machines", "rm", "laptop").returncode == 0
+    assert a.rpc("tools/list").status == 401
+    from ..support.helpers import stop_process
+
+    stop_process(proc)
+    wait_for(lambda: cli("machines", "list").stderr.startswith("a2a-bridge: no bridge"), 30)
+    _, port2 = serve_process()
+    assert Mcp(port2, token=laptop).rpc("initialize", {}).status == 401
+    assert session(port2, desk, claims="pytest").rpc("tools/list").status == 200
+    assert session(port2, TOKEN, claims="pytest").rpc("tools/list").status == 200
+    # token_store "file": the secret sat in the 0600 config, and went with the record
+    assert laptop not in open(env["config"]).read()
+
+
+def test_rules_scoped_to_a_machine_apply_only_to_it(live, cli):
+    laptop = added(cli, "laptop")
+    r = cli("rules", "add", "--machine", "laptop", "bash(echo scoped *)")
+    assert r.returncode == 0, r.stderr
+    assert "@laptop bash(echo scoped *)" in live.runner.rules().to_json()["allow"]
+    handle = live.runner.attach_approver("pytest")  # no approver: a prompt call is refused
+    try:
+        a = session(live.port, laptop, claims="pytest")
+        d = session(live.port, TOKEN, claims="laptop")  # claims the name; its token says no
+        ran = a.call("bash", {"command": "echo scoped one", "box": True})
+        assert "scoped one" in ran.text
+        done = [x for x in live.audit() if x["phase"] == "done"][-1]
+        assert done["decided_by"] == "rule" and done["machine"] == "laptop"
+        assert done["rule"] == "@laptop bash(echo scoped *)"
+        from ..support.helpers import in_thread
+
+        t, out = in_thread(d.call, "bash", {"command": "echo scoped two"})
+        [p] = live.pending(1)
+        assert p.machine == "default"
+        assert live.runner.decide(p.id, "deny")
+        t.join(15)
+        assert "denied by the user" in out[0].text
+    finally:
+        live.runner.detach_approver(handle)
+    # rules test answers for the machine asked about
+    as_laptop = json.loads(
+        cli("rules", "test", "--machine", "laptop", "--json", "echo scoped x").stdout
+    )
+    as_default = json.loads(cli("rules", "test", "--json", "echo scoped x").stdout)
+    assert as_laptop["decided_by"] == "rule" and as_default["decided_by"] != "rule"
+    assert cli("rules", "rm", "--machine", "laptop", "bash(echo scoped *)").returncode == 0
+    assert live.runner.rules().to_json()["allow"] == []
+
+
+def test_grants_and_session_ids_never_cross_machines(live, cli):
+    laptop, desk = added(cli, "laptop"), added(cli, "desk")
+    a = session(live.port, laptop, claims="pytest")
+    handle = live.runner.attach_approver("pytest")
+    try:
+        from ..support.helpers import in_thread
+
+        t, out = in_thread(a.call, "bash", {"command": "echo granted"})
+        [p] = live.pending(1)
+        assert p.machine == "laptop" and p.grant is not None
+        assert live.runner.decide(p.id, "allow_session")
+        t.join(15)
+        [g] = live.runner.grants()
+        assert g.machine == "laptop"
+        # desk presents laptop's session id with its own token: no such session for desk
+        stolen = Mcp(live.port, token=desk)
+        stolen.sid = a.sid
+        r = stolen.call("bash", {"command": "echo granted"})
+        assert r.status == 404
+        assert stolen.rpc("tools/list").status == 404
+        # nor can it end laptop's session
+        assert stolen.request("DELETE", headers={"mcp-session-id": a.sid}).status == 204
+        assert a.sid in [s.sid for s in live.runner.snapshot().sessions]
+        # laptop's own later call still rides on its grant
+        assert "granted" in a.call("bash", {"command": "echo granted"}).text
+    finally:
+        live.runner.detach_approver(handle)
+
+
+def test_rotating_the_default_token_cuts_no_other_machine(start_bridge, keyring_token, cli):
+    running = start_bridge(control=True)
+    laptop = added(cli, "laptop")
+    a = session(running.port, laptop, claims="pytest")
+    d = session(running.port, TOKEN, claims="pytest")
+    assert cli("token", "rotate").returncode == 0
+    assert d.rpc("tools/list").status == 401
+    assert a.rpc("tools/list").status == 200
+    assert keyring_token.store[("omp-a2a-bridge", "machine:laptop")] == laptop
+
+
+def test_names_are_checked_and_default_is_kept(live, cli):
+    for bad in ("Laptop", "_x", "a b", "x" * 33, "café", ""):
+        r = cli("machines", "add", bad)
+        assert r.returncode in (1, 2) and "machine name" in r.stderr, (bad, r.stderr)
+    r = cli("machines", "add", "default")
+    assert r.returncode == 1 and "token rotate" in r.stderr
+    r = cli("machines", "rm", "default")
+    assert r.returncode == 1 and "token rotate" in r.stderr
+    added(cli, "laptop")
+    r = cli("machines", "add", "laptop")
+    assert r.returncode == 1 and "exists" in r.stderr
+    # over the control API too: a clear 400, never a 500
+    from ..support.control_client import Api
+
+    api = Api(live.runner.control)
+    assert api.call("POST", "/api/machines", {"name": "Bad Name"}).status == 400
+    assert api.call("POST", "/api/machines", {"name": 7}).status == 400
+    assert api.call("DELETE", "/api/machines/nobody").status == 404
+    assert api.call("DELETE", "/api/machines/%E2%80%AE").status == 400
+
+
+def test_offline_add_and_rm_write_the_config(env, cli, memory_keyring):
+    from ..conftest import write_config
+
+    write_config(env["config"], {"roots": [env["root"]], "port": 4321})
+    r = cli("machines", "add", "laptop")
+    assert r.returncode == 0, r.stderr
+    config = json.loads(r.stdout)
+    token = memory_keyring.store[("omp-a2a-bridge", "machine:laptop")]
+    server = config["mcpServers"][clientconfig.SERVER_NAME]
+    assert server["url"] == "http://127.0.0.1:4321/"
+    assert server["headers"]["Authorization"] == f"Bearer {token}"
+    assert [m.name for m in load_config(env["config"]).machines] == ["laptop"]
+    listed = cli("machines", "list", "--json")
+    assert [m["name"] for m in json.loads(listed.stdout)["machines"]] == ["default", "laptop"]
+    assert "no bridge is running" in listed.stderr
+    assert cli("machines", "rm", "laptop").returncode == 0
+    assert load_config(env["config"]).machines == ()
+    assert ("omp-a2a-bridge", "machine:laptop") not in memory_keyring.store
+
+
+def test_an_unusable_keyring_is_said_and_the_token_kept_in_the_config(start_bridge, cli):
+    from omp_a2a_bridge.server.infra.tokens import KeyringStore, KeyringUnavailable
+
+    class Locked(KeyringStore):
+        def get(self, user="token"):
+            raise KeyringUnavailable("the collection is locked")
+
+        def set(self, token, user="token"):
+            raise KeyringUnavailable("the collection is locked")
+
+    running = start_bridge(control=True, keyring_store=Locked())
+    r = cli("machines", "add", "laptop", "--json")
+    assert r.returncode == 0
+    assert "keyring unavailable (the collection is locked)" in r.stderr
+    token = json.loads(r.stdout)["token"]
+    assert [m.token for m in load_config(running.env["config"]).machines] == [token]
+    assert any("machine laptop" in w for w in running.runner.snapshot().warnings)
+    assert session(running.port, token, claims="pytest").rpc("tools/list").status == 200
