@@ -220,7 +220,9 @@ def audit_call_json(call: dict[str, Any]) -> dict[str, Any]:
         "sid": rec.get("sid"),
         "client": texts["client"] and texts["client"].text,
         # a checked name from the bridge's own record; older records have none
-        "machine": rec.get("machine") if isinstance(rec.get("machine"), str) else None,
+        "machine": shorten(rec["machine"], 40).text
+        if isinstance(rec.get("machine"), str)
+        else None,
         "tool": texts["tool"] and texts["tool"].text,
         "args": texts["args"] and texts["args"].text,
         "hidden": any(t.hidden for t in texts.values() if t is not None),
