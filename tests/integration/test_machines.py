@@ -45,7 +45,8 @@ def test_two_machines_get_their_own_names_whatever_client_info_says(live, cli, m
     assert len({laptop, desk, TOKEN}) == 3
     # each secret sits in the keyring under its own entry, the config keeps only a digest
     assert memory_keyring.store[("omp-a2a-bridge", "machine:laptop")] == laptop
-    raw = open(live.env["config"]).read()
+    with open(live.env["config"]) as f:
+        raw = f.read()
     assert laptop not in raw and desk not in raw
     cfg = load_config(live.env["config"])
     assert {m.name for m in cfg.machines} == {"laptop", "desk"}
@@ -139,7 +140,8 @@ def test_a_removed_token_never_works_again_across_a_restart(env, serve_process, 
     assert session(port2, desk, claims="pytest").rpc("tools/list").status == 200
     assert session(port2, TOKEN, claims="pytest").rpc("tools/list").status == 200
     # token_store "file": the secret sat in the 0600 config, and went with the record
-    assert laptop not in open(env["config"]).read()
+    with open(env["config"]) as f:
+        assert laptop not in f.read()
 
 
 def test_rules_scoped_to_a_machine_apply_only_to_it(live, cli):
@@ -183,7 +185,7 @@ def test_grants_and_session_ids_never_cross_machines(live, cli):
     try:
         from ..support.helpers import in_thread
 
-        t, out = in_thread(a.call, "bash", {"command": "echo granted"})
+        t, _ = in_thread(a.call, "bash", {"command": "echo granted"})
         [p] = live.pending(1)
         assert p.machine == "laptop" and p.grant is not None
         assert live.runner.decide(p.id, "allow_session")

@@ -23,7 +23,7 @@ def test_an_echoed_machine_token_is_scrubbed_everywhere(start_bridge, cli, memor
     try:
         from ..support.helpers import in_thread
 
-        t, out = in_thread(c.call, "bash", {"command": f"echo {token} {token[:20]}"})
+        t, _ = in_thread(c.call, "bash", {"command": f"echo {token} {token[:20]}"})
         [p] = running.pending(1)
         assert p.proposed_rule is None  # "Always allow" would save the token in a rule
         shown = json.dumps(snapshot_json(running.runner.snapshot()))

@@ -61,7 +61,8 @@ def test_add_keeps_a_digest_in_the_config_and_the_secret_in_the_keyring(config):
     minted = add_machine(config, "laptop", kr, clock=lambda: 100.0)
     assert minted.source is TokenSource.KEYRING and minted.warning is None
     assert kr.entries == {"machine:laptop": minted.token}
-    raw = json.load(open(config))
+    with open(config) as f:
+        raw = json.load(f)
     assert raw["machines"] == {"laptop": {"created": 100.0, "sha256": digest(minted.token).hex()}}
     assert raw["extra"] == 1 and raw["rules"] == {"allow": ["bash(ls)"]}  # the rest is kept
     assert stat.S_IMODE(os.stat(config).st_mode) == 0o600
@@ -79,7 +80,8 @@ def test_a_locked_keyring_is_said_and_the_config_keeps_the_secret(config):
 
 
 def test_token_store_file_never_asks_the_keyring(config):
-    raw = json.load(open(config))
+    with open(config) as f:
+        raw = json.load(f)
     raw["token_store"] = "file"
     with open(config, "w") as f:
         json.dump(raw, f)
