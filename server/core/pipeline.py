@@ -381,8 +381,7 @@ class CallPipeline:
         # client or the shutdown cancels this task while handle.task points at it.
         if step.tool.boxable:
             call.box = "outside" if step.ctx.outside_box else "in"
-        me = asyncio.current_task()
-        handle.task = me
+        handle.task = me = asyncio.current_task()
         meter = pools.QueueMeter()
         handle.cancel_on_disconnect = step.tool.cancel_on_disconnect
         try:
