@@ -299,6 +299,7 @@ class Bridge:
         how many sessions ended."""
         self.machines.remove(name)
         self.machine_records.pop(name, None)
+        self.machine_use.pop(name, None)  # a machine added again under this name starts afresh
         ended = [s.sid for s in self.sessions.all() if s.machine == name]
         for sid in ended:
             self.end_session(sid)
