@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from ..control.client import ControlClient
@@ -68,6 +69,14 @@ def cmd_rules(args: argparse.Namespace) -> int:
     which = RuleList(args.list)
     if action in ("add", "rm") and not args.rule.isdigit():
         args.rule = scoped(args.rule, args.machine)  # --machine NAME: "@NAME rule"
+    if action == "add" and args.machine is not None:
+        known = {"default", *(m.name for m in load_config().machines)}
+        if args.machine not in known:  # a typo would leave the rule applying to no one
+            print(
+                f"a2a-bridge: note: no machine named {args.machine} yet; the rule applies "
+                "once one is added ('a2a-bridge machines list')",
+                file=sys.stderr,
+            )
     if action == "add":
         if not args.json:  # what the rule means, before it is saved (JSON output stays JSON)
             print(_examples(which, args.rule))

@@ -149,6 +149,10 @@ def test_rules_scoped_to_a_machine_apply_only_to_it(live, cli):
     r = cli("rules", "add", "--machine", "laptop", "bash(echo scoped *)")
     assert r.returncode == 0, r.stderr
     assert "@laptop bash(echo scoped *)" in live.runner.rules().to_json()["allow"]
+    assert "no machine named" not in r.stderr
+    typo = cli("rules", "add", "--ask", "--machine", "lapotp", "bash(echo x)")
+    assert typo.returncode == 0 and "no machine named lapotp yet" in typo.stderr
+    assert cli("rules", "rm", "--ask", "--machine", "lapotp", "bash(echo x)").returncode == 0
     handle = live.runner.attach_approver("pytest")  # no approver: a prompt call is refused
     try:
         a = session(live.port, laptop, claims="pytest")
