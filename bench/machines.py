@@ -16,6 +16,7 @@ import sys
 import tempfile
 import timeit
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from omp_a2a_bridge.server.infra.tokens import generate_token
@@ -44,9 +45,9 @@ def check_rows() -> list[list[str]]:
         rows.append(
             [
                 f"token check, {n} machine(s)",
-                f"{_ns(lambda: index.identify(main, main)):.0f}",
-                f"{_ns(lambda: index.identify(last, main)):.0f}",
-                f"{_ns(lambda: index.identify(wrong, main)):.0f}",
+                f"{_ns(partial(index.identify, main, main)):.0f}",
+                f"{_ns(partial(index.identify, last, main)):.0f}",
+                f"{_ns(partial(index.identify, wrong, main)):.0f}",
             ]
         )
     return rows
