@@ -427,7 +427,7 @@ class Bridge:
             body = b'{"jsonrpc":"2.0","id":' + json.dumps(req_id).encode() + b',"result":'
             return Reply(200, body + result + b"}")
         if method in ("tasks/get", "tasks/result", "tasks/cancel") and env.wants_tasks:
-            return self.tasks.request(method, req_id, msg.get("params"))
+            return self.tasks.request(method, req_id, msg.get("params"), machine)
         if method != "tools/call":
             return error_reply(req_id, METHOD_NOT_FOUND, "method not found")
         session = self.sessions.one_call(

@@ -281,3 +281,42 @@ def test_an_unusable_keyring_is_said_and_the_token_kept_in_the_config(start_brid
     assert [m.token for m in load_config(running.env["config"]).machines] == [token]
     assert any("machine laptop" in w for w in running.runner.snapshot().warnings)
     assert session(running.port, token, claims="pytest").rpc("tools/list").status == 200
+
+
+def test_the_2026_era_names_the_machine_and_keeps_its_tasks_to_it(live, cli):
+    """A stateless 2026-07-28 request carries no session: the token alone names the machine,
+    and a task it started answers no other machine."""
+    from ..support.helpers import Http
+    from .test_modern_era import TASKS_META, V
+
+    laptop, desk = added(cli, "laptop"), added(cli, "desk")
+
+    def modern(token: str, method: str, params: dict) -> object:
+        msg = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": method,
+            "params": {**params, "_meta": TASKS_META},
+        }
+        h = {"MCP-Protocol-Version": V, "Mcp-Method": method}
+        if method == "tools/call":
+            h["Mcp-Name"] = params["name"]
+        return Http(live.port, token=token).request(body=msg, headers=h)
+
+    handle = live.runner.attach_approver("pytest")
+    try:
+        r = modern(laptop, "tools/call", {"name": "bash", "arguments": {"command": "echo t"}})
+        assert r.status == 200 and r.result["resultType"] == "task", r
+        task = {"taskId": r.result["taskId"]}
+        [p] = live.pending(1)
+        assert p.machine == "laptop"
+        other = modern(desk, "tasks/get", task)
+        assert other.json["error"]["message"] == "unknown or expired taskId"
+        assert modern(desk, "tasks/cancel", task).json["error"]["message"].startswith("unknown")
+        assert modern(laptop, "tasks/get", task).result["status"] == "working"
+        assert live.runner.decide(p.id, "approve")
+    finally:
+        live.runner.detach_approver(handle)
+    wait_for(lambda: [x for x in live.audit() if x["phase"] == "done"])
+    done = [x for x in live.audit() if x["phase"] == "done"][-1]
+    assert (done["machine"], done["era"]) == ("laptop", V)
