@@ -70,7 +70,13 @@ def _offline_machines() -> list[dict[str, Any]]:
     ]
     for m in sorted(cfg.machines, key=lambda m: m.name):
         rows.append(
-            {"name": m.name, "created": m.created, "last_seen": None, "calls": 0, "sessions": 0}
+            {
+                "name": m.name,
+                "created": m.created,
+                "last_seen": m.last_seen,  # saved when the bridge last stopped
+                "calls": 0,
+                "sessions": 0,
+            }
         )
     for row in rows:
         row["tunnel"] = None
@@ -85,7 +91,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     client = _client()
     rows = client.listing("machines")["machines"] if client else _offline_machines()
     if client is None:
-        _note("no bridge is running: last seen, calls and sessions are those of a running bridge")
+        _note(
+            "no bridge is running: last seen is as of its last stop; calls and sessions are "
+            "counted by a running bridge"
+        )
     # Only the fields a listing has: never a token, whatever the API answered.
     keep = ("name", "created", "last_seen", "calls", "sessions", "tunnel")
     rows = [{k: row.get(k) for k in keep} for row in rows]

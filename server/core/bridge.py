@@ -306,6 +306,14 @@ class Bridge:
         self._changed(now=True)
         return len(ended)
 
+    @staticmethod
+    def _saved_last_seen(record: MachineRecord | None) -> float | None:
+        return None if record is None else record.last_seen
+
+    def machines_seen(self) -> dict[str, float]:
+        """When each machine besides ``default`` was last seen in this run (saved at stop)."""
+        return {n: u.last_seen for n, u in self.machine_use.items() if n in self.machine_records}
+
     def machine_views(self) -> tuple[MachineView, ...]:
         """``default`` first, then the others by name; sessions and use from this run."""
         counts: dict[str, int] = {}
@@ -320,7 +328,7 @@ class Bridge:
                 MachineView(
                     name,
                     record.created if record is not None else None,
-                    use.last_seen if use is not None else None,
+                    use.last_seen if use is not None else self._saved_last_seen(record),
                     use.calls if use is not None else 0,
                     counts.get(name, 0),
                 )

@@ -26,7 +26,7 @@ from ..infra.audit import pair_calls, recent_records
 from ..infra.config import Config, edit_config
 from ..infra.tokens import TokenSource
 from ..machines.identity import DEFAULT, MachineError, MachineNotFound, check_name
-from ..machines.store import add_machine, remove_machine
+from ..machines.store import add_machine, remove_machine, save_last_seen
 from ..mcp.http import McpServer
 from ..mcp.netlimits import LimitedHTTPServer, connection_caps
 from ..policy.judge import Judgement
@@ -188,6 +188,12 @@ class BridgeRunner:
             self._control_state.close()  # login page files
         await self.loop.run_in_executor(None, bridge.audit.flush, 2.0)
         bridge.audit.close(1.0)
+        seen = bridge.machines_seen()
+        if seen:  # "last seen" survives a restart (one config write, in a worker)
+            try:
+                await self.loop.run_in_executor(None, save_last_seen, bridge.config.path, seen)
+            except Exception as e:
+                log.warning("could not save when machines were last seen: %s", e)
         # Done serving. Say so now rather than after asyncio.run() returns: that waits for the
         # default executor, where a keyring call may hang for its whole timeout.
         if self.control is not None:

@@ -86,11 +86,14 @@ class MachineRecord:
     created: float  # wall clock
     sha256: str  # hex digest of the token
     token: str | None = None  # the fallback copy; None: the secret is in the keyring
+    last_seen: float | None = None  # its last request, saved when the bridge stops
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"created": self.created, "sha256": self.sha256}
         if self.token is not None:
             out["token"] = self.token
+        if self.last_seen is not None:
+            out["last_seen"] = self.last_seen
         return out
 
 
@@ -125,7 +128,13 @@ def parse_machines(raw: Any) -> tuple[MachineRecord, ...]:
         token = rec.get("token")
         if token is not None and (not isinstance(token, str) or digest(token).hex() != sha):
             raise ValueError(f"{where}.token: the token whose SHA-256 is {where}.sha256")
-        out.append(MachineRecord(name, float(created), sha, token))
+        seen = rec.get("last_seen")
+        if seen is not None and (
+            not isinstance(seen, int | float) or isinstance(seen, bool) or seen < 0
+        ):
+            raise ValueError(f"{where}.last_seen: a time in seconds since the epoch")
+        last = None if seen is None else float(seen)
+        out.append(MachineRecord(name, float(created), sha, token, last))
     return tuple(out)
 
 

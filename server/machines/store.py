@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,7 @@ from .identity import (
     keyring_user,
 )
 
-__all__ = ["Minted", "add_machine", "remove_machine", "token_for"]
+__all__ = ["Minted", "add_machine", "remove_machine", "save_last_seen", "token_for"]
 
 log = logging.getLogger(__name__)
 
@@ -173,3 +173,20 @@ def token_for(name: str, config: Config | None = None, keyring: KeyringStore | N
         )
     remember(token, "<token>")
     return token
+
+
+def save_last_seen(config_path: str, seen: Mapping[str, float]) -> None:
+    """Keep when each machine was last seen (the bridge stops), so ``machines list`` still
+    knows after a restart. Only machines still in the config are touched (one removed meanwhile
+    stays removed)."""
+
+    def note(raw: dict[str, Any]) -> None:
+        machines = raw.get("machines")
+        if not isinstance(machines, dict):
+            return
+        for name, when in seen.items():
+            record = machines.get(name)
+            if isinstance(record, dict):
+                record["last_seen"] = round(when, 3)
+
+    edit_config(config_path, note)

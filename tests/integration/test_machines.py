@@ -127,6 +127,7 @@ def test_a_removed_token_never_works_again_across_a_restart(env, serve_process, 
     write_config(env["config"], {"roots": [env["root"]], "token_store": "file"})
     proc, port = serve_process()
     laptop, desk = added(cli, "laptop"), added(cli, "desk")
+    session(port, desk, claims="pytest")
     a = session(port, laptop, claims="pytest")
     assert a.rpc("tools/list").status == 200
     assert cli("machines", "rm", "laptop").returncode == 0
@@ -135,6 +136,10 @@ def test_a_removed_token_never_works_again_across_a_restart(env, serve_process, 
 
     stop_process(proc)
     wait_for(lambda: cli("machines", "list").stderr.startswith("a2a-bridge: no bridge"), 30)
+    # when desk was last seen outlives the process (saved at its stop)
+    offline = json.loads(cli("machines", "list", "--json").stdout)["machines"]
+    assert [m["name"] for m in offline] == ["default", "desk"]
+    assert offline[1]["last_seen"] is not None
     _, port2 = serve_process()
     assert Mcp(port2, token=laptop).rpc("initialize", {}).status == 401
     assert session(port2, desk, claims="pytest").rpc("tools/list").status == 200

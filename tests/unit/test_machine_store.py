@@ -137,3 +137,14 @@ def test_token_for_a_lost_secret_says_what_to_do(config):
         token_for("laptop", load_config(config), kr)
     with pytest.raises(MachineError, match="cannot be read"):
         token_for("laptop", load_config(config), LockedKeyring())
+
+
+def test_last_seen_is_saved_for_machines_still_there(config):
+    from omp_a2a_bridge.server.machines.store import save_last_seen
+
+    kr = DictKeyring()
+    add_machine(config, "laptop", kr)
+    save_last_seen(config, {"laptop": 1234.5678, "gone": 99.0})
+    [laptop] = load_config(config).machines
+    assert laptop.last_seen == 1234.568
+    assert [m.name for m in load_config(config).machines] == ["laptop"]  # "gone" not revived
