@@ -463,6 +463,12 @@ function renderMachines(s) {
   const machines = s.machines || [];
   $("machine-count").textContent = machines.length;
   if (confirmingMachine && !machines.some((m) => m.name === confirmingMachine)) confirmingMachine = null;
+  // Rebuilt only when what it shows changed: a button is not swapped under a pointer by a
+  // snapshot that only moved another counter.
+  const key = JSON.stringify([confirmingMachine, machines.map((m) =>
+    [m.name, since(m.created), since(m.last_seen), m.calls, m.sessions, m.tunnel])]);
+  if (key === renderMachines.key) return;
+  renderMachines.key = key;
   $("machines").tBodies[0].replaceChildren(...machines.map((m) => el("tr", { "data-machine": m.name },
     el("td", {}, m.name),
     el("td", {}, m.created == null ? "—" : since(m.created)),

@@ -9,6 +9,10 @@ from .test_approval_page_browser import browser as browser  # the Chromium fixtu
 
 
 def test_page_lists_machines_and_revoke_asks_first(start_bridge, browser, memory_keyring):
+    from selenium.common.exceptions import (
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
     from selenium.webdriver.common.by import By
 
     running = start_bridge(control=True)
@@ -21,26 +25,44 @@ def test_page_lists_machines_and_revoke_asks_first(start_bridge, browser, memory
         rows = browser.find_elements(By.CSS_SELECTOR, f"#machines tr[data-machine='{name}']")
         return rows[0] if rows else None
 
-    _wait(browser, lambda d: row("laptop") is not None and "1" in row("laptop").text)
+    def click(name, label):
+        """Click a row's button; a snapshot may rebuild the row meanwhile: then again."""
+
+        def attempt(d):
+            try:
+                row(name).find_element(By.XPATH, f".//button[text()='{label}']").click()
+            except (StaleElementReferenceException, NoSuchElementException, AttributeError):
+                return False
+            return True
+
+        _wait(browser, attempt)
+
+    def cells(name):
+        """A row's cell texts, read in one go in the page (a rebuild cannot interleave)."""
+        return browser.execute_script(
+            "const r = document.querySelector(`#machines tr[data-machine='${arguments[0]}']`);"
+            "return r ? [...r.cells].map((c) => c.textContent) : null;",
+            name,
+        )
+
+    laptop_row = _wait(browser, lambda d: (c := cells("laptop")) and c[4] == "1" and c)
+    assert laptop_row[0] == "laptop" and laptop_row[5] == "—"
     assert browser.find_element(By.ID, "machine-count").text == "2"
-    assert row("default").find_elements(By.TAG_NAME, "button") == []  # rotated, not revoked
-    cells = [c.text for c in row("laptop").find_elements(By.TAG_NAME, "td")]
-    assert cells[0] == "laptop" and cells[4] == "1" and cells[5] == "—"
+    assert cells("default")[6] == "the bridge's own token"  # rotated, not revoked
     # the session row names the machine from the token, not the client's claim
     sessions = browser.find_element(By.ID, "sessions").text
     assert "laptop" in sessions and "claims-to-be-desk" in sessions
     assert laptop not in browser.page_source
 
-    row("laptop").find_element(By.XPATH, ".//button[text()='Revoke…']").click()
-    question = _wait(browser, lambda d: row("laptop").find_elements(By.CSS_SELECTOR, ".confirm"))
-    assert "Its 1 session(s) end" in question[0].text
-    row("laptop").find_element(By.XPATH, ".//button[text()='Cancel']").click()
-    _wait(browser, lambda d: row("laptop").find_elements(By.XPATH, ".//button[text()='Revoke…']"))
+    click("laptop", "Revoke…")
+    question = _wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, "#machines .confirm").text)
+    assert "Revoke laptop? Its 1 session(s) end" in question
+    click("laptop", "Cancel")
+    _wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, "#machines .confirm"))
     assert agent.rpc("tools/list").status == 200  # nothing was cut
 
-    row("laptop").find_element(By.XPATH, ".//button[text()='Revoke…']").click()
-    _wait(browser, lambda d: row("laptop").find_elements(By.XPATH, ".//button[text()='Revoke']"))
-    row("laptop").find_element(By.XPATH, ".//button[text()='Revoke']").click()
+    click("laptop", "Revoke…")
+    click("laptop", "Revoke")
     _wait(browser, lambda d: row("laptop") is None)
     assert agent.rpc("tools/list").status == 401
     assert [m.name for m in running.runner.snapshot().machines] == ["default"]
