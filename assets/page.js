@@ -173,7 +173,8 @@ function countdown(p) {
 
 function metaText(p) {
   const waited = Math.max(Date.now() / 1000 - p.arrived, 0);
-  return `${p.client} · session ${p.session} · waiting ${ago(waited)}`;
+  const where = p.machine ? ` on ${p.machine}` : "";  // from the token; the client is its claim
+  return `${p.client}${where} · session ${p.session} · waiting ${ago(waited)}`;
 }
 
 async function decide(id, decision, reason, rule) {
@@ -425,15 +426,68 @@ function render() {
   }
   renderServers(s);
   renderRules(s);
+  renderMachines(s);
   $("session-count").textContent = s.sessions.length;
   const tbody = $("sessions").tBodies[0];
   tbody.replaceChildren(...s.sessions.map((x) => el("tr", {},
+    el("td", {}, x.machine || ""),
     el("td", {}, `${x.client} ${x.version}` + (x.hidden ? " ⚠ hidden characters" : "")),
     el("td", {}, x.calls),
     el("td", {}, x.pending),
     el("td", {}, `${ago(Date.now() / 1000 - x.last_seen)} ago`),
     el("td", {}, el("button", { type: "button", onclick: () => endSession(x) }, "End session")),
   )));
+}
+
+// Machines (server/machines): names come from tokens. "Revoke…" asks first, in the row
+// itself, and says what it cuts; a snapshot arriving meanwhile keeps the question open.
+let confirmingMachine = null;
+
+function since(t) {
+  return t == null ? "—" : `${ago(Date.now() / 1000 - t)} ago`;
+}
+
+function machineActions(m) {
+  if (m.name === "default") return el("span", { class: "muted" }, "the bridge's own token");
+  if (confirmingMachine !== m.name) {
+    return el("button", { type: "button", onclick: () => { confirmingMachine = m.name; render(); } }, "Revoke…");
+  }
+  return el("span", { class: "confirm", role: "group", "aria-label": `Revoke ${m.name}?` },
+    `Revoke ${m.name}? Its ${m.sessions} session(s) end and its token stops working for good. `,
+    el("button", { type: "button", class: "danger", onclick: () => revokeMachine(m.name) }, "Revoke"),
+    " ",
+    el("button", { type: "button", onclick: () => { confirmingMachine = null; render(); } }, "Cancel"),
+  );
+}
+
+function renderMachines(s) {
+  const machines = s.machines || [];
+  $("machine-count").textContent = machines.length;
+  if (confirmingMachine && !machines.some((m) => m.name === confirmingMachine)) confirmingMachine = null;
+  // Rebuilt only when what it shows changed: a button is not swapped under a pointer by a
+  // snapshot that only moved another counter.
+  const key = JSON.stringify([confirmingMachine, machines.map((m) =>
+    [m.name, since(m.created), since(m.last_seen), m.calls, m.sessions, m.tunnel])]);
+  if (key === renderMachines.key) return;
+  renderMachines.key = key;
+  $("machines").tBodies[0].replaceChildren(...machines.map((m) => el("tr", { "data-machine": m.name },
+    el("td", {}, m.name),
+    el("td", {}, m.created == null ? "—" : since(m.created)),
+    el("td", {}, since(m.last_seen)),
+    el("td", {}, m.calls),
+    el("td", {}, m.sessions),
+    el("td", {}, m.tunnel || "—"),
+    el("td", {}, machineActions(m)),
+  )));
+}
+
+async function revokeMachine(name) {
+  confirmingMachine = null;
+  try {
+    await api("DELETE", `/api/machines/${encodeURIComponent(name)}`);
+    toast(`Revoked ${name}: its token no longer works`);
+  } catch (e) { toast(e.message); }
+  render();
 }
 
 async function endSession(x) {
@@ -466,7 +520,7 @@ async function loadAudit() {
         return el("tr", {},
           el("td", {}, (c.ts || "").replace("T", " ").replace(/\.\d+Z$/, "Z")),
           el("td", {}, c.tool),
-          el("td", {}, c.client || ""),
+          el("td", {}, c.machine ? `${c.client || ""} on ${c.machine}` : (c.client || "")),
           el("td", { class: `outcome-${outcome}` }, outcomeText(c)),
           el("td", {}, c.duration_ms == null ? "" : `${c.duration_ms} ms`),
           el("td", { class: "args" }, (c.hidden ? "⚠ hidden characters · " : "") + (c.args || "")),

@@ -260,15 +260,26 @@ def main() -> int:
     ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument(
         "--only",
-        choices=("all", "servers", "tools", "box"),
+        choices=("all", "servers", "tools", "box", "machines"),
         default="all",
         help="servers: the MCP throughput tables; tools: grep/find/read/ls vs native programs; "
-        "box: the box's cost per bash call and the prompts it avoids",
+        "box: the box's cost per bash call and the prompts it avoids; machines: the token "
+        "check with 1 and 100 machines",
     )
     args = ap.parse_args()
     # `timeout` or Ctrl-C: still stop the three servers (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
+    if args.only == "machines":
+        from .machines import section as machines_section
+
+        here = sys.modules[__name__]
+        text = "\n".join(machines_section(here, min(args.duration, 3.0), args.rounds))
+        print(text)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(text + "\n")
+        return 0
     if args.only in ("tools", "box"):
         text = "\n".join(bench_tools() if args.only == "tools" else box_section())
         print(text)
@@ -453,7 +464,10 @@ def main() -> int:
         f"floor start: {floor.startup_s * 1000:.0f} ms.",
     ]
     if args.only == "all":
-        out += ["", *bench_tools(), "", *box_section()]
+        from .machines import section as machines_section
+
+        here = sys.modules[__name__]
+        out += ["", *bench_tools(), "", *box_section(), "", *machines_section(here)]
     text = "\n".join(out)
     print(text)
     if args.markdown:

@@ -39,6 +39,8 @@ from .types import (
     DecisionError,
     Exposure,
     GrantView,
+    MachineView,
+    NewMachine,
     PendingCall,
     ServerView,
     SessionView,
@@ -63,6 +65,8 @@ __all__ = [
     "Exposure",
     "GrantView",
     "Judgement",
+    "MachineView",
+    "NewMachine",
     "PendingCall",
     "RuleList",
     "RuleSet",
@@ -122,9 +126,24 @@ class BridgeControl(Protocol):
         """Remove one rule, by its text or its index in the list (raises when absent)."""
         ...
 
-    def test_rule(self, tool: str, arguments: dict[str, Any]) -> Judgement:
-        """What the one judge rules for this call now (no session grant counted); its JSON
-        form is :func:`server.present.views.judgement_json`."""
+    def test_rule(
+        self, tool: str, arguments: dict[str, Any], machine: str | None = None
+    ) -> Judgement:
+        """What the one judge rules for this call now (no session grant counted; ``machine``:
+        as if from that machine, so rules scoped to it count); its JSON form is
+        :func:`server.present.views.judgement_json`."""
+        ...
+
+    def add_machine(self, name: str) -> NewMachine:
+        """Mint a token for a new remote machine (saved first, the secret in the keyring
+        where one works) and let it in at once; raises when the name is invalid or taken.
+        Blocks on the keyring: not on a UI or event-loop thread."""
+        ...
+
+    def remove_machine(self, name: str) -> bool:
+        """Revoke a machine: its token never works again (also after a restart), its
+        sessions end now; False when there is none. ``default`` is rotated, not removed.
+        Writes the config: not on a UI or event-loop thread."""
         ...
 
     def client_config(self) -> dict[str, Any]:
@@ -254,4 +273,8 @@ class BridgeApi(BridgeControl, Protocol):
 
     def tunnels(self) -> tuple[TunnelView, ...]:
         """The tunnels the app keeps up, with their state (``Snapshot.tunnels`` too)."""
+        ...
+
+    def machines(self) -> tuple[MachineView, ...]:
+        """The remote machines, ``default`` first (snapshots carry them too)."""
         ...

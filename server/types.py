@@ -95,6 +95,7 @@ class PendingCall:
     proposed_rule: str | None = None  # "Always allow calls like this": one rule per line
     # "Allow … for this session" as narrow as the call; None: not offered (escalated, rm...)
     grant: Grant | None = None
+    machine: str = "default"  # the session's machine (from its token): approvals group by it
 
     @property
     def grant_label(self) -> str | None:
@@ -134,6 +135,7 @@ class SessionView:
     calls: int
     pending: int
     protocol: str = "2025-11-25"  # the MCP revision negotiated in initialize
+    machine: str = "default"  # whose token opened it (server/machines), not clientInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +148,22 @@ class GrantView:
     tool: str
     scope: str = ""
     label: str = ""
+    machine: str = "default"  # the session's machine: a grant never crosses machines
+
+
+@dataclass(frozen=True, slots=True)
+class MachineView:
+    """A remote machine as every UI lists it (``machines list``, the page, the tray's
+    *Machines* menu): its name (from its token, never from ``clientInfo``), when it was added,
+    what this run saw of it, and its tunnel's state when the app keeps one up. Never a token.
+    """
+
+    name: str
+    created: float | None  # wall clock; None for ``default`` (the bridge's own token)
+    last_seen: float | None  # wall clock of its last request in this run; None: not seen
+    calls: int  # tools/call requests in this run
+    sessions: int  # live sessions it opened
+    tunnel: str | None = None  # the tunnel's state (server/tunnels fills it); None: no tunnel
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,3 +232,21 @@ class Snapshot:
     tunnels: tuple[TunnelView, ...] = ()  # tunnels the app keeps up (server.tunnels)
     exposure: Exposure | None = None  # roots, changed tiers, withheld tools
     log_path: str = ""  # the bridge's log file (what it prints on stderr)
+    machines: tuple[MachineView, ...] = ()  # "default" first (server/machines)
+
+
+@dataclass(frozen=True, slots=True)
+class NewMachine:
+    """A machine just added: its token, shown this once, and the MCP client config that
+    carries it. ``warning``: the keyring was unusable, so the token is in the config file."""
+
+    name: str
+    token: str
+    config: dict[str, Any]
+    warning: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "token": self.token, "config": self.config}
+        if self.warning is not None:
+            out["warning"] = self.warning
+        return out

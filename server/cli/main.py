@@ -26,6 +26,7 @@ from ..present.exposure import start_lines
 from ..types import Exposure
 from .audit import add_audit_parser
 from .files import add_files_parsers
+from .machines import add_machines_parser
 from .remote import add_remote_parsers
 from .rules import add_rules_parser
 from .tunnels import add_tunnel_parsers
@@ -237,6 +238,7 @@ def build_parser(
     add_rules_parser(sub)
     add_tunnel_parsers(sub)
     add_files_parsers(sub)
+    add_machines_parser(sub)
     if extend is not None:
         extend(sub)
     return p

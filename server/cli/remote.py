@@ -89,7 +89,8 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         "sessions",
         "no live sessions",
         lambda x: (
-            f"{safe(x['sid_hash'])}  {safe(x['client'])} {safe(x['version'])}  "
+            f"{safe(x['sid_hash'])}  {safe(x.get('machine', ''))}  "
+            f"{safe(x['client'])} {safe(x['version'])}  "
             f"{x['calls']} call(s)  "
             f"{x['pending']} waiting  last seen {ago(time.time() - x['last_seen'])} ago"
             + ("  ⚠ contains hidden characters" if x.get("hidden") else "")

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from ..control.client import ControlClient
 from ..control.controlfile import read_control
 from ..infra.config import audit_path, edit_config, load_config
 from ..policy.judge import Judgement
-from ..policy.rules import RuleError, RuleList, edit_raw_rules
+from ..policy.rules import RuleError, RuleList, edit_raw_rules, scoped
 from ..present.textsafe import safe
 from ..present.views import judgement_json, without_session_ids
 from ..vocab import Ground, Ruling
@@ -66,6 +67,16 @@ def cmd_rules(args: argparse.Namespace) -> int:
         _print(data, args.json, _listing(data))
         return 0
     which = RuleList(args.list)
+    if action in ("add", "rm") and not args.rule.isdigit():
+        args.rule = scoped(args.rule, args.machine)  # --machine NAME: "@NAME rule"
+    if action == "add" and args.machine is not None:
+        known = {"default", *(m.name for m in load_config().machines)}
+        if args.machine not in known:  # a typo would leave the rule applying to no one
+            print(
+                f"a2a-bridge: note: no machine named {args.machine} yet; the rule applies "
+                "once one is added ('a2a-bridge machines list')",
+                file=sys.stderr,
+            )
     if action == "add":
         if not args.json:  # what the rule means, before it is saved (JSON output stays JSON)
             print(_examples(which, args.rule))
@@ -107,11 +118,11 @@ def cmd_rules(args: argparse.Namespace) -> int:
         name, arguments = args.tool, parsed if isinstance(parsed, dict) else {"path": args.rule}
     note = None
     if client:
-        judged = client.test_rule(name, arguments)
+        judged = client.test_rule(name, arguments, args.machine)
     else:
         from ..core.bridge import offline_explain  # builds the tools and the path policy
 
-        judged = offline_explain(load_config(), audit_path(), name, arguments)
+        judged = offline_explain(load_config(), audit_path(), name, arguments, args.machine)
         note = (
             "the bridge is not running: judged with the saved config (no session grants, "
             "no upstream MCP tools)"
@@ -199,8 +210,18 @@ def add_rules_parser(sub: argparse._SubParsersAction) -> None:
                 )
         if action == "test":
             a.add_argument("--tool", help="the tool to test (default: bash)")
+        if action != "list":
+            a.add_argument(
+                "--machine",
+                metavar="NAME",
+                help=(
+                    "as if called from this machine"
+                    if action == "test"
+                    else "the rule applies only to calls from this machine (saved as @NAME rule)"
+                ),
+            )
         a.add_argument("--json", action="store_true", help="print the API's JSON")
-        a.set_defaults(func=_run, list="allow", rule=[], tool=None)
+        a.set_defaults(func=_run, list="allow", rule=[], tool=None, machine=None)
 
 
 def _run(args: argparse.Namespace) -> int:

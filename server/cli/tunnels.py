@@ -10,6 +10,7 @@ running, it saves the tunnel in the config: the next start brings it up.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
@@ -18,6 +19,7 @@ from ..control.controlfile import read_control
 from ..errors import BridgeError, ControlError, NotRunning
 from ..infra.config import load_config
 from ..infra.tokens import TokenStore
+from ..machines.store import add_machine
 from ..present.textsafe import safe
 from ..present.timefmt import ago
 from ..tunnels.identity import machine_token
@@ -100,9 +102,16 @@ def _connect_offline(args: argparse.Namespace, name: str) -> int:
         tokens = TokenStore(cfg)
         tokens.resolve()
         url = f"http://127.0.0.1:{port}/"
-        done = install_remote(
-            spec.client, spec.target, url, machine_token(tokens, name), ssh_config(), env=ssh_env()
-        )
+
+        def enroll(machine: str) -> str:
+            minted = add_machine(cfg.path, machine, None)
+            print(f"machine {machine} added: its own token goes into the remote client's config")
+            if minted.warning is not None:
+                print(f"warning: {minted.warning}", file=sys.stderr)
+            return minted.token
+
+        token = machine_token(tokens, name, enroll)
+        done = install_remote(spec.client, spec.target, url, token, ssh_config(), env=ssh_env())
         print(done.describe())
     return 0
 

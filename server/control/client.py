@@ -25,6 +25,7 @@ from ..infra.tokens import TokenSource
 from ..policy.judge import Judgement
 from ..policy.rules import RuleList
 from ..present.views import judgement_from_json
+from ..types import NewMachine
 from .controlfile import ControlInfo, control_path, read_control
 
 if TYPE_CHECKING:
@@ -131,9 +132,20 @@ class ControlClient:
     def remove_rule(self, which: RuleList, key: str) -> None:
         self.request("DELETE", f"/api/rules/{RuleList(which).value}/{_quote(key)}")
 
-    def test_rule(self, tool: str, arguments: dict[str, Any]) -> Judgement:
-        body = {"tool": tool, "arguments": arguments}
+    def test_rule(
+        self, tool: str, arguments: dict[str, Any], machine: str | None = None
+    ) -> Judgement:
+        body: dict[str, Any] = {"tool": tool, "arguments": arguments}
+        if machine is not None:
+            body["machine"] = machine
         return judgement_from_json(self.request("POST", "/api/rules/test", body))
+
+    def add_machine(self, name: str) -> NewMachine:
+        data = self.request("POST", "/api/machines", {"name": name})
+        return NewMachine(data["name"], data["token"], data["config"], data.get("warning"))
+
+    def remove_machine(self, name: str) -> bool:
+        return self._found("DELETE", f"/api/machines/{_quote(name)}")
 
     def client_config(self) -> dict[str, Any]:
         config: dict[str, Any] = self.request("GET", "/api/client-config")
@@ -187,7 +199,8 @@ class ControlClient:
         return status
 
     def listing(self, key: str) -> dict[str, Any]:
-        """``GET /api/<key>`` for ``sessions``, ``pending``, ``servers``, ``rules``, ``grants``."""
+        """``GET /api/<key>`` for ``sessions``, ``pending``, ``servers``, ``rules``, ``grants``,
+        ``machines``."""
         data: dict[str, Any] = self.request("GET", f"/api/{key}")
         return data
 

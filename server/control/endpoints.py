@@ -20,11 +20,13 @@ from tornado.iostream import StreamClosedError
 
 from ..core.approvals import ApproverKind, Decision
 from ..errors import BridgeError, ConfigError
+from ..machines.identity import MachineError, MachineNotFound
 from ..policy.examples import examples
 from ..policy.rules import Kind, RuleError, RuleList, parse_rule
 from ..present.views import (
     grant_json,
     judgement_json,
+    machine_json,
     pending_full_json,
     pending_json,
     rules_json,
@@ -252,7 +254,49 @@ class RulesTestHandler(ControlHandler):
             name, args = body.get("tool"), body.get("arguments", body.get("args", {}))
             if not isinstance(name, str) or not isinstance(args, dict):
                 raise Refused(400, "give command, or tool and arguments (an object)")
-        self.send_json(judgement_json(self.state.api.test_rule(name, args)))
+        machine = body.get("machine")
+        if machine is not None and not isinstance(machine, str):
+            raise Refused(400, "machine must be a machine's name")
+        self.send_json(judgement_json(self.state.api.test_rule(name, args, machine)))
+
+
+class MachinesHandler(ControlHandler):
+    """GET the machines (never a token); POST ``{"name": "laptop"}`` adds one and answers
+    its token, shown this once, with the client config."""
+
+    def get(self) -> None:
+        self.send_json({"machines": [machine_json(m) for m in self.state.api.machines()]})
+
+    async def post(self) -> None:
+        name = self.body_json().get("name")
+        if not isinstance(name, str):
+            raise Refused(400, "name must be a string, e.g. laptop")
+        loop = asyncio.get_running_loop()
+        try:  # a config write and a keyring call: in a worker
+            added = await loop.run_in_executor(None, self.state.api.add_machine, name)
+        except MachineError as e:
+            raise Refused(400, str(e)) from None
+        except (ConfigError, OSError) as e:
+            raise Refused(500, f"machine not added: {e}") from None
+        self.send_json(added.to_json(), 201)
+
+
+class MachineHandler(ControlHandler):
+    """DELETE /api/machines/<name>: revoke it (its sessions end, its token answers 401)."""
+
+    async def delete(self, name: str) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            removed = await loop.run_in_executor(None, self.state.api.remove_machine, name)
+        except MachineNotFound as e:
+            raise Refused(404, str(e)) from None
+        except MachineError as e:
+            raise Refused(400, str(e)) from None
+        except (ConfigError, OSError) as e:
+            raise Refused(500, f"machine not removed: {e}") from None
+        if not removed:
+            raise Refused(404, f"no machine named {name}")
+        self.send_json({"ok": True, "name": name})
 
 
 class GrantsHandler(ControlHandler):
@@ -397,6 +441,8 @@ ROUTES: list[tuple[str, type]] = [
     (r"/api/rules/examples", RulesExamplesHandler),
     (r"/api/rules/test", RulesTestHandler),
     (r"/api/rules/([a-z]+)/(.+)", RuleHandler),
+    (r"/api/machines", MachinesHandler),
+    (r"/api/machines/([^/]+)", MachineHandler),
     (r"/api/grants", GrantsHandler),
     (r"/api/grants/([A-Za-z0-9_-]+)/([A-Za-z0-9_.-]+)", GrantHandler),
     (r"/api/tunnels", TunnelsHandler),

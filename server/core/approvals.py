@@ -133,6 +133,7 @@ class ApprovalBroker:
         proposed_rule: str | None = None,
         grant: Grant | None = None,
         on_created: Callable[[PendingCall], None] = lambda p: None,
+        machine: str = "default",
     ) -> WaitResult:
         """Hold the call until the wait ends; ``timeout_s`` 0 waits forever."""
         if not self.has_approver:
@@ -166,6 +167,7 @@ class ApprovalBroker:
             if proposed_rule and savable(proposed_rule) is None
             else None,
             grant=grant,
+            machine=machine,
         )
         fut: asyncio.Future[WaitResult] = asyncio.get_running_loop().create_future()
         self._pending[call.id] = (call, fut)

@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -27,6 +28,7 @@ from ..infra.audit import AuditLog
 from ..infra.childenv import build_env
 from ..infra.config import Config, log_path
 from ..infra.tokens import TokenStore
+from ..machines.identity import DEFAULT, MachineIndex, MachineRecord
 from ..mcp.modern import (
     MODERN_VERSION,
     Envelope,
@@ -49,6 +51,7 @@ from ..policy.paths import PathPolicy
 from ..policy.rulebook import RuleBook
 from ..policy.rules import RuleList, RuleSet
 from ..present.exposure import denied_tools, tier_changes
+from ..present.secrets import remember
 from ..tools.base import Tool, ToolContext, ToolError, ToolResult
 from ..tools.registry import ToolRegistry
 from ..types import (
@@ -56,6 +59,7 @@ from ..types import (
     Exposure,
     GrantView,
     HumanDecision,
+    MachineView,
     PendingCall,
     SessionView,
     Snapshot,
@@ -72,6 +76,14 @@ NO_GRANT = (
     "no session grant can cover this call (it always asks a human, or no scope as narrow as "
     "the call exists): approve it once instead"
 )
+
+
+@dataclass(slots=True)
+class MachineUse:
+    """What this run saw of one machine: when its last request came, how many calls."""
+
+    last_seen: float = 0.0  # wall clock
+    calls: int = 0
 
 
 @dataclass
@@ -122,7 +134,9 @@ class _Unconnected(Tool):
         raise ToolError("not connected")  # never run: the offline judge only judges
 
 
-def offline_explain(cfg: Config, audit_path: str, name: str, args: dict[str, Any]) -> Judgement:
+def offline_explain(
+    cfg: Config, audit_path: str, name: str, args: dict[str, Any], machine: str | None = None
+) -> Judgement:
     """``a2a-bridge rules test`` with no bridge running: the one judge on the inputs
     (:func:`~server.core.pipeline.prepare_request`) of a registry, path policy and tiers built
     from the saved config. Upstream MCP tools are unknown here (nothing is connected)."""
@@ -137,7 +151,10 @@ def offline_explain(cfg: Config, audit_path: str, name: str, args: dict[str, Any
     if name.startswith("mcp__") and registry.get(name) is None:
         registry.add(_Unconnected(name))  # withheld names stay withheld (get() is None)
     policy = path_policy(cfg, audit_path)
-    return judge(prepare_request(registry, policy, cfg.rules, tier_of(cfg), name, args).request)
+    prepared = prepare_request(
+        registry, policy, cfg.rules, tier_of(cfg), name, args, machine=machine
+    )
+    return judge(prepared.request)
 
 
 class Bridge:
@@ -180,6 +197,10 @@ class Bridge:
             self.inflight,
         )
         self.tasks = TaskTable(__version__, self.inflight.end_early)
+        # One identity per remote machine (server/machines): the request's token names it.
+        self.machines = MachineIndex(cfg.machines)
+        self.machine_records: dict[str, MachineRecord] = {m.name: m for m in cfg.machines}
+        self.machine_use: dict[str, MachineUse] = {}
         self.paused = False
         self.closing = False
         self.unauthorized = 0
@@ -249,6 +270,85 @@ class Bridge:
 
     # -- auth ---------------------------------------------------------------------------------
 
+    def identify(self, presented: str | None) -> str | None:
+        """Step 3: the machine whose token this is (``default``: the bridge's own), or None.
+
+        The cost does not grow with the number of machines (one hash, one lookup:
+        :class:`~server.machines.identity.MachineIndex`)."""
+        name = self.machines.identify(presented, self.tokens.token)
+        if name is None:
+            return None
+        use = self.machine_use.get(name)
+        if use is None:
+            # First request of this machine in this run: its token becomes a known secret
+            # (the bridge keeps only digests), so an agent echoing it is scrubbed everywhere.
+            remember(presented, "<token>")
+            use = self.machine_use[name] = MachineUse()
+        use.last_seen = time.time()
+        return name
+
+    def warn(self, text: str) -> None:
+        """A warning every UI shows from now on (e.g. a machine's token fell back to the
+        config file because the keyring was unusable)."""
+        if text not in self.warnings:
+            self.warnings.append(text)
+        self._changed(now=True)
+
+    def _count_call(self, machine: str) -> None:
+        use = self.machine_use.get(machine)
+        if use is not None:
+            use.calls += 1
+
+    def add_machine(self, record: MachineRecord) -> None:
+        """A machine just added (its record is saved): its token works from now on."""
+        self.machines.add(record)
+        self.machine_records[record.name] = record
+        self._changed(now=True)
+
+    def revoke_machine(self, name: str) -> int:
+        """A machine just removed (its record is gone from the config): its next request is a
+        401, and its sessions end now (their waiting calls end ``session ended``). Returns
+        how many sessions ended."""
+        self.machines.remove(name)
+        self.machine_records.pop(name, None)
+        self.machine_use.pop(name, None)  # a machine added again under this name starts afresh
+        ended = [s.sid for s in self.sessions.all() if s.machine == name]
+        for sid in ended:
+            self.end_session(sid)
+        self._changed(now=True)
+        return len(ended)
+
+    @staticmethod
+    def _saved_last_seen(record: MachineRecord | None) -> float | None:
+        return None if record is None else record.last_seen
+
+    def machines_seen(self) -> dict[str, float]:
+        """When each machine besides ``default`` was last seen in this run (saved at stop)."""
+        return {n: u.last_seen for n, u in self.machine_use.items() if n in self.machine_records}
+
+    def machine_views(self) -> tuple[MachineView, ...]:
+        """``default`` first, then the others by name; sessions and use from this run."""
+        counts: dict[str, int] = {}
+        for s in self.sessions.all():
+            counts[s.machine] = counts.get(s.machine, 0) + 1
+        names = [DEFAULT, *sorted(self.machine_records)]
+        tunnels = {t.name: t for t in self.tunnels.views()} if self.tunnels is not None else {}
+        out = []
+        for name in names:
+            use = self.machine_use.get(name)
+            record = self.machine_records.get(name)
+            out.append(
+                MachineView(
+                    name,
+                    record.created if record is not None else None,
+                    use.last_seen if use is not None else self._saved_last_seen(record),
+                    use.calls if use is not None else 0,
+                    counts.get(name, 0),
+                    tunnels[name].state.value if name in tunnels else None,
+                )
+            )
+        return tuple(out)
+
     def note_unauthorized(self) -> None:
         self.unauthorized += 1
         n = self.unauthorized
@@ -296,32 +396,43 @@ class Bridge:
 
     # -- routing (the order of checks itself is in server.mcp.http) -------------------------
 
-    def touch_session(self, sid: str) -> Session | None:
-        """Step 6: the live session the header names (its idle timer refreshed), or None."""
-        session = self.sessions.touch(sid)
+    def touch_session(self, sid: str, machine: str | None = None) -> Session | None:
+        """Step 6: the live session the header names (its idle timer refreshed), or None;
+        with ``machine``, only a session that machine opened (ids never cross machines)."""
+        session = self.sessions.touch(sid, machine)
         if session is not None:
             self._changed()
         return session
 
     def dispatch(
-        self, msg: dict[str, Any], session: Session | None, handle: CallHandle | None = None
+        self,
+        msg: dict[str, Any],
+        session: Session | None,
+        handle: CallHandle | None = None,
+        machine: str = DEFAULT,
     ) -> Reply | Coroutine[Any, Any, Reply]:
-        """Step 9: run the method. ``session`` is None only for ``initialize``."""
+        """Step 9: run the method. ``session`` is None only for ``initialize``; ``machine``
+        is the one step 3 found from the token (a new session belongs to it)."""
         method: str = msg["method"]
         req_id = msg.get("id")
         if method == "initialize":
-            return self._initialize(msg)
+            return self._initialize(msg, machine)
         assert session is not None
         if method == "ping":
             return Reply(200, result_body(req_id, {}))
         if method == "tools/list":
             return Reply(200, self._listing_body(req_id))
         if method == "tools/call":
+            self._count_call(session.machine)
             return self.pipeline.tools_call(session, req_id, msg.get("params"), handle)
         return Reply(200, error_body(req_id, METHOD_NOT_FOUND, "method not found"))
 
     def dispatch_modern(
-        self, msg: dict[str, Any], env: Envelope, handle: CallHandle | None = None
+        self,
+        msg: dict[str, Any],
+        env: Envelope,
+        handle: CallHandle | None = None,
+        machine: str = DEFAULT,
     ) -> Reply | Coroutine[Any, Any, Reply]:
         """§ 9: a 2026-07-28 request, which passed its checks, has no session. A tools/call
         gets a one-call session (never in the table, so never granted "for this session")
@@ -338,10 +449,13 @@ class Bridge:
             body = b'{"jsonrpc":"2.0","id":' + json.dumps(req_id).encode() + b',"result":'
             return Reply(200, body + result + b"}")
         if method in ("tasks/get", "tasks/result", "tasks/cancel") and env.wants_tasks:
-            return self.tasks.request(method, req_id, msg.get("params"))
+            return self.tasks.request(method, req_id, msg.get("params"), machine)
         if method != "tools/call":
             return error_reply(req_id, METHOD_NOT_FOUND, "method not found")
-        session = self.sessions.one_call(env.client_name, env.client_version, MODERN_VERSION)
+        session = self.sessions.one_call(
+            env.client_name, env.client_version, MODERN_VERSION, machine
+        )
+        self._count_call(machine)
         if env.wants_tasks:  # a call that waits for a human becomes a task (server/core/tasks)
             task = self.tasks.call(self.pipeline.tools_call, session, req_id, msg.get("params"))
             return self._decorated(task)
@@ -357,11 +471,11 @@ class Bridge:
         reply.body = decorate_body(reply.body, __version__)
         return reply
 
-    def _initialize(self, msg: dict[str, Any]) -> Reply:
+    def _initialize(self, msg: dict[str, Any], machine: str = DEFAULT) -> Reply:
         params = msg.get("params")
         info = params.get("clientInfo") if isinstance(params, dict) else None
         protocol_version = negotiate_version(params)
-        session, evicted = self.sessions.create(info, protocol_version)
+        session, evicted = self.sessions.create(info, protocol_version, machine)
         if evicted is not None:
             self.broker.end_where(Ending.SESSION_ENDED, evicted.sid)
         self._changed()
@@ -381,10 +495,13 @@ class Bridge:
         self.broker.end_where(Ending.SESSION_ENDED, sid)
         return True
 
-    def remove_session(self, sid: str) -> bool:
-        """Drop the session from the table (later requests naming it get 404)."""
-        if self.sessions.remove(sid) is None:
+    def remove_session(self, sid: str, machine: str | None = None) -> bool:
+        """Drop the session from the table (later requests naming it get 404); with
+        ``machine``, only a session that machine opened."""
+        session = self.sessions.get(sid)
+        if session is None or (machine is not None and session.machine != machine):
             return False
+        self.sessions.remove(sid)
         self._changed()
         return True
 
@@ -457,13 +574,14 @@ class Bridge:
         assert self.loop is not None
         self.rulebook.add(which, texts, self.loop)
 
-    def explain(self, name: str, args: dict[str, Any]) -> Judgement:
-        """What would happen to this call now (no session grant counted): for "test a rule"."""
-        return self.pipeline.explain(name, args)
+    def explain(self, name: str, args: dict[str, Any], machine: str | None = None) -> Judgement:
+        """What would happen to this call now (no session grant counted): for "test a rule"
+        (``machine``: as if from that machine, so rules scoped to it count)."""
+        return self.pipeline.explain(name, args, machine)
 
     def grants(self) -> tuple[GrantView, ...]:
         return tuple(
-            GrantView(s.sid, s.client_name, g.tool, g.scope, g.label)
+            GrantView(s.sid, s.client_name, g.tool, g.scope, g.label, s.machine)
             for s in self.sessions.all()
             for g in s.grants
         )
@@ -548,6 +666,7 @@ class Bridge:
                     s.calls,
                     s.pending,
                     s.protocol_version,
+                    s.machine,
                 )
                 for s in self.sessions.all()
             ),
@@ -563,6 +682,7 @@ class Bridge:
             tunnels=self.tunnels.views() if self.tunnels is not None else (),
             exposure=self.exposure,
             log_path=log_path(),
+            machines=self.machine_views(),
         )
 
     def _audit_warning(self) -> tuple[str, ...]:

@@ -198,6 +198,7 @@ class CallPipeline:
             "id": call.id,
             "sid": call.session.sid_hash,  # session ids are secrets: a short hash only
             "client": call.session.client,
+            "machine": call.session.machine,  # from the token, never from clientInfo
             "tool": call.name,
             "phase": phase,
             "args": call.args,
@@ -239,7 +240,7 @@ class CallPipeline:
     def _prepare(self, call: Call) -> Outcome | Plan:
         """Every check that needs no waiting, judged by the one judge: a refusal, or the plan."""
         session = call.session
-        prep = self.prepare(call.name, call.args, session.grants)
+        prep = self.prepare(call.name, call.args, session.grants, session.machine)
         j = judge(prep.request)
         if prep.tool is None or prep.paths is None or not (j.runs or j.ruling is Ruling.ASK):
             return refusal(j)
@@ -258,9 +259,12 @@ class CallPipeline:
             plan.box_note = box_gate(prep.request.args, box_probe.status())
         return plan
 
-    def prepare(self, name: str, args: Any, grants: Sequence[Grant] = ()) -> Prepared:
+    def prepare(
+        self, name: str, args: Any, grants: Sequence[Grant] = (), machine: str | None = None
+    ) -> Prepared:
         """The judge's inputs for this call now (``grants``: the session's scoped grants,
-        :mod:`server.policy.grants`), with the I/O they need done here."""
+        :mod:`server.policy.grants`; ``machine``: the caller's, for scoped rules), with the
+        I/O they need done here."""
         return prepare_request(
             self.registry,
             self.policy,
@@ -271,6 +275,7 @@ class CallPipeline:
             grants=grants,
             paused=self.host.paused,
             closing=self.host.closing,
+            machine=machine,
         )
 
     def main_path(
@@ -339,6 +344,7 @@ class CallPipeline:
                     proposed_rule=self._proposal(call, step),
                     grant=grant,
                     on_created=lambda p: setattr(handle, "pending_id", p.id),
+                    machine=session.machine,
                 )
             finally:
                 session.pending -= 1
@@ -375,8 +381,7 @@ class CallPipeline:
         # client or the shutdown cancels this task while handle.task points at it.
         if step.tool.boxable:
             call.box = "outside" if step.ctx.outside_box else "in"
-        me = asyncio.current_task()
-        handle.task = me
+        handle.task = me = asyncio.current_task()
         meter = pools.QueueMeter()
         handle.cancel_on_disconnect = step.tool.cancel_on_disconnect
         try:
@@ -410,9 +415,10 @@ class CallPipeline:
         except (OSError, ValueError):
             return None
 
-    def explain(self, name: str, args: dict[str, Any]) -> Judgement:
-        """What would happen to this call now, no session grant counted: "test a rule"."""
-        return judge(self.prepare(name, args).request)
+    def explain(self, name: str, args: dict[str, Any], machine: str | None = None) -> Judgement:
+        """What would happen to this call now, no session grant counted: "test a rule"
+        (``machine``: as from that machine; None: rules scoped to a machine are left out)."""
+        return judge(self.prepare(name, args, machine=machine).request)
 
 
 def tier_of(cfg: Config) -> Callable[[Tool], Tier]:
@@ -458,6 +464,7 @@ def prepare_request(
     grants: Sequence[Grant] = (),
     paused: bool = False,
     closing: bool = False,
+    machine: str | None = None,
 ) -> Prepared:
     """The judge's inputs, for the live pipeline and the offline ``rules test`` alike.
 
@@ -512,6 +519,7 @@ def prepare_request(
         closing=closing,
         boxable=tool is not None and tool.boxable,
         box_available=box_probe.status().available,
+        machine=machine,
     )
     return Prepared(request, tool if paths is not None else None, paths)
 

@@ -26,6 +26,8 @@ from ..infra import logfile
 from ..infra.audit import pair_calls, recent_records
 from ..infra.config import Config, edit_config, log_path
 from ..infra.tokens import TokenSource
+from ..machines.identity import DEFAULT, MachineError, MachineNotFound, check_name
+from ..machines.store import add_machine, remove_machine, save_last_seen
 from ..mcp.http import McpServer
 from ..mcp.netlimits import LimitedHTTPServer, connection_caps
 from ..policy.judge import Judgement
@@ -38,7 +40,16 @@ from ..tunnels.install import install_remote
 from ..tunnels.plan import TunnelError, check_spec
 from ..tunnels.saved import forget_tunnel, save_tunnel
 from ..tunnels.supervisor import TunnelManager, ssh_config, ssh_env
-from ..types import GrantView, HumanDecision, PendingCall, ServerView, Snapshot, TunnelView
+from ..types import (
+    GrantView,
+    HumanDecision,
+    MachineView,
+    NewMachine,
+    PendingCall,
+    ServerView,
+    Snapshot,
+    TunnelView,
+)
 from .approvals import ApproverKind, Decision
 from .bridge import Bridge
 from .startup import Prepared, RunnerOptions, bind, prepare, url_for
@@ -191,6 +202,12 @@ class BridgeRunner:
             self._control_state.close()  # login page files
         await self.loop.run_in_executor(None, bridge.audit.flush, 2.0)
         bridge.audit.close(1.0)
+        seen = bridge.machines_seen()
+        if seen:  # "last seen" survives a restart (one config write, in a worker)
+            try:
+                await self.loop.run_in_executor(None, save_last_seen, bridge.config.path, seen)
+            except Exception as e:
+                log.warning("could not save when machines were last seen: %s", e)
         # Done serving. Say so now rather than after asyncio.run() returns: that waits for the
         # default executor, where a keyring call may hang for its whole timeout.
         if self.control is not None:
@@ -307,13 +324,52 @@ class BridgeRunner:
             key = current[int(key)]
         self._edit_rules(lst, [], [key])
 
-    def test_rule(self, tool: str, arguments: dict[str, Any]) -> Judgement:
+    def test_rule(
+        self, tool: str, arguments: dict[str, Any], machine: str | None = None
+    ) -> Judgement:
         bridge = self._bridge()
-        return self.call(lambda: bridge.explain(tool, arguments))
+        return self.call(lambda: bridge.explain(tool, arguments, machine))
 
     def revoke_grant(self, sid: str, tool: str) -> bool:
         bridge = self._bridge()
         return self.call(lambda: bridge.revoke_grant(sid, tool))
+
+    # machines (server/machines): the file and keyring work on this thread, then the loop
+
+    def machines(self) -> tuple[MachineView, ...]:
+        return self.call(self._bridge().machine_views)
+
+    def add_machine(self, name: str) -> NewMachine:
+        """Mint a token for ``name`` (saved first), then let it in; blocks on the keyring."""
+        bridge = self._bridge()
+        minted = add_machine(bridge.config.path, name, self.opts.keyring_store)
+        self.call(lambda: bridge.add_machine(minted.record))
+        if minted.warning is not None:
+            warning = minted.warning
+            self.call(lambda: bridge.warn(warning))
+        return NewMachine(
+            name, minted.token, clientconfig.snippet(self.url, minted.token), minted.warning
+        )
+
+    def remove_machine(self, name: str) -> bool:
+        """Revoke ``name``: removed from the config first (never works again, also after a
+        restart), then its sessions end and its next request is a 401. False: no such one."""
+        bridge = self._bridge()
+        if name == DEFAULT:
+            raise MachineError(
+                "the default machine cannot be removed; rotate its token with "
+                "'a2a-bridge token rotate' (other machines keep working)"
+            )
+        check_name(name)
+        try:
+            remove_machine(bridge.config.path, name, self.opts.keyring_store)
+        except MachineNotFound:
+            # Gone from the file (edited by hand) but maybe still let in: revoke it anyway.
+            if name not in self.call(lambda: tuple(bridge.machine_records)):
+                return False
+        self.call(lambda: bridge.revoke_machine(name))
+        log.info("machine %s removed: its token no longer works", name)
+        return True
 
     # upstream servers
 
@@ -463,7 +519,7 @@ class BridgeRunner:
                 f"tunnel {name} names no client: connect again with --client claude-code|codex|"
                 "gemini|generic"
             )
-        token = machine_token(self._bridge().tokens, name)
+        token = machine_token(self._bridge().tokens, name, lambda n: self.add_machine(n).token)
         url = f"http://127.0.0.1:{spec.remote_port}/"
         done = install_remote(spec.client, spec.target, url, token, ssh_config(), env=ssh_env())
         return done.describe()

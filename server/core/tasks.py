@@ -71,6 +71,7 @@ class Task:
     status: str = "working"  # working, completed, cancelled, failed
     result: Any = None  # the call's result object (or error) once done
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    machine: str = "default"  # whose token started it: no other machine may read or cancel it
 
 
 class TaskTable:
@@ -103,16 +104,20 @@ class TaskTable:
             return job.result()
         waiting.cancel()
         task = Task(secrets.token_hex(16), handle, job, time.monotonic())
+        task.machine = session.machine
         self.tasks[task.id] = task
         job.add_done_callback(lambda _: self._finished(task))
         return Reply(200, result_body(req_id, self._view(task, "task")))
 
-    def request(self, method: str, req_id: Any, params: Any) -> Reply | Coroutine[Any, Any, Reply]:
-        """``tasks/get``, ``tasks/result`` and ``tasks/cancel``."""
+    def request(
+        self, method: str, req_id: Any, params: Any, machine: str | None = None
+    ) -> Reply | Coroutine[Any, Any, Reply]:
+        """``tasks/get``, ``tasks/result`` and ``tasks/cancel``; with ``machine``, only a task
+        that machine started (another's is as unknown as an expired one)."""
         self._forget_old()
         task_id = params.get("taskId") if isinstance(params, dict) else None
         task = self.tasks.get(task_id) if isinstance(task_id, str) else None
-        if task is None:
+        if task is None or (machine is not None and task.machine != machine):
             return error_reply(req_id, INVALID_PARAMS, "unknown or expired taskId")
         if method == "tasks/get":
             return Reply(200, result_body(req_id, self._view(task, "complete")))

@@ -24,6 +24,7 @@ import platformdirs
 from .. import APP_NAME
 from ..box.policy import DEFAULT_READ_ALLOW, BoxConfig
 from ..errors import ConfigError
+from ..machines.identity import MachineRecord, parse_machines
 from ..policy.protected import DEFAULT_PRIVATE_ALLOW, known_removals
 from ..policy.rules import RuleError, RuleSet, parse_rules
 from ..present.textsafe import safe
@@ -117,6 +118,9 @@ class Config:
     )  # bash's additions (server/infra/childenv.py)
     box: BoxConfig = field(default_factory=BoxConfig)  # the box bash runs in (server/box)
     tunnels: tuple[TunnelSpec, ...] = ()  # ssh tunnels the app keeps up (server/tunnels)
+    # Remote machines besides ``default`` (server/machines): a token digest each, never the
+    # token unless the keyring was unusable.
+    machines: tuple[MachineRecord, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -176,6 +180,8 @@ KNOWN_KEYS: Final[dict[str, Schema]] = {
     "bash": {"env": {"pass": LEAF, "set": LEAF}},
     "box": {"read_allow": LEAF, "write_allow": LEAF, "network": LEAF},
     "tunnels": LEAF,  # an array; each entry's keys are checked by server/tunnels/plan.py
+    # written by the bridge (machines add): a digest each, the token only without a keyring
+    "machines": Named({"created": LEAF, "sha256": LEAF, "token": LEAF, "last_seen": LEAF}),
 }
 
 
@@ -456,6 +462,11 @@ def parse_config(path: str, raw: Any) -> Config:
         tunnels = parse_tunnels(raw.get("tunnels"))
     except TunnelError as e:
         raise ConfigError(f"invalid config at {path}: field 'tunnels': {e}") from None
+    try:
+        machines = parse_machines(raw.get("machines"))
+    except ValueError as e:
+        name, _, what = str(e).partition(": ")
+        raise _fail(path, name, what) from None
 
     return Config(
         path=path,
@@ -486,6 +497,7 @@ def parse_config(path: str, raw: Any) -> Config:
         bash_env=_bash(path, raw.get("bash")),
         box=_box(path, raw.get("box")),
         tunnels=tunnels,
+        machines=machines,
         raw=raw,
     )
 
@@ -557,7 +569,8 @@ def load_config(path: str | None = None) -> Config:
     except ValueError as e:
         raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
     config = parse_config(path, raw)  # a malformed field is named first
-    check_private(path, st, holds_token=config.token is not None)
+    holds = config.token is not None or any(m.token is not None for m in config.machines)
+    check_private(path, st, holds_token=holds)
     return config
 
 

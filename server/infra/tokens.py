@@ -74,10 +74,10 @@ class KeyringStore:
             raise KeyringUnavailable(f"no usable keyring backend ({type(kr).__name__})")
         return kr
 
-    def get(self) -> str | None:
+    def get(self, user: str = KEYRING_USER) -> str | None:
         def work() -> str | None:
             try:
-                return self._backend().get_password(KEYRING_SERVICE, KEYRING_USER)
+                return self._backend().get_password(KEYRING_SERVICE, user)
             except KeyringUnavailable:
                 raise
             except Exception as e:
@@ -85,16 +85,34 @@ class KeyringStore:
 
         return _call_with_timeout(work, self.timeout)
 
-    def set(self, token: str) -> None:
+    def set(self, token: str, user: str = KEYRING_USER) -> None:
         def work() -> None:
             try:
-                self._backend().set_password(KEYRING_SERVICE, KEYRING_USER, token)
+                self._backend().set_password(KEYRING_SERVICE, user, token)
             except KeyringUnavailable:
                 raise
             except Exception as e:
                 raise KeyringUnavailable(f"{type(e).__name__}: {e}") from None
 
         _call_with_timeout(work, self.timeout)
+
+    def delete(self, user: str) -> bool:
+        """Remove one entry (a revoked machine's secret); False when there was none."""
+
+        def work() -> bool:
+            import keyring.errors
+
+            try:
+                self._backend().delete_password(KEYRING_SERVICE, user)
+            except KeyringUnavailable:
+                raise
+            except keyring.errors.PasswordDeleteError:
+                return False
+            except Exception as e:
+                raise KeyringUnavailable(f"{type(e).__name__}: {e}") from None
+            return True
+
+        return bool(_call_with_timeout(work, self.timeout))
 
 
 @dataclass

@@ -40,7 +40,6 @@ from .protocol import (
     check_protocol_version,
     error_body,
     parse_message,
-    token_matches,
 )
 
 log = logging.getLogger(__name__)
@@ -116,7 +115,17 @@ class McpServer(httputil.HTTPServerConnectionDelegate):
 class McpExchange(httputil.HTTPMessageDelegate):
     """One request/response on a connection."""
 
-    __slots__ = ("answered", "chunks", "conn", "handle", "headers", "method", "server", "size")
+    __slots__ = (
+        "answered",
+        "chunks",
+        "conn",
+        "handle",
+        "headers",
+        "machine",
+        "method",
+        "server",
+        "size",
+    )
 
     def __init__(self, server: McpServer, conn: httputil.HTTPConnection) -> None:
         self.server = server
@@ -127,6 +136,7 @@ class McpExchange(httputil.HTTPMessageDelegate):
         self.headers: httputil.HTTPHeaders | None = None
         self.handle: CallHandle | None = None
         self.answered = False
+        self.machine = ""  # which machine's token the request carries (server/machines)
 
     # -- tornado callbacks ----------------------------------------------------------------------
 
@@ -215,12 +225,14 @@ class McpExchange(httputil.HTTPMessageDelegate):
         )
         if reject is not None:
             return reject.reply()
-        if not token_matches(bearer_token(headers.get("Authorization")), bridge.tokens.token):
+        machine = bridge.identify(bearer_token(headers.get("Authorization")))
+        if machine is None:
             bridge.note_unauthorized()
             return UNAUTHORIZED.reply()
+        self.machine = machine
         if method == "DELETE":
             sid = headers.get("mcp-session-id")
-            if sid and bridge.remove_session(sid):
+            if sid and bridge.remove_session(sid, machine):
                 # Its held calls end first, each with a bare 202 (see Bridge.end_held_calls).
                 bridge.end_held_calls(sid)
             return Reply(204)
@@ -255,7 +267,7 @@ class McpExchange(httputil.HTTPMessageDelegate):
             sid = headers.get("mcp-session-id")
             if sid is None:
                 return Reply(400, error_body(req_id, SERVER_ERROR, "missing mcp-session-id"))
-            session = bridge.touch_session(sid)
+            session = bridge.touch_session(sid, self.machine)
             if session is None:
                 return Reply(404, error_body(req_id, SERVER_ERROR, "unknown session"))
         reject = check_protocol_version(headers.get("MCP-Protocol-Version"), req_id)
@@ -267,7 +279,7 @@ class McpExchange(httputil.HTTPMessageDelegate):
             return Reply(202)
         if method == "tools/call":
             self.handle = CallHandle()
-        return bridge.dispatch(msg, session, self.handle)
+        return bridge.dispatch(msg, session, self.handle, self.machine)
 
     def _dispatch_modern(
         self, msg: dict[str, Any], version: str
@@ -282,7 +294,7 @@ class McpExchange(httputil.HTTPMessageDelegate):
             return Reply(202)  # no client-to-server notification means anything on this wire
         if msg["method"] == "tools/call":
             self.handle = CallHandle()
-        return self.server.bridge.dispatch_modern(msg, checked, self.handle)
+        return self.server.bridge.dispatch_modern(msg, checked, self.handle, self.machine)
 
     # -- writing ---------------------------------------------------------------------------------
 

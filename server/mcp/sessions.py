@@ -39,6 +39,9 @@ class Session:
     protocol_version: str = "2025-11-25"  # negotiated in initialize, shown with the client
     sid_hash: str = ""
     one_call: bool = False  # a 2026-07-28 request: no session, so nothing "for this session"
+    # The machine whose token opened it (server/machines), never what clientInfo claims; only
+    # that machine's requests may use the session (and so its grants).
+    machine: str = "default"
 
     def __post_init__(self) -> None:
         self.sid_hash = sid_hash(self.sid)
@@ -66,7 +69,7 @@ class SessionTable:
         return len(self._sessions)
 
     def create(
-        self, client_info: object, protocol_version: str = "2025-11-25"
+        self, client_info: object, protocol_version: str = "2025-11-25", machine: str = "default"
     ) -> tuple[Session, Session | None]:
         """A new session; returns it and the one evicted to make room, if any."""
         evicted = None
@@ -76,22 +79,27 @@ class SessionTable:
         now = self.clock()
         s = Session(secrets.token_hex(16), name, version, time.time(), now, time.time())
         s.protocol_version = protocol_version
+        s.machine = machine
         self._sessions[s.sid] = s
         return s, evicted
 
-    def one_call(self, name: str, version: str, protocol_version: str) -> Session:
+    def one_call(
+        self, name: str, version: str, protocol_version: str, machine: str = "default"
+    ) -> Session:
         """A session for one 2026-07-28 request: attributed like any other, never stored (that
         era has no sessions), so no grant "for this session" can ride on it."""
         now = self.clock()
         s = Session(secrets.token_hex(16), name, version, time.time(), now, time.time())
         s.protocol_version = protocol_version
         s.one_call = True
+        s.machine = machine
         return s
 
-    def touch(self, sid: str) -> Session | None:
-        """The live session with its idle timer refreshed, or None (an expired one is dropped)."""
+    def touch(self, sid: str, machine: str | None = None) -> Session | None:
+        """The live session with its idle timer refreshed, or None (an expired one is dropped;
+        one another machine opened is None too: a session id never crosses machines)."""
         s = self._sessions.get(sid)
-        if s is None:
+        if s is None or (machine is not None and s.machine != machine):
             return None
         now = self.clock()
         if now - s.last_seen > self.ttl_s:

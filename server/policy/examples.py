@@ -90,7 +90,7 @@ def examples(rule: Rule, which: RuleList, home: str | None = None) -> Examples:
     rules = RuleSet(**{which.value: (rule,)})
 
     def hit(args: dict[str, Any], real: str | None) -> bool:
-        return evaluate(rules, rule.tool, args, real).decision is which
+        return evaluate(rules, rule.tool, args, real, rule.machine).decision is which
 
     tried: list[tuple[str, dict[str, Any], str | None]] = []
     misses: list[tuple[str, dict[str, Any], str | None]] = []

@@ -70,6 +70,7 @@ class DecisionRequest:
     closing: bool = False
     boxable: bool = False  # the tool runs in the box when it runs unasked (bash)
     box_available: bool = False
+    machine: str | None = None  # the calling machine (from its token): scoped rules need it
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +139,7 @@ def judge(request: DecisionRequest) -> Judgement:
         return Judgement(Ruling.NOT_EXPOSED, Ground.NOT_EXPOSED, r.tool, r.tier)
     if r.invalid is not None:
         return Judgement(Ruling.REFUSE, Ground.INVALID, r.tool, r.tier, invalid=r.invalid)
-    match = evaluate(r.rules, r.tool, r.args, r.real)
+    match = evaluate(r.rules, r.tool, r.args, r.real, r.machine)
     outside = r.boxable and r.args.get("box") is False
     boxed = r.boxable and r.box_available and not outside
 

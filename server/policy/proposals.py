@@ -16,6 +16,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from ..present.secrets import scrub
 from ..present.textsafe import hidden_in
 from .bash.parse import SCRIPT_RUNNERS, SimpleCommand, analyze, program_index
 from .bash.wrappers import GLOBAL_OPTIONS, WRAPPERS, subcommand_starts
@@ -221,6 +222,9 @@ def savable(text: str) -> str | None:
         values += list(r.words)
     if hidden_in(values):
         return "it contains hidden characters (bidi, invisible or control characters)"
+    if scrub(text) != text:
+        # A token (or a piece of one) an agent echoed: a standing rule would show and save it.
+        return "it contains a secret the bridge holds (a token)"
     return None
 
 

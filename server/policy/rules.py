@@ -34,12 +34,13 @@ import re
 import shlex
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pathspec
 
 from ..errors import BridgeError
+from ..machines.identity import MachineNameError, check_name
 from .bash.parse import (
     Analysis,
     SimpleCommand,
@@ -95,6 +96,12 @@ class Rule:
     spec: pathspec.PathSpec | None = field(default=None, compare=False)
     args: tuple[ArgPattern, ...] = ()
     exact: bool = False  # ARGS: ", nothing else": the call has no argument the rule omits
+    # ``@laptop bash(...)``: the rule applies only to calls from that machine (its token);
+    # None: to every machine.
+    machine: str | None = None
+
+    def applies_to(self, machine: str | None) -> bool:
+        return self.machine is None or self.machine == machine
 
     def matches(self, tool: str, args: Mapping[str, Any], real: str | None, allow: bool) -> bool:
         """For ``kind`` BASH, use :meth:`matches_command` per simple command instead."""
@@ -366,6 +373,33 @@ def _split_rule(text: str) -> tuple[str, str | None]:
     return name.strip(), rest[:-1]
 
 
+def _split_machine(text: str) -> tuple[str | None, str]:
+    """``@laptop bash(git status)`` -> ``("laptop", "bash(git status)")``: a rule scoped to
+    one machine (``rules add --machine laptop``). No ``@``: ``(None, text)``."""
+    t = text.strip()
+    if not t.startswith("@"):
+        return None, text
+    name, _, rest = t[1:].partition(" ")
+    try:
+        check_name(name)
+    except MachineNameError as e:
+        raise RuleError(f"'@{name[:40]}': {e}") from None
+    if not rest.strip() or rest.strip().startswith("@"):
+        raise RuleError(f"expected a rule after @{name}, e.g. @{name} bash(git status)")
+    return name, rest
+
+
+def scoped(text: str, machine: str | None) -> str:
+    """A rule's text scoped to ``machine`` (``rules add --machine``); None: unchanged.
+    A text that already names a machine is refused rather than scoped twice."""
+    if machine is None:
+        return text
+    check_name(machine)
+    if text.strip().startswith("@"):
+        raise RuleError("the rule already names a machine (@NAME); drop --machine or the @NAME")
+    return f"@{machine} {text.strip()}"
+
+
 def parse_rule(
     text: str, *, home: str | None = None, base: str | None = None, allow: bool = False
 ) -> Rule:
@@ -376,6 +410,10 @@ def parse_rule(
     """
     if not isinstance(text, str):
         raise RuleError("must be a string")
+    machine, text = _split_machine(text)
+    if machine is not None:
+        rule = parse_rule(text, home=home, base=base, allow=allow)
+        return replace(rule, text=f"@{machine} {rule.text}", machine=machine)
     tool, pattern = _split_rule(text)
     if not TOOL_NAME.match(tool):
         raise RuleError(f"{tool!r} is not a tool name (letters, digits, _ . -)")
@@ -549,8 +587,15 @@ class Verdict:
         return f"{self.decision.value}: {self.rule}" if self.decision and self.rule else None
 
 
-def evaluate(rules: RuleSet, tool: str, args: Mapping[str, Any], real: str | None) -> Verdict:
-    """deny, then ask, then allow; the first list with a match wins."""
+def evaluate(
+    rules: RuleSet,
+    tool: str,
+    args: Mapping[str, Any],
+    real: str | None,
+    machine: str | None = None,
+) -> Verdict:
+    """deny, then ask, then allow; the first list with a match wins. A rule scoped to a
+    machine (``@laptop ...``) counts only when ``machine`` is that one."""
     analysis = None
     if not any(r.tool == tool for which in ORDER for r in rules.get(which)):
         return Verdict(None)  # no rule names this tool: nothing to parse
@@ -560,7 +605,7 @@ def evaluate(rules: RuleSet, tool: str, args: Mapping[str, Any], real: str | Non
     for which in ORDER:
         allow = which is RuleList.ALLOW
         for i, rule in enumerate(rules.get(which)):
-            if rule.tool != tool:
+            if rule.tool != tool or not rule.applies_to(machine):
                 continue
             if rule.kind is Kind.BASH and analysis is not None:
                 if allow:
@@ -573,26 +618,36 @@ def evaluate(rules: RuleSet, tool: str, args: Mapping[str, Any], real: str | Non
             elif rule.matches(tool, args, real, allow):
                 return Verdict(which, rule.text, i, analysis.unsafe if analysis else None)
         unreadable = analysis is not None and analysis.unsafe is not None
-        if which is RuleList.DENY and unreadable and any(r.tool == "bash" for r in rules.deny):
+        if (
+            which is RuleList.DENY
+            and unreadable
+            and any(r.tool == "bash" and r.applies_to(machine) for r in rules.deny)
+        ):
             # Deny rules exist and something in the command (eval of a computed string, a
             # parse error...) could hide a denied command from the search: ask, never run it
             # unattended, even on an allow tier.
             assert analysis is not None
             return Verdict(RuleList.ASK, None, None, analysis.unsafe)
         if allow and analysis is not None and analysis.unsafe is None:
-            decided = _allow_bash(rules.allow, analysis.commands)
+            decided = _allow_bash(rules.allow, analysis.commands, machine)
             if decided is not None:
                 return Verdict(which, rules.allow[decided].text, decided)
     return Verdict(None, None, None, analysis.unsafe if analysis else None)
 
 
-def _allow_bash(allow: Sequence[Rule], commands: Sequence[SimpleCommand]) -> int | None:
+def _allow_bash(
+    allow: Sequence[Rule], commands: Sequence[SimpleCommand], machine: str | None = None
+) -> int | None:
     """Index of the rule to name when every command matches an allow rule, else None.
 
     The named rule is the one that matched the first command (the rest are in the same call).
     """
     first: int | None = None
-    bash_rules = [(i, r) for i, r in enumerate(allow) if r.tool == "bash" and r.kind is Kind.BASH]
+    bash_rules = [
+        (i, r)
+        for i, r in enumerate(allow)
+        if r.tool == "bash" and r.kind is Kind.BASH and r.applies_to(machine)
+    ]
     for n, cmd in enumerate(commands):
         hit = next((i for i, r in bash_rules if r.matches_command(cmd, True)), None)
         if hit is None:

@@ -10,7 +10,15 @@ from ..policy.judge import Judgement
 from ..policy.paths import Escalation, EscalationKind
 from ..policy.proposals import savable
 from ..policy.rules import RuleList, RuleSet, Verdict
-from ..types import GrantView, PendingCall, ServerView, SessionView, Snapshot, TunnelView
+from ..types import (
+    GrantView,
+    MachineView,
+    PendingCall,
+    ServerView,
+    SessionView,
+    Snapshot,
+    TunnelView,
+)
 from ..vocab import Ground, Ruling, Tier
 from .boxview import placement_json, status_json
 from .exposure import exposure_json
@@ -39,6 +47,7 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
         "session": sid_hash(p.sid),
         "sid_hash": sid_hash(p.sid),
         "client": client.text,
+        "machine": p.machine,  # from the token: a checked name, no agent text
         "tool": tool.text,
         "summary": p.summary,
         "hidden": hidden,
@@ -113,6 +122,7 @@ def session_json(s: SessionView) -> dict[str, Any]:
         "session": sid_hash(s.sid),
         "sid_hash": sid_hash(s.sid),
         "client": client.text,
+        "machine": s.machine,  # from the token: a checked name, no agent text
         "version": version.text,
         "hidden": client.hidden or version.hidden,
         "created": s.created,
@@ -141,6 +151,7 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
         "grants": [grant_json(g) for g in snap.grants],
         "box": status_json(snap.box),
         "tunnels": [tunnel_json(t) for t in snap.tunnels],
+        "machines": [machine_json(m) for m in snap.machines],
         # What is exposed (roots, tiers changed from the defaults, withheld tools) and the log.
         **_exposure_keys(snap),
     }
@@ -175,6 +186,18 @@ def tunnel_json(t: TunnelView) -> dict[str, Any]:
     }
 
 
+def machine_json(m: MachineView) -> dict[str, Any]:
+    """A machine as the UIs list it; never its token (the bridge holds only a digest)."""
+    return {
+        "name": m.name,
+        "created": m.created,
+        "last_seen": m.last_seen,
+        "calls": m.calls,
+        "sessions": m.sessions,
+        "tunnel": m.tunnel,
+    }
+
+
 def grant_json(g: GrantView) -> dict[str, Any]:
     """An "Allow for this session" grant. The client name is agent text (rendered like
     everywhere else); ``sid`` is for revoking through the API only, ``session`` is what a UI
@@ -183,6 +206,7 @@ def grant_json(g: GrantView) -> dict[str, Any]:
         "sid": g.sid,
         "session": sid_hash(g.sid),
         "client": shorten(g.client, 80).text,
+        "machine": g.machine,
         "tool": g.tool,
         "scope": shorten(g.scope, 200).text,  # holds the agent's words: rendered
         "label": shorten(g.label, 300).text,
@@ -236,6 +260,10 @@ def audit_call_json(call: dict[str, Any]) -> dict[str, Any]:
         "ts": rec.get("ts"),
         "sid": rec.get("sid"),
         "client": texts["client"] and texts["client"].text,
+        # a checked name from the bridge's own record; older records have none
+        "machine": shorten(rec["machine"], 40).text
+        if isinstance(rec.get("machine"), str)
+        else None,
         "tool": texts["tool"] and texts["tool"].text,
         "args": texts["args"] and texts["args"].text,
         "hidden": any(t.hidden for t in texts.values() if t is not None),

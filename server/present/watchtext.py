@@ -44,9 +44,11 @@ def describe(p: dict[str, Any], now: float | None = None) -> str:
     now = time.time() if now is None else now
     waited = max(now - float(p.get("arrived") or now), 0.0)
     session = safe_line(p.get("session") or str(p.get("sid", ""))[:8])
+    machine = p.get("machine")  # from the token (server/machines); the client is its claim
+    where = f" on {safe_line(machine)}" if isinstance(machine, str) and machine else ""
     head = (
         f"── {safe_line(p.get('id'))}: {safe_line(p.get('tool'))} from "
-        f"{safe_line(p.get('client'))} (session {session}), waiting {waited:.0f} s"
+        f"{safe_line(p.get('client'))}{where} (session {session}), waiting {waited:.0f} s"
     )
     left = countdown_text(p, now)
     lines = [head + (f", {left}" if left else "")]

@@ -176,7 +176,7 @@ def test_the_installed_command_runs():
     assert os.path.exists(exe), "pip install -e . installs the a2a-bridge command"
     r = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    for verb in ("serve", "tray", "watch", "rules", "client-config"):
+    for verb in ("serve", "tray", "watch", "rules", "machines", "client-config"):
         assert verb in r.stdout, (verb, r.stdout)
 
 

@@ -362,6 +362,7 @@ def test_session_grants_are_listed_and_revocable(ruled):
             "sid": c.sid,
             "session": session,
             "client": "granted",
+            "machine": "default",  # from the token: the grant is this machine's session's
             "tool": "write",
             "scope": root,
             "label": label,

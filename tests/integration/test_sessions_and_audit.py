@@ -122,7 +122,7 @@ def test_audit_records_every_call_including_refused(start_bridge):
         assert c.sid not in f.read()
     assert first["start"]["ts"] <= first["done"]["ts"]
     assert set(first["done"]) >= {
-        "ts", "id", "sid", "client", "tool", "phase", "args", "isError", "outcome",
+        "ts", "id", "sid", "client", "machine", "tool", "phase", "args", "isError", "outcome",
         "decided_by", "wait_ms", "duration_ms",
     }  # fmt: skip
     assert calls[3]["start"]["tool"] == ""

@@ -476,3 +476,35 @@ def test_what_rules_allow_is_what_bash_runs(tmp_path, command):
         " ".join(w.text if w.literal else "*" for w in c.words) for c in analyze(command).commands
     ]
     assert len(ran) <= len(expected) or "||" in command or "&&" in command
+
+
+# -- rules scoped to a machine (``rules add --machine NAME``) -----------------------------------
+
+
+def test_a_rule_scoped_to_a_machine_matches_only_its_calls():
+    from omp_a2a_bridge.server.policy.rules import RuleSet, evaluate, parse_rule
+
+    allow = parse_rule("@laptop bash(git status)", allow=True)
+    assert allow.machine == "laptop" and allow.text == "@laptop bash(git status)"
+    rules = RuleSet(allow=(allow,))
+    args = {"command": "git status"}
+    assert evaluate(rules, "bash", args, None, "laptop").decision == "allow"
+    assert evaluate(rules, "bash", args, None, "desk").decision is None
+    assert evaluate(rules, "bash", args, None, None).decision is None
+    deny = RuleSet(deny=(parse_rule("@desk read"),), allow=(parse_rule("read", allow=True),))
+    assert evaluate(deny, "read", {}, "/x", "desk").decision == "deny"
+    assert evaluate(deny, "read", {}, "/x", "laptop").decision == "allow"
+
+
+def test_scoping_a_rule_and_bad_scopes():
+    import pytest
+
+    from omp_a2a_bridge.server.policy.rules import RuleError, parse_rule, scoped
+
+    assert scoped("bash(ls)", "laptop") == "@laptop bash(ls)"
+    assert scoped("bash(ls)", None) == "bash(ls)"
+    with pytest.raises(RuleError, match="already names a machine"):
+        scoped("@desk bash(ls)", "laptop")
+    for bad in ("@ bash(ls)", "@Laptop bash(ls)", "@laptop", "@laptop @desk bash(ls)"):
+        with pytest.raises(RuleError):
+            parse_rule(bad)
