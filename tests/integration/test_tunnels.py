@@ -38,9 +38,9 @@ def _up(running, name: str = "testremote"):
     )
 
 
-def _remote_client_works(port: int) -> bool:
+def _remote_client_works(port: int, token: str = TOKEN) -> bool:
     """An MCP client on the remote side: initialize and list tools through the forward."""
-    c = Mcp(port)
+    c = Mcp(port, token=token)
     try:
         assert c.initialize().status == 200
         listed = c.rpc("tools/list")
@@ -205,7 +205,11 @@ def test_install_writes_a_private_merged_config_and_no_command_line_shows_the_to
         f.write(existing)
     os.chmod(path, 0o644)
     rport = free_port()
-    with CmdlineScanner(TOKEN) as scan:
+    added = cli("machines", "add", "testremote", "--json")  # the tunnel's machine: its own token
+    assert added.returncode == 0, added.stderr
+    mtoken = json.loads(added.stdout)["token"]
+    assert mtoken != TOKEN
+    with CmdlineScanner(mtoken) as scan:
         r = cli(
             "connect", "--client", client, "--install", "--remote-port", str(rport),
             ssh_server.target,
@@ -213,7 +217,7 @@ def test_install_writes_a_private_merged_config_and_no_command_line_shows_the_to
     assert r.returncode == 0, r.stdout + r.stderr
     assert scan.found == [], scan.found
     assert scan.scans > 3 and scan.seen_ssh > 0  # it looked while ssh ran
-    assert TOKEN not in r.stdout + r.stderr
+    assert TOKEN not in r.stdout + r.stderr and mtoken not in r.stdout + r.stderr
     assert f"testremote:~/{rel}:" in r.stdout and "omp-host added" in r.stdout
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     with open(path) as f:
@@ -222,19 +226,20 @@ def test_install_writes_a_private_merged_config_and_no_command_line_shows_the_to
         doc = tomllib.loads(text)
         assert text.startswith("# mine\n") and doc["model"] == "o3"
         entry = doc["mcp_servers"]["omp-host"]
-        assert entry["http_headers"] == {"Authorization": f"Bearer {TOKEN}"}
+        assert entry["http_headers"] == {"Authorization": f"Bearer {mtoken}"}
     else:
         doc = json.loads(text)
         assert doc.get("numStartups", 3) == 3 and doc.get("theme", "dark") == "dark"
         entry = doc["mcpServers"]["omp-host"]
-        assert entry["headers"] == {"Authorization": f"Bearer {TOKEN}"}
+        assert entry["headers"] == {"Authorization": f"Bearer {mtoken}"}
     assert doc["mcpServers" if client != "codex" else "mcp_servers"]["docs"]
     assert entry.get("url", entry.get("httpUrl")) == f"http://127.0.0.1:{rport}/"
     leftovers = [n for n in os.listdir(os.path.dirname(path)) if ".a2a-" in n]
     assert leftovers == []
-    # what the file says reaches the bridge through the tunnel
+    # what the file says reaches the bridge through the tunnel, as machine testremote
     _up(tunnel_bridge)
-    assert _remote_client_works(rport)
+    assert _remote_client_works(rport, mtoken)
+    assert [x.machine for x in tunnel_bridge.runner.snapshot().sessions] == ["testremote"]
     # the same again changes nothing
     again = cli("tunnels")  # still listed
     assert "testremote" in again.stdout
@@ -342,3 +347,29 @@ def test_connecting_again_keeps_a_working_forward(tunnel_bridge, ssh_server, cli
     assert again.returncode == 0, again.stdout + again.stderr
     assert tunnel_pids(rport) == [pid]  # the same ssh: nothing dropped
     assert _tunnel(tunnel_bridge).attempts == 1
+
+
+def test_install_for_a_new_machine_enrolls_it_with_its_own_token(tunnel_bridge, ssh_server, cli):
+    """Connecting a machine the bridge does not know gives it an identity (machines add): the
+    remote config holds that machine's token, not the default one, and revoking the machine
+    cuts exactly that client."""
+    rport = free_port()
+    r = cli("connect", "--client", "claude-code", "--install", "--remote-port", str(rport),
+            ssh_server.target)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    listed = json.loads(cli("machines", "list", "--json").stdout)["machines"]
+    assert [m["name"] for m in listed] == ["default", "testremote"]
+    with open(_remote_file(ssh_server, ".claude.json")) as f:
+        header = json.load(f)["mcpServers"]["omp-host"]["headers"]["Authorization"]
+    mtoken = header.removeprefix("Bearer ")
+    assert mtoken != TOKEN and mtoken not in r.stdout + r.stderr
+    _up(tunnel_bridge)
+    assert _remote_client_works(rport, mtoken)
+    assert cli("machines", "rm", "testremote").returncode == 0
+    c = Mcp(rport, token=mtoken)
+    try:
+        assert c.rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                     "clientInfo": {"name": "x", "version": "1"}}).status == 401  # fmt: skip
+    finally:
+        c.close()
+    assert _remote_client_works(rport)  # the default token still works through it
