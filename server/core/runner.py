@@ -31,7 +31,7 @@ from ..policy.judge import Judgement
 from ..policy.rules import RuleError, RuleList, RuleSet, edit_raw_rules
 from ..present import clientconfig
 from ..present.views import audit_call_json
-from ..types import GrantView, HumanDecision, PendingCall, ServerView, Snapshot
+from ..types import BatchOutcome, GrantView, HumanDecision, PendingCall, ServerView, Snapshot
 from .approvals import ApproverKind, Decision
 from .bridge import Bridge
 from .startup import Prepared, RunnerOptions, bind, prepare, url_for
@@ -251,6 +251,17 @@ class BridgeRunner:
         bridge = self._bridge()
         d = HumanDecision(call_id, Decision(decision), reason, approver, rule)
         return self.call(lambda: bridge.decide(d))
+
+    def decide_batch(
+        self,
+        ids: list[str],
+        decision: Decision | str,
+        reason: str | None = None,
+        approver: str | None = ApproverKind.TRAY,
+    ) -> BatchOutcome:
+        bridge = self._bridge()
+        d = Decision(decision)
+        return self.call(lambda: bridge.decide_batch(list(ids), d, reason, approver))
 
     def pending_call(self, call_id: str) -> PendingCall | None:
         bridge = self._bridge()
