@@ -235,10 +235,8 @@ def diff_text_lines(change: dict[str, Any] | None, limit: int | None = None) -> 
         return ["no change: the file already has this content"]
     if kind in ("none", "unknown"):
         return [f"no diff: {change.get('why')}"]
-    lines = [
-        f"{op}{text}" if op != Op.NOTE.value else f"\\ {text}"
-        for op, text in change.get("lines", [])
-    ]
+    lead = {Op.NOTE.value: "\\ ", Op.HUNK.value: ""}
+    lines = [f"{lead.get(op, op)}{text}" for op, text in change.get("lines", [])]
     if limit is not None and len(lines) > limit:
         lines = [*lines[:limit], f"… {len(lines) - limit} more diff lines"]
     return lines

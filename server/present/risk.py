@@ -32,6 +32,23 @@ class Risk(enum.StrEnum):
     OUTSIDE_WRITE = "outside_write"  # writes outside the configured roots
 
 
+# A cue in a few words, for a menu label or a notification (the full text is in the details).
+SHORT = {
+    Risk.SHELL_PIPE: "pipes into a shell",
+    Risk.FORCE_PUSH: "force push",
+    Risk.RECURSIVE_DELETE: "recursive delete",
+    Risk.OUTSIDE_WRITE: "writes outside the roots",
+}
+
+
+def short_text(cue: dict[str, Any]) -> str:
+    """The few words for a cue from a preview's ``risks`` (unknown kinds: its text)."""
+    try:
+        return SHORT[Risk(cue.get("risk"))]
+    except ValueError:
+        return str(cue.get("text") or "risk")
+
+
 @dataclass(frozen=True, slots=True)
 class Cue:
     risk: Risk
