@@ -177,7 +177,8 @@ from omp_a2a_bridge.server.policy.proposals import NO_RULE_FALLBACK, why_no_rule
             "no rule may cover it",
         ),
         (
-            "write", {"path": "a.lock", "content": ""}, "/p/a.lock", {"ask_rule": "write(**/*.lock)"},
+            "write", {"path": "a.lock", "content": ""}, "/p/a.lock",
+            {"ask_rule": "write(**/*.lock)"},
             "the ask rule write(**/*.lock) matches it, so an allow rule would never apply",
         ),
         (
@@ -195,7 +196,8 @@ from omp_a2a_bridge.server.policy.proposals import NO_RULE_FALLBACK, why_no_rule
         ),
         (
             "mcp__db__query", {"q": {"nested": 1}}, None, {},
-            "an argument is an object, an array or a non-finite number: no rule can name it exactly",
+            "an argument is an object, an array or a non-finite number: "
+            "no rule can name it exactly",
         ),
         (
             "mcp__db__query", {"bad name": 1}, None, {},
