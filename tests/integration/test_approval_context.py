@@ -163,3 +163,103 @@ def test_an_edit_waits_with_its_diff_and_a_pipe_into_a_shell_with_its_cue(ctl):
     assert t1[1][0].text.startswith("replaced 1 occurrence")
     with open(os.path.join(root, "app.py"), newline="") as f:
         assert f.read() == "def main():\r\n    return 2\r\n"
+
+
+class PtyWatch:
+    """``a2a-bridge watch`` writing to a pseudo-terminal (so it redraws its prompt like on a real
+    one), its input a pipe; the terminal's output is read continuously on a thread."""
+
+    def __init__(self) -> None:
+        import pty
+        import subprocess
+        import sys
+        import threading
+
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "omp_a2a_bridge.server", "watch"],
+            stdin=subprocess.PIPE,
+            stdout=slave,
+            stderr=subprocess.PIPE,
+            env=dict(os.environ),
+        )
+        os.close(slave)
+        self.buf = bytearray()
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            with self.lock:
+                self.buf += chunk
+
+    @property
+    def out(self) -> str:
+        with self.lock:
+            return self.buf.decode("utf-8", "replace").replace("\r\x1b[K", "\n")
+
+    def wait_out(self, text: str, after: int = 0) -> str:
+        wait_for(lambda: text in self.out[after:], WAIT)
+        return self.out
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        os.close(self.master)
+
+
+def test_watch_in_a_terminal_shows_who_else_waits_moves_and_decides_the_one_shown(ctl, outside):
+    import re
+
+    w = PtyWatch()
+    try:
+        wait_for(lambda: "terminal (watch)" in ctl.runner.snapshot().approvers, WAIT)
+        calls = {
+            i: in_thread(
+                slow_client(ctl, "claude-code").call, "read", {"path": f"{outside}/f{i}.txt"}
+            )
+            for i in range(3)
+        }
+        waiting(ctl, 3)
+        text = w.wait_out("2 more waiting")
+        assert "[n]ext / [p]revious" in text
+        assert "3 of this kind: [aa] approve all 3 / [dd] deny all" in text
+        first = re.findall(r"── (a\d+): read", text)[0]
+        mark = len(text)
+        w.send("n")  # the next waiting call is shown
+        text = w.wait_out("(this is 2 of 3)", mark)
+        shown = re.findall(r"── (a\d+): read", text[mark:])[0]
+        assert shown != first
+        mark = len(text)
+        w.send("a")  # decides the call on screen, not the first one
+        w.wait_out("→ approve", mark)
+        left = wait_for(
+            lambda: len(p := status(ctl)["pending"]) == 2 and [x["id"] for x in p], WAIT
+        )
+        assert shown not in left and first in left
+        text = w.wait_out("1 more waiting", mark)
+        mark = len(text)
+        w.send("aa")  # all of this kind: exactly the two listed on screen
+        text = w.wait_out("→ approved 2 calls", mark)
+        assert sorted(
+            re.findall(r"a\d+", text[mark:].split("→ approved 2 calls: ")[1])[:2]
+        ) == sorted(left)
+        for t, _ in calls.values():
+            t.join(WAIT)
+        assert all(out[0].text.startswith("    1\tcontent") for _, out in calls.values())
+    finally:
+        w.close()
+    done = [r for r in ctl.audit() if r.get("phase") == "done" and r.get("tool") == "read"]
+    assert [(r["outcome"], r["decided_by"]) for r in done] == [("ok", "user")] * 3
