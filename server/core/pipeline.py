@@ -328,6 +328,7 @@ class CallPipeline:
             if call.name in ("write", "edit") and real is not None:
                 before = await pools.run(pools.Pool.FILE, read_before, real, DIFF_READ_MAX)
                 out["change"] = change_view(call.name, call.args, before)
+                step.ctx.shown_digest = before.digest  # what an approval of this diff covers
             cwd = self._real_cwd(step, call.args)
             cues = call_cues(
                 call.name, call.args, escalation=step.escalation, roots=self.policy.roots, cwd=cwd

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,15 @@ class Before:
     text: str | None = None
     size: int | None = None
     why: str | None = None  # UNREADABLE: the OS's words
+    digest: str | None = None  # TEXT: sha256 of the bytes read; MISSING: "missing"
+
+
+MISSING_DIGEST = "missing"
+
+
+def digest_of(raw: bytes) -> str:
+    """What an approved change checks the file against (server/tools/files.py)."""
+    return hashlib.sha256(raw).hexdigest()
 
 
 class EditProblem(ValueError):

@@ -44,7 +44,7 @@ SHORT = {
 def short_text(cue: dict[str, Any]) -> str:
     """The few words for a cue from a preview's ``risks`` (unknown kinds: its text)."""
     try:
-        return SHORT[Risk(cue.get("risk"))]
+        return SHORT[Risk(str(cue.get("risk")))]
     except ValueError:
         return str(cue.get("text") or "risk")
 

@@ -13,7 +13,15 @@ from typing import Any
 from ..policy import safeopen
 from ..policy.paths import CallPaths, PathPolicy
 from ..policy.walk import EntryGate, shown_name
-from ..present.diffview import Before, BeforeState, EditProblem, apply_edit
+from ..present.diffview import (
+    DIFF_READ_MAX,
+    MISSING_DIGEST,
+    Before,
+    BeforeState,
+    EditProblem,
+    apply_edit,
+    digest_of,
+)
 from ..vocab import Tier
 from . import pools
 from .base import Tool, ToolContext, ToolError, ToolResult
@@ -131,6 +139,10 @@ class WriteTool(Tool):
                 f"{ctx.limits.write_max_bytes}-byte limit"
             )
         path = ctx.resolve(shown)
+        if ctx.approved and ctx.shown_digest is not None:
+            before = read_before(path, DIFF_READ_MAX)
+            if before.digest != ctx.shown_digest:
+                raise ToolError(f"{shown}: {CHANGED_SINCE_SHOWN}")
         existed = safe_write(path, data, shown)
         what = "replaced" if existed else "created"
         return ToolResult.text(f"wrote {len(data)} bytes to {shown} ({what})")
@@ -194,6 +206,7 @@ class EditTool(Tool):
             raise io_error(e, shown) from None
         finally:
             os.close(fd)
+        unchanged_since_shown(ctx, raw, shown)
         if is_binary(raw[:SNIFF_BYTES]):
             raise ToolError(f"{shown}: binary file; edit works on text files only")
         try:
@@ -208,13 +221,25 @@ class EditTool(Tool):
         return ToolResult.text(f"replaced {count} occurrence{'s' if count > 1 else ''} in {shown}")
 
 
+CHANGED_SINCE_SHOWN = (
+    "the file changed after the diff you approved was made; nothing was done (call again)"
+)
+
+
+def unchanged_since_shown(ctx: ToolContext, raw: bytes, shown: str) -> None:
+    """An approved change applies only to the file its diff was made from (What the human sees
+    is what runs): another writer in between makes it refuse, never apply to other text."""
+    if ctx.approved and ctx.shown_digest is not None and digest_of(raw) != ctx.shown_digest:
+        raise ToolError(f"{shown}: {CHANGED_SINCE_SHOWN}")
+
+
 def read_before(path: str, max_bytes: int) -> Before:
     """The file at the real ``path`` as an approval shows it (a file worker; never follows a
     symlink, never blocks on a FIFO): its text, or why there is none to compare."""
     try:
         fd, st = safeopen.open_read(path)
     except FileNotFoundError:
-        return Before(BeforeState.MISSING)
+        return Before(BeforeState.MISSING, digest=MISSING_DIGEST)
     except safeopen.NotRegular as e:
         return Before(BeforeState.UNREADABLE, why=e.what)
     except (OSError, safeopen.PathChanged) as e:
@@ -232,7 +257,7 @@ def read_before(path: str, max_bytes: int) -> Before:
     if is_binary(raw[:SNIFF_BYTES]):
         return Before(BeforeState.BINARY, size=len(raw))
     try:
-        return Before(BeforeState.TEXT, raw.decode("utf-8"), len(raw))
+        return Before(BeforeState.TEXT, raw.decode("utf-8"), len(raw), digest=digest_of(raw))
     except UnicodeDecodeError:
         return Before(BeforeState.NOT_UTF8, size=len(raw))
 

@@ -263,3 +263,35 @@ def test_watch_in_a_terminal_shows_who_else_waits_moves_and_decides_the_one_show
         w.close()
     done = [r for r in ctl.audit() if r.get("phase") == "done" and r.get("tool") == "read"]
     assert [(r["outcome"], r["decided_by"]) for r in done] == [("ok", "user")] * 3
+
+
+def test_an_approved_change_never_applies_to_a_file_that_changed_since_its_diff(ctl):
+    """What the human sees is what runs: the diff was made from one file; if another writer
+    changes it (or creates the file a write was to create) before the approval, nothing is
+    done and the agent is told to call again."""
+    root = ctl.env["root"]
+    path = os.path.join(root, "conf.txt")
+    with open(path, "w") as f:
+        f.write("mode = safe\nlevel = 1\n")
+    edit = {"path": "conf.txt", "old_string": "level = 1", "new_string": "level = 2"}
+    t1, out1 = in_thread(slow_client(ctl, "claude-code").call, "edit", edit)
+    t2, out2 = in_thread(
+        slow_client(ctl, "claude-code").call, "write", {"path": "new.txt", "content": "mine\n"}
+    )
+    snap = waiting(ctl, 2)
+    kinds = {p["tool"]: p["preview"]["change"]["kind"] for p in snap["pending"]}
+    assert kinds == {"edit": "diff", "write": "new"}
+    with open(path, "w") as f:  # another writer, after the diff was shown
+        f.write("mode = DANGER\nlevel = 1\n")
+    with open(os.path.join(root, "new.txt"), "w") as f:
+        f.write("theirs\n")
+    for p in snap["pending"]:
+        assert ctl.runner.decide(p["id"], "approve")
+    t1.join(WAIT)
+    t2.join(WAIT)
+    for out in (out1, out2):
+        assert "changed after the diff you approved was made; nothing was done" in out[0].text
+    with open(path) as f:
+        assert f.read() == "mode = DANGER\nlevel = 1\n"
+    with open(os.path.join(root, "new.txt")) as f:
+        assert f.read() == "theirs\n"
