@@ -25,7 +25,7 @@ from typing import Any
 from .textsafe import shorten
 
 CONTEXT = 3  # unchanged lines around each change
-DIFF_LINES_MAX = 4000  # a middle larger than this (either side) is not matched line by line
+DIFF_LINES_MAX = 1000  # a middle larger than this (either side) is not matched line by line
 SHOWN_LINES_MAX = 120  # diff lines carried in a preview
 LINE_MAX = 200  # characters per shown line (head…tail and length beyond)
 BLOCK_HEAD = 40  # lines shown of a block too large to match
@@ -162,7 +162,7 @@ def diff_lines(before: str, after: str) -> dict[str, Any]:
         lo = max(head - CONTEXT, 0)
         a_win = a[lo : len(a) - max(tail - CONTEXT, 0)]
         b_win = b[lo : len(b) - max(tail - CONTEXT, 0)]
-        matcher = difflib.SequenceMatcher(None, a_win, b_win, autojunk=False)
+        matcher = difflib.SequenceMatcher(None, a_win, b_win)  # autojunk: bounded time
         for group in matcher.get_grouped_opcodes(CONTEXT):
             i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
             out.append([Op.HUNK.value, f"@@ -{lo + i1 + 1},{i2 - i1} +{lo + j1 + 1},{j2 - j1} @@"])
