@@ -107,11 +107,12 @@ def test_no_trailing_newline_is_marked():
 
 
 def test_the_output_is_bounded():
-    before = "".join(f"{i}\n" for i in range(3000))
-    after = "".join(f"{i}!\n" for i in range(3000))
+    before = "".join(f"{i}\n" for i in range(900))
+    after = "".join(f"{i}!\n" for i in range(900))
     c = diff_lines(before, after)
     assert len(c["lines"]) == SHOWN_LINES_MAX + 1 and c["truncated"]
-    assert c["added"] == 3000 and c["removed"] == 3000
+    assert c["added"] == 900 and c["removed"] == 900
+    assert c["lines"][-1] == ["\\", f"… {900 * 2 + 1 - SHOWN_LINES_MAX} more diff lines"]
     long = diff_lines("a\n", "x" * 100_000 + "\n")
     assert all(len(t) <= LINE_MAX + 40 for _, t in long["lines"])
 
