@@ -4,7 +4,10 @@ While it runs it is an attached approver (its events socket counts), so prompt-t
 for it. It shows one pending call at a time — a bounded, safe preview (head and tail of a huge
 write, counts, the reason it needs a human, the working directory, a live countdown to the
 auto-deny) — and reads ``[a]pprove / allow for [s]ession / [A]lways / [d]eny`` or ``f`` (the
-full call, fetched on demand). A call decided elsewhere, timed out or withdrawn leaves the
+full call, fetched on demand). Under the call it says how many others wait ("2 more waiting");
+``n``/``p`` show the next or previous one (every key decides the call on screen), and ``aa``/
+``dd`` approve or deny all calls of its kind that the screen last listed, by id
+(:mod:`server.present.batch`). A call decided elsewhere, timed out or withdrawn leaves the
 prompt at once. When the bridge goes away it reconnects (a restarted bridge has a new control
 file). Ctrl-C or SIGTERM exits at once; end of input exits too.
 

@@ -433,3 +433,24 @@ def test_a_call_without_a_proposal_says_always_allow_is_not_offered(tray):
     tray.click(tray.find("Deny", item.submenu))
     th.join(10)
     assert out[0].text == "denied by the user"
+
+
+def test_approve_all_of_one_kind_from_the_tray(tray, tmp_path):
+    """The tray's *All 2 of this kind* lists the calls and *Approve all 2* runs exactly them."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    calls = []
+    for i in range(2):
+        (outside / f"{i}.txt").write_text(f"t{i}")
+        calls.append(
+            in_thread(tray.client("claude-code").call, "read", {"path": f"{outside}/{i}.txt"})
+        )
+    group = tray.wait_item("All 2 of this kind: 2 × read", 30)
+    listed = [i.text for i in group.submenu if i.text.startswith("a")]
+    # Each covered call by id and its summary (head…tail: the file name stays visible).
+    assert sorted(t.split("elsewhere/")[1].split(" ")[0] for t in listed) == ["0.txt", "1.txt"]
+    tray.click(tray.find("Approve all 2", group.submenu))
+    for t, _ in calls:
+        t.join(30)
+    assert sorted(out[0].text for _, out in calls) == ["    1\tt0", "    1\tt1"]
+    wait_for(lambda: tray.find("All 2 of this kind") is None, 30)
