@@ -46,6 +46,7 @@ from ..policy.grants import Grant, covering, offer, project_of
 from ..policy.judge import DecisionRequest, Judgement, judge
 from ..policy.paths import CallPaths, Escalation, PathPolicy, always_asks
 from ..policy.proposals import propose, why_no_rule
+from ..policy.protected import EscalationKind
 from ..policy.rulebook import RuleBook
 from ..policy.rules import PATH_TOOLS, RuleList, RuleSet
 from ..present.diffview import DIFF_READ_MAX, change_view
@@ -339,7 +340,7 @@ class CallPipeline:
                 call.name,
                 call.args,
                 real,
-                always_asks=esc.text if esc is not None and always_asks(esc) else None,
+                always_asks=_asks_always(esc),
                 ask_rule=step.rule if j is not None and j.match.decision is RuleList.ASK else None,
                 guard=j is not None and j.ground is Ground.GUARD,
                 base=self.policy.roots[0],
@@ -453,6 +454,22 @@ class CallPipeline:
     def explain(self, name: str, args: dict[str, Any]) -> Judgement:
         """What would happen to this call now, no session grant counted: "test a rule"."""
         return judge(self.prepare(name, args).request)
+
+
+_ALWAYS_ASKS_WORDS = {
+    EscalationKind.PROTECTED: "a protected location",
+    EscalationKind.PERSISTENCE: "a persistence location",
+    EscalationKind.OWN_FILE: "one of the bridge's own files",
+    EscalationKind.UNCHECKED: "a call too large to check for protected paths",
+}
+
+
+def _asks_always(esc: Escalation | None) -> str | None:
+    """``a protected location (SSH keys)``: the short words of an escalation that always asks
+    (the card shows its path above), or None."""
+    if esc is None or not always_asks(esc):
+        return None
+    return f"{_ALWAYS_ASKS_WORDS.get(esc.kind, 'a protected location')} ({esc.category})"
 
 
 def tier_of(cfg: Config) -> Callable[[Tool], Tier]:
