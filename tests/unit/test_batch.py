@@ -53,20 +53,29 @@ def test_sessions_of_one_client_group_but_never_across_clients_or_machines():
     assert batch_key(read(1, sid="s1")) == batch_key(read(2, sid="s2"))
     assert batch_key(read(1, client="claude-code")) != batch_key(read(2, client="codex"))
     assert batches([read(1, client="claude-code"), read(2, client="codex")]) == []
-    # Sessions carry a machine once machines land: the key includes it (origin_of).
-    Machine = dataclasses.make_dataclass("M", [("machine", str)], bases=())
+    # Calls carry their session's machine once machines land (PendingCall.machine): the key
+    # includes it (origin_of), so two machines' calls never share a batch.
     one, two = read(1), read(2)
     assert origin_of(one) == ("default", "claude-code")
+    a, b = on_machine(one, "laptop"), on_machine(two, "ci-box")
+    assert origin_of(a) == ("laptop", "claude-code")
+    assert batch_key(a) != batch_key(b)
+    assert batches([a, b]) == []
+    assert batches([a, on_machine(two, "laptop")]) != []
+
+
+def on_machine(p: PendingCall, machine: str):
+    """``p`` from ``machine``: the real field when PendingCall has it, else a stand-in."""
+    if "machine" in PendingCall.__dataclass_fields__:
+        return dataclasses.replace(p, machine=machine)  # type: ignore[call-arg]
 
     class OnMachine:
-        def __init__(self, p: PendingCall, machine: str) -> None:
-            self.__dict__.update({f: getattr(p, f) for f in p.__dataclass_fields__})
+        def __init__(self) -> None:
+            for f in PendingCall.__dataclass_fields__:
+                setattr(self, f, getattr(p, f))
             self.machine = machine
 
-    assert Machine  # the field name the machines work adds to sessions and calls
-    a, b = OnMachine(one, "laptop"), OnMachine(two, "ci-box")
-    assert batch_key(a) != batch_key(b)  # type: ignore[arg-type]
-    assert batches([a, b]) == []  # type: ignore[list-item]
+    return OnMachine()
 
 
 def test_scope_is_the_proposed_rule_and_the_escalation_kind():
