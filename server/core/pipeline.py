@@ -359,12 +359,10 @@ class CallPipeline:
             return ToolResult.text(str(e), True)
 
     async def _run_plan(self, call: Call, step: Plan, handle: CallHandle) -> Outcome:
-        session, name = call.session, call.name
-        wait_ms = 0
+        session, name, wait_ms = call.session, call.name, 0
         if step.needs_human:
             waited = time.monotonic()
             grant = await self._grant_offer(call, step)
-            context = await self._ask_context(call, step)
             session.pending += 1
             try:
                 verdict = await self.broker.wait(
@@ -379,7 +377,7 @@ class CallPipeline:
                     proposed_rule=self._proposal(call, step),
                     grant=grant,
                     on_created=lambda p: setattr(handle, "pending_id", p.id),
-                    context=context,
+                    context=await self._ask_context(call, step),  # diff, risk cues, no-rule why
                 )
             finally:
                 session.pending -= 1
