@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .preview import call_hidden
 from .textsafe import shorten
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ def origin_of(p: PendingCall) -> tuple[str, ...]:
 
 def batch_key(p: PendingCall) -> BatchKey | None:
     """The call's key, or None when it is never part of a batch."""
-    if p.proposed_rule is None or p.hidden:
+    if p.proposed_rule is None or call_hidden(p):
         return None
     esc = p.escalation
     kind = None if esc is None else str(getattr(esc, "kind", "")) or "other"
