@@ -127,6 +127,59 @@ function size(n) {
   return n >= 1048576 ? `${(n / 1048576).toFixed(1)} MB` : n >= 1024 ? `${(n / 1024).toFixed(1)} KB` : `${n} bytes`;
 }
 
+// -- Context and batches: risk cues, the diff of a write/edit, Approve/Deny all N ---------------
+// (server/present/risk.py, diffview.py, batch.py compute them; every text arrives rendered safe.)
+
+// Risk cues: hints shown first on the card, never a decision (the judge decided it asks).
+function riskCues(p) {
+  const risks = (p.preview || {}).risks || [];
+  return risks.map((r) => el("p", { class: `risk risk-${r.risk}`, role: "note" }, `⚠ ${r.text}`));
+}
+
+// What a write/edit will change, from the file as it was when the call started waiting.
+function diffView(change) {
+  if (!change) return [];
+  if (change.kind === "new") return [el("p", { class: "label change new-file" }, `new file (${change.lines.toLocaleString()} lines)`)];
+  if (change.kind === "same") return [el("p", { class: "label change" }, "no change: the file already has this content")];
+  if (change.kind !== "diff") return [el("p", { class: "label change" }, `no diff: ${change.why}`)];
+  const eol = change.eol === "crlf" ? " · CRLF line endings" : "";
+  const head = el("p", { class: "label change" }, `diff: +${change.added} −${change.removed} lines${eol}` + (change.occurrences > 1 ? ` · ${change.occurrences} occurrences` : ""));
+  const rows = change.lines.map(([op, text]) => el("span", { class: `d d-${{ "+": "add", "-": "del", "@": "hunk", " ": "same" }[op] || "note"}` }, op === "\\" ? `\\ ${text}` : op === "@" ? text : `${op}${text}`));
+  const pre = el("pre", { class: "diff", "aria-label": "diff of the change" });
+  pre.append(...rows);
+  return [head, pre];
+}
+
+// No "Always allow": the bridge's reason for this very call.
+function noAlwaysText(p) {
+  const why = (p.preview || {}).no_rule;
+  return `No “Always allow” for this call: ${why || "no rule can name exactly this call"}`;
+}
+
+async function decideBatch(ids, decision) {
+  try {
+    const out = await api("POST", "/api/batch", { ids, decision });
+    const gone = out.gone.length ? ` (${out.gone.length} no longer waiting)` : "";
+    toast(`${decision === "deny" ? "Denied" : "Approved"} ${out.decided.length}${gone}`);
+  } catch (e) { toast(e.message); }
+}
+
+// Approve/Deny all N of one kind: lists exactly the calls the buttons decide (by id).
+function renderBatches(s) {
+  const batches = s.batches || [];
+  const key = JSON.stringify(batches.map((b) => b.ids));
+  if (key === renderBatches.key) return;
+  renderBatches.key = key;
+  $("batches").replaceChildren(...batches.map((b) => el("div", { class: "batch", "data-key": b.key },
+    el("p", { class: "label" }, `${b.count} waiting calls of one kind: ${b.tool} ${b.scope} from ${b.client}`),
+    el("ul", {}, ...b.ids.map((id, i) => el("li", {}, el("code", {}, id), ` ${b.summaries[i] || ""}`))),
+    el("div", { class: "actions" },
+      el("button", { type: "button", class: "approve", onclick: () => decideBatch(b.ids, "approve") }, `Approve all ${b.count}`),
+      el("button", { type: "button", class: "deny", onclick: () => decideBatch(b.ids, "deny") }, `Deny all ${b.count}`)),
+  )));
+}
+// -- end of context and batches ---------------------------------------------------------------
+
 // The bounded context from the snapshot: working directory, size, a short diff preview.
 function context(p) {
   const v = p.preview || {};
@@ -137,7 +190,8 @@ function context(p) {
   if (v.size && typeof v.size.chars === "number") {
     parts.push(el("p", { class: "label size" }, `writes ${v.size.chars.toLocaleString()} characters, ${v.size.lines.toLocaleString()} lines (${size(v.size.bytes)})`));
   }
-  if (v.size && v.size.old) {
+  parts.push(...diffView(v.change));
+  if (v.size && v.size.old && !(v.change && v.change.kind === "diff")) {
     parts.push(el("p", { class: "label size" }, `replaces ${v.size.old.chars.toLocaleString()} characters with ${v.size.new.chars.toLocaleString()}` + (v.replace_all ? " (every occurrence)" : "")));
   }
   return parts;
@@ -208,6 +262,7 @@ function pendingCard(p) {
     el("p", { class: "meta" }, el("span", { class: "who" }, metaText(p)), el("span", { class: "countdown" }, countdown(p))),
   );
   if (p.hidden) card.append(hiddenBadge());
+  card.append(...riskCues(p));
   const box = boxLine(p.box);
   if (box) card.append(box);
   const why = escalationBox(p.escalation);
@@ -301,7 +356,7 @@ function allowSession(p) {
 }
 
 function alwaysAllow(p) {
-  if (!p.proposed_rule) return [el("span", { class: "muted no-always" }, "No “Always allow” for this call: no rule can name exactly this call")];
+  if (!p.proposed_rule) return [el("span", { class: "muted no-always" }, noAlwaysText(p))];
   const lines = p.proposed_rule.split("\n").length;
   const rule = el("textarea", { class: "rule-edit", rows: String(lines), spellcheck: "false", "aria-label": `Rule to save for ${p.tool}` });
   rule.value = p.proposed_rule;
@@ -416,6 +471,7 @@ function render() {
   for (const card of [...list.children]) if (!ids.has(card.dataset.id)) card.remove();
   const shown = new Set([...list.children].map((c) => c.dataset.id));
   for (const p of s.pending) if (!shown.has(p.id)) list.append(pendingCard(p));
+  renderBatches(s);
   tick();
   focusHash();
 

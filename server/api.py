@@ -36,6 +36,7 @@ from .errors import AlreadyRunning, BridgeError, StartupError
 from .policy.judge import Judgement
 from .policy.rules import RuleList, RuleSet
 from .types import (
+    BatchOutcome,
     DecisionError,
     Exposure,
     GrantView,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AlreadyRunning",
     "ApproverKind",
+    "BatchOutcome",
     "BridgeApi",
     "BridgeControl",
     "BridgeError",
@@ -95,6 +97,19 @@ class BridgeControl(Protocol):
     ) -> bool:
         """Apply a human decision; False when the call no longer waits. ``rule``: the edited
         rule(s) "Always allow" saves (raises when invalid or when no rule can apply)."""
+        ...
+
+    def decide_batch(
+        self,
+        ids: list[str],
+        decision: Decision | str,
+        reason: str | None = None,
+        approver: str | None = None,
+    ) -> BatchOutcome:
+        """*Approve all N* / *Deny all N*: approve or deny exactly the calls ``ids`` (as listed
+        when the human clicked; never a call that arrives after), which must all be of one
+        kind (:mod:`server.present.batch`). Ids no longer waiting come back in ``gone``;
+        raises :class:`DecisionError` (nothing decided) when the calls are not of one kind."""
         ...
 
     def pause(self, paused: bool) -> None:

@@ -41,6 +41,15 @@ class DecisionError(BridgeError, ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    """What one *Approve all N* / *Deny all N* did: the ids it decided, and the ids that had
+    stopped waiting (decided elsewhere, timed out, withdrawn) before it applied."""
+
+    decided: tuple[str, ...]
+    gone: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class UpstreamInfo:
     """What an approver sees about an upstream tool (its description and annotations are the
     upstream's words: shown, never used to decide)."""

@@ -82,6 +82,11 @@ class MenuActions:
         elif kind == ActionKind.DENY_ALL and snap is not None:
             for p in snap.pending:
                 api.decide(p.id, Decision.DENY, approver=ApproverKind.TRAY)
+        elif kind == ActionKind.BATCH:
+            decision, *ids = rest
+            out = api.decide_batch(list(ids), Decision(decision), approver=ApproverKind.TRAY)
+            if out.gone:
+                app.notify(f"{len(out.gone)} of those calls were no longer waiting.")
         elif kind == ActionKind.END_SESSION:
             api.end_session(rest[0])
         elif kind == ActionKind.RESTART_SERVER:

@@ -12,7 +12,9 @@ import time
 from dataclasses import dataclass
 
 from omp_a2a_bridge.server.api import Decision, PendingCall, RuleList, Snapshot
+from omp_a2a_bridge.server.present.batch import Batch, batches
 from omp_a2a_bridge.server.present.boxview import placement_json, status_text
+from omp_a2a_bridge.server.present.diffview import diff_summary, diff_text_lines
 from omp_a2a_bridge.server.present.preview import (
     call_hidden,
     escalation_json,
@@ -20,6 +22,7 @@ from omp_a2a_bridge.server.present.preview import (
     short_session,
     shows_arguments,
 )
+from omp_a2a_bridge.server.present.risk import short_text
 from omp_a2a_bridge.server.present.textsafe import HIDDEN_WARNING, safe, shorten
 from omp_a2a_bridge.server.present.timefmt import ago
 
@@ -31,6 +34,7 @@ class ActionKind(enum.StrEnum):
 
     DECIDE = "decide"  # call id, decision
     DENY_ALL = "deny_all"
+    BATCH = "batch"  # decision, then the ids it covers (as listed when the menu was built)
     END_SESSION = "end_session"  # sid
     RESTART_SERVER = "restart_server"  # server name
     RULE_REMOVE = "rule_remove"  # list, rule text
@@ -125,7 +129,31 @@ def pending_label(p: PendingCall, now: float) -> str:
     label = f"{head} ({_shorten(p.client, 24)}, {when})"
     if p.box is not None and not p.box.inside:
         label += f" · ⚠ {OUTSIDE_LABEL}"
+    risks = (p.preview or {}).get("risks")
+    if isinstance(risks, list) and risks and isinstance(risks[0], dict):
+        label += f" · ⚠ {', '.join(short_text(r) for r in risks if isinstance(r, dict))}"
     return f"⚠ {HIDDEN_WARNING} · {label}" if call_hidden(p) else label
+
+
+def risk_texts(p: PendingCall) -> list[str]:
+    """The call's risk cues (server/present/risk.py): hints shown first, never a decision."""
+    risks = (p.preview or {}).get("risks")
+    if not isinstance(risks, list):
+        return []
+    return [str(r.get("text")) for r in risks if isinstance(r, dict) and r.get("text")]
+
+
+DIFF_MENU_LINES = 12  # diff lines in a call's submenu (the page shows all of it)
+
+
+def diff_lines_for_menu(p: PendingCall) -> list[str]:
+    """``Change: +3 −1 lines`` and the first diff lines of a write/edit, each one line."""
+    change = (p.preview or {}).get("change")
+    if not isinstance(change, dict):
+        return []
+    lines = [f"Change: {_shorten(diff_summary(change) or '', 80)}"]
+    lines += [_shorten(x, 90) for x in diff_text_lines(change, DIFF_MENU_LINES)]
+    return lines
 
 
 def call_context(p: PendingCall) -> tuple[str, ...]:
@@ -133,6 +161,7 @@ def call_context(p: PendingCall) -> tuple[str, ...]:
     lines: list[str] = []
     if call_hidden(p):
         lines.append(f"⚠ {HIDDEN_WARNING} (shown escaped)")
+    lines += [f"⚠ Risk: {_shorten(t, 90)}" for t in risk_texts(p)]
     esc = escalation_json(p.escalation)
     if esc is not None:
         what = f"{esc['category']}: {esc['path']}" if esc.get("category") else esc["text"]
@@ -148,6 +177,9 @@ def call_context(p: PendingCall) -> tuple[str, ...]:
     size = pv.get("size")
     if isinstance(size, dict) and "chars" in size:
         lines.append(f"Writes {size['chars']} characters, {size['lines']} lines")
+    diff = diff_lines_for_menu(p)
+    if diff:
+        lines += diff
     elif isinstance(size, dict) and "old" in size:
         lines.append(
             f"Replaces {size['old']['chars']} characters with {size['new']['chars']}"
@@ -243,7 +275,7 @@ def pending_items(snap: Snapshot, now: float) -> list[Item]:
             SEPARATOR,
             Item("Approve", (ActionKind.DECIDE, p.id, Decision.APPROVE)),
             *session_items(p),
-            *always_allow_items(p.id, p.proposed_rule),
+            *always_allow_items(p.id, p.proposed_rule, (p.preview or {}).get("no_rule")),
             *run_outside_items(p),
             Item("Deny", (ActionKind.DECIDE, p.id, Decision.DENY)),
         )
@@ -251,11 +283,31 @@ def pending_items(snap: Snapshot, now: float) -> list[Item]:
         if p.upstream is not None and p.upstream.changed:
             label += " · changed since approved"
         items.append(Item(f"Approve: {label}", submenu=decisions))
+    items += [batch_item(b) for b in batches(snap.pending)]
     if len(snap.pending) > 1:
         items.append(Item(f"Deny all ({len(snap.pending)})", (ActionKind.DENY_ALL,)))
     if snap.pending:
         items.append(SEPARATOR)
     return items
+
+
+def batch_item(b: Batch) -> Item:
+    """ "All 3 of this kind: 3 × read ~/other/** (claude-code)": the calls it covers (their
+    summaries, safe), then *Approve all 3* / *Deny all 3*, which name exactly those ids."""
+    n = len(b.ids)
+    covered = tuple(
+        Item(f"{cid}: {_shorten(summary, 80)}", enabled=False)
+        for cid, summary in zip(b.ids, b.summaries, strict=True)
+    )
+    return Item(
+        f"All {n} of this kind: {_shorten(b.label, 80)}",
+        submenu=(
+            *covered,
+            SEPARATOR,
+            Item(f"Approve all {n}", (ActionKind.BATCH, Decision.APPROVE, *b.ids)),
+            Item(f"Deny all {n}", (ActionKind.BATCH, Decision.DENY, *b.ids)),
+        ),
+    )
 
 
 def sessions_menu(snap: Snapshot, now: float) -> Item:
@@ -358,12 +410,15 @@ def session_items(p: PendingCall) -> tuple[Item, ...]:
     return (Item(shorten(label, 120).text, (ActionKind.DECIDE, p.id, Decision.ALLOW_SESSION)),)
 
 
-def always_allow_items(call_id: str, proposal: str | None) -> tuple[Item, ...]:
+def always_allow_items(
+    call_id: str, proposal: str | None, why: str | None = None
+) -> tuple[Item, ...]:
     """ "Always allow: bash(git log *)" — the rule it saves; a disabled line saying why not when
-    there is no proposal (a call that always asks, arguments no rule can name exactly, hidden
-    characters: the bridge decided that once, in ``server.policy.proposals.savable``)."""
+    there is no proposal, with the bridge's reason for this call (``why``: an escalation that
+    always asks, a redirect, an ask rule, hidden characters — server.policy.proposals)."""
     if not proposal:
-        return (Item(NO_ALWAYS, enabled=False),)
+        text = f"Always allow: not offered ({_shorten(why, 90)})" if why else NO_ALWAYS
+        return (Item(text, enabled=False),)
     label = _shorten(" + ".join(proposal.splitlines()), RULE_MAX)
     return (Item(f"Always allow: {label}", (ActionKind.DECIDE, call_id, Decision.ALLOW_ALWAYS)),)
 
@@ -415,6 +470,10 @@ def notification_for(new: list[PendingCall], total: int, now: float | None = Non
             parts.append(f"why: {_shorten(why or '', 56)}")
         if p.box is not None and not p.box.inside:
             parts.append(f"⚠ {OUTSIDE_LABEL}")
+        parts += [f"⚠ {_shorten(t, 56)}" for t in risk_texts(p)[:2]]
+        change = diff_summary((p.preview or {}).get("change"))
+        if change:
+            parts.append(_shorten(change, 56))
         if p.deadline is not None:
             parts.append(countdown(p, now))
         if shows_arguments(p.tool):
@@ -422,4 +481,7 @@ def notification_for(new: list[PendingCall], total: int, now: float | None = Non
             parts.append(f"{n} argument{'s' if n != 1 else ''}")
         text = " · ".join(parts)
         return f"⚠ {HIDDEN_WARNING}: {text}" if call_hidden(p) else text
+    kinds = batches([*new]) if len(new) > 1 else []
+    if kinds:
+        return f"{total} tool calls waiting for approval ({kinds[0].label}: approve or deny all)"
     return f"{total} tool calls waiting for approval"

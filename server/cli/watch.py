@@ -4,7 +4,10 @@ While it runs it is an attached approver (its events socket counts), so prompt-t
 for it. It shows one pending call at a time — a bounded, safe preview (head and tail of a huge
 write, counts, the reason it needs a human, the working directory, a live countdown to the
 auto-deny) — and reads ``[a]pprove / allow for [s]ession / [A]lways / [d]eny`` or ``f`` (the
-full call, fetched on demand). A call decided elsewhere, timed out or withdrawn leaves the
+full call, fetched on demand). Under the call it says how many others wait ("2 more waiting");
+``n``/``p`` show the next or previous one (every key decides the call on screen), and ``aa``/
+``dd`` approve or deny all calls of its kind that the screen last listed, by id
+(:mod:`server.present.batch`). A call decided elsewhere, timed out or withdrawn leaves the
 prompt at once. When the bridge goes away it reconnects (a restarted bridge has a new control
 file). Ctrl-C or SIGTERM exits at once; end of input exits too.
 
@@ -29,14 +32,16 @@ from typing import Any, TextIO
 from ..control.client import ControlClient
 from ..errors import ControlError
 from ..present.watchtext import (
-    NO_ALWAYS,
     NO_SESSION,
     RUN_OUTSIDE_KEY,
+    batch_lines,
     countdown_text,
     describe,
     describe_full,
+    no_always_text,
     remaining,
     safe_line,
+    waiting_line,
 )
 from ..vocab import ApproverKind, Decision
 
@@ -54,6 +59,9 @@ PROMPT_NO_RULE = "[a]pprove / allow for [s]ession / [d]eny? ([f] full call) "
 # No session grant can cover the call (escalated, ``rm``...): no [s].
 PROMPT_NO_GRANT = "[a]pprove / [A]lways allow calls like this / [d]eny? ([f] full call) "
 PROMPT_ONCE = "[a]pprove / [d]eny? ([f] full call) "
+# Moving between waiting calls, and deciding all calls of the shown one's kind at once.
+MOVES = {"n": 1, "p": -1}
+BATCH_ANSWERS = {"aa": Decision.APPROVE, "dd": Decision.DENY}
 
 
 def prompt_for(p: dict[str, Any]) -> str:
@@ -135,6 +143,9 @@ class Watcher:
         self.events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self.client: ControlClient | None = first
         self.live: dict[str, dict[str, Any]] = {}
+        self.batches: dict[str, dict[str, Any]] = {}  # call id -> its batch (snapshot JSON)
+        self.shown_batch: list[str] = []  # the ids the batch listing on screen named
+        self.shown_waiting = ""  # the "N more waiting" line last shown
         self.answered: set[str] = set()
         self.current: dict[str, Any] | None = None
         self.stage = "decision"  # or "reason" (a deny's reason) or "rule" (an "always" rule)
@@ -248,15 +259,51 @@ class Watcher:
         """Show the next waiting call not answered yet, unless one is on screen."""
         if self.current is not None:
             return
-        for pid, p in self.live.items():
-            if pid not in self.answered:
-                self.current, self.stage = p, "decision"
-                self.screen.write(describe(p))
-                self.prompt()
+        for p in self.live.values():
+            if p["id"] not in self.answered:
+                self.show(p)
                 return
+
+    def waiting(self) -> list[str]:
+        """The ids still waiting and not answered here, in arrival order."""
+        return [pid for pid in self.live if pid not in self.answered]
+
+    def context_lines(self, p: dict[str, Any]) -> list[str]:
+        """How many others wait (and the keys to move), and what "all of this kind" covers."""
+        ids = self.waiting()
+        batch = self.batches.get(p["id"])
+        self.shown_batch = list(batch["ids"]) if batch else []
+        pos = ids.index(p["id"]) + 1 if p["id"] in ids else 1
+        self.shown_waiting = waiting_line(pos, max(len(ids), 1), len(self.shown_batch))
+        lines = [self.shown_waiting] if self.shown_waiting else []
+        return lines + (batch_lines(batch) if batch else [])
+
+    def show(self, p: dict[str, Any]) -> None:
+        self.current, self.stage = p, "decision"
+        self.screen.write(describe(p))
+        for line in self.context_lines(p):
+            self.screen.write(line)
+        self.prompt()
+
+    def move(self, step: int) -> None:
+        """``n``/``p``: show the next or previous waiting call (wrapping around)."""
+        current = self.current
+        ids = self.waiting()
+        if current is None or len(ids) < 2 or current["id"] not in ids:
+            self.screen.write("   (no other call is waiting)")
+            self.prompt()
+            return
+        nxt = ids[(ids.index(current["id"]) + step) % len(ids)]
+        self.show(self.live[nxt])
 
     def on_snapshot(self, data: dict[str, Any]) -> None:
         self.live = {p["id"]: p for p in data.get("pending", []) if isinstance(p, dict)}
+        self.batches = {
+            cid: b
+            for b in data.get("batches", []) or []
+            if isinstance(b, dict)
+            for cid in b.get("ids", [])
+        }
         self.answered &= set(self.live)
         current = self.current
         if current is not None and current["id"] not in self.live:
@@ -267,7 +314,20 @@ class Watcher:
             self.current = None
         elif current is not None:
             self.current = self.live[current["id"]]
+            self.refresh_context(self.current)
         self.pick()
+
+    def refresh_context(self, p: dict[str, Any]) -> None:
+        """Others arrived or left while this call is shown: say so (and list the new batch),
+        so "all of this kind" always covers what the screen last listed."""
+        if self.stage != "decision":
+            return
+        before = (self.shown_waiting, self.shown_batch)
+        lines = self.context_lines(p)
+        if (self.shown_waiting, self.shown_batch) != before:
+            for line in lines or ["   (no other call is waiting)"]:
+                self.screen.write(line)
+            self.prompt()
 
     def on_tick(self, current: dict[str, Any]) -> None:
         left = remaining(current)
@@ -290,6 +350,10 @@ class Watcher:
             await self.on_rule_line(p, line)
         elif line.strip() == "f":
             await self.show_full(p)
+        elif line.strip() in MOVES:
+            self.move(MOVES[line.strip()])
+        elif line.strip() in BATCH_ANSWERS:
+            await self.answer_batch(p, BATCH_ANSWERS[line.strip()])
         else:
             await self.on_decision(p, ANSWERS.get(line.strip()))
 
@@ -298,7 +362,7 @@ class Watcher:
             decision = None  # not a call that would run in the box
         if decision is Decision.ALLOW_ALWAYS and not p.get("proposed_rule"):
             decision = None  # no rule can cover this call: approve it instead
-            self.screen.write(f"   {NO_ALWAYS}")
+            self.screen.write(f"   {no_always_text(p.get('preview') or {})}")
         if decision is Decision.ALLOW_SESSION and not p.get("session_grant"):
             decision = None  # no grant as narrow as the call: approve it instead
             self.screen.write(f"   {NO_SESSION}")
@@ -353,6 +417,34 @@ class Watcher:
         self.answered.add(p["id"])
         self.current = None
         await self.send(p, decision, reason, rule)
+        self.pick()
+
+    async def answer_batch(self, p: dict[str, Any], decision: Decision) -> None:
+        """``aa``/``dd``: decide exactly the calls the batch listing on screen named."""
+        ids = [i for i in self.shown_batch if i not in self.answered]
+        if len(ids) < 2:
+            self.screen.write(
+                "   (no other call of this kind is waiting: [a] or [d] decides this one)"
+            )
+            self.prompt()
+            return
+        c = self.client
+        self.current = None
+        self.answered.update(ids)
+        try:
+            if c is None:
+                raise ControlError(503, "not connected to the bridge")
+            out = await self.loop.run_in_executor(
+                None, lambda: c.decide_batch(ids, decision, None, ApproverKind.WATCH)
+            )
+            word = "approved" if decision is Decision.APPROVE else "denied"
+            gone = f" ({len(out.gone)} no longer waiting)" if out.gone else ""
+            self.screen.write(
+                f"   → {word} {len(out.decided)} calls: {', '.join(out.decided)}{gone}"
+            )
+        except (ControlError, OSError) as e:
+            self.answered.difference_update(ids)
+            self.screen.write(f"   → not applied: {safe_line(e)}")
         self.pick()
 
     async def send(

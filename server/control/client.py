@@ -25,7 +25,7 @@ from ..infra.tokens import TokenSource
 from ..policy.judge import Judgement
 from ..policy.rules import RuleList
 from ..present.views import judgement_from_json
-from ..types import NewMachine
+from ..types import BatchOutcome, NewMachine
 from .controlfile import ControlInfo, control_path, read_control
 
 if TYPE_CHECKING:
@@ -108,6 +108,21 @@ class ControlClient:
         if rule is not None:
             body["rule"] = rule
         return self._found("POST", f"/api/pending/{_quote(call_id)}", body)
+
+    def decide_batch(
+        self,
+        ids: list[str],
+        decision: Decision | str,
+        reason: str | None = None,
+        approver: str | None = None,
+    ) -> BatchOutcome:
+        body: dict[str, Any] = {"ids": list(ids), "decision": Decision(decision).value}
+        if reason is not None:
+            body["reason"] = reason
+        if approver is not None:
+            body["by"] = approver
+        data = self.request("POST", "/api/batch", body)
+        return BatchOutcome(tuple(data["decided"]), tuple(data["gone"]))
 
     def pause(self, paused: bool) -> None:
         self.request("POST", "/api/pause", {"paused": paused})

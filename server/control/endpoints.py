@@ -73,14 +73,7 @@ class PendingHandler(ControlHandler):
         reason = body.get("reason")
         if reason is not None and not isinstance(reason, str):
             raise Refused(400, "reason must be a string")
-        by = body.get("by")
-        approver: str
-        if self.via_cookie:
-            approver = ApproverKind.PAGE
-        elif isinstance(by, str) and by.strip():
-            approver = by.strip()[:40]
-        else:
-            approver = ApproverKind.CONTROL_API
+        approver = _approver(self, body)
         rule = body.get("rule")
         if rule is not None and not isinstance(rule, str):
             raise Refused(400, "rule must be a string (one rule per line)")
@@ -93,6 +86,41 @@ class PendingHandler(ControlHandler):
         if not decided:
             raise Refused(404, f"call {call_id} is no longer pending")
         self.send_json({"ok": True, "id": call_id, "decision": decision})
+
+
+def _approver(handler: ControlHandler, body: dict[str, Any]) -> str:
+    """Who decided, for the audit: the page (its cookie), or the caller's ``by``."""
+    by = body.get("by")
+    if handler.via_cookie:
+        return ApproverKind.PAGE
+    if isinstance(by, str) and by.strip():
+        return by.strip()[:40]
+    return ApproverKind.CONTROL_API
+
+
+class BatchHandler(ControlHandler):
+    def post(self) -> None:
+        """*Approve all N* / *Deny all N*: ``{"ids": [...], "decision": "approve"|"deny"}``;
+        exactly the calls named, all of one kind (server/present/batch.py)."""
+        body = self.body_json()
+        ids = body.get("ids")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or not ids:
+            raise Refused(400, "ids must be a non-empty list of call ids")
+        decision = body.get("decision")
+        if decision not in (Decision.APPROVE.value, Decision.DENY.value):
+            raise Refused(400, "decision must be approve or deny")
+        reason = body.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise Refused(400, "reason must be a string")
+        try:
+            out = self.state.api.decide_batch(
+                ids, Decision(decision), reason, approver=_approver(self, body)
+            )
+        except DecisionError as e:
+            raise Refused(400, str(e)) from None
+        self.send_json(
+            {"ok": True, "decision": decision, "decided": list(out.decided), "gone": list(out.gone)}
+        )
 
 
 class SessionsHandler(ControlHandler):
@@ -426,6 +454,7 @@ def _ignore_closed(fut: Any) -> None:
 ROUTES: list[tuple[str, type]] = [
     (r"/api/status", StatusHandler),
     (r"/api/pending", PendingListHandler),
+    (r"/api/batch", BatchHandler),
     (r"/api/pending/([A-Za-z0-9_-]+)", PendingHandler),
     (r"/api/sessions", SessionsHandler),
     (r"/api/sessions/([A-Za-z0-9_-]+)", SessionHandler),

@@ -134,8 +134,13 @@ class ApprovalBroker:
         grant: Grant | None = None,
         on_created: Callable[[PendingCall], None] = lambda p: None,
         machine: str = "default",
+        context: dict[str, Any] | None = None,
     ) -> WaitResult:
-        """Hold the call until the wait ends; ``timeout_s`` 0 waits forever."""
+        """Hold the call until the wait ends; ``timeout_s`` 0 waits forever.
+
+        ``context``: safe, bounded fields the pipeline computed for the human (``change``:
+        the diff of a write/edit; ``risks``: risk cues; ``no_rule``: why no "Always allow"),
+        added to the call's preview."""
         if not self.has_approver:
             return WaitResult(Ending.NO_APPROVER)
         if len(self._pending) >= self.max_pending or (
@@ -146,6 +151,10 @@ class ApprovalBroker:
         now = time.time()
         summary = summary_of(tool, arguments)
         preview = build_preview(tool, arguments, cwd)
+        preview.update(context or {})
+        unsavable = None if not proposed_rule else savable(proposed_rule)
+        if unsavable is not None:
+            preview["no_rule"] = f"the rule would not be saved: {unsavable}"
         call = PendingCall(
             id=f"a{next(self._ids)}",
             sid=sid,
@@ -163,9 +172,7 @@ class ApprovalBroker:
             upstream=upstream,
             box=placement(tool, arguments, self._box_status()),
             # Whatever proposed it, a rule that may not be saved is never offered to any UI.
-            proposed_rule=proposed_rule
-            if proposed_rule and savable(proposed_rule) is None
-            else None,
+            proposed_rule=proposed_rule if proposed_rule and unsavable is None else None,
             grant=grant,
             machine=machine,
         )

@@ -50,11 +50,13 @@ from ..policy.judge import Judgement, judge
 from ..policy.paths import PathPolicy
 from ..policy.rulebook import RuleBook
 from ..policy.rules import RuleList, RuleSet
+from ..present.batch import BatchRefused, check_batch
 from ..present.exposure import denied_tools, tier_changes
 from ..present.secrets import remember
 from ..tools.base import Tool, ToolContext, ToolError, ToolResult
 from ..tools.registry import ToolRegistry
 from ..types import (
+    BatchOutcome,
     DecisionError,
     Exposure,
     GrantView,
@@ -562,6 +564,25 @@ class Bridge:
                 return False
             d = replace(d, rule=self.rulebook.rule_to_save(p, d.rule))
         return self.broker.decide(d)
+
+    def decide_batch(
+        self, ids: list[str], decision: Decision, reason: str | None, approver: str | None
+    ) -> BatchOutcome:
+        """*Approve all N* / *Deny all N*: exactly the calls named (server/present/batch.py),
+        all of one kind, checked and decided in one step on the bridge thread, so no call that
+        arrives meanwhile is covered. Raises :class:`DecisionError` (nothing decided) when the
+        decision is not approve/deny or the calls are not of one kind."""
+        if decision not in (Decision.APPROVE, Decision.DENY):
+            raise DecisionError("a batch decision is approve or deny")
+        try:
+            live, gone = check_batch(self.broker.pending(), ids)
+        except BatchRefused as e:
+            raise DecisionError(str(e)) from None
+        decided = [
+            i for i in live if self.broker.decide(HumanDecision(i, decision, reason, approver))
+        ]
+        missed = [i for i in live if i not in decided]
+        return BatchOutcome(tuple(decided), tuple(gone + missed))
 
     # -- rules and grants (on the bridge thread; file writes happen in a worker) ----------------
 

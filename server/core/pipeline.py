@@ -45,11 +45,16 @@ from ..mcp.sessions import Session
 from ..policy.grants import Grant, covering, offer, project_of
 from ..policy.judge import DecisionRequest, Judgement, judge
 from ..policy.paths import CallPaths, Escalation, PathPolicy, always_asks
-from ..policy.proposals import propose
+from ..policy.proposals import propose, why_no_rule
+from ..policy.protected import EscalationKind
 from ..policy.rulebook import RuleBook
 from ..policy.rules import PATH_TOOLS, RuleList, RuleSet
+from ..present.diffview import DIFF_READ_MAX, change_view
+from ..present.risk import call_cues
+from ..present.textsafe import shorten
 from ..tools import pools
 from ..tools.base import Tool, ToolContext, ToolError, ToolResult
+from ..tools.files import read_before
 from ..tools.registry import ToolRegistry
 from ..vocab import AuditPhase, CallOutcome, DecidedBy, Ground, Ruling, Tier
 from .approvals import ApprovalBroker, Decision
@@ -317,6 +322,40 @@ class CallPipeline:
             log.exception("no session grant offered for %r", call.name)
             return None
 
+    async def _ask_context(self, call: Call, step: Plan) -> dict[str, Any]:
+        """What the human sees beside the call (server/present/diffview.py, risk.py): the diff
+        of a write/edit from the file as it is now (read in a file worker, bounded), the risk
+        cues, and why no "Always allow" is offered. Never fails the call: a part that cannot
+        be computed is left out."""
+        out: dict[str, Any] = {}
+        real = None
+        try:
+            real = self.main_path(step.tool, call.args, step.ctx.policy)
+            if call.name in ("write", "edit") and real is not None:
+                before = await pools.run(pools.Pool.FILE, read_before, real, DIFF_READ_MAX)
+                out["change"] = change_view(call.name, call.args, before)
+                step.ctx.shown_digest = before.digest  # what an approval of this diff covers
+            cwd = self._real_cwd(step, call.args)
+            cues = call_cues(
+                call.name, call.args, escalation=step.escalation, roots=self.policy.roots, cwd=cwd
+            )
+            out["risks"] = [c.to_json() for c in cues]
+            j, esc = step.judgement, step.escalation
+            why = why_no_rule(
+                call.name,
+                call.args,
+                real,
+                always_asks=_asks_always(esc),
+                ask_rule=step.rule if j is not None and j.match.decision is RuleList.ASK else None,
+                guard=j is not None and j.ground is Ground.GUARD,
+                base=self.policy.roots[0],
+            )
+            if why is not None:
+                out["no_rule"] = shorten(why, 300).text
+        except Exception:
+            log.exception("no approval context for %r", call.name)
+        return out
+
     def _run_now(self, step: Plan, args: dict[str, Any]) -> ToolResult | None:
         """The tool's result if it can answer without waiting (see ``Tool.run_now``)."""
         try:
@@ -325,8 +364,7 @@ class CallPipeline:
             return ToolResult.text(str(e), True)
 
     async def _run_plan(self, call: Call, step: Plan, handle: CallHandle) -> Outcome:
-        session, name = call.session, call.name
-        wait_ms = 0
+        session, name, wait_ms = call.session, call.name, 0
         if step.needs_human:
             waited = time.monotonic()
             grant = await self._grant_offer(call, step)
@@ -345,6 +383,7 @@ class CallPipeline:
                     grant=grant,
                     on_created=lambda p: setattr(handle, "pending_id", p.id),
                     machine=session.machine,
+                    context=await self._ask_context(call, step),  # diff, risk cues, no-rule why
                 )
             finally:
                 session.pending -= 1
@@ -419,6 +458,22 @@ class CallPipeline:
         """What would happen to this call now, no session grant counted: "test a rule"
         (``machine``: as from that machine; None: rules scoped to a machine are left out)."""
         return judge(self.prepare(name, args, machine=machine).request)
+
+
+_ALWAYS_ASKS_WORDS = {
+    EscalationKind.PROTECTED: "a protected location",
+    EscalationKind.PERSISTENCE: "a persistence location",
+    EscalationKind.OWN_FILE: "one of the bridge's own files",
+    EscalationKind.UNCHECKED: "a call too large to check for protected paths",
+}
+
+
+def _asks_always(esc: Escalation | None) -> str | None:
+    """``a protected location (SSH keys)``: the short words of an escalation that always asks
+    (the card shows its path above), or None."""
+    if esc is None or not always_asks(esc):
+        return None
+    return f"{_ALWAYS_ASKS_WORDS.get(esc.kind, 'a protected location')} ({esc.category})"
 
 
 def tier_of(cfg: Config) -> Callable[[Tool], Tier]:

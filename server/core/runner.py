@@ -41,6 +41,7 @@ from ..tunnels.plan import TunnelError, check_spec
 from ..tunnels.saved import forget_tunnel, save_tunnel
 from ..tunnels.supervisor import TunnelManager, ssh_config, ssh_env
 from ..types import (
+    BatchOutcome,
     GrantView,
     HumanDecision,
     MachineView,
@@ -281,6 +282,17 @@ class BridgeRunner:
         bridge = self._bridge()
         d = HumanDecision(call_id, Decision(decision), reason, approver, rule)
         return self.call(lambda: bridge.decide(d))
+
+    def decide_batch(
+        self,
+        ids: list[str],
+        decision: Decision | str,
+        reason: str | None = None,
+        approver: str | None = ApproverKind.TRAY,
+    ) -> BatchOutcome:
+        bridge = self._bridge()
+        d = Decision(decision)
+        return self.call(lambda: bridge.decide_batch(list(ids), d, reason, approver))
 
     def pending_call(self, call_id: str) -> PendingCall | None:
         bridge = self._bridge()

@@ -287,3 +287,75 @@ def propose(
     except RuleError:
         return None
     return text if evaluate(rules, tool, args, real).decision is RuleList.ALLOW else None
+
+
+# Why "Always allow" is not offered: one sentence per cause, the same in every UI. The old
+# single text ("no rule can name exactly this call") was wrong for most calls that reached it
+# (an SSH key read, a redirect, an ask rule, hidden characters).
+NO_RULE_FALLBACK = "no rule can name exactly this call"
+
+
+def why_no_rule(
+    tool: str,
+    args: Mapping[str, Any],
+    real: str | None,
+    *,
+    always_asks: str | None = None,
+    ask_rule: str | None = None,
+    guard: bool = False,
+    home: str | None = None,
+    base: str | None = None,
+) -> str | None:
+    """Why no "Always allow" rule is offered for this call, or None when one is.
+
+    ``always_asks``: the escalation's words when it always asks (protected, persistence, the
+    bridge's own files, unchecked); ``ask_rule``: the ask rule that matched; ``guard``: deny
+    rules exist and the command cannot be read. Pure: the same analysis :func:`propose` runs.
+    """
+    if always_asks:
+        return f"{always_asks}: that always asks a human, no rule may cover it"
+    if ask_rule:
+        return f"the ask rule {ask_rule} matches it, so an allow rule would never apply"
+    proposal = propose(tool, args, real, home=home, base=base)
+    if proposal is not None and not guard:
+        return None
+    if tool == "bash":
+        return _why_no_bash_rule(args, guard)
+    if tool in PATH_TOOLS:
+        if real is None:
+            return "its path could not be resolved, so no rule can name it"
+        return _why_unsavable(f"{tool}({real})") or NO_RULE_FALLBACK
+    if any(not isinstance(k, str) or not ARG_NAME.match(k) for k in args):
+        return "an argument's name is outside the rule grammar, so no rule can name it exactly"
+    if any(_arg_value(v) is None for v in args.values()):
+        return (
+            "an argument is an object, an array or a non-finite number: no rule can name it exactly"
+        )
+    return _why_unsavable(json.dumps(dict(args), ensure_ascii=False)) or NO_RULE_FALLBACK
+
+
+def _why_no_bash_rule(args: Mapping[str, Any], guard: bool) -> str:
+    cmd = args.get("command")
+    if not isinstance(cmd, str):
+        return "the call has no command"
+    a = analyze(cmd)
+    if guard:
+        return f"deny rules exist and the command cannot be fully read ({a.unsafe}): it always asks"
+    if a.unsafe is not None:
+        return f"no rule can allow this command: {a.unsafe}"
+    for c in a.commands:
+        if _propose_command(c) is None:
+            if not all(w.literal for w in c.words):
+                return f"a word of `{c.shown}` is computed when it runs: no rule can name it"
+            return f"`{c.shown}` has no program a rule can name"
+    if hidden_in(cmd):
+        return "the command contains hidden characters, so no rule is saved from it"
+    return NO_RULE_FALLBACK
+
+
+def _why_unsavable(text: str) -> str | None:
+    if hidden_in(text):
+        return "it contains hidden characters, so no rule is saved from it"
+    if len(text) > RULE_MAX:
+        return f"the rule would be longer than {RULE_MAX} characters"
+    return None

@@ -20,6 +20,7 @@ from ..types import (
     TunnelView,
 )
 from ..vocab import Ground, Ruling, Tier
+from .batch import batch_key, batches
 from .boxview import placement_json, status_json
 from .exposure import exposure_json
 from .ids import sid_hash
@@ -58,6 +59,8 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
         # "Allow … for this session", naming its scope; null: not offered for this call.
         "session_grant": _grant_label(p),
         "box": placement_json(p.box),  # bash: in the box or outside it (and the agent's why)
+        # The batch kind (server/present/batch.py) or null: never batched with another call.
+        "batch": None if (key := batch_key(p)) is None else key.id,
         "arrived": p.arrived,
         "deadline": p.deadline,
         "waiting_s": round(max(now - p.arrived, 0.0), 1),
@@ -145,6 +148,8 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
         "counts": {"sessions": len(snap.sessions), "pending": len(snap.pending)},
         "sessions": [session_json(s) for s in snap.sessions],
         "pending": [pending_json(p, now) for p in snap.pending],
+        # Approve/Deny all N: groups of waiting calls of one kind, each naming its ids.
+        "batches": [b.to_json() for b in batches(snap.pending)],
         "servers": [server_json(s, stderr_lines=5) for s in snap.servers],
         "rules": snap.rules.to_json(),
         "rules_display": rules_display(snap.rules),

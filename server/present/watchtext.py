@@ -14,7 +14,11 @@ import json
 import time
 from typing import Any
 
+from .diffview import diff_summary, diff_text_lines
+from .risk import cues_text
 from .textsafe import HIDDEN_WARNING, render, safe
+
+DIFF_SHOWN = 60  # diff lines a terminal shows before "[f] full call"
 
 
 def safe_line(value: Any) -> str:
@@ -54,6 +58,8 @@ def describe(p: dict[str, Any], now: float | None = None) -> str:
     lines = [head + (f", {left}" if left else "")]
     if p.get("hidden"):
         lines.append(f"   ⚠ {HIDDEN_WARNING} (shown escaped, e.g. \\u202e)")
+    pv = p.get("preview") or {}
+    lines += [f"   {safe_line(t)}" for t in cues_text(pv.get("risks"))]
     lines += box_lines(p.get("box"))
     esc = p.get("escalation")
     if isinstance(esc, dict):
@@ -76,8 +82,7 @@ def describe(p: dict[str, Any], now: float | None = None) -> str:
             "   [A]lways would save: " + safe_line(" + ".join(p["proposed_rule"].splitlines()))
         )
     else:
-        lines.append(f"   {NO_ALWAYS}")
-    pv = p.get("preview") or {}
+        lines.append(f"   {no_always_text(pv)}")
     tool = p.get("tool")
     lines += _argument_lines(pv)
     if "command" in pv:
@@ -87,13 +92,18 @@ def describe(p: dict[str, Any], now: float | None = None) -> str:
     if "path" in pv:
         lines.append(f"   path: {safe_line(pv['path'])}")
     size = pv.get("size")
-    if "content" in pv and isinstance(size, dict):
+    shown_as_diff = (pv.get("change") or {}).get("kind") == "diff"
+    if "content" in pv and isinstance(size, dict) and not shown_as_diff:
         lines.append(
             f"   {tool} {size.get('chars')} characters, {size.get('lines')} lines "
             f"({size.get('bytes')} bytes):"
         )
         lines.extend(_block(pv["content"]))
-    if "old" in pv and isinstance(size, dict):
+    change = pv.get("change")
+    if isinstance(change, dict):
+        lines.append(f"   change: {safe_line(diff_summary(change))}")
+        lines += [f"     {safe_line(x)}" for x in diff_text_lines(change, DIFF_SHOWN)]
+    if "old" in pv and isinstance(size, dict) and (change or {}).get("kind") != "diff":
         every = " (every occurrence)" if pv.get("replace_all") else ""
         lines.append(f"   replace{every} ({size['old']['chars']} characters):")
         lines.extend(_block(pv["old"]))
@@ -122,6 +132,33 @@ def box_lines(box: Any) -> list[str]:
 
 
 NO_ALWAYS = '(no "Always allow" for this call: no rule can name exactly this call)'
+
+
+def no_always_text(pv: dict[str, Any]) -> str:
+    """Why no "Always allow" is offered, with the bridge's reason for this call."""
+    why = pv.get("no_rule")
+    if not why:
+        return NO_ALWAYS
+    return f'(no "Always allow" for this call: {safe_line(why)})'
+
+
+def waiting_line(position: int, total: int, same_kind: int) -> str:
+    """``2 more waiting · [n]ext/[p]revious · 3 of this kind: [aa] approve all / [dd] deny all``."""
+    others = total - 1
+    if others <= 0:
+        return ""
+    parts = [f"{others} more waiting (this is {position} of {total}) · [n]ext / [p]revious"]
+    if same_kind > 1:
+        parts.append(f"{same_kind} of this kind: [aa] approve all {same_kind} / [dd] deny all")
+    return "   " + " · ".join(parts)
+
+
+def batch_lines(batch: dict[str, Any]) -> list[str]:
+    """What *approve/deny all N* covers: each call's summary (safe), by id."""
+    lines = [f"   all {batch.get('count')} of this kind: {safe_line(batch.get('label'))}"]
+    for cid, summary in zip(batch.get("ids") or [], batch.get("summaries") or [], strict=False):
+        lines.append(f"     {safe_line(cid)}: {safe_line(summary)}")
+    return lines
 
 
 def _argument_lines(pv: dict[str, Any]) -> list[str]:

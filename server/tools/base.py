@@ -75,6 +75,9 @@ class ToolContext:
     # ``box`` it refuses (fail closed).
     box: BoxRequest | None = None
     outside_box: bool = False
+    # write/edit: the digest of the file the human's diff was made from ("missing": no file),
+    # so an approved change never applies to a file that changed since (None: no diff shown).
+    shown_digest: str | None = None
 
     def resolve(self, path: str | None) -> str:
         return self.policy.resolve(path)

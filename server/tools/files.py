@@ -13,6 +13,15 @@ from typing import Any
 from ..policy import safeopen
 from ..policy.paths import CallPaths, PathPolicy
 from ..policy.walk import EntryGate, shown_name
+from ..present.diffview import (
+    DIFF_READ_MAX,
+    MISSING_DIGEST,
+    Before,
+    BeforeState,
+    EditProblem,
+    apply_edit,
+    digest_of,
+)
 from ..vocab import Tier
 from . import pools
 from .base import Tool, ToolContext, ToolError, ToolResult
@@ -130,6 +139,10 @@ class WriteTool(Tool):
                 f"{ctx.limits.write_max_bytes}-byte limit"
             )
         path = ctx.resolve(shown)
+        if ctx.approved and ctx.shown_digest is not None:
+            before = read_before(path, DIFF_READ_MAX)
+            if before.digest != ctx.shown_digest:
+                raise ToolError(f"{shown}: {CHANGED_SINCE_SHOWN}")
         existed = safe_write(path, data, shown)
         what = "replaced" if existed else "created"
         return ToolResult.text(f"wrote {len(data)} bytes to {shown} ({what})")
@@ -193,23 +206,60 @@ class EditTool(Tool):
             raise io_error(e, shown) from None
         finally:
             os.close(fd)
+        unchanged_since_shown(ctx, raw, shown)
         if is_binary(raw[:SNIFF_BYTES]):
             raise ToolError(f"{shown}: binary file; edit works on text files only")
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise ToolError(f"{shown}: not valid UTF-8; edit works on UTF-8 text only") from None
-        count = text.count(old)
-        if count == 0:
-            raise ToolError(f"old_string not found in {shown}")
-        if count > 1 and not args.get("replace_all", False):
-            raise ToolError(
-                f"old_string occurs {count} times in {shown}; add surrounding context to make "
-                "it unique, or set replace_all to replace every occurrence"
-            )
-        updated = text.replace(old, new)
+        try:  # the one definition of an edit: the diff the human approved was made by it
+            updated, count = apply_edit(text, old, new, bool(args.get("replace_all")), shown)
+        except EditProblem as e:
+            raise ToolError(str(e)) from None
         safe_write(path, updated.encode("utf-8"), shown)
         return ToolResult.text(f"replaced {count} occurrence{'s' if count > 1 else ''} in {shown}")
+
+
+CHANGED_SINCE_SHOWN = (
+    "the file changed after the diff you approved was made; nothing was done (call again)"
+)
+
+
+def unchanged_since_shown(ctx: ToolContext, raw: bytes, shown: str) -> None:
+    """An approved change applies only to the file its diff was made from (What the human sees
+    is what runs): another writer in between makes it refuse, never apply to other text."""
+    if ctx.approved and ctx.shown_digest is not None and digest_of(raw) != ctx.shown_digest:
+        raise ToolError(f"{shown}: {CHANGED_SINCE_SHOWN}")
+
+
+def read_before(path: str, max_bytes: int) -> Before:
+    """The file at the real ``path`` as an approval shows it (a file worker; never follows a
+    symlink, never blocks on a FIFO): its text, or why there is none to compare."""
+    try:
+        fd, st = safeopen.open_read(path)
+    except FileNotFoundError:
+        return Before(BeforeState.MISSING, digest=MISSING_DIGEST)
+    except safeopen.NotRegular as e:
+        return Before(BeforeState.UNREADABLE, why=e.what)
+    except (OSError, safeopen.PathChanged) as e:
+        return Before(BeforeState.UNREADABLE, why=type(e).__name__)
+    try:
+        if st.st_size > max_bytes:
+            return Before(BeforeState.TOO_BIG, size=st.st_size)
+        raw = read_upto(fd, max_bytes + 1)
+    except OSError as e:
+        return Before(BeforeState.UNREADABLE, why=type(e).__name__)
+    finally:
+        os.close(fd)
+    if len(raw) > max_bytes:
+        return Before(BeforeState.TOO_BIG, size=len(raw))
+    if is_binary(raw[:SNIFF_BYTES]):
+        return Before(BeforeState.BINARY, size=len(raw))
+    try:
+        return Before(BeforeState.TEXT, raw.decode("utf-8"), len(raw), digest=digest_of(raw))
+    except UnicodeDecodeError:
+        return Before(BeforeState.NOT_UTF8, size=len(raw))
 
 
 def safe_write(path: str, data: bytes, shown: str) -> bool:

@@ -142,3 +142,29 @@ def test_the_log_tail(both, env):
     with open(env["log"], "w", encoding="utf-8") as f:
         f.write("one\ntwo \x1b[2J\n")
     assert api.log_tail(5) == {"path": env["log"], "lines": ["one", "two \\x1b[2J"]}
+
+
+def test_decide_batch_decides_the_named_calls_of_one_kind(both, tmp_path):
+    """*Approve all N* through the typed API: the same answer in process and over HTTP."""
+    running, api = both
+    approver = running.runner.attach_approver("pytest")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    for i in range(3):
+        (outside / f"{i}.txt").write_text(f"n{i}")
+    calls = [
+        in_thread(running.client().call, "read", {"path": f"{outside}/{i}.txt"}) for i in range(3)
+    ]
+    pending = running.pending(3)
+    named = [p.id for p in pending[:2]]
+    out = api.decide_batch([*named, "a999"], Decision.DENY, "not now", approver=ApproverKind.WATCH)
+    assert sorted(out.decided) == sorted(named) and out.gone == ("a999",)
+    wait_for(lambda: [p.id for p in running.runner.snapshot().pending] == [pending[2].id])
+    with pytest.raises(BridgeError, match="approve or deny"):
+        api.decide_batch([pending[2].id], Decision.ALLOW_ALWAYS)
+    assert api.decide_batch([pending[2].id], Decision.APPROVE).decided == (pending[2].id,)
+    for t, _ in calls:
+        t.join(20)
+    texts = sorted(out[0].text for _, out in calls)
+    assert texts[0].startswith("    1\tn") and texts[1:] == ["denied by the user: not now"] * 2
+    running.runner.detach_approver(approver)

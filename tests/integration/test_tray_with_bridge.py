@@ -427,8 +427,30 @@ def test_a_call_without_a_proposal_says_always_allow_is_not_offered(tray):
     th, out = in_thread(c.call, "bash", {"command": "git log > out.txt"})  # a redirect
     item = tray.wait_item("Approve: bash")
     texts = {i.text: i for i in item.submenu}
-    assert texts["Always allow: not offered (no rule can name exactly this call)"].enabled is False
+    why = "no rule can allow this command: redirection > out.txt"  # this call's own reason
+    assert texts[f"Always allow: not offered ({why})"].enabled is False
     assert not [t for t in texts if t.startswith("Always allow: bash")]
     tray.click(tray.find("Deny", item.submenu))
     th.join(10)
     assert out[0].text == "denied by the user"
+
+
+def test_approve_all_of_one_kind_from_the_tray(tray, tmp_path):
+    """The tray's *All 2 of this kind* lists the calls and *Approve all 2* runs exactly them."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    calls = []
+    for i in range(2):
+        (outside / f"{i}.txt").write_text(f"t{i}")
+        calls.append(
+            in_thread(tray.client("claude-code").call, "read", {"path": f"{outside}/{i}.txt"})
+        )
+    group = tray.wait_item("All 2 of this kind: 2 × read", 30)
+    listed = [i.text for i in group.submenu if i.text.startswith("a")]
+    # Each covered call by id and its summary (head…tail: the file name stays visible).
+    assert sorted(t.split("elsewhere/")[1].split(" ")[0] for t in listed) == ["0.txt", "1.txt"]
+    tray.click(tray.find("Approve all 2", group.submenu))
+    for t, _ in calls:
+        t.join(30)
+    assert sorted(out[0].text for _, out in calls) == ["    1\tt0", "    1\tt1"]
+    wait_for(lambda: tray.find("All 2 of this kind") is None, 30)

@@ -158,3 +158,59 @@ def test_no_grant_names_a_scope_the_human_cannot_read():
     assert offer("mcp__x\u200b__y", {}, escalated=False, home=HOME) is None
     folder = f"{HOME}/pro\u202ej"
     assert offer("write", {"path": "x"}, escalated=False, project=folder, home=HOME) is None
+
+
+# -- why no "Always allow" is offered: the reason each UI shows must be this call's -----------
+
+from omp_a2a_bridge.server.policy.proposals import NO_RULE_FALLBACK, why_no_rule  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "real", "kw", "expected"),
+    [
+        ("bash", {"command": "git log"}, None, {}, None),  # offered: no reason
+        ("read", {"path": "/srv/x"}, "/srv/x", {}, None),
+        (
+            "read", {"path": "~/.ssh/id_rsa"}, "/h/.ssh/id_rsa",
+            {"always_asks": "/h/.ssh/id_rsa is in a protected location (SSH keys)"},
+            "/h/.ssh/id_rsa is in a protected location (SSH keys): that always asks a human, "
+            "no rule may cover it",
+        ),
+        (
+            "write", {"path": "a.lock", "content": ""}, "/p/a.lock",
+            {"ask_rule": "write(**/*.lock)"},
+            "the ask rule write(**/*.lock) matches it, so an allow rule would never apply",
+        ),
+        (
+            "bash", {"command": "echo hi > out.txt"}, None, {},
+            "no rule can allow this command: redirection > out.txt",
+        ),
+        (
+            "bash", {"command": 'eval "$X"'}, None, {"guard": True},
+            "deny rules exist and the command cannot be fully read (eval runs its arguments as "
+            "shell code): it always asks",
+        ),
+        (
+            "mcp__db__query", {"q": "\u202e"}, None, {},
+            "it contains hidden characters, so no rule is saved from it",
+        ),
+        (
+            "mcp__db__query", {"q": {"nested": 1}}, None, {},
+            "an argument is an object, an array or a non-finite number: "
+            "no rule can name it exactly",
+        ),
+        (
+            "mcp__db__query", {"bad name": 1}, None, {},
+            "an argument's name is outside the rule grammar, so no rule can name it exactly",
+        ),
+        ("read", {"path": "x"}, None, {}, "its path could not be resolved, so no rule can name it"),
+    ],
+)  # fmt: skip
+def test_why_no_rule_names_the_real_cause(tool, args, real, kw, expected):
+    assert why_no_rule(tool, args, real, home="/h", base="/p", **kw) == expected
+
+
+def test_why_no_rule_is_never_the_generic_text_for_the_common_causes():
+    for command in ("cat x | sh", "echo $(id)", "rm -rf $DIR", "ls &"):
+        why = why_no_rule("bash", {"command": command}, None, home="/h", base="/p")
+        assert why is not None and why != NO_RULE_FALLBACK, command

@@ -124,6 +124,8 @@ class Analysis:
     commands: tuple[SimpleCommand, ...]
     everywhere: tuple[SimpleCommand, ...]
     unsafe: str | None = None
+    # Every reason found, not just the first (the risk cues read them: server/present/risk.py).
+    notes: tuple[str, ...] = ()
 
 
 def _parser() -> tree_sitter.Parser:
@@ -166,12 +168,15 @@ class Walker:
         self.depth = depth
         self.wrappers = wrappers  # also list the commands wrappers run (not for rule patterns)
         self.unsafe: str | None = None
+        self.notes: list[str] = []
         self.commands: list[SimpleCommand] = []
         self.everywhere: list[SimpleCommand] = []
 
     def flag(self, why: str) -> None:
         if self.unsafe is None:
             self.unsafe = why
+        if len(self.notes) < 64 and why not in self.notes:
+            self.notes.append(why)
 
     # words ------------------------------------------------------------------------------------
 
@@ -556,6 +561,7 @@ def _analyze(command: str, depth: int, wrappers: bool = True) -> Analysis:
             for c in sub.everywhere:
                 if id(c) not in seen:
                     w.everywhere.append(c)
+            w.notes.extend(n for n in sub.notes if n not in w.notes)  # risk cues read them
     if root.has_error:
         w.flag("the parser could not read all of it")
     gap = _uncovered(root, command.encode("utf-8", "surrogatepass"))
@@ -563,7 +569,7 @@ def _analyze(command: str, depth: int, wrappers: bool = True) -> Analysis:
         w.flag(f"text the parser skipped ({gap!r})")
     if not w.commands:
         w.flag("no command")
-    return Analysis(tuple(w.commands), tuple(w.everywhere), w.unsafe)
+    return Analysis(tuple(w.commands), tuple(w.everywhere), w.unsafe, tuple(w.notes))
 
 
 _GAP = re.compile(rb"(?:[ \t\n]|\\\n)*")
