@@ -232,6 +232,13 @@ def box_section() -> list[str]:
     return section()
 
 
+def scale_section(args: argparse.Namespace) -> list[str]:
+    """The scale rows (bench/scale.py): 64 sessions, 32 waiting calls, an approver; idle."""
+    from .scale import scale_section as section
+
+    return section(args.rounds, args.duration, args.calls)
+
+
 def bench_tools() -> list[str]:
     """The tool rows (bench/tools.py) against their own bridge with every tool at allow tier."""
     from bench.tools import tools_section
@@ -260,15 +267,23 @@ def main() -> int:
     ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument(
         "--only",
-        choices=("all", "servers", "tools", "box"),
+        choices=("all", "servers", "tools", "box", "scale"),
         default="all",
         help="servers: the MCP throughput tables; tools: grep/find/read/ls vs native programs; "
-        "box: the box's cost per bash call and the prompts it avoids",
+        "box: the box's cost per bash call and the prompts it avoids; scale: 64 sessions, 32 "
+        "waiting calls and an approver, idle wake-ups",
     )
     args = ap.parse_args()
     # `timeout` or Ctrl-C: still stop the three servers (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
+    if args.only == "scale":  # issue 26: 64 sessions, 32 waiting, an approver; idle
+        text = "\n".join(scale_section(args))
+        print(text)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(text + "\n")
+        return 0
     if args.only in ("tools", "box"):
         text = "\n".join(bench_tools() if args.only == "tools" else box_section())
         print(text)
@@ -453,6 +468,7 @@ def main() -> int:
     ]
     if args.only == "all":
         out += ["", *bench_tools(), "", *box_section()]
+        out += ["", *scale_section(args)]
     text = "\n".join(out)
     print(text)
     if args.markdown:
