@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 from ..policy.judge import Judgement
@@ -159,14 +160,30 @@ class ViewMemo:
 
     def __init__(self) -> None:
         self.sessions: dict[SessionView, dict[str, Any]] = {}
+        # by sid: the session with its counts and clock zeroed, and that rendered
+        self._session_fixed: dict[str, tuple[SessionView, dict[str, Any]]] = {}
         self.pending: dict[str, tuple[PendingCall, dict[str, Any]]] = {}
         self.servers: dict[ServerView, dict[str, Any]] = {}
         self.rules: tuple[RuleSet, dict[str, Any], dict[str, Any]] | None = None
         self.grants: tuple[tuple[GrantView, ...], list[dict[str, Any]]] | None = None
 
     def session(self, views: tuple[SessionView, ...]) -> list[dict[str, Any]]:
-        old = self.sessions
-        self.sessions = {v: old.get(v) or session_json(v) for v in views}
+        """A session used since the last snapshot changes only its counts and clock: those
+        are patched into the rest, which is rendered once per session (client names are
+        agent text: rendering them safe is the expensive part)."""
+        old, fixed = self.sessions, self._session_fixed
+        self.sessions, self._session_fixed = {}, {}
+        for v in views:
+            json_ = old.get(v)
+            if json_ is None:
+                key = replace(v, last_seen=0.0, calls=0, pending=0)
+                known = fixed.get(v.sid)
+                rest = known[1] if known is not None and known[0] == key else session_json(key)
+                fixed[v.sid] = (key, rest)
+                json_ = {**rest, "last_seen": v.last_seen, "calls": v.calls, "pending": v.pending}
+            self.sessions[v] = json_
+            if v.sid in fixed:
+                self._session_fixed[v.sid] = fixed[v.sid]
         return list(self.sessions.values())
 
     def pending_calls(self, calls: tuple[PendingCall, ...]) -> list[dict[str, Any]]:
