@@ -53,10 +53,25 @@ end
 """
 
 
+def cpu_s(pid: int) -> float:
+    """The process's CPU time so far (user + system, every thread), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wrk_rotating(
-    port: int, body: dict, headers: dict[str, str], sids: list[str], conc: int, seconds: int
+    port: int,
+    body: dict,
+    headers: dict[str, str],
+    sids: list[str],
+    conc: int,
+    seconds: int,
+    pid: int | None = None,
 ) -> dict[str, float]:
-    """wrk with each request on the next session of ``sids`` (one session: plain traffic)."""
+    """wrk with each request on the next session of ``sids`` (one session: plain traffic).
+    With ``pid``, also the server's CPU per request (``cpu_us``): unlike req/s, it hardly
+    moves when other work shares the machine."""
     h = dict(headers, **{"Content-Type": "application/json"})
     h["Accept"] = "application/json, text/event-stream"
     lines = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in h.items())
@@ -67,6 +82,7 @@ def wrk_rotating(
     }
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(script)
+    cpu0 = cpu_s(pid) if pid is not None else 0.0
     try:
         proc = subprocess.run(
             ["wrk", "-t1", f"-c{conc}", f"-d{seconds}s", "-s", f.name, f"http://127.0.0.1:{port}/"],
@@ -80,11 +96,13 @@ def wrk_rotating(
     if line is None:
         raise RuntimeError(f"wrk failed: {proc.stdout}{proc.stderr}")
     _, n, secs, p50, p99, errors = line.split()
+    cpu = (cpu_s(pid) - cpu0) / max(int(n), 1) * 1e6 if pid is not None else float("nan")
     return {
         "rps": int(n) / float(secs),
         "p50": float(p50),
         "p99": float(p99),
         "errors": int(errors),
+        "cpu_us": cpu,
     }
 
 
@@ -300,21 +318,21 @@ def scale_section(rounds: int = 3, duration: float = 5.0, calls: int = 200) -> l
         traffic: list[tuple[int, int, float]] = []
         for _ in range(rounds):  # interleaved: drift hits every row alike
             runs.setdefault("none", []).append(
-                wrk_rotating(plain.port, call, auth, plain_sids[:1], 8, seconds)
+                wrk_rotating(plain.port, call, auth, plain_sids[:1], 8, seconds, plain.proc.pid)
             )
             runs.setdefault("64", []).append(
-                wrk_rotating(plain.port, call, auth, plain_sids, 8, seconds)
+                wrk_rotating(plain.port, call, auth, plain_sids, 8, seconds, plain.proc.pid)
             )
             m0, b0, s0 = approver.messages, approver.bytes, time.monotonic()
             runs.setdefault("loaded", []).append(
-                wrk_rotating(loaded.port, call, auth, loaded_sids, 8, seconds)
+                wrk_rotating(loaded.port, call, auth, loaded_sids, 8, seconds, loaded.proc.pid)
             )
             traffic.append((approver.messages - m0, approver.bytes - b0, time.monotonic() - s0))
             runs.setdefault("c64", []).append(
-                wrk_rotating(plain.port, call, auth, plain_sids, 64, seconds)
+                wrk_rotating(plain.port, call, auth, plain_sids, 64, seconds, plain.proc.pid)
             )
             runs.setdefault("floor64", []).append(
-                wrk_rotating(floor.port, call, {}, plain_sids, 64, seconds)
+                wrk_rotating(floor.port, call, {}, plain_sids, 64, seconds, floor.proc.pid)
             )
         med = {k: sorted(v, key=lambda r: r["rps"])[len(v) // 2] for k, v in runs.items()}
         messages = statistics.median(m / s for m, _, s in traffic)
@@ -343,47 +361,54 @@ def scale_section(rounds: int = 3, duration: float = 5.0, calls: int = 200) -> l
             s.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    none, loaded_r = med["none"], med["loaded"]
+    cpu = {k: statistics.median(r["cpu_us"] for r in v) for k, v in runs.items()}
+
+    def row(label: str, key: str, target: str = "") -> list[str]:
+        r = med[key]
+        return [
+            label,
+            f"{r['rps']:.0f}",
+            f"{r['rps'] / med['none']['rps']:.2f}x",
+            f"{r['p99']:.2f}",
+            f"{cpu[key]:.0f}",
+            f"{cpu['none'] / cpu[key]:.2f}x",
+            target,
+        ]
+
     rows = [
-        [
-            "plain: 1 session, nothing waiting, no approver",
-            f"{none['rps']:.0f}",
-            f"{none['p99']:.2f}",
-            "1.00x",
-            "",
-        ],
-        [
-            "64 sessions (calls spread over all), no approver",
-            f"{med['64']['rps']:.0f}",
-            f"{med['64']['p99']:.2f}",
-            f"{med['64']['rps'] / none['rps']:.2f}x",
-            "",
-        ],
-        [
-            "64 sessions + 32 waiting + an approver (diff form)",
-            f"{loaded_r['rps']:.0f}",
-            f"{loaded_r['p99']:.2f}",
-            f"{loaded_r['rps'] / none['rps']:.2f}x",
-            ">= 0.9x",
-        ],
+        row("plain: 1 session, nothing waiting, no approver", "none"),
+        row("64 sessions (calls spread over all), no approver", "64"),
+        row("64 sessions + 32 waiting + an approver (diff form)", "loaded", ">= 0.9x"),
     ]
     c64, f64 = med["c64"], med["floor64"]
     return [
         f"## Scale (issue 26; wrk, 1 thread; median of {rounds} interleaved rounds of {seconds} s)",
         "",
-        table(["tools/call read, c=8", "req/s", "p99 ms", "vs plain", "target"], rows),
+        table(
+            [
+                "tools/call read, c=8",
+                "req/s",
+                "vs plain",
+                "p99 ms",
+                "server CPU µs/call",
+                "plain CPU / this",
+                "target",
+            ],
+            rows,
+        ),
         "",
         f"The approver meanwhile: {messages:.1f} messages/s, {kbytes:.1f} KB/s "
         f"(its whole state: {snapshot_kb:.1f} KB); {held_left} of the 32 held calls still held.",
         "",
         table(
-            ["c=64 over 64 sessions", "req/s", "p50 ms", "p99 ms", "errors"],
+            ["c=64 over 64 sessions", "req/s", "p50 ms", "p99 ms", "CPU µs/call", "errors"],
             [
                 [
                     "bridge",
                     f"{c64['rps']:.0f}",
                     f"{c64['p50']:.2f}",
                     f"{c64['p99']:.2f}",
+                    f"{cpu['c64']:.0f}",
                     str(c64["errors"]),
                 ],
                 [
@@ -391,9 +416,10 @@ def scale_section(rounds: int = 3, duration: float = 5.0, calls: int = 200) -> l
                     f"{f64['rps']:.0f}",
                     f"{f64['p50']:.2f}",
                     f"{f64['p99']:.2f}",
+                    f"{cpu['floor64']:.0f}",
                     str(f64["errors"]),
                 ],
-                ["bridge / floor", f"{c64['rps'] / f64['rps']:.2f}x", "", "", ""],
+                ["bridge / floor", f"{c64['rps'] / f64['rps']:.2f}x", "", "", "", ""],
             ],
         ),
         "",
@@ -448,6 +474,8 @@ def publication_cost(repeat: int = 300) -> list[str]:
     """CPU per publication with 64 sessions and 32 waiting calls, one session changed each
     time: the old way (every socket renders and serialises the whole snapshot) against the
     feed (one state from the memo, one diff, one text for every diff socket)."""
+    from dataclasses import replace
+
     from omp_a2a_bridge.server.control.feed import EventFeed
     from omp_a2a_bridge.server.present.views import snapshot_json
     from omp_a2a_bridge.server.types import PendingCall, SessionView, Snapshot
@@ -512,9 +540,22 @@ def publication_cost(repeat: int = 300) -> list[str]:
     for s in snaps[:100]:
         old_len = len(json.dumps(snapshot_json(s)))
     old_us = (time.process_time() - t0) / 100 * 1e6
+    # A call arrives with 31 waiting (and leaves again), the rest unchanged.
+    base = snaps[-1]
+    arriving = PendingCall(
+        "call-new", f"{5:032x}", "client-5", "bash", {"command": "make test"}, "bash: make", 2e9
+    )
+    fewer = replace(base, pending=base.pending[:31])
+    more = replace(base, pending=(*base.pending[:31], arriving))
+    t0 = time.process_time()
+    for _ in range(200):
+        api.cb(more)
+        api.cb(fewer)
+    arrive_us = (time.process_time() - t0) / 400 * 1e6
     return [
         "Per publication, 64 sessions + 32 waiting, one session changed (CPU, in process): "
         f"whole snapshot rendered and serialised {old_us:.0f} µs ({old_len / 1024:.1f} KB) per "
         f"socket; the feed {feed_us:.0f} µs for all diff sockets together "
-        f"({statistics.median(sent[1:]) / 1024:.2f} KB)."
+        f"({statistics.median(sent[1:]) / 1024:.2f} KB). A call arriving or leaving with 31 "
+        f"waiting: {arrive_us:.0f} µs in the feed."
     ]
