@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from omp_a2a_bridge.server.core import bridge as bridge_module
 from omp_a2a_bridge.server.present.views import snapshot_state
 
 from ..support.control_client import WsApprover, with_control
@@ -66,21 +67,27 @@ def test_a_burst_ends_with_every_socket_at_the_bridges_last_state(ctl):
         full.close()
 
 
-def test_a_call_that_waits_during_a_coalescing_window_is_delivered(ctl):
+def test_a_call_that_waits_during_a_coalescing_window_is_delivered(ctl, monkeypatch):
+    """With the window stretched to a minute, traffic's snapshot waits for it; a call that
+    needs a human does not, and carries the traffic's changes with it."""
+    monkeypatch.setattr(bridge_module, "PUBLISH_INTERVAL_S", 60.0)
     ws = WsApprover(ctl.info, diffs=True)
     try:
-        wait_for(lambda: ws.snapshots)
-        agent = ctl.client("agent")
-        assert agent.rpc("ping").status == 200  # arms a coalesced publication...
-        t, out = in_thread(agent.call, "bash", {"command": "echo held"})  # ...then a call waits
-        state = wait_for(lambda: ws.snapshots and ws.snapshots[-1]["pending"] and ws.snapshots[-1])
+        wait_for(lambda: ws.snapshots)  # attaching published: a window starts
+        agent = ctl.client("agent")  # a new session and a call: they wait for the window
+        assert agent.rpc("ping").status == 200
+        seen = len(ws.messages)
+        t, out = in_thread(agent.call, "bash", {"command": "echo held"})
+        state = wait_for(lambda: ws.snapshots[-1]["pending"] and ws.snapshots[-1], 20)
         [p] = state["pending"]
         assert p["tool"] == "bash" and p["client"] == "agent"
+        [session] = state["sessions"]
+        assert session["pending"] == 1 and session["calls"] == 1
+        assert len(ws.messages) == seen + 1  # one message: the window's changes came with it
         approve = {"decision": "approve"}
         assert ctl.api.call("POST", f"/api/pending/{p['id']}", approve).status == 200
         t.join(20)
         assert out[0].result["isError"] is False
-        wait_for(lambda: client_state(ws) == bridge_state(ctl) and not ws.snapshots[-1]["pending"])
     finally:
         ws.close()
 
