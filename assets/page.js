@@ -613,11 +613,36 @@ $("show-logs").addEventListener("click", () => {
 $("logs-refresh").addEventListener("click", loadLogs);
 // --- end of header: exposed, logs -------------------------------------------------------------
 
+// -- The events socket's diffs (issue 26; the format: server/present/delta.py) --------------
+// One full snapshot, then only what changed; a diff that does not follow our version asks for
+// the whole state again.
+function applyList(old, part) {
+  const items = new Map(old.map((x) => [x[part.key], x]));
+  for (const k of part.remove || []) items.delete(k);
+  for (const x of part.upsert || []) items.set(x[part.key], x);  // in place, or at the end
+  for (const k of part.last || []) { const x = items.get(k); items.delete(k); items.set(k, x); }
+  return [...items.values()];
+}
+
+function applyEvent(old, msg) {
+  if (!("diff" in msg)) return msg;
+  if (!old || msg.base !== old.version) return null;
+  const next = { ...old, ...(msg.diff.set || {}), version: msg.version };
+  for (const k of msg.diff.unset || []) delete next[k];
+  for (const [k, part] of Object.entries(msg.diff.lists || {})) next[k] = applyList(old[k] || [], part);
+  return next;
+}
+
 function connect() {
-  const url = `ws://${location.host}/api/events?as=approval%20page`;
+  const url = `ws://${location.host}/api/events?as=approval%20page&diff=1`;
   socket = new WebSocket(url);
   socket.onopen = () => { retry = 500; };
-  socket.onmessage = (ev) => { state = JSON.parse(ev.data); render(); };
+  socket.onmessage = (ev) => {
+    const next = applyEvent(state, JSON.parse(ev.data));
+    if (next === null) { socket.send("full"); return; }
+    state = next;
+    render();
+  };
   socket.onclose = () => {
     $("status").textContent = "disconnected — reconnecting…";
     setTimeout(connect, retry);

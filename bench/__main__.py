@@ -232,6 +232,13 @@ def box_section() -> list[str]:
     return section()
 
 
+def scale_section(args: argparse.Namespace) -> list[str]:
+    """The scale rows (bench/scale.py): 64 sessions, 32 waiting calls, an approver; idle."""
+    from .scale import scale_section as section
+
+    return section(args.rounds, args.duration, args.calls)
+
+
 def bench_tools() -> list[str]:
     """The tool rows (bench/tools.py) against their own bridge with every tool at allow tier."""
     from bench.tools import tools_section
@@ -260,28 +267,27 @@ def main() -> int:
     ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument(
         "--only",
-        choices=("all", "servers", "tools", "box", "machines"),
+        choices=("all", "servers", "tools", "box", "machines", "scale"),
         default="all",
         help="servers: the MCP throughput tables; tools: grep/find/read/ls vs native programs; "
         "box: the box's cost per bash call and the prompts it avoids; machines: the token "
-        "check with 1 and 100 machines",
+        "check with 1 and 100 machines; scale: 64 sessions, 32 waiting calls and an approver, "
+        "idle wake-ups",
     )
     args = ap.parse_args()
     # `timeout` or Ctrl-C: still stop the three servers (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
-    if args.only == "machines":
-        from .machines import section as machines_section
+    if args.only in ("machines", "scale", "tools", "box"):
+        if args.only == "machines":
+            from .machines import section as machines_section
 
-        here = sys.modules[__name__]
-        text = "\n".join(machines_section(here, min(args.duration, 3.0), args.rounds))
-        print(text)
-        if args.markdown:
-            with open(args.markdown, "w") as f:
-                f.write(text + "\n")
-        return 0
-    if args.only in ("tools", "box"):
-        text = "\n".join(bench_tools() if args.only == "tools" else box_section())
+            here = sys.modules[__name__]
+            text = "\n".join(machines_section(here, min(args.duration, 3.0), args.rounds))
+        elif args.only == "scale":  # issue 26: 64 sessions, 32 waiting, an approver; idle
+            text = "\n".join(scale_section(args))
+        else:
+            text = "\n".join(bench_tools() if args.only == "tools" else box_section())
         print(text)
         if args.markdown:
             with open(args.markdown, "w") as f:
@@ -468,6 +474,7 @@ def main() -> int:
 
         here = sys.modules[__name__]
         out += ["", *bench_tools(), "", *box_section(), "", *machines_section(here)]
+        out += ["", *scale_section(args)]
     text = "\n".join(out)
     print(text)
     if args.markdown:

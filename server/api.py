@@ -263,8 +263,10 @@ class BridgeApi(BridgeControl, Protocol):
     def snapshot(self) -> Snapshot: ...
 
     def subscribe(self, callback: Callable[[Snapshot], None]) -> Callable[[], None]:
-        """``callback(snapshot)`` on the bridge thread after every change; returns the
-        unsubscribe. Callbacks must be quick and hand the snapshot to their own thread."""
+        """``callback(snapshot)`` on the bridge thread after changes; returns the
+        unsubscribe. A waiting call's arrival or end goes out at once, other changes coalesce
+        (at most one snapshot per 50 ms, the last state always delivered). Callbacks must be
+        quick and hand the snapshot to their own thread."""
         ...
 
     def attach_approver(self, name: str) -> int:

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -75,9 +76,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     with contextlib.suppress(OSError):  # stdout closed: keep serving, the log still works
         print(f"a2a-bridge listening on {runner.url}", flush=True)
     print_start_text(runner)
-    while not stop.wait(0.1):
-        if not runner.running:
-            return fail("the bridge stopped unexpectedly (see the log above)")
+    if not _sleep_until(stop, runner):
+        return fail("the bridge stopped unexpectedly (see the log above)")
     runner.stop()
     return 0
 
@@ -93,6 +93,37 @@ def print_start_text(runner: BridgeRunner) -> None:
         current.line(f"a2a-bridge listening on {runner.url}")
     with contextlib.suppress(OSError):
         print("\n".join(f"  {line}" for line in lines), file=sys.stderr, flush=True)
+
+
+def _sleep_until(stop: threading.Event, runner: BridgeRunner) -> bool:
+    """Sleep until a stop is asked for (True) or the bridge stops by itself (False), without
+    waking up in between (issue 26: a 0.1 s poll woke the idle bridge ten times a second).
+
+    A signal may land on any thread, and only the main thread runs Python's handler: so the
+    signal module writes a byte to a socket (``set_wakeup_fd``, from whichever thread got
+    it), and the bridge thread writes one when it stops; the main thread blocks reading it.
+    """
+    wake, waker = socket.socketpair()
+    waker.setblocking(False)
+    try:
+        previous = signal.set_wakeup_fd(waker.fileno(), warn_on_full_buffer=False)
+    except ValueError:  # not the main thread (tests calling cmd_serve): signals are not ours
+        previous = None
+
+    def poke() -> None:
+        with contextlib.suppress(OSError):
+            waker.send(b"\0")
+
+    runner.when_stopped(poke)
+    try:
+        while not stop.is_set() and runner.running:
+            wake.recv(64)  # the handler has run by the time this returns (PEP 475)
+        return stop.is_set()
+    finally:
+        if previous is not None:
+            signal.set_wakeup_fd(previous)
+        wake.close()
+        waker.close()
 
 
 def _configured_url() -> str:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -171,7 +170,7 @@ class Watcher:
                 client = self.client
                 if client is None:
                     client = self.client = await self.loop.run_in_executor(None, self.connect)
-                ws = await client.events(ApproverKind.WATCH)
+                ws = await client.stream(ApproverKind.WATCH)  # diffs, applied (issue 26)
             except Exception:  # not running (yet), refused, or gone mid-handshake: retry
                 self.client = None
                 if not announced:
@@ -184,9 +183,8 @@ class Watcher:
                 announced = False
             # A broken stream is the bridge going away too.
             with contextlib.suppress(Exception):
-                while (msg := await ws.read_message()) is not None:
-                    with contextlib.suppress(ValueError):
-                        await self.events.put(("snap", json.loads(msg)))
+                while (snap := await ws.next()) is not None:
+                    await self.events.put(("snap", snap))
             ws.close()
             self.client = None
             await self.events.put(("gone", None))

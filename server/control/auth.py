@@ -27,6 +27,7 @@ from tornado import web
 
 from ..mcp.protocol import bearer_token, host_name, is_loopback_name
 from .controlfile import runtime_dir
+from .feed import EventFeed
 from .peer import Peer, find_peer
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class ControlState:
         # Who is at the other end of each open connection (server.control.peer): found once
         # per connection, kept while it lives (keep-alive requests, the events socket).
         self.peers: weakref.WeakKeyDictionary[object, Peer] = weakref.WeakKeyDictionary()
+        self.feed = EventFeed(api)  # every events socket behind one snapshot subscription
 
     def new_login_code(self) -> str:
         """A one-time login code, valid for ``LOGIN_CODE_TTL_S``; at most a few outstanding."""

@@ -24,6 +24,7 @@ from ..errors import ControlError, NotRunning
 from ..infra.tokens import TokenSource
 from ..policy.judge import Judgement
 from ..policy.rules import RuleList
+from ..present.delta import FULL_REQUEST, apply_event
 from ..present.views import judgement_from_json
 from ..types import BatchOutcome, NewMachine
 from .controlfile import ControlInfo, control_path, read_control
@@ -224,16 +225,49 @@ class ControlClient:
         call: dict[str, Any] = self.request("GET", f"/api/pending/{_quote(call_id)}")
         return call
 
-    async def events(self, name: str) -> WebSocketClientConnection:
+    async def events(self, name: str, diffs: bool = False) -> WebSocketClientConnection:
         """The events socket: a snapshot now and after every change, and while it is open
-        this client is an approver named ``name`` (subscribe + attach, over HTTP)."""
+        this client is an approver named ``name`` (subscribe + attach, over HTTP). With
+        ``diffs``, one snapshot and then only what changed (:meth:`stream` applies them)."""
         request = HTTPRequest(
-            f"{self.info.ws_url}?as={_quote(name)}",
+            f"{self.info.ws_url}?as={_quote(name)}" + ("&diff=1" if diffs else ""),
             headers={"Authorization": f"Bearer {self.info.secret}"},
             connect_timeout=5,
             request_timeout=5,
         )
         return await websocket_connect(request)
+
+    async def stream(self, name: str) -> EventStream:
+        """The events socket in its diff form, read as whole snapshots (:class:`EventStream`)."""
+        return EventStream(await self.events(name, diffs=True))
+
+
+class EventStream:
+    """The events socket's diffs applied as they come: each read is the bridge's whole state
+    (the snapshot's JSON, plus its ``version``), as the full form would have sent it (less
+    the waiting calls' clocks, which a UI counts itself from ``arrived`` and ``deadline``).
+
+    Why here: ``watch`` and any other Python approver get the small messages without each
+    knowing the diff format (:mod:`server.present.delta`)."""
+
+    def __init__(self, ws: WebSocketClientConnection) -> None:
+        self.ws = ws
+        self.state: dict[str, Any] | None = None
+
+    async def next(self) -> dict[str, Any] | None:
+        """The next state, or None when the socket closed. A diff that does not follow the
+        last state (none should) asks the bridge for the whole state again."""
+        while (message := await self.ws.read_message()) is not None:
+            state = apply_event(self.state, json.loads(message))
+            if state is None:
+                await self.ws.write_message(FULL_REQUEST)
+                continue
+            self.state = state
+            return state
+        return None
+
+    def close(self) -> None:
+        self.ws.close()
 
 
 if TYPE_CHECKING:

@@ -23,6 +23,7 @@ from ..errors import BridgeError, ConfigError
 from ..machines.identity import MachineError, MachineNotFound
 from ..policy.examples import examples
 from ..policy.rules import Kind, RuleError, RuleList, parse_rule
+from ..present.delta import FULL_REQUEST
 from ..present.views import (
     grant_json,
     judgement_json,
@@ -35,8 +36,9 @@ from ..present.views import (
     snapshot_json,
     tunnel_json,
 )
-from ..types import DecisionError, Snapshot
+from ..types import DecisionError
 from .auth import ControlHandler, Refused
+from .feed import FeedClient
 
 log = logging.getLogger(__name__)
 
@@ -401,10 +403,13 @@ async def _in_worker(fn: Callable[[], Any]) -> Any:
 
 
 class EventsHandler(websocket.WebSocketHandler, ControlHandler):
-    """Pushes the snapshot on connect and on every change; an open socket is an approver."""
+    """Pushes the snapshot on connect and after changes; an open socket is an approver.
+
+    ``?diff=1``: one full snapshot, then only what changed (:mod:`server.control.feed`); the
+    text ``full`` sent on the socket asks for the whole state again."""
 
     approver: int | None = None
-    unsubscribe: Callable[[], None] | None = None
+    client: FeedClient | None = None
 
     def check_origin(self, origin: str) -> bool:
         return origin.rstrip("/").lower() in self.state.own_origins()
@@ -415,15 +420,15 @@ class EventsHandler(websocket.WebSocketHandler, ControlHandler):
         # ~40 ms on Linux, before the human hears of the call.
         self.set_nodelay(True)
         name = self.get_query_argument("as", ApproverKind.PAGE)[:40]
-        api = self.state.api
-        self.unsubscribe = api.subscribe(self._push)
-        self.approver = api.attach_approver(name)  # publishes: this socket gets the snapshot
+        diffs = self.get_query_argument("diff", "") in ("1", "true")
+        self.client = self.state.feed.add(self._push, diffs)
+        self.approver = self.state.api.attach_approver(name)  # publishes: this socket hears
 
-    def _push(self, snap: Snapshot) -> None:
+    def _push(self, text: str) -> None:
         if self.ws_connection is None or self.ws_connection.is_closing():
             return
         try:
-            sent = self.write_message(json.dumps(snapshot_json(snap)))
+            sent = self.write_message(text)
         except websocket.WebSocketClosedError:
             return
         # The approver may hang up while this is being written: the write's future then fails.
@@ -431,12 +436,14 @@ class EventsHandler(websocket.WebSocketHandler, ControlHandler):
         sent.add_done_callback(_ignore_closed)
 
     def on_message(self, message: str | bytes) -> None:
-        pass  # decisions go through the REST endpoints
+        """Decisions go through the REST endpoints; ``full`` asks for the whole state."""
+        if message == FULL_REQUEST and self.client is not None:
+            self.state.feed.resend(self.client)
 
     def on_close(self) -> None:
-        if self.unsubscribe is not None:
-            self.unsubscribe()
-            self.unsubscribe = None
+        if self.client is not None:
+            self.state.feed.remove(self.client)
+            self.client = None
         if self.approver is not None:
             self.state.api.detach_approver(self.approver)  # publishes to the others
             self.approver = None

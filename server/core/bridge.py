@@ -74,6 +74,11 @@ from .tasks import TaskTable
 
 log = logging.getLogger(__name__)
 
+PUBLISH_INTERVAL_S = 0.05
+"""Coalesced snapshots (traffic, not waiting calls) go out at most this often: 20 a second is
+smoother than any UI needs, and keeps publishing a small, fixed share of the loop whatever
+the traffic (every loop turn published one before: 140-280 a second)."""
+
 NO_GRANT = (
     "no session grant can cover this call (it always asks a human, or no scope as narrow as "
     "the call exists): approve it once instead"
@@ -215,7 +220,8 @@ class Bridge:
         self._listing_json: tuple[list[dict[str, Any]], bytes] | None = None
         self._subscribers: list[Callable[[Snapshot], None]] = []
         self._seq = 0
-        self._publish_scheduled = False
+        self._publish_timer: asyncio.Handle | None = None  # a coalesced publication, armed
+        self._last_publish = float("-inf")  # loop time of the last one
         self.loop: asyncio.AbstractEventLoop | None = None
         self.audit.on_failure = self._audit_failed
         self._bash_env: tuple[str | None, dict[str, str]] | None = None
@@ -711,21 +717,35 @@ class Bridge:
             return (f"the audit log {self.audit.path} cannot be written; calls are not recorded",)
         return ()
 
+    def state_changed(self) -> None:
+        """For the pipeline: a count changed (a call began, a wait ended); coalesced."""
+        self._changed()
+
     def _pending_changed(self) -> None:
         self._changed(now=True)
 
     def _changed(self, now: bool = False) -> None:
-        """Tell subscribers; pending changes go out at once, the rest coalesce per loop turn."""
+        """Tell subscribers. A waiting call's arrival or end (and a human's action) goes out
+        at once; everything else (a session's last call, the call count, a server's stderr)
+        coalesces: at most one publication per ``PUBLISH_INTERVAL_S``, and the last state
+        always goes out (the timer publishes whatever is current when it fires)."""
         if not self._subscribers:
             return
         if now:
             self._publish()
-        elif not self._publish_scheduled and self.loop is not None:
-            self._publish_scheduled = True
-            self.loop.call_soon(self._publish)
+        elif self._publish_timer is None and self.loop is not None:
+            due = self._last_publish + PUBLISH_INTERVAL_S
+            if due <= self.loop.time():  # quiet until now: at the end of this loop turn
+                self._publish_timer = self.loop.call_soon(self._publish)
+            else:
+                self._publish_timer = self.loop.call_at(due, self._publish)
 
     def _publish(self) -> None:
-        self._publish_scheduled = False
+        if self._publish_timer is not None:
+            self._publish_timer.cancel()  # this publication carries that change too
+            self._publish_timer = None
+        if self.loop is not None:
+            self._last_publish = self.loop.time()
         snap = self.snapshot()
         for cb in list(self._subscribers):
             try:

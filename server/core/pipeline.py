@@ -110,6 +110,10 @@ class PipelineHost(Protocol):
 
     def child_env(self) -> dict[str, str]: ...
 
+    def state_changed(self) -> None:
+        """A count the UIs show changed: publish it (coalesced)."""
+        ...
+
 
 class CallPipeline:
     """Judges and runs tools/call requests; see the module docstring for the stages."""
@@ -165,6 +169,7 @@ class CallPipeline:
         call = Call(session, req_id, str(uuid.uuid4()), name, args, time.monotonic())
         self.calls_total += 1
         session.calls += 1
+        self.host.state_changed()  # the UIs' counts (coalesced: cheap per call)
         self._audit(call, AuditPhase.START)
         try:
             step = self._prepare(call)
@@ -386,8 +391,7 @@ class CallPipeline:
                     context=await self._ask_context(call, step),  # diff, risk cues, no-rule why
                 )
             finally:
-                session.pending -= 1
-                handle.pending_id = None
+                self._wait_ended(session, handle)
             wait_ms = int((time.monotonic() - waited) * 1000)
             refusal = refusal_for(
                 verdict, step.escalation, self.config.approval_timeout_s, self.policy.roots
@@ -443,6 +447,11 @@ class CallPipeline:
         return Outcome(
             result, ok_or_error(result), step.decided_by, wait_ms, meter.queue_ms, rule=step.rule
         )
+
+    def _wait_ended(self, session: Session, handle: CallHandle) -> None:
+        session.pending -= 1
+        handle.pending_id = None
+        self.host.state_changed()  # the broker published before this count fell
 
     def _real_cwd(self, step: Plan, args: dict[str, Any]) -> str | None:
         """The working directory a human is asked about: the real path the tool will use."""

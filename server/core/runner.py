@@ -85,6 +85,7 @@ class BridgeRunner:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._stopped = threading.Event()
+        self._on_stopped: list[Callable[[], None]] = []
         self._stop_event: asyncio.Event | None = None
         self._prepared = Prepared()
         self._startup_error: BaseException | None = None
@@ -144,7 +145,7 @@ class BridgeRunner:
         finally:
             if self.control is not None:
                 release(self.control)
-            self._stopped.set()
+            self._mark_stopped()
 
     async def _main(self) -> None:
         bridge, prepared = self.bridge, self._prepared
@@ -213,7 +214,27 @@ class BridgeRunner:
         # default executor, where a keyring call may hang for its whole timeout.
         if self.control is not None:
             release(self.control)
+        self._mark_stopped()
+
+    def when_stopped(self, callback: Callable[[], None]) -> None:
+        """``callback()`` once the bridge has stopped serving (asked to, or failed), from the
+        bridge thread; at once when it already has. Why: ``serve``'s main thread sleeps until
+        a signal or this, instead of waking ten times a second to look."""
+        self._on_stopped.append(callback)
+        if self._stopped.is_set():
+            self._notify_stopped()
+
+    def _mark_stopped(self) -> None:
         self._stopped.set()
+        self._notify_stopped()
+
+    def _notify_stopped(self) -> None:
+        callbacks, self._on_stopped = self._on_stopped, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("stop listener failed")
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop gracefully (under 2 s with calls in flight); safe to call more than once."""
@@ -262,7 +283,8 @@ class BridgeRunner:
         return self.call(self._bridge().snapshot)
 
     def subscribe(self, callback: Callable[[Snapshot], None]) -> Callable[[], None]:
-        """``callback(snapshot)`` on the bridge thread after every change; returns unsubscribe.
+        """``callback(snapshot)`` on the bridge thread after changes (coalesced, see
+        :meth:`Bridge._changed <server.core.bridge.Bridge>`); returns unsubscribe.
 
         Callbacks must be quick and must not touch UI toolkits: hand the snapshot to the UI's
         own dispatcher.

@@ -79,7 +79,10 @@ class McpServer(httputil.HTTPServerConnectionDelegate):
         # second closes the overdue ones: the same slow-body protection as Tornado's
         # ``body_timeout``, without arming a timer around every request (~10% of throughput).
         self.reading: dict[McpExchange, float] = {}
+        # The sweep runs only while a body is awaited: an idle bridge must not wake each second.
         self._sweeper = PeriodicCallback(self._sweep, min(1.0, body_timeout_s / 4) * 1000)
+        self.sweeping = False  # the sweeper is armed (cheaper to read than is_running())
+        self._serving = False
         self.active: set[asyncio.Task[None]] = set()
 
     def start_request(
@@ -88,8 +91,9 @@ class McpServer(httputil.HTTPServerConnectionDelegate):
         return McpExchange(self, request_conn)
 
     def http_server(self, max_connections: int = 1024) -> HTTPServer:
-        """The Tornado server for this delegate; call on the bridge loop (starts the sweeper)."""
-        self._sweeper.start()
+        """The Tornado server for this delegate; call on the bridge loop (the sweeper starts
+        with the first request)."""
+        self._serving = True
         server = LimitedHTTPServer(
             self,
             max_body_size=TORNADO_BODY_CAP,
@@ -100,10 +104,20 @@ class McpServer(httputil.HTTPServerConnectionDelegate):
         return server
 
     def stop(self) -> None:
+        self._serving = False
         self._sweeper.stop()
+        self.sweeping = False
+
+    def arm_sweeper(self) -> None:
+        """A body is awaited: sweep once a second until none is."""
+        if self._serving:
+            self._sweeper.start()
+            self.sweeping = True
 
     def _sweep(self) -> None:
         if not self.reading:
+            self._sweeper.stop()  # idle again; the next request arms it
+            self.sweeping = False
             return
         limit = time.monotonic() - self.body_timeout_s
         for exchange, since in list(self.reading.items()):
@@ -152,7 +166,10 @@ class McpExchange(httputil.HTTPMessageDelegate):
         if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
             self._refuse_oversized(int(length))
             return
-        self.server.reading[self] = time.monotonic()
+        server = self.server
+        server.reading[self] = time.monotonic()
+        if not server.sweeping:
+            server.arm_sweeper()
 
     def data_received(self, chunk: bytes) -> None:
         self.size += len(chunk)

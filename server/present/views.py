@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 from ..policy.judge import Judgement
@@ -36,7 +37,23 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
     count down to the auto-deny. The full call is ``GET /api/pending/<id>``
     (:func:`pending_full_json`).
     """
-    now = time.time() if now is None else now
+    out = pending_state(p)
+    out.update(pending_clock(p.arrived, p.deadline, time.time() if now is None else now))
+    return out
+
+
+def pending_clock(arrived: float, deadline: float | None, now: float) -> dict[str, Any]:
+    """How long a call has waited and has left: the only part of its summary that changes
+    while it waits (so the events socket's diffs leave it out; each UI counts itself)."""
+    return {
+        "waiting_s": round(max(now - arrived, 0.0), 1),
+        "remaining_s": None if deadline is None else round(max(deadline - now, 0.0), 1),
+    }
+
+
+def pending_state(p: PendingCall) -> dict[str, Any]:
+    """:func:`pending_json` without the clock (``waiting_s``, ``remaining_s``): the same for
+    as long as the call waits."""
     client = shorten(p.client, 80)
     tool = shorten(p.tool, 80)
     escalation = escalation_json(p.escalation)
@@ -63,8 +80,6 @@ def pending_json(p: PendingCall, now: float | None = None) -> dict[str, Any]:
         "batch": None if (key := batch_key(p)) is None else key.id,
         "arrived": p.arrived,
         "deadline": p.deadline,
-        "waiting_s": round(max(now - p.arrived, 0.0), 1),
-        "remaining_s": None if p.deadline is None else round(max(p.deadline - now, 0.0), 1),
     }
 
 
@@ -137,6 +152,83 @@ def session_json(s: SessionView) -> dict[str, Any]:
 
 
 def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
+    return with_clock(snapshot_state(snap), time.time() if now is None else now)
+
+
+def with_clock(state: dict[str, Any], now: float) -> dict[str, Any]:
+    """A :func:`snapshot_state` as :func:`snapshot_json` gives it: each waiting call with its
+    clock as of ``now``."""
+    pending = [{**p, **pending_clock(p["arrived"], p["deadline"], now)} for p in state["pending"]]
+    return {**state, "pending": pending}
+
+
+class ViewMemo:
+    """The JSON of each session, waiting call, server, the rules and the grants, kept from one
+    snapshot to the next while it is unchanged.
+
+    Why: the events socket publishes a snapshot many times a second under traffic, and with
+    64 sessions and 32 waiting calls rendering each item safe again was most of the cost. An
+    unchanged item keeps its very dict, so :func:`server.present.delta.diff` skips it by
+    identity. Only the current items are kept (the memo never grows past one snapshot).
+    """
+
+    def __init__(self) -> None:
+        self.sessions: dict[SessionView, dict[str, Any]] = {}
+        # by sid: the session with its counts and clock zeroed, and that rendered
+        self._session_fixed: dict[str, tuple[SessionView, dict[str, Any]]] = {}
+        self.pending: dict[str, tuple[PendingCall, dict[str, Any]]] = {}
+        self.servers: dict[ServerView, dict[str, Any]] = {}
+        self.rules: tuple[RuleSet, dict[str, Any], dict[str, Any]] | None = None
+        self.grants: tuple[tuple[GrantView, ...], list[dict[str, Any]]] | None = None
+
+    def session(self, views: tuple[SessionView, ...]) -> list[dict[str, Any]]:
+        """A session used since the last snapshot changes only its counts and clock: those
+        are patched into the rest, which is rendered once per session (client names are
+        agent text: rendering them safe is the expensive part)."""
+        old, fixed = self.sessions, self._session_fixed
+        self.sessions, self._session_fixed = {}, {}
+        for v in views:
+            json_ = old.get(v)
+            if json_ is None:
+                key = replace(v, last_seen=0.0, calls=0, pending=0)
+                known = fixed.get(v.sid)
+                rest = known[1] if known is not None and known[0] == key else session_json(key)
+                fixed[v.sid] = (key, rest)
+                json_ = {**rest, "last_seen": v.last_seen, "calls": v.calls, "pending": v.pending}
+            self.sessions[v] = json_
+            if v.sid in fixed:
+                self._session_fixed[v.sid] = fixed[v.sid]
+        return list(self.sessions.values())
+
+    def pending_calls(self, calls: tuple[PendingCall, ...]) -> list[dict[str, Any]]:
+        old, new = self.pending, {}
+        for p in calls:
+            known = old.get(p.id)
+            new[p.id] = known if known is not None and known[0] is p else (p, pending_state(p))
+        self.pending = new
+        return [j for _, j in new.values()]
+
+    def server(self, views: tuple[ServerView, ...]) -> list[dict[str, Any]]:
+        old = self.servers
+        self.servers = {v: old.get(v) or server_json(v, stderr_lines=5) for v in views}
+        return list(self.servers.values())
+
+    def rule_set(self, rules: RuleSet) -> tuple[dict[str, Any], dict[str, Any]]:
+        if self.rules is None or self.rules[0] is not rules:
+            self.rules = (rules, rules.to_json(), rules_display(rules))
+        return self.rules[1], self.rules[2]
+
+    def grant_list(self, grants: tuple[GrantView, ...]) -> list[dict[str, Any]]:
+        if self.grants is None or self.grants[0] != grants:
+            self.grants = (grants, [grant_json(g) for g in grants])
+        return self.grants[1]
+
+
+def snapshot_state(snap: Snapshot, memo: ViewMemo | None = None) -> dict[str, Any]:
+    """The snapshot's JSON without the waiting calls' clocks: what the events socket diffs.
+    With a ``memo``, unchanged items are the same dicts as in the previous state."""
+    m = ViewMemo() if memo is None else memo
+    rules, display = m.rule_set(snap.rules)
     return {
         "mcp_url": snap.url,
         "paused": snap.paused,
@@ -146,14 +238,14 @@ def snapshot_json(snap: Snapshot, now: float | None = None) -> dict[str, Any]:
         "warnings": list(snap.warnings),
         "calls_total": snap.calls_total,
         "counts": {"sessions": len(snap.sessions), "pending": len(snap.pending)},
-        "sessions": [session_json(s) for s in snap.sessions],
-        "pending": [pending_json(p, now) for p in snap.pending],
+        "sessions": m.session(snap.sessions),
+        "pending": m.pending_calls(snap.pending),
         # Approve/Deny all N: groups of waiting calls of one kind, each naming its ids.
         "batches": [b.to_json() for b in batches(snap.pending)],
-        "servers": [server_json(s, stderr_lines=5) for s in snap.servers],
-        "rules": snap.rules.to_json(),
-        "rules_display": rules_display(snap.rules),
-        "grants": [grant_json(g) for g in snap.grants],
+        "servers": m.server(snap.servers),
+        "rules": rules,
+        "rules_display": display,
+        "grants": m.grant_list(snap.grants),
         "box": status_json(snap.box),
         "tunnels": [tunnel_json(t) for t in snap.tunnels],
         "machines": [machine_json(m) for m in snap.machines],

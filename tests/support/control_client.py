@@ -15,6 +15,7 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import websocket_connect
 
 from omp_a2a_bridge.server.control.controlfile import ControlInfo
+from omp_a2a_bridge.server.present.delta import apply_event
 
 from .helpers import Http
 
@@ -42,11 +43,18 @@ def with_control(start_bridge: Any, timeout_s: float) -> Any:
 
 
 class WsApprover:
-    """An events WebSocket on its own thread and loop: while open, it is an approver."""
+    """An events WebSocket on its own thread and loop: while open, it is an approver.
 
-    def __init__(self, info: ControlInfo, headers: dict[str, str] | None = None) -> None:
+    With ``diffs`` it asks for the diff form: ``messages`` holds what came, ``snapshots``
+    the states they add up to (:func:`server.present.delta.apply_event`)."""
+
+    def __init__(
+        self, info: ControlInfo, headers: dict[str, str] | None = None, diffs: bool = False
+    ) -> None:
         self.info = info
+        self.diffs = diffs
         self.snapshots: list[dict] = []
+        self.messages: list[dict] = []
         self.headers = {"Authorization": f"Bearer {info.secret}"} if headers is None else headers
         self.loop = asyncio.new_event_loop()
         self.ready = threading.Event()
@@ -62,7 +70,10 @@ class WsApprover:
     async def _run(self) -> None:
         try:
             self.ws = await websocket_connect(
-                HTTPRequest(self.info.ws_url + "?as=pytest%20page", headers=self.headers)
+                HTTPRequest(
+                    self.info.ws_url + "?as=pytest%20page" + ("&diff=1" if self.diffs else ""),
+                    headers=self.headers,
+                )
             )
         except BaseException as e:
             self.error = e
@@ -71,9 +82,17 @@ class WsApprover:
         self.ready.set()
         try:
             while (msg := await self.ws.read_message()) is not None:
-                self.snapshots.append(json.loads(msg))
+                message = json.loads(msg)
+                self.messages.append(message)
+                last = self.snapshots[-1] if self.snapshots else None
+                state = apply_event(last, message) if self.diffs else message
+                assert state is not None, f"a diff that does not follow: {message}"
+                self.snapshots.append(state)
         finally:
             self.ended.set()
+
+    def send(self, text: str) -> None:
+        self.loop.call_soon_threadsafe(self.ws.write_message, text)
 
     def close(self) -> None:
         """Close the socket and wait for the server's close reply (or the connection's end)."""
