@@ -135,9 +135,11 @@ class TrayApp:
 
     def make_icon(self) -> Any:
         assert self.snap is not None
-        if getattr(self.icon_cls, "MODEL_MENU", False):
+        icon_cls = self.icon_cls
+        assert icon_cls is not None, "no icon while WAITING for the panel"
+        if getattr(icon_cls, "MODEL_MENU", False):
             # A backend of our own (tray.sni): it takes the pure menu model and the actions.
-            self.icon = self.icon_cls(
+            self.icon = icon_cls(
                 "omp-a2a-bridge",
                 icon=self._image(self.snap),
                 title=title(self.snap),
@@ -147,7 +149,7 @@ class TrayApp:
             self.icon.attention = bool(self.snap.pending)
             return self.icon
         assert self.pystray is not None
-        self.icon = self.icon_cls(
+        self.icon = icon_cls(
             "omp-a2a-bridge",
             icon=self._image(self.snap),
             title=title(self.snap),

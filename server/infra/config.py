@@ -416,6 +416,22 @@ def _box(path: str, raw: Any) -> BoxConfig:
     return BoxConfig(lists["read_allow"], lists["write_allow"], network == "on")
 
 
+def _remote(
+    path: str, raw: dict[str, Any]
+) -> tuple[tuple[TunnelSpec, ...], tuple[MachineRecord, ...]]:
+    """The remote side: ``tunnels`` (server/tunnels) and ``machines`` (server/machines)."""
+    try:
+        tunnels = parse_tunnels(raw.get("tunnels"))
+    except TunnelError as e:
+        raise ConfigError(f"invalid config at {path}: field 'tunnels': {e}") from None
+    try:
+        machines = parse_machines(raw.get("machines"))
+    except ValueError as e:
+        name, _, what = str(e).partition(": ")
+        raise _fail(path, name, what) from None
+    return tunnels, machines
+
+
 def parse_config(path: str, raw: Any) -> Config:
     """Validate a loaded document; raise :class:`ConfigError` naming the first bad field."""
     if not isinstance(raw, dict):
@@ -458,15 +474,7 @@ def parse_config(path: str, raw: Any) -> Config:
     except _Fail as e:
         raise _fail(path, e.name, e.what) from None
     rules = config_rules(path, raw.get("rules"), tuple(roots) or (os.path.expanduser("~"),))
-    try:
-        tunnels = parse_tunnels(raw.get("tunnels"))
-    except TunnelError as e:
-        raise ConfigError(f"invalid config at {path}: field 'tunnels': {e}") from None
-    try:
-        machines = parse_machines(raw.get("machines"))
-    except ValueError as e:
-        name, _, what = str(e).partition(": ")
-        raise _fail(path, name, what) from None
+    tunnels, machines = _remote(path, raw)
 
     return Config(
         path=path,

@@ -46,11 +46,14 @@ class LockedKeyring(KeyringStore):
         raise KeyringUnavailable("locked")
 
 
+KEPT = {"rules": {"allow": ["bash(ls)"]}, "audit": {"keep": 2}}  # other settings, untouched
+
+
 @pytest.fixture
 def config(tmp_path, monkeypatch):
     path = tmp_path / "cfg" / "config.json"
     path.parent.mkdir(mode=0o700)
-    path.write_text(json.dumps({"port": 4000, "rules": {"allow": ["bash(ls)"]}, "extra": 1}))
+    path.write_text(json.dumps({"port": 4000, **KEPT}))
     path.chmod(0o600)
     monkeypatch.setenv("A2A_BRIDGE_TOKEN", MAIN)
     return str(path)
@@ -64,7 +67,7 @@ def test_add_keeps_a_digest_in_the_config_and_the_secret_in_the_keyring(config):
     with open(config) as f:
         raw = json.load(f)
     assert raw["machines"] == {"laptop": {"created": 100.0, "sha256": digest(minted.token).hex()}}
-    assert raw["extra"] == 1 and raw["rules"] == {"allow": ["bash(ls)"]}  # the rest is kept
+    assert {k: raw[k] for k in KEPT} == KEPT  # the rest is kept
     assert stat.S_IMODE(os.stat(config).st_mode) == 0o600
     assert token_for("laptop", load_config(config), kr) == minted.token
 
