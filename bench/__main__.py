@@ -226,6 +226,13 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([fmt_row(header, widths), sep, *(fmt_row(r, widths) for r in rows)])
 
 
+def bash_section() -> list[str]:
+    """``bash echo hi``: the bridge boxed and unboxed beside Desktop Commander (bench/bash.py)."""
+    from .bash import section
+
+    return section()
+
+
 def box_section() -> list[str]:
     from .box import section
 
@@ -260,17 +267,19 @@ def main() -> int:
     ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument(
         "--only",
-        choices=("all", "servers", "tools", "box"),
+        choices=("all", "servers", "tools", "box", "bash"),
         default="all",
         help="servers: the MCP throughput tables; tools: grep/find/read/ls vs native programs; "
-        "box: the box's cost per bash call and the prompts it avoids",
+        "box: the box's cost per bash call and the prompts it avoids; bash: `bash echo hi` "
+        "boxed and unboxed beside Desktop Commander (server CPU per call)",
     )
     args = ap.parse_args()
     # `timeout` or Ctrl-C: still stop the three servers (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
-    if args.only in ("tools", "box"):
-        text = "\n".join(bench_tools() if args.only == "tools" else box_section())
+    if args.only in ("tools", "box", "bash"):
+        only = {"tools": bench_tools, "box": box_section, "bash": bash_section}[args.only]
+        text = "\n".join(only())
         print(text)
         if args.markdown:
             with open(args.markdown, "w") as f:
@@ -452,7 +461,7 @@ def main() -> int:
         f"floor start: {floor.startup_s * 1000:.0f} ms.",
     ]
     if args.only == "all":
-        out += ["", *bench_tools(), "", *box_section()]
+        out += ["", *bench_tools(), "", *box_section(), "", *bash_section()]
     text = "\n".join(out)
     print(text)
     if args.markdown:

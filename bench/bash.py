@@ -277,10 +277,13 @@ class Approver:
         self.thread.join(5)
 
 
-def _bridge(work: str, project: str) -> tuple[Any, Any, Approver]:
+def _bridge(work: str, project: str, baseline: str | None = None) -> tuple[Any, Any, Approver]:
+    """``a2a-bridge serve`` on ``project`` (from ``baseline`` when given: a folder holding an
+    ``omp_a2a_bridge`` package, e.g. another commit's ``git archive``), a client, an approver."""
     from bench.__main__ import TOKEN, Server, free_port, open_session
     from bench.tools import Client
 
+    os.makedirs(work, exist_ok=True)
     cfg = os.path.join(work, "config.json")
     with open(cfg, "w") as f:
         json.dump({"roots": [project]}, f)  # bash at its default tier: box
@@ -291,6 +294,8 @@ def _bridge(work: str, project: str) -> tuple[Any, Any, Approver]:
         A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
         A2A_BRIDGE_TOKEN=TOKEN,
     )
+    if baseline is not None:
+        env["PYTHONPATH"] = os.path.abspath(baseline)
     port = free_port()
     argv = [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", str(port)]
     server = Server.start("bridge", argv, env, port)
@@ -317,8 +322,9 @@ def _measure(contenders: list[Contender], rounds: int, calls: int) -> None:
             c.own.append((own_cpu_s(c.pid) - own0) * 1000 / calls)
 
 
-def section(rounds: int = 5, calls: int = 20) -> list[str]:
-    """The ``bash echo hi`` rows for ``python -m bench``, as markdown lines."""
+def section(rounds: int = 5, calls: int = 20, baseline: str | None = None) -> list[str]:
+    """The ``bash echo hi`` rows for ``python -m bench``, as markdown lines; with ``baseline``
+    (see :func:`_bridge`) that bridge's rows too, in the same rounds."""
     from omp_a2a_bridge.server.box import probe
 
     status = probe.probe()
@@ -327,8 +333,11 @@ def section(rounds: int = 5, calls: int = 20) -> list[str]:
     project = tempfile.mkdtemp(prefix="bench-bash-", dir=os.path.expanduser("~"))
     subprocess.run(["git", "init", "-q", project], check=True)
     server = dc = approver = None
+    before: tuple[Any, Any, Approver] | None = None
     try:
         server, client, approver = _bridge(work, project)
+        if baseline is not None:
+            before = _bridge(os.path.join(work, "baseline"), project, baseline)
 
         def unboxed() -> str:
             return client.call("bash", {"command": COMMAND, "box": False, "reason": "bench"})
@@ -341,6 +350,22 @@ def section(rounds: int = 5, calls: int = 20) -> list[str]:
             ),
             Contender("bridge, unboxed (+ one approval)", unboxed, server.proc.pid),
         ]
+        if before is not None:
+            old_server, old_client, _ = before
+            contenders += [
+                Contender(
+                    "baseline bridge, boxed",
+                    lambda: old_client.call("bash", {"command": COMMAND}),
+                    old_server.proc.pid,
+                ),
+                Contender(
+                    "baseline bridge, unboxed (+ one approval)",
+                    lambda: old_client.call(
+                        "bash", {"command": COMMAND, "box": False, "reason": "bench"}
+                    ),
+                    old_server.proc.pid,
+                ),
+            ]
         dc = desktop_commander(home, project)
         if dc is not None:
             args = {"command": COMMAND, "timeout_ms": 10000}
@@ -355,6 +380,9 @@ def section(rounds: int = 5, calls: int = 20) -> list[str]:
     finally:
         if approver is not None:
             approver.close()
+        if before is not None:
+            before[2].close()
+            before[0].stop()
         if server is not None:
             server.stop()
         if dc is not None:
@@ -391,8 +419,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.bash")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument(
+        "--baseline",
+        help="also run a bridge from this folder (it holds an omp_a2a_bridge package: "
+        "mkdir -p b/src && git archive main | tar -x -C b/src && ln -s src b/omp_a2a_bridge)",
+    )
     args = ap.parse_args()
-    print("\n".join(section(args.rounds, args.calls)))
+    print("\n".join(section(args.rounds, args.calls, args.baseline)))
     return 0
 
 

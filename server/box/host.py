@@ -60,10 +60,22 @@ def _hidden(home: str, keep_clear: Iterable[str]) -> tuple[HostEntry, ...]:
     for entry in entries:
         if not entry.name.startswith("."):
             continue
-        real = _real(entry.path)
+        try:
+            link = entry.is_symlink()
+        except OSError:
+            continue
+        if link:
+            real = _real(entry.path)
+            is_dir = real is not None and os.path.isdir(real)
+        else:  # the home is real and this is no link: its path is its real path (no stat)
+            real = entry.path
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
         if real is None or any(within(c, real) for c in clear):
             continue
-        out.append(HostEntry(real, os.path.isdir(real)))
+        out.append(HostEntry(real, is_dir))
     return tuple(out)
 
 
@@ -140,10 +152,12 @@ def _git(cwd: str) -> tuple[str | None, str | None, tuple[str, ...]]:
         here = parent
 
 
+@functools.cache
 def _tmp_visible() -> tuple[str, ...]:
     """What the box shows read-only through its private /tmp: the bridge's own Python (its venv
     and the base install) and its own install folder (for a checkout, the checkout), when they
-    lie under /tmp. Code, not secrets: outside /tmp a boxed command reads them anyway."""
+    lie under /tmp. Code, not secrets: outside /tmp a boxed command reads them anyway. Found
+    once: the running interpreter and package do not move."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the server package
     out = set()
     for prefix in (sys.prefix, sys.base_prefix, os.path.dirname(here)):
@@ -247,9 +261,13 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         raise PrivateCwd(cwd)
     project_top = project_of(draft) or cwd
     own_real = [r for r in (_real(p) for p in (*own, *SYSTEM_PRIVATE)) if r is not None]
-    # Files (the config, the audit log, /etc/shadow...) are masked as files, wherever they lie.
+    # Files (the config, the audit log, /etc/shadow...) are masked as files, wherever they lie:
+    # those this user can read. The box runs as this user without capabilities, so a file it
+    # cannot read (/etc/shadow for anyone but root) needs no mask; each mask is a mount, and
+    # bubblewrap re-reads the whole mount table for every one.
     files = [HostEntry(f, False) for f in own_real if not os.path.isdir(f)]
     files += [HostEntry(f, False) for f in glob.glob(SYSTEM_PRIVATE_FILES) if os.path.isfile(f)]
+    files = [f for f in files if os.access(f.path, os.R_OK)]
     own_real = [o for o in own_real if os.path.isdir(o)]
     # Never hide a folder that holds the project or a root ("/tmp/x" when the project is in it).
     own_real = [o for o in own_real if not any(within(r, o) for r in (cwd, *real_roots))]
