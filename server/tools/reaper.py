@@ -1,16 +1,16 @@
-"""The supervisor every ``bash`` call runs under (POSIX), so no process outlives its call.
+"""The supervisors every ``bash`` call runs under (POSIX), so no process outlives its call.
 
-One resident helper per bridge process, forked once per call. Run as a script
-(``python -I -S reaper.py``) with a Unix stream socket as its stdin, never imported by the
-bridge: it depends on nothing but the standard library. The bridge
-(:mod:`server.tools.supervisor`) sends one request per call: the call's ``cwd``, ``argv`` and
-environment, with three descriptors — the output pipe, the status pipe and the kill pipe. The
-helper forks (a warm interpreter: no Python start per call), answers ``ok PID`` and goes back to
-waiting. The forked child is that call's supervisor. It
+Run once per bridge process as a script (``python -I -S reaper.py``) with a Unix stream socket
+as its stdin, never imported by the bridge: it depends on nothing but the standard library.
+This process is the *helper*. The bridge (:mod:`server.tools.supervisor`) sends it one request
+per call: the call's ``cwd``, ``argv`` and environment, with three descriptors — the output
+pipe, the status pipe and the kill pipe. The helper hands the request to an idle *supervisor*
+(a fork of itself that finished an earlier call), or forks a new one when none is idle, and
+answers ``ok PID``. No Python starts per call. A supervisor
 
-- makes itself a *child subreaper* on Linux (``PR_SET_CHILD_SUBREAPER``), so every orphaned
-  descendant of the shell — ``setsid``, double-forked, daemonised — is re-parented to it instead
-  of to init, where it can still be found and killed;
+- is a *child subreaper* on Linux (``PR_SET_CHILD_SUBREAPER``), so every orphaned descendant of
+  the shell — ``setsid``, double-forked, daemonised — is re-parented to it instead of to init,
+  where it can still be found and killed;
 - leads a session of its own (the bridge's last resort is ``killpg`` of it), and starts the shell
   with ``posix_spawn`` in its own process group, stdin on ``/dev/null``, stdout and stderr on the
   output pipe, SIGPIPE and SIGXFSZ back at their defaults (Python ignores them, and an ignored
@@ -18,18 +18,20 @@ waiting. The forked child is that call's supervisor. It
   the output pipe;
 - writes ``exit N`` (or ``signal N``) to the status pipe the moment the shell itself exits — so
   the bridge answers when the shell is done, not when the last background child closes the
-  output pipe — then ends everything left (the call is over), and exits;
+  output pipe — then ends everything left (the call is over);
 - ends everything at once when the bridge writes to the kill pipe or the bridge goes away (EOF
   on the kill pipe: only the bridge holds its write end): timeout, cancel, output limit, shutdown
-  or a crashed bridge.
+  or a crashed bridge;
+- then closes the call's pipes (the status pipe's EOF is the bridge's "supervision over") and
+  waits for the next call, only if ``waitpid`` says nothing of this one is left; else it exits.
 
 "Ends" is SIGTERM to every descendant and the shell's group, a short grace, then SIGKILL in a loop
 until ``waitpid`` says no child is left (a killed process cannot fork again, and whatever it
 orphaned is re-parented to us, so the loop converges). On other POSIX systems there is no
 subreaper: the shell's process group is what gets killed, so a ``setsid`` child can escape there.
 
-The helper itself exits when its socket reaches EOF (the bridge closed it, or died); the calls'
-supervisors do not depend on it once forked.
+The helper exits when its socket reaches EOF (the bridge closed it, or died), and so do the idle
+supervisors (EOF on theirs); a supervisor busy with a call finishes it first.
 """
 
 # ruff: noqa: SIM105 - try/except/pass instead of contextlib.suppress: one import less to start

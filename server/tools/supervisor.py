@@ -2,10 +2,11 @@
 
 :mod:`server.tools.reaper` runs as one long-lived helper process per bridge process, started on
 the first ``bash`` call. Each call sends it a request over a Unix socket (``cwd``, ``argv``, the
-environment, and three pipe ends as ``SCM_RIGHTS``); the helper forks, and the fork is that
-call's supervisor (a child subreaper). Why: starting ``python -I -S reaper.py`` per call was
-~10 ms of CPU, more than the shell and its box together; a fork of a warm interpreter is a
-fraction of a millisecond.
+environment, and three pipe ends as ``SCM_RIGHTS``); the helper hands it to an idle supervisor
+(a child subreaper forked from it earlier), or forks one. Why: starting ``python -I -S
+reaper.py`` per call cost ~10–20 ms of CPU, more than the shell and its box together; a fork
+per call still cost ~3 ms (page tables, copy-on-write faults); a waiting supervisor costs two
+socket messages.
 
 What the bridge keeps per call (:class:`Started`): the read ends of the output and status pipes
 and the *only* write end of the kill pipe. Writing a byte to it, closing it, or the bridge dying
