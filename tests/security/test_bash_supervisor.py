@@ -73,6 +73,32 @@ def test_a_supervisor_takes_the_next_call_only_after_the_last_ones_processes_are
     assert children.split() == [me], out  # its one child: this call's shell
 
 
+def test_concurrent_calls_each_get_their_own_supervisor_pipes_and_output(tmp_path):
+    """Eight at once: the helper forks supervisors for the busy ones; no output, status or
+    kill pipe goes to the wrong call; afterwards at most two wait idle."""
+    cwd = str(tmp_path)
+    results: dict[int, tuple[int, str, str]] = {}
+
+    def one(i: int) -> None:
+        results[i] = _run(f"sleep 0.2; echo call {i}; exit {i}", cwd)
+
+    threads = [in_thread(one, i)[0] for i in range(8)]
+    for t in threads:
+        t.join(60)
+    assert sorted(results) == list(range(8))
+    for i, (_, out, status) in results.items():
+        assert out == f"call {i}\n" and status == f"exit {i}\n", (i, out, status)
+    assert len({pid for pid, _, _ in results.values()}) > 1  # they ran side by side
+    helper = supervisor.helper_pid()
+    assert helper is not None
+
+    def idle() -> list[str]:
+        with open(f"/proc/{helper}/task/{helper}/children") as f:
+            return f.read().split()
+
+    wait_for(lambda: len(idle()) <= 2, timeout=10)
+
+
 def test_a_shell_that_cannot_start_is_said_and_the_supervisor_stays_usable(tmp_path):
     gone = str(tmp_path / "gone")
     started = supervisor.start_shell([BASH, "-c", "echo never"], gone, child_env())
