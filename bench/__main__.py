@@ -226,6 +226,13 @@ def table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join([fmt_row(header, widths), sep, *(fmt_row(r, widths) for r in rows)])
 
 
+def bash_section() -> list[str]:
+    """``bash echo hi``: the bridge boxed and unboxed beside Desktop Commander (bench/bash.py)."""
+    from .bash import section
+
+    return section()
+
+
 def box_section() -> list[str]:
     from .box import section
 
@@ -267,10 +274,11 @@ def main() -> int:
     ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument(
         "--only",
-        choices=("all", "servers", "tools", "box", "machines", "scale"),
+        choices=("all", "servers", "tools", "box", "bash", "machines", "scale"),
         default="all",
         help="servers: the MCP throughput tables; tools: grep/find/read/ls vs native programs; "
-        "box: the box's cost per bash call and the prompts it avoids; machines: the token "
+        "box: the box's cost per bash call and the prompts it avoids; bash: `bash echo hi` "
+        "boxed and unboxed beside Desktop Commander (server CPU per call); machines: the token "
         "check with 1 and 100 machines; scale: 64 sessions, 32 waiting calls and an approver, "
         "idle wake-ups",
     )
@@ -278,7 +286,7 @@ def main() -> int:
     # `timeout` or Ctrl-C: still stop the three servers (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
-    if args.only in ("machines", "scale", "tools", "box"):
+    if args.only in ("machines", "scale", "tools", "box", "bash"):
         if args.only == "machines":
             from .machines import section as machines_section
 
@@ -287,7 +295,8 @@ def main() -> int:
         elif args.only == "scale":  # issue 26: 64 sessions, 32 waiting, an approver; idle
             text = "\n".join(scale_section(args))
         else:
-            text = "\n".join(bench_tools() if args.only == "tools" else box_section())
+            only = {"tools": bench_tools, "box": box_section, "bash": bash_section}[args.only]
+            text = "\n".join(only())
         print(text)
         if args.markdown:
             with open(args.markdown, "w") as f:
@@ -473,7 +482,8 @@ def main() -> int:
         from .machines import section as machines_section
 
         here = sys.modules[__name__]
-        out += ["", *bench_tools(), "", *box_section(), "", *machines_section(here)]
+        out += ["", *bench_tools(), "", *box_section(), "", *bash_section()]
+        out += ["", *machines_section(here)]
         out += ["", *scale_section(args)]
     text = "\n".join(out)
     print(text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import glob
 import os
 import sys
@@ -37,7 +38,10 @@ SCAN_SKIP = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", "
 
 
 def _real(path: str) -> str | None:
-    real = os.path.realpath(os.path.expanduser(path))
+    path = os.path.expanduser(path)
+    if not os.path.exists(path):  # one stat: most listed places are absent on a given machine
+        return None
+    real = os.path.realpath(path)
     return real if os.path.exists(real) else None
 
 
@@ -56,10 +60,22 @@ def _hidden(home: str, keep_clear: Iterable[str]) -> tuple[HostEntry, ...]:
     for entry in entries:
         if not entry.name.startswith("."):
             continue
-        real = _real(entry.path)
+        try:
+            link = entry.is_symlink()
+        except OSError:
+            continue
+        if link:
+            real = _real(entry.path)
+            is_dir = real is not None and os.path.isdir(real)
+        else:  # the home is real and this is no link: its path is its real path (no stat)
+            real = entry.path
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
         if real is None or any(within(c, real) for c in clear):
             continue
-        out.append(HostEntry(real, os.path.isdir(real)))
+        out.append(HostEntry(real, is_dir))
     return tuple(out)
 
 
@@ -136,10 +152,12 @@ def _git(cwd: str) -> tuple[str | None, str | None, tuple[str, ...]]:
         here = parent
 
 
+@functools.cache
 def _tmp_visible() -> tuple[str, ...]:
     """What the box shows read-only through its private /tmp: the bridge's own Python (its venv
     and the base install) and its own install folder (for a checkout, the checkout), when they
-    lie under /tmp. Code, not secrets: outside /tmp a boxed command reads them anyway."""
+    lie under /tmp. Code, not secrets: outside /tmp a boxed command reads them anyway. Found
+    once: the running interpreter and package do not move."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the server package
     out = set()
     for prefix in (sys.prefix, sys.base_prefix, os.path.dirname(here)):
@@ -158,11 +176,19 @@ class TooManySecrets(Exception):
     """The project holds more secret-looking or hard-linked files than the box hides."""
 
 
+@functools.cache
+def _name_matcher() -> Matcher:
+    """The table's bare-name entries (``.env``, ``*.pem``, ``id_rsa``...) compiled once: the
+    scan asks only :meth:`Matcher.name`, which no home and no disk changes. Compiling the whole
+    table resolves every location's real path: that was 85% of planning a box, per call."""
+    return Matcher([loc for loc in TABLE if "/" not in loc.pattern], "/")
+
+
 def _secrets_in(top: str, home: str) -> list[HostEntry]:
     """Secret-looking files and hard-linked files under ``top`` (bounded walk): the box masks
     them like the home's hidden files. Symlinks are not followed (their targets are judged
     where they lie)."""
-    matcher = Matcher(TABLE, home)
+    matcher = _name_matcher()
     out: list[HostEntry] = []
     seen = 0
     todo = [(top, 0)]
@@ -235,9 +261,13 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         raise PrivateCwd(cwd)
     project_top = project_of(draft) or cwd
     own_real = [r for r in (_real(p) for p in (*own, *SYSTEM_PRIVATE)) if r is not None]
-    # Files (the config, the audit log, /etc/shadow...) are masked as files, wherever they lie.
+    # Files (the config, the audit log, /etc/shadow...) are masked as files, wherever they lie:
+    # those this user can read. The box runs as this user without capabilities, so a file it
+    # cannot read (/etc/shadow for anyone but root) needs no mask; each mask is a mount, and
+    # bubblewrap re-reads the whole mount table for every one.
     files = [HostEntry(f, False) for f in own_real if not os.path.isdir(f)]
     files += [HostEntry(f, False) for f in glob.glob(SYSTEM_PRIVATE_FILES) if os.path.isfile(f)]
+    files = [f for f in files if os.access(f.path, os.R_OK)]
     own_real = [o for o in own_real if os.path.isdir(o)]
     # Never hide a folder that holds the project or a root ("/tmp/x" when the project is in it).
     own_real = [o for o in own_real if not any(within(r, o) for r in (cwd, *real_roots))]

@@ -1,13 +1,13 @@
-"""``bash``: run a shell command under a small supervisor, with a timeout and output limits.
+"""``bash``: run a shell command under a supervisor, with a timeout and output limits.
 
 Every process the call starts is ended on timeout, on ``notifications/cancelled``, at bridge
 shutdown, when its output passes ``limits.output_kill_bytes`` and when the shell exits — on
-Linux including ``setsid`` and double-forked ones, through a child-subreaper supervisor
-(:mod:`server.tools.reaper`). The call returns when the shell exits, whatever its background
-children do with the pipe. Output is stdout and stderr merged in order; when it is too long the
-head and tail are kept and the middle is elided. The shell and its supervisor get a scrubbed
-environment (:mod:`server.infra.childenv`): a safe allow-list plus the config's ``bash.env``, never
-a
+Linux including ``setsid`` and double-forked ones, through a child-subreaper supervisor forked
+per call by one resident helper (:mod:`server.tools.reaper`, :mod:`server.tools.supervisor`).
+The call returns when the shell exits, whatever its background children do with the pipe.
+Output is stdout and stderr merged in order; when it is too long the head and tail are kept and
+the middle is elided. The shell and its supervisor get a scrubbed environment
+(:mod:`server.infra.childenv`): a safe allow-list plus the config's ``bash.env``, never a
 secret-looking variable the user did not name, never ``A2A_BRIDGE_*``.
 """
 
@@ -16,15 +16,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import math
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
-from ..box.run import NoBox, Prepared, prepare, refused_note, sweep
+from ..box.run import BoxRequest, NoBox, Prepared, prepare, refused_note, sweep
 from ..infra.childenv import EnvSpec, build_env
 from ..policy.bash.paths import command_escalation
 from ..vocab import Tier
@@ -35,10 +37,10 @@ from .fileio import io_error
 if TYPE_CHECKING:
     from ..infra.config import Limits
     from ..policy.paths import CallPaths, Escalation, PathPolicy
+    from .supervisor import Started
 
 DRAIN_AFTER_EXIT_S = 0.2
 SUPERVISOR_EXIT_S = 2.0  # the supervisor ends everything in ~0.3 s; this only bounds a bug
-REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
 _CLOSING: set[asyncio.Future[None]] = set()  # supervisors finishing after their call answered
 
 
@@ -71,21 +73,26 @@ class CappedOutput:
         return head + tail
 
 
+_shells: dict[str, str] = {}  # PATH -> the shell found on it
+
+
 def shell_argv(command: str) -> list[str]:
     if sys.platform == "win32":
         return [os.environ.get("COMSPEC", "cmd.exe"), "/c", command]
-    shell = shutil.which("bash") or shutil.which("sh") or "/bin/sh"
+    path = os.environ.get("PATH", os.defpath)
+    shell = _shells.get(path)
+    if shell is None or not os.access(shell, os.X_OK):  # one stat, not a walk of PATH
+        shell = _shells[path] = shutil.which("bash") or shutil.which("sh") or "/bin/sh"
     return [shell, "-c", command]
 
 
-def kill_group(proc: asyncio.subprocess.Process, sig: int) -> None:
+def kill_group(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
         if sys.platform == "win32":
-            subprocess.run(
-                ["taskkill", "/F", "/T", "/PID", str(proc.pid)], capture_output=True, check=False
-            )
+            argv = ["taskkill", "/F", "/T", "/PID", str(pid)]
+            subprocess.run(argv, capture_output=True, check=False)
         else:
-            os.killpg(proc.pid, sig)
+            os.killpg(pid, sig)
 
 
 class Ending(enum.Enum):
@@ -115,8 +122,16 @@ def child_env() -> dict[str, str]:
     return build_env(EnvSpec()).env
 
 
+def _abandon(work: asyncio.Future[Started | None]) -> None:
+    """A start the call no longer waits for: close its ends (EOF on the kill pipe ends it)."""
+    if not work.cancelled() and work.exception() is None:
+        started = work.result()
+        if started is not None:
+            started.close()
+
+
 class ShellRun:
-    """One shell under the reaper supervisor (POSIX) or in a new process group (Windows).
+    """One shell under its supervisor (POSIX) or in a new process group (Windows).
 
     The call ends when the *shell* exits (reported by the supervisor on a status pipe), not when
     the output pipe closes, so ``sleep 300 & echo started`` returns at once; whatever the shell
@@ -124,67 +139,109 @@ class ShellRun:
     """
 
     def __init__(
-        self, argv: list[str], cwd: str, limits: Limits, env: dict[str, str] | None = None
+        self,
+        argv: list[str],
+        cwd: str,
+        limits: Limits,
+        env: dict[str, str] | None = None,
+        box: BoxRequest | None = None,
     ) -> None:
         self.argv = argv
+        self.box = box  # POSIX: planned in the same worker that starts it (one hop, not two)
+        self.boxed: Prepared | None = None
         self.cwd = cwd
         self.limits = limits
         self.env = child_env() if env is None else env
         self.output = CappedOutput(limits.output_max_bytes)
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: asyncio.subprocess.Process | None = None  # Windows: the shell itself
+        self.started: Started | None = None  # POSIX: the pipes to the call's supervisor
         self.code: int | None = None
         self.over_limit = asyncio.Event()
+        self._out: asyncio.StreamReader | None = None
         self._status: asyncio.StreamReader | None = None
-        self._status_transport: asyncio.BaseTransport | None = None
+        self._transports: list[asyncio.BaseTransport] = []
         self._reader: asyncio.Future[None] | None = None
+        self._owned: list[int] = []  # descriptors no transport has taken over
 
     async def start(self) -> None:
-        common: dict[str, Any] = {
-            "cwd": self.cwd,
-            "stdout": subprocess.PIPE,
-            "stderr": subprocess.STDOUT,
-            "env": self.env,  # the supervisor's too: /proc/$PPID/environ holds no more
-        }
+        """Start the shell. OSError when it cannot start; ValueError for an argument no
+        program can receive (a NUL byte, a lone surrogate); NoBox when its box cannot be
+        made."""
         if sys.platform == "win32":
+            if self.box is not None:
+                raise NoBox("no box on Windows")
             self.proc = await asyncio.create_subprocess_exec(
                 *self.argv,
                 stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=self.cwd,
+                env=self.env,
                 creationflags=subprocess.CREATE_NEW_PROCESS_GROUP,
-                **common,
             )
+            self._out = self.proc.stdout
         else:
-            r, w = os.pipe()
-            try:
-                self.proc = await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-I",
-                    "-S",
-                    REAPER,
-                    str(w),
-                    *self.argv,
-                    stdin=subprocess.PIPE,
-                    pass_fds=(w,),
-                    start_new_session=True,
-                    **common,
-                )
-            except BaseException:
-                os.close(r)
-                raise
-            finally:
-                os.close(w)
-            loop = asyncio.get_running_loop()
-            status = self._status = asyncio.StreamReader()
-            self._status_transport, _ = await loop.connect_read_pipe(
-                lambda: asyncio.StreamReaderProtocol(status),
-                os.fdopen(r, "rb", 0),
-            )
+            await self._start_supervised()
         self._reader = asyncio.ensure_future(self._pump())
 
+    def _plan_and_start(self, abandoned: threading.Event) -> Started | None:
+        """In a worker: plan the box (it looks at the disk), then hand the shell to the
+        supervisor helper (a socket round trip)."""
+        if sys.platform == "win32":  # never called there (no supervisor, no box)
+            raise NoBox("no box on Windows")
+        else:
+            from .supervisor import start_shell
+
+            argv, env = self.argv, self.env
+            if self.box is not None:
+                self.boxed = prepare(self.box, self.cwd, argv)
+                argv, env = list(self.boxed.argv), {**env, "TMPDIR": self.boxed.plan.tmpdir}
+            return start_shell(argv, self.cwd, env, abandoned)
+
+    async def _start_supervised(self) -> None:
+        abandoned = threading.Event()
+        work = asyncio.ensure_future(pools.run(pools.Pool.PROCESS, self._plan_and_start, abandoned))
+        try:
+            started = await asyncio.shield(work)
+        except asyncio.CancelledError:
+            abandoned.set()  # not sent yet: never sent; sent: its kill pipe closes
+            work.add_done_callback(_abandon)
+            raise
+        assert started is not None
+        self.started = started
+        self._owned = [started.output, started.status, started.kill]
+        loop = asyncio.get_running_loop()
+        try:
+            for fd in (started.output, started.status):
+                reader = asyncio.StreamReader()
+                self._owned.remove(fd)  # the pipe file (then its transport) closes it
+                transport, _ = await loop.connect_read_pipe(
+                    functools.partial(asyncio.StreamReaderProtocol, reader),
+                    os.fdopen(fd, "rb", 0),
+                )
+                self._transports.append(transport)
+                if fd == started.output:
+                    self._out = reader
+                else:
+                    self._status = reader
+        except BaseException:
+            self._close_now()
+            raise
+
+    def _close_now(self) -> None:
+        """Every descriptor of this run, at once (closing the kill pipe ends the call)."""
+        for transport in self._transports:
+            transport.close()  # closes its pipe end
+        owned, self._owned = self._owned, []
+        for fd in owned:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
     async def _pump(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
+        assert self._out is not None
         kill_at = self.limits.output_kill_bytes
         while True:
-            chunk = await self.proc.stdout.read(65536)
+            chunk = await self._out.read(65536)
             if not chunk:
                 return
             if self.over_limit.is_set():
@@ -194,16 +251,20 @@ class ShellRun:
                 self.over_limit.set()
 
     async def _shell_exit(self) -> None:
-        """Until the shell itself exits; sets ``code`` (negative: killed by that signal)."""
-        assert self.proc is not None
+        """Until the shell itself exits; sets ``code`` (negative: killed by that signal).
+
+        Raises OSError when the supervisor could not start the shell."""
         if sys.platform == "win32" or self._status is None:  # Windows: no supervisor
+            assert self.proc is not None
             self.code = await self.proc.wait()
             return
-        line = (await self._status.readline()).decode("ascii", "replace").split()
-        if len(line) == 2 and line[0] == "exit":
+        line = (await self._status.readline()).decode("ascii", "replace").split(" ", 2)
+        if len(line) == 2 and line[0] == "exit" and line[1].strip().isdigit():
             self.code = int(line[1])
-        elif len(line) == 2 and line[0] == "signal":
+        elif len(line) == 2 and line[0] == "signal" and line[1].strip().isdigit():
             self.code = -int(line[1])
+        elif len(line) == 3 and line[0] == "error" and line[1].isdigit():
+            raise OSError(int(line[1]) or None, line[2].strip())
         else:  # the supervisor died or was told to stop: report like a kill
             self.code = -signal.SIGKILL
 
@@ -219,6 +280,9 @@ class ShellRun:
             if not exited.done():
                 exited.cancel()
         if exited in done:
+            if exited.exception() is not None:
+                await self.kill()
+                exited.result()  # raises: the shell did not start
             await self._finish()
             return Ending.EXITED
         await self.kill()
@@ -245,45 +309,40 @@ class ShellRun:
         await self._close(ask=True)
 
     async def _close(self, ask: bool) -> None:
-        proc = self.proc
-        if proc is None:
-            return
         if sys.platform == "win32":
+            proc = self.proc
+            if proc is None:
+                return
             if ask:
-                kill_group(proc, signal.SIGTERM)
-        elif ask and proc.stdin is not None:
-            with contextlib.suppress(OSError, RuntimeError):
-                proc.stdin.write(b"k")
-        try:
-            await asyncio.wait_for(asyncio.shield(self._supervisor_exit()), SUPERVISOR_EXIT_S)
-        except TimeoutError:
-            # Never expected: the supervisor itself is stuck. Take its session down by force
-            # (on Windows: the shell's process tree, as there is no os.killpg).
-            kill_group(proc, getattr(signal, "SIGKILL", signal.SIGTERM))
-        finally:
-            if proc.stdin is not None:
-                with contextlib.suppress(OSError, RuntimeError):
-                    proc.stdin.close()
-            if self._status_transport is not None:
-                self._status_transport.close()
+                kill_group(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(asyncio.shield(proc.wait()), SUPERVISOR_EXIT_S)
+            except TimeoutError:
+                kill_group(proc.pid, signal.SIGTERM)
+        else:
+            started = self.started
+            if started is None or started.kill not in self._owned:
+                return
+            if ask:
+                with contextlib.suppress(OSError):
+                    os.write(started.kill, b"k")
+            try:
+                await asyncio.wait_for(asyncio.shield(self._supervisor_exit()), SUPERVISOR_EXIT_S)
+            except TimeoutError:
+                # Never expected: the supervisor itself is stuck. Take its session down by force.
+                kill_group(started.pid, signal.SIGKILL)
+            finally:
+                self._close_now()
         # Every writer of the output pipe is gone now, so the reader sees EOF at once and
         # asyncio closes the transport on this loop instead of at garbage collection.
         if self._reader is not None:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(self._reader), DRAIN_AFTER_EXIT_S)
             self._reader.cancel()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(proc.wait()), DRAIN_AFTER_EXIT_S)
 
     async def _supervisor_exit(self) -> None:
-        """Until the supervisor has exited: EOF on the status pipe (only it holds the write end).
-
-        Not ``Process.wait()``: on 3.11/3.12 that also waits for the output pipe to close.
-        """
-        assert self.proc is not None
-        if self._status is None:
-            await self.proc.wait()
-            return
+        """Until the supervisor has exited: EOF on the status pipe (only it holds the write end)."""
+        assert self._status is not None
         while await self._status.read(4096):
             pass
 
@@ -364,16 +423,6 @@ class BashTool(Tool):
         )
         return named or esc
 
-    @staticmethod
-    async def _box(ctx: ToolContext, cwd: str, argv: list[str]) -> Prepared:
-        """This call's box (planned in a worker: it looks at the disk); refuses without one."""
-        if ctx.box is None:
-            raise ToolError("bash runs only in the box, and this call has none")
-        try:
-            return await pools.run(pools.Pool.PROCESS, prepare, ctx.box, cwd, argv)
-        except NoBox as e:
-            raise ToolError(f"no box is available here: {e}") from None
-
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         limits = ctx.limits
         timeout = check_timeout(args.get("timeout_s", limits.bash_timeout_s), limits)
@@ -381,20 +430,28 @@ class BashTool(Tool):
         cwd = ctx.resolve(args.get("cwd"))
         if not os.path.isdir(cwd):
             raise ToolError(f"cwd {shown_cwd}: not a directory")
-        argv, env, boxed = shell_argv(args["command"]), dict(ctx.env or child_env()), None
+        box = None
         if not ctx.outside_box:
-            boxed = await self._box(ctx, cwd, argv)
-            argv, env["TMPDIR"] = list(boxed.argv), boxed.plan.tmpdir
-        run = ShellRun(argv, cwd, limits, env)
+            if ctx.box is None:
+                raise ToolError("bash runs only in the box, and this call has none")
+            box = ctx.box
+        run = ShellRun(shell_argv(args["command"]), cwd, limits, dict(ctx.env or child_env()), box)
         try:
             await run.start()
+        except NoBox as e:
+            raise ToolError(f"no box is available here: {e}") from None
         except OSError as e:
             raise io_error(e, "cannot start the shell") from None
+        except ValueError as e:  # a NUL byte, a lone surrogate: no program can receive it
+            raise ToolError(f"cannot start the shell: {e}") from None
+        boxed = run.boxed
         try:
             ending = await run.wait(timeout)
         except asyncio.CancelledError:
             await asyncio.shield(run.kill())  # a second cancel must not leave processes behind
             raise
+        except OSError as e:  # the supervisor could not start it (the cwd went away...)
+            raise io_error(e, "cannot start the shell") from None
         text = run.output.text().rstrip("\n")
         refused = None
         if boxed is not None:  # the box's own words end the result (what it refused, how to ask)

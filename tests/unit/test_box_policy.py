@@ -270,3 +270,18 @@ def test_too_many_masks_coalesce_into_their_folders_never_the_project():
         pass
     else:
         raise AssertionError("300 masks in the project's top must refuse the box")
+
+
+def test_the_scans_name_matcher_says_what_the_whole_table_says():
+    """The project scan compiles only the table's bare-name entries, once: the same answer for
+    every name as the full table compiled for a home (which resolves real paths, per call)."""
+    from omp_a2a_bridge.server.box.host import _name_matcher
+    from omp_a2a_bridge.server.policy.protected import TABLE, Matcher, fold
+
+    full = Matcher(TABLE, "/home/u")
+    names = [loc.pattern.replace("*", "x").replace("?", "y") for loc in TABLE]
+    names += [n for loc in TABLE for n in loc.unless]
+    names += ["README.md", "main.py", ".env", ".env.example", "id_rsa.pub", "server.pem", "x.KEY"]
+    for name in names:
+        key = fold(name.rsplit("/", 1)[-1])
+        assert _name_matcher().name(key) == full.name(key), name
