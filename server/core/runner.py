@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..control.controlfile import ControlInfo, release
 from ..control.server import ControlState, control_app
 from ..errors import BridgeError, StartupError
-from ..infra.audit import pair_calls, recent_records
+from ..infra.audit import recent_calls
 from ..infra.config import Config, edit_config
 from ..infra.tokens import TokenSource
 from ..mcp.http import McpServer
@@ -365,9 +365,8 @@ class BridgeRunner:
         """Flush, then read the files backwards only as far as ``limit`` calls need."""
         audit = self._bridge().audit
         audit.flush(2.0)
-        # start and done of a call are two records; a little slack for interleaving
-        records = recent_records(audit.path, self._bridge().config.audit_keep, 2 * limit + 64)
-        return [audit_call_json(c) for c in pair_calls(records)[-limit:]]
+        calls = recent_calls(audit.path, self._bridge().config.audit_keep, limit)
+        return [audit_call_json(c) for c in calls]
 
     def login_url(self) -> str:
         """A one-time link to the approval page (valid 60 s, first use) for the browser."""

@@ -18,9 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import platformdirs
-
-from .. import APP_NAME
 from ..box.policy import DEFAULT_READ_ALLOW, BoxConfig
 from ..errors import ConfigError
 from ..policy.protected import DEFAULT_PRIVATE_ALLOW, known_removals
@@ -29,22 +26,12 @@ from ..upstream.config import McpServerSpec, _Fail, parse_mcp_servers
 from ..vocab import Tier
 from .childenv import EnvSpec, EnvSpecError, parse_env_spec
 from .fsutil import write_private_atomic
+from .locations import audit_path, config_path  # noqa: F401 - re-exported: callers import here
+from .locations import audit_settings as _audit_settings
 
 TIERS = tuple(Tier)
 TOKEN_MIN_LENGTH = 32
 ZERO_OK_LIMITS = ("inline_read_max_bytes", "max_connections")  # 0 has a meaning there
-
-
-def config_path() -> str:
-    return os.environ.get("A2A_BRIDGE_CONFIG") or os.path.join(
-        platformdirs.user_config_dir(APP_NAME, appauthor=False), "config.json"
-    )
-
-
-def audit_path() -> str:
-    return os.environ.get("A2A_BRIDGE_AUDIT") or os.path.join(
-        platformdirs.user_log_dir(APP_NAME, appauthor=False), "audit.jsonl"
-    )
 
 
 @dataclass(frozen=True)
@@ -366,20 +353,6 @@ def _approval(path: str, raw: dict[str, Any]) -> tuple[dict[str, Tier], Tier, fl
         raise _fail(path, "approval.max_pending_per_session", "an integer in [1, 10000]")
     typed = {k: Tier(v) for k, v in tiers.items()}
     return typed, Tier(default_tier), float(timeout_s), max_pending, max_per_session
-
-
-def _audit_settings(path: str, raw: dict[str, Any]) -> tuple[int, int]:
-    """The ``audit`` object: the size at which the log rotates and how many files it keeps."""
-    audit = raw.get("audit", {})
-    if not isinstance(audit, dict):
-        raise _fail(path, "audit", "an object")
-    max_bytes = audit.get("max_bytes", 10 * 1024 * 1024)
-    if not _is_int(max_bytes) or max_bytes < 4096:
-        raise _fail(path, "audit.max_bytes", "an integer >= 4096")
-    keep = audit.get("keep", 5)
-    if not _is_int(keep) or not 1 <= keep <= 100:
-        raise _fail(path, "audit.keep", "an integer in [1, 100]")
-    return max_bytes, keep
 
 
 def config_rules(path: str, raw: Any, roots: tuple[str, ...]) -> RuleSet:
