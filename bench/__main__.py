@@ -247,6 +247,21 @@ def bench_tools() -> list[str]:
     return tools_section(py, dict(os.environ), TOKEN, start)
 
 
+def bench_fastpaths() -> list[str]:
+    """Issue 26's fast paths (bench/fastpaths.py): tail read, audit -n 20, upstream echo."""
+    from bench.fastpaths import fastpaths_section
+
+    py = sys.executable
+
+    def start(env: dict[str, str]) -> Server:
+        port = free_port()
+        return Server.start(
+            "bridge", [py, "-m", "omp_a2a_bridge.server", "serve", "--port", str(port)], env, port
+        )
+
+    return fastpaths_section(py, dict(os.environ), TOKEN, start)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
@@ -260,15 +275,23 @@ def main() -> int:
     ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument(
         "--only",
-        choices=("all", "servers", "tools", "box"),
+        choices=("all", "servers", "tools", "box", "fastpaths"),
         default="all",
         help="servers: the MCP throughput tables; tools: grep/find/read/ls vs native programs; "
-        "box: the box's cost per bash call and the prompts it avoids",
+        "box: the box's cost per bash call and the prompts it avoids; fastpaths: tail read, "
+        "audit -n 20 on a 200k-call log, upstream echo vs direct",
     )
     args = ap.parse_args()
     # `timeout` or Ctrl-C: still stop the three servers (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
+    if args.only == "fastpaths":
+        text = "\n".join(bench_fastpaths())
+        print(text)
+        if args.markdown:
+            with open(args.markdown, "w") as f:
+                f.write(text + "\n")
+        return 0
     if args.only in ("tools", "box"):
         text = "\n".join(bench_tools() if args.only == "tools" else box_section())
         print(text)
@@ -452,7 +475,7 @@ def main() -> int:
         f"floor start: {floor.startup_s * 1000:.0f} ms.",
     ]
     if args.only == "all":
-        out += ["", *bench_tools(), "", *box_section()]
+        out += ["", *bench_tools(), "", *box_section(), "", *bench_fastpaths()]
     text = "\n".join(out)
     print(text)
     if args.markdown:

@@ -1,0 +1,37 @@
+"""A stdio MCP server with one ``echo`` tool, built with the official SDK (lowlevel API): the
+upstream of ``python -m bench``'s forwarding rows. ``python -m bench.echo_server``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+ECHO = types.Tool(
+    name="echo",
+    description="Echo the text back.",
+    input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
+    annotations=types.ToolAnnotations(read_only_hint=True),
+)
+
+
+async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=[ECHO])
+
+
+async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    text = str((params.arguments or {}).get("text"))
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+async def run() -> None:
+    server = Server("bench-echo", on_list_tools=list_tools, on_call_tool=call_tool)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+if __name__ == "__main__":
+    asyncio.run(run())
