@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any, BinaryIO
 
 from ..errors import BridgeError, ConfigError, exit_line
-from ..infra.audit import pair_calls, read_records, recent_calls
+from ..infra.auditread import pair_calls, read_records, recent_calls
 from ..infra.locations import DEFAULT_AUDIT_KEEP, audit_path, audit_settings, config_path
 from ..present.textsafe import safe, shorten
 

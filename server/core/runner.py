@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..control.controlfile import ControlInfo, release
 from ..control.server import ControlState, control_app
 from ..errors import BridgeError, StartupError
-from ..infra.audit import recent_calls
+from ..infra.auditread import recent_calls
 from ..infra.config import Config, edit_config
 from ..infra.tokens import TokenSource
 from ..mcp.http import McpServer

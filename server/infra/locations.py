@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import platformdirs
-
 from .. import APP_NAME
 from ..errors import ConfigError
 
@@ -20,15 +18,19 @@ DEFAULT_AUDIT_KEEP = 5
 
 
 def config_path() -> str:
-    return os.environ.get("A2A_BRIDGE_CONFIG") or os.path.join(
-        platformdirs.user_config_dir(APP_NAME, appauthor=False), "config.json"
-    )
+    if path := os.environ.get("A2A_BRIDGE_CONFIG"):
+        return path
+    import platformdirs  # here: a path set in the environment needs none of it
+
+    return os.path.join(platformdirs.user_config_dir(APP_NAME, appauthor=False), "config.json")
 
 
 def audit_path() -> str:
-    return os.environ.get("A2A_BRIDGE_AUDIT") or os.path.join(
-        platformdirs.user_log_dir(APP_NAME, appauthor=False), "audit.jsonl"
-    )
+    if path := os.environ.get("A2A_BRIDGE_AUDIT"):
+        return path
+    import platformdirs
+
+    return os.path.join(platformdirs.user_log_dir(APP_NAME, appauthor=False), "audit.jsonl")
 
 
 def _is_int(v: Any) -> bool:

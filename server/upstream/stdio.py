@@ -104,6 +104,46 @@ def _line(message: dict[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":")).encode() + b"\n"
 
 
+class Waiters:
+    """Requests written past the SDK session (:meth:`StdioTransport.request`), waiting for
+    their answers by id; the stdout reader offers each line here before the SDK sees it."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._last = 0
+
+    def new(self) -> tuple[str, asyncio.Future[dict[str, Any]]]:
+        self._last += 1
+        rid = f"{CALL_ID}{self._last}"
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.pending[rid] = fut
+        return rid, fut
+
+    def answer(self, line: bytes) -> bool:
+        """Hand a response to its waiter; False for anything else (the SDK's to read)."""
+        if not self.pending or _CALL_ID_BYTES not in line:
+            return False
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return False
+        rid = msg.get("id") if isinstance(msg, dict) else None
+        if not isinstance(rid, str) or "method" in msg:
+            return False
+        fut = self.pending.pop(rid, None)
+        if fut is None:
+            return False  # a late answer to a call that timed out: the SDK drops it as before
+        if not fut.done():
+            fut.set_result(msg)
+        return True
+
+    def fail_all(self, error: Exception) -> None:
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(error)
+        self.pending.clear()
+
+
 class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
     """Runs a stdio MCP server in its own process group; yields the SDK's stream pair."""
 
@@ -128,8 +168,7 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
         self.returncode: int | None = None
         self._cm: contextlib.AbstractAsyncContextManager[Any] | None = None
         self._stdin: Any = None  # the child's stdin while it runs
-        self._calls: dict[str, asyncio.Future[dict[str, Any]]] = {}  # request() waiters by id
-        self._last_call = 0
+        self.waiters = Waiters()  # request()'s calls, waiting for their answers
         self._notes: set[asyncio.Task[None]] = set()  # cancellations being written
 
     async def __aenter__(self) -> Any:
@@ -165,7 +204,7 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
                             self.ring.append("(bridge) a message over 32 MiB: disconnected")
                             return
                         for line in lines:
-                            if not line.strip() or (self._calls and self._answer(line)):
+                            if not line.strip() or self.waiters.answer(line):
                                 continue
                             try:
                                 item: SessionMessage | Exception = SessionMessage(
@@ -179,10 +218,7 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
             finally:
                 self.exited.set()
                 self._stdin = None
-                for fut in self._calls.values():
-                    if not fut.done():
-                        fut.set_exception(ConnectionError("the server's output ended"))
-                self._calls.clear()
+                self.waiters.fail_all(ConnectionError("the server's output ended"))
 
         async def stderr() -> None:
             assert proc.stderr is not None
@@ -238,10 +274,7 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
         stdin = self._stdin
         if stdin is None or self.exited.is_set():
             raise ConnectionError("the server is not running")
-        self._last_call += 1
-        rid = f"{CALL_ID}{self._last_call}"
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._calls[rid] = fut
+        rid, fut = self.waiters.new()
         message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
         try:
             await stdin.send(_line(message))
@@ -252,25 +285,7 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as e:
             raise ConnectionError(f"the server's input closed ({e})") from None
         finally:
-            self._calls.pop(rid, None)
-
-    def _answer(self, line: bytes) -> bool:
-        """Hand a response to a :meth:`request` waiter; False for anything else (the SDK's)."""
-        if _CALL_ID_BYTES not in line:
-            return False
-        try:
-            msg = json.loads(line)
-        except ValueError:
-            return False
-        rid = msg.get("id") if isinstance(msg, dict) else None
-        if not isinstance(rid, str) or "method" in msg:
-            return False
-        fut = self._calls.pop(rid, None)
-        if fut is None:
-            return False  # a late answer to a call that timed out: the SDK drops it as before
-        if not fut.done():
-            fut.set_result(msg)
-        return True
+            self.waiters.pending.pop(rid, None)
 
     def _cancel(self, rid: str) -> None:
         """Tell the server a request is cancelled, in a task of its own (the caller may be a

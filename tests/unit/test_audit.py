@@ -146,28 +146,3 @@ def test_pair_calls_joins_by_id_in_order_and_keeps_hung_calls():
 def test_unserializable_values_do_not_break_a_record(value):
     line = cap_record({"phase": "done", "weird": value})
     assert line_bytes(line) <= RECORD_CAP
-
-
-@pytest.mark.parametrize("block", [1, 3, 7, 64 * 1024])
-@pytest.mark.parametrize(
-    ("data", "lines"),
-    [
-        (b"a\nbb\nccc\n", [b"ccc", b"bb", b"a"]),
-        (b"a\nbb\nccc", [b"ccc", b"bb", b"a"]),  # an unfinished last line comes out too
-        (b"\n\na\n\n", [b"a"]),  # empty lines are skipped
-        (b"", []),
-        (b"x" * 50 + b"\n" + b"y" * 20 + b"\n", [b"y" * 20, b"x" * 50]),  # lines over a block
-        ("é€\n𝄞\n".encode(), ["𝄞".encode(), "é€".encode()]),  # blocks split characters
-    ],
-)
-def test_lines_backwards_returns_every_line_last_first(data, lines, block):
-    import io
-
-    assert list(audit._lines_backwards(io.BytesIO(data), len(data), block)) == lines
-
-
-def test_lines_backwards_stops_at_the_given_end():
-    import io
-
-    data = b"one\ntwo\nthree\n"
-    assert list(audit._lines_backwards(io.BytesIO(data), 8, 2)) == [b"two", b"one"]

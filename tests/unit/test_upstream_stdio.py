@@ -10,7 +10,13 @@ import json
 import pytest
 
 from omp_a2a_bridge.server.upstream.config import McpServerSpec
-from omp_a2a_bridge.server.upstream.stdio import LineSplitter, LineTooLong, StdioTransport, _line
+from omp_a2a_bridge.server.upstream.stdio import (
+    LineSplitter,
+    LineTooLong,
+    StdioTransport,
+    Waiters,
+    _line,
+)
 
 
 def test_lines_split_across_and_within_chunks():
@@ -54,9 +60,8 @@ def _transport() -> StdioTransport:
 
 def test_only_answers_to_our_requests_are_taken_from_the_sdk():
     async def scenario() -> None:
-        t = _transport()
-        fut = asyncio.get_running_loop().create_future()
-        t._calls["omp-1"] = fut
+        w = Waiters()
+        rid, fut = w.new()
         theirs = [
             b'{"jsonrpc":"2.0","id":1,"result":{}}',  # the SDK's own (integer) ids
             b'{"jsonrpc":"2.0","method":"notifications/message","params":{"x":"omp-1"}}',
@@ -64,11 +69,15 @@ def test_only_answers_to_our_requests_are_taken_from_the_sdk():
             b'{"jsonrpc":"2.0","id":"omp-9","result":{}}',  # nobody waits for it (timed out)
             b'not json "omp-1',
         ]
-        assert not any(t._answer(line) for line in theirs)
+        assert rid == "omp-1"
+        assert not any(w.answer(line) for line in theirs)
         assert not fut.done()
-        assert t._answer(b'{"jsonrpc":"2.0","id":"omp-1","result":{"content":[]}}')
+        assert w.answer(b'{"jsonrpc":"2.0","id":"omp-1","result":{"content":[]}}')
         assert fut.result() == {"jsonrpc": "2.0", "id": "omp-1", "result": {"content": []}}
-        assert t._calls == {}
+        assert w.pending == {}
+        rid, fut = w.new()
+        w.fail_all(ConnectionError("gone"))  # the server's output ended
+        assert rid == "omp-2" and isinstance(fut.exception(), ConnectionError)
 
     asyncio.run(scenario())
 
