@@ -251,15 +251,13 @@ def bench_fastpaths() -> list[str]:
     """Issue 26's fast paths (bench/fastpaths.py): tail read, audit -n 20, upstream echo."""
     from bench.fastpaths import fastpaths_section
 
-    py = sys.executable
-
-    def start(env: dict[str, str]) -> Server:
+    def start(env: dict[str, str], py: str = sys.executable) -> Server:
         port = free_port()
         return Server.start(
             "bridge", [py, "-m", "omp_a2a_bridge.server", "serve", "--port", str(port)], env, port
         )
 
-    return fastpaths_section(py, dict(os.environ), TOKEN, start)
+    return fastpaths_section(sys.executable, dict(os.environ), TOKEN, start)
 
 
 def main() -> int:

@@ -21,6 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Optional: the Python of another install of the bridge (e.g. main's venv) measured beside
+# this one in the same run, as "before".
+BEFORE_PY = os.environ.get("A2A_BENCH_BEFORE_PY")
 TAIL_FILE_BYTES = 10 * 1024 * 1024
 AUDIT_CALLS = 200_000
 
@@ -155,6 +158,7 @@ def audit_rows(rounds: int = 15) -> tuple[list[list[str]], str]:
         assert len(shown) == 20 and " ok " in shown[-1], shown[-3:]
         contenders = {
             "audit -n 20, full log": full,
+            **_before_audit(run, env, log, work),
             "audit -n 20, empty log": run(
                 [script, "audit", "-n", "20"], env(os.path.join(work, "none.jsonl"))
             ),
@@ -169,6 +173,18 @@ def audit_rows(rounds: int = 15) -> tuple[list[list[str]], str]:
         return rows, note
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _before_audit(run: Any, env: Any, log: str, work: str) -> dict[str, Callable[[], None]]:
+    if not BEFORE_PY:
+        return {}
+    script = os.path.join(os.path.dirname(BEFORE_PY), "a2a-bridge")
+    return {
+        "before: audit -n 20, full log": run([script, "audit", "-n", "20"], env(log)),
+        "before: audit -n 20, empty log": run(
+            [script, "audit", "-n", "20"], env(os.path.join(work, "none.jsonl"))
+        ),
+    }
 
 
 def _timed_processes(fns: dict[str, Callable[[], None]], rounds: int) -> list[list[str]]:
@@ -242,8 +258,17 @@ async def _upstream_measure(url: str, token: str, calls: int, rounds: int, pid: 
 
 
 def upstream_rows(
-    start: Callable[[dict[str, str]], Any], token: str, rounds: int = 7, calls: int = 200
+    start: Callable[..., Any], token: str, rounds: int = 7, calls: int = 200
 ) -> list[list[str]]:
+    rows = [_upstream_row(start, token, rounds, calls, None)]
+    if BEFORE_PY:
+        rows.append(_upstream_row(start, token, rounds, calls, BEFORE_PY))
+    return rows
+
+
+def _upstream_row(
+    start: Callable[..., Any], token: str, rounds: int, calls: int, py: str | None
+) -> list[str]:
     """``mcp__srv__echo`` through the bridge (SDK client over Streamable HTTP; the bridge
     forwards over stdio) beside ``echo`` called directly on the same server program by the same
     SDK client over stdio. Bridge CPU per call: the bridge process alone (/proc)."""
@@ -274,7 +299,7 @@ def upstream_rows(
         A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
         A2A_BRIDGE_TOKEN=token,
     )
-    server = start(env)
+    server = start(env, py) if py else start(env)
     try:
         cl = Client(server.port, open_session(server.port, {"Authorization": f"Bearer {token}"}))
         deadline = time.monotonic() + 60
@@ -289,13 +314,11 @@ def upstream_rows(
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
     return [
-        [
-            "echo: bridge (HTTP, then stdio) vs direct (stdio)",
-            f"{m['bridge']:.2f}",
-            f"{m['direct']:.2f}",
-            f"{m['ratio']:.2f}x",
-            f"{m['cpu_ms']:.2f}",
-        ]
+        ("before: " if py else "") + "echo: bridge (HTTP, then stdio) vs direct (stdio)",
+        f"{m['bridge']:.2f}",
+        f"{m['direct']:.2f}",
+        f"{m['ratio']:.2f}x",
+        f"{m['cpu_ms']:.2f}",
     ]
 
 

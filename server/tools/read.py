@@ -56,11 +56,13 @@ class ReadTool(Tool):
         _check_offset(args)
         path = ctx.resolve(args["path"])
         st = prestat(ctx, path, args["path"])
-        # Small regular files are read on the loop; a hard-linked one goes to a thread, where
+        # Small regular files are read on the loop, and so is the tail of a large one when
+        # its last block holds the lines asked for; a hard-linked one goes to a thread, where
         # the protected-file identities may be refreshed.
+        inline = ctx.limits.inline_read_max_bytes
         if (
             stat.S_ISREG(st.st_mode)
-            and st.st_size <= ctx.limits.inline_read_max_bytes
+            and (st.st_size <= inline or (inline > 0 and args.get("offset", 1) < 0))
             and st.st_nlink == 1
         ):
             try:
@@ -86,7 +88,8 @@ class ReadTool(Tool):
         limit = args.get("limit", limits.read_max_lines)
         fd, st = open_read(path, shown)
         try:
-            if on_loop and (st.st_nlink > 1 or st.st_size > limits.inline_read_max_bytes):
+            big = st.st_size > limits.inline_read_max_bytes
+            if on_loop and (st.st_nlink > 1 or (big and offset > 0)):
                 raise _Offload  # swapped since the check: judge and read it in a thread
             judge_opened(ctx, path, st, shown, refresh=not on_loop)
             if st.st_size <= limits.inline_read_max_bytes:
@@ -97,7 +100,7 @@ class ReadTool(Tool):
                     raise _Offload
                 os.lseek(fd, 0, os.SEEK_SET)  # it grew since fstat: stream it
             with open(fd, "rb", buffering=BLOCK, closefd=False) as f:
-                return self._stream(f, st, shown, offset, limit, limits)
+                return self._stream(f, st, shown, offset, limit, limits, on_loop)
         except OSError as e:
             raise io_error(e, shown) from None
         finally:
@@ -136,13 +139,24 @@ class ReadTool(Tool):
         return ToolResult([image_block(base64.b64encode(data).decode(), mime)])
 
     def _stream(
-        self, f: Any, st: os.stat_result, shown: str, offset: int, limit: int, limits: Any
+        self,
+        f: Any,
+        st: os.stat_result,
+        shown: str,
+        offset: int,
+        limit: int,
+        limits: Any,
+        on_loop: bool = False,
     ) -> ToolResult:
         """A large file in constant memory: the head is sniffed, lines before ``offset`` are
         skipped by counting newlines in binary blocks, and a line is read only up to what can
-        be shown (a 1 GB one-line file costs one block, not 1 GB)."""
+        be shown (a 1 GB one-line file costs one block, not 1 GB). On the loop (a tail read)
+        it raises :class:`_Offload` as soon as more than ``inline_read_max_bytes`` from the end
+        would be needed."""
         head = f.peek(SNIFF_BYTES)[:SNIFF_BYTES]
         mime = image_type(head)
+        if mime is not None and on_loop:
+            raise _Offload  # an image is read whole: not on the loop
         if mime is not None:
             if st.st_size > limits.image_max_bytes:
                 raise ToolError(
@@ -155,7 +169,8 @@ class ReadTool(Tool):
                 f"{shown}: binary file ({st.st_size} bytes); read returns only text and images"
             )
         if offset < 0:  # from the end: only the bytes after that line are read
-            start, whole = _line_start_from_end(f, -offset)
+            bound = limits.inline_read_max_bytes if on_loop else None
+            start, whole = _line_start_from_end(f, -offset, bound)
             f.seek(start)
             if whole:
                 offset = 1  # no more lines than asked for: from line 1, numbered as usual
@@ -269,12 +284,14 @@ def _skip_lines(f: Any, n: int) -> int:
     return passed
 
 
-def _line_start_from_end(f: Any, k: int) -> tuple[int, bool]:
+def _line_start_from_end(f: Any, k: int, bound: int | None = None) -> tuple[int, bool]:
     """Where line ``-k`` starts (``-1``: the last line), found by counting newlines backwards
     from the end in :data:`BLOCK`-sized reads: the cost is the bytes between that line and the
     end, never the file's size. The newline that ends the last line does not start a line.
-    Returns ``(0, True)`` when the file has no more than ``k`` lines. Memory: one block."""
+    Returns ``(0, True)`` when the file has no more than ``k`` lines. Memory: one block.
+    ``bound``: raise :class:`_Offload` rather than look further back than that many bytes."""
     end = f.seek(0, os.SEEK_END)
+    floor = 0 if bound is None else end - bound
     if end:
         f.seek(end - 1)
         if f.read(1) == b"\n":
@@ -282,6 +299,8 @@ def _line_start_from_end(f: Any, k: int) -> tuple[int, bool]:
     need = k  # newlines still to pass, going backwards
     pos = end
     while pos > 0:
+        if pos <= floor:
+            raise _Offload
         step = min(BLOCK, pos)
         pos -= step
         f.seek(pos)

@@ -179,6 +179,28 @@ def test_a_last_line_longer_than_the_block_is_cut_like_any_other(tree, streamed)
     assert text.startswith("   -1\téé") and "[line cut: " in text
 
 
+def test_a_tail_within_the_last_block_is_read_on_the_loop_and_a_deeper_one_in_a_thread(tree):
+    """Like a small file, the tail of a large one is read on the loop when the lines asked for
+    lie within ``inline_read_max_bytes`` (or the one block read) of the end; further back,
+    or an image, it moves to a worker (run_now answers None), with the same answer."""
+    (tree / "big.log").write_text("".join(f"entry {i:06d}\n" for i in range(20000)))  # 260 KB
+    tool, c = ReadTool(), ctx(tree, inline_read_max_bytes=4096)
+    near = tool.run_now({"path": "big.log", "offset": -3}, c)
+    assert near is not None
+    assert (
+        near.content[0]["text"] == "   -3\tentry 019997\n   -2\tentry 019998\n   -1\tentry 019999"
+    )
+    args = {"path": "big.log", "offset": -6000, "limit": 1}  # 78 KB back: past a block
+    assert tool.run_now(args, c) is None
+    far = asyncio.run(tool.run(args, c)).content[0]["text"]
+    assert far == "-6000\tentry 014000\n… more lines follow; continue with offset=-5999"
+    assert (
+        tool.run_now({"path": "big.log", "offset": -3}, ctx(tree, inline_read_max_bytes=0)) is None
+    )
+    (tree / "big.png").write_bytes(PNG + b"\n" * 10000)
+    assert tool.run_now({"path": "big.png", "offset": -1}, c) is None
+
+
 def test_the_unread_rest_of_the_last_line_says_nothing_follows(tree, monkeypatch):
     from omp_a2a_bridge.server.tools import read as files
 
