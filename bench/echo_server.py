@@ -1,9 +1,11 @@
-"""A stdio MCP server with one ``echo`` tool, built with the official SDK (lowlevel API): the
-upstream of ``python -m bench``'s forwarding rows. ``python -m bench.echo_server``."""
+"""An MCP server with one ``echo`` tool, built with the official SDK (lowlevel API): the
+upstream of ``python -m bench``'s forwarding rows. ``python -m bench.echo_server`` serves over
+stdio; ``python -m bench.echo_server PORT`` over Streamable HTTP at ``/mcp``."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 import mcp_types as types
@@ -27,11 +29,20 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
 
+SERVER = Server("bench-echo", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
 async def run() -> None:
-    server = Server("bench-echo", on_list_tools=list_tools, on_call_tool=call_tool)
     async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+        await SERVER.run(read, write, SERVER.create_initialization_options())
 
 
 if __name__ == "__main__":
-    asyncio.run(run())
+    if len(sys.argv) > 1:
+        import uvicorn
+
+        port = int(sys.argv[1])
+        app = SERVER.streamable_http_app(host="127.0.0.1", json_response=True)
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    else:
+        asyncio.run(run())

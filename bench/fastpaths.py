@@ -215,21 +215,33 @@ def _timed_processes(fns: dict[str, Callable[[], None]], rounds: int) -> list[li
 # -- upstream forwarding -----------------------------------------------------------------------
 
 
-async def _upstream_measure(url: str, token: str, calls: int, rounds: int, pid: int) -> dict:
+async def _upstream_measure(
+    url: str, web: str, token: str, calls: int, rounds: int, pid: int
+) -> dict[str, Any]:
+    """Four contenders, interleaved per round: the bridge forwarding to the stdio server and
+    to the HTTP one (the SDK client over Streamable HTTP to the bridge), and the same server
+    program called directly by the same SDK client over HTTP and over stdio."""
     import httpx2
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
 
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    direct_http = httpx2.AsyncClient(timeout=30)
     bridge = Client(streamable_http_client(url, http_client=http), mode="legacy")
-    direct = Client(
+    to_web = Client(streamable_http_client(web, http_client=direct_http), mode="legacy")
+    to_stdio = Client(
         StdioServerParameters(command=sys.executable, args=["-m", "bench.echo_server"], cwd=ROOT)
     )
-    per: dict[str, list[float]] = {"bridge": [], "direct": []}
-    ratios: list[float] = []
-    cpu_s = 0.0
-    async with bridge, direct:
+    contenders = {
+        "bridge -> stdio": (bridge, "mcp__srv__echo"),
+        "bridge -> http": (bridge, "mcp__web__echo"),
+        "direct http": (to_web, "echo"),
+        "direct stdio": (to_stdio, "echo"),
+    }
+    per: dict[str, list[float]] = {k: [] for k in contenders}
+    cpu: dict[str, float] = dict.fromkeys(contenders, 0.0)
+    async with bridge, to_web, to_stdio:
 
         async def run(c: Any, name: str) -> float:
             t0 = time.perf_counter()
@@ -239,59 +251,82 @@ async def _upstream_measure(url: str, token: str, calls: int, rounds: int, pid: 
             return (time.perf_counter() - t0) * 1000 / calls
 
         for i in range(rounds + 1):
-            c0 = own_cpu_s(pid)
-            b = await run(bridge, "mcp__srv__echo")
-            spent = own_cpu_s(pid) - c0
-            d = await run(direct, "echo")
-            if i:  # the first round warms both
-                per["bridge"].append(b)
-                per["direct"].append(d)
-                ratios.append(b / d)
-                cpu_s += spent
+            for k, (c, name) in contenders.items():
+                c0 = own_cpu_s(pid)
+                ms = await run(c, name)
+                if i:  # the first round warms every path
+                    per[k].append(ms)
+                    cpu[k] += own_cpu_s(pid) - c0
     await http.aclose()
-    return {
-        "bridge": statistics.median(per["bridge"]),
-        "direct": statistics.median(per["direct"]),
-        "ratio": statistics.median(ratios),
-        "cpu_ms": cpu_s * 1000 / (rounds * calls),
-    }
+    await direct_http.aclose()
+    out: dict[str, Any] = {k: statistics.median(v) for k, v in per.items()}
+    out["cpu_ms"] = {k: v * 1000 / (rounds * calls) for k, v in cpu.items()}
+    for a, b in (
+        ("bridge -> stdio", "direct http"),
+        ("bridge -> http", "direct http"),
+        ("bridge -> stdio", "direct stdio"),
+    ):
+        out[(a, b)] = statistics.median(x / y for x, y in zip(per[a], per[b], strict=True))
+    return out
 
 
 def upstream_rows(
-    start: Callable[..., Any], token: str, rounds: int = 7, calls: int = 200
+    start: Callable[..., Any], token: str, rounds: int = 5, calls: int = 200
 ) -> list[list[str]]:
-    rows = [_upstream_row(start, token, rounds, calls, None)]
-    if BEFORE_PY:
-        rows.append(_upstream_row(start, token, rounds, calls, BEFORE_PY))
+    """``echo`` forwarded by the bridge beside the same call made directly by the same SDK
+    client; per install (this one, and the ``A2A_BENCH_BEFORE_PY`` one)."""
+    web_port = _free_port()
+    web = subprocess.Popen(
+        [sys.executable, "-m", "bench.echo_server", str(web_port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_port(web_port)
+        web_url = f"http://127.0.0.1:{web_port}/mcp"
+        rows = _upstream_rows(start, token, rounds, calls, None, web_url)
+        if BEFORE_PY:
+            rows += _upstream_rows(start, token, rounds, calls, BEFORE_PY, web_url)
+    finally:
+        web.terminate()
+        web.wait(10)
     return rows
 
 
-def _upstream_row(
-    start: Callable[..., Any], token: str, rounds: int, calls: int, py: str | None
-) -> list[str]:
-    """``mcp__srv__echo`` through the bridge (SDK client over Streamable HTTP; the bridge
-    forwards over stdio) beside ``echo`` called directly on the same server program by the same
-    SDK client over stdio. Bridge CPU per call: the bridge process alone (/proc)."""
+def _free_port() -> int:
+    from bench.__main__ import free_port
+
+    return free_port()
+
+
+def _wait_port(port: int, timeout: float = 60) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def _upstream_rows(
+    start: Callable[..., Any], token: str, rounds: int, calls: int, py: str | None, web: str
+) -> list[list[str]]:
+    """One bridge (this install's, or ``py``'s) with the echo server over stdio (``srv``)
+    and over HTTP (``web``), both at allow tier. Bridge CPU: the bridge process alone."""
     from bench.__main__ import open_session
     from bench.tools import Client
 
     work = tempfile.mkdtemp(prefix="a2a-bench-up-")
     cfg = os.path.join(work, "config.json")
-    spec = {
-        "command": sys.executable,
-        "args": ["-m", "bench.echo_server"],
-        "cwd": ROOT,
-        "box": False,
-    }
+    stdio = {"command": sys.executable, "args": ["-m", "bench.echo_server"], "cwd": ROOT}
+    servers = {"srv": {**stdio, "box": False}, "web": {"url": web}}
+    tiers = {"mcp__srv__echo": "allow", "mcp__web__echo": "allow"}
     with open(cfg, "w") as f:
-        json.dump(
-            {
-                "roots": [work],
-                "mcp_servers": {"srv": spec},
-                "approval": {"tiers": {"mcp__srv__echo": "allow"}},
-            },
-            f,
-        )
+        json.dump({"roots": [work], "mcp_servers": servers, "approval": {"tiers": tiers}}, f)
     env = dict(
         os.environ,
         A2A_BRIDGE_CONFIG=cfg,
@@ -304,21 +339,35 @@ def _upstream_row(
         cl = Client(server.port, open_session(server.port, {"Authorization": f"Bearer {token}"}))
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            tools = cl.rpc("tools/list").get("result", {}).get("tools", [])
-            if any(t["name"] == "mcp__srv__echo" for t in tools):
+            names = {t["name"] for t in cl.rpc("tools/list").get("result", {}).get("tools", [])}
+            if {"mcp__srv__echo", "mcp__web__echo"} <= names:
                 break
             time.sleep(0.2)
         url = f"http://127.0.0.1:{server.port}/"
-        m = asyncio.run(_upstream_measure(url, token, calls, rounds, server.proc.pid))
+        m = asyncio.run(_upstream_measure(url, web, token, calls, rounds, server.proc.pid))
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
+    who = "before: " if py else ""
     return [
-        ("before: " if py else "") + "echo: bridge (HTTP, then stdio) vs direct (stdio)",
-        f"{m['bridge']:.2f}",
-        f"{m['direct']:.2f}",
-        f"{m['ratio']:.2f}x",
-        f"{m['cpu_ms']:.2f}",
+        [
+            f"{who}bridge -> stdio server",
+            f"{m['bridge -> stdio']:.2f}",
+            f"{m['direct http']:.2f}",
+            f"{m[('bridge -> stdio', 'direct http')]:.2f}x",
+            f"{m['direct stdio']:.2f}",
+            f"{m[('bridge -> stdio', 'direct stdio')]:.2f}x",
+            f"{m['cpu_ms']['bridge -> stdio']:.2f}",
+        ],
+        [
+            f"{who}bridge -> HTTP server",
+            f"{m['bridge -> http']:.2f}",
+            f"{m['direct http']:.2f}",
+            f"{m[('bridge -> http', 'direct http')]:.2f}x",
+            "",
+            "",
+            f"{m['cpu_ms']['bridge -> http']:.2f}",
+        ],
     ]
 
 
@@ -379,15 +428,17 @@ def fastpaths_section(py: str, base_env: dict[str, str], token: str, start: Any)
         "",
         _table(["what", "median ms", "best ms", "CPU ms (user+sys)"], audit),
         "",
-        "### Upstream forwarding (the SDK client, 200 sequential calls per round; median of 7 "
-        "interleaved rounds)",
+        "### Upstream forwarding (the SDK client, 200 sequential calls per round; median of 5 "
+        "interleaved rounds; ratios: median of per-round ratios)",
         "",
         _table(
             [
-                "what",
+                "echo via",
                 "bridge ms/call",
-                "direct ms/call",
-                "ratio (median per round)",
+                "direct HTTP ms/call",
+                "ratio",
+                "direct stdio ms/call",
+                "ratio",
                 "bridge CPU ms/call",
             ],
             upstream,
