@@ -320,7 +320,10 @@ def _upstream_rows(
     from bench.__main__ import open_session
     from bench.tools import Client
 
-    work = tempfile.mkdtemp(prefix="a2a-bench-up-")
+    # The root in the home, as a user's project would be: an HTTP server's relative names are
+    # judged from the root's ancestors too, and /tmp on a shared machine changes all the time
+    # (its listing cannot be kept; 3,000 entries folded per call).
+    work = tempfile.mkdtemp(prefix=".a2a-bench-up-", dir=os.path.expanduser("~"))
     cfg = os.path.join(work, "config.json")
     stdio = {"command": sys.executable, "args": ["-m", "bench.echo_server"], "cwd": ROOT}
     servers = {"srv": {**stdio, "box": False}, "web": {"url": web}}
