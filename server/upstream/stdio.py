@@ -276,12 +276,21 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
             raise ConnectionError("the server is not running")
         rid, fut = self.waiters.new()
         message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
-        try:
+
+        async def exchange() -> dict[str, Any]:
+            # The write is inside the deadline too: a server that stops reading its stdin
+            # fills the pipe. A write cut short leaves no half line: the whole line is in the
+            # transport's buffer before the wait for it to drain.
             await stdin.send(_line(message))
-            return await asyncio.wait_for(fut, timeout)
+            return await fut
+
+        try:
+            return await asyncio.wait_for(exchange(), timeout)
         except (TimeoutError, asyncio.CancelledError):
             self._cancel(rid)
             raise
+        except ConnectionError:
+            raise  # the server's output ended (Waiters.fail_all)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as e:
             raise ConnectionError(f"the server's input closed ({e})") from None
         finally:
