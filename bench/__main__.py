@@ -261,6 +261,19 @@ def bench_tools() -> list[str]:
     return tools_section(py, dict(os.environ), TOKEN, start)
 
 
+def bench_fastpaths() -> list[str]:
+    """Issue 26's fast paths (bench/fastpaths.py): tail read, audit -n 20, upstream echo."""
+    from bench.fastpaths import fastpaths_section
+
+    def start(env: dict[str, str], py: str = sys.executable) -> Server:
+        port = free_port()
+        return Server.start(
+            "bridge", [py, "-m", "omp_a2a_bridge.server", "serve", "--port", str(port)], env, port
+        )
+
+    return fastpaths_section(sys.executable, dict(os.environ), TOKEN, start)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
@@ -274,20 +287,23 @@ def main() -> int:
     ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument(
         "--only",
-        choices=("all", "servers", "tools", "box", "bash", "machines", "scale"),
+        choices=("all", "servers", "tools", "box", "bash", "machines", "scale", "fastpaths"),
         default="all",
         help="servers: the MCP throughput tables; tools: grep/find/read/ls vs native programs; "
         "box: the box's cost per bash call and the prompts it avoids; bash: `bash echo hi` "
         "boxed and unboxed beside Desktop Commander (server CPU per call); machines: the token "
         "check with 1 and 100 machines; scale: 64 sessions, 32 waiting calls and an approver, "
-        "idle wake-ups",
+        "idle wake-ups; fastpaths: tail read, audit -n 20 on a 200k-call log, upstream echo "
+        "vs direct",
     )
     args = ap.parse_args()
     # `timeout` or Ctrl-C: still stop the three servers (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
-    if args.only in ("machines", "scale", "tools", "box", "bash"):
-        if args.only == "machines":
+    if args.only in ("machines", "scale", "tools", "box", "bash", "fastpaths"):
+        if args.only == "fastpaths":
+            text = "\n".join(bench_fastpaths())
+        elif args.only == "machines":
             from .machines import section as machines_section
 
             here = sys.modules[__name__]
@@ -485,6 +501,7 @@ def main() -> int:
         out += ["", *bench_tools(), "", *box_section(), "", *bash_section()]
         out += ["", *machines_section(here)]
         out += ["", *scale_section(args)]
+        out += ["", *bench_fastpaths()]
     text = "\n".join(out)
     print(text)
     if args.markdown:

@@ -1,5 +1,10 @@
 import sys
 
-from .cli.main import main
+from .cli import quick
 
-sys.exit(main())
+code = quick(sys.argv[1:])
+if code is None:
+    from .cli.main import main
+
+    code = main()
+sys.exit(code)

@@ -7,7 +7,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from omp_a2a_bridge.server.cli import main as server_cli
+from omp_a2a_bridge.server import cli as quick_cli
 
 from . import tray_available
 
@@ -22,6 +22,8 @@ def _stop_before_start() -> None:
 
 
 def cmd_tray(args: argparse.Namespace) -> int:
+    from omp_a2a_bridge.server.cli import main as server_cli
+
     _stop_before_start()
     ok, why = tray_available()
     if not ok:
@@ -36,6 +38,8 @@ def cmd_tray(args: argparse.Namespace) -> int:
 
 def cmd_default(args: argparse.Namespace) -> int:
     """Plain ``a2a-bridge``: the tray where one can be shown, else headless, saying which."""
+    from omp_a2a_bridge.server.cli import main as server_cli
+
     _stop_before_start()
     ok, why = tray_available()
     if ok:
@@ -73,4 +77,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return server_cli.main(argv, extend=add_commands, default=cmd_default)
+    args = sys.argv[1:] if argv is None else list(argv)
+    code = quick_cli.quick(args)  # `audit`: answered without importing the bridge
+    if code is not None:
+        return code
+    from omp_a2a_bridge.server.cli import main as server_cli
+
+    return server_cli.main(args, extend=add_commands, default=cmd_default)

@@ -14,10 +14,12 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any, BinaryIO
 
-from ..infra.audit import pair_calls, read_records
-from ..infra.config import audit_path, load_config
+from ..errors import BridgeError, ConfigError, exit_line
+from ..infra.auditread import pair_calls, read_records, recent_calls
+from ..infra.locations import DEFAULT_AUDIT_KEEP, audit_path, audit_settings, config_path
 from ..present.textsafe import safe, shorten
 
 OUTCOME_WORDS = {
@@ -69,16 +71,52 @@ def _decided(done: dict) -> str:
     return f"{safe(outcome)} ({safe(by)})"
 
 
+def configured_keep() -> int:
+    """``audit.keep`` from the config file: how many rotated generations there may be.
+
+    Why not :func:`load_config`: importing the config's machinery costs more than the whole
+    command may take, and the audit log is what one reads when something is wrong, a broken
+    rule in the config included. A file that is not JSON, or an invalid ``audit`` object, is
+    still an error, in the words ``load_config`` uses.
+    """
+    path = config_path()
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return DEFAULT_AUDIT_KEEP
+    except OSError as e:
+        raise ConfigError(f"invalid config at {path}: cannot read it ({e.strerror})") from None
+    try:
+        raw = json.loads(data)
+    except ValueError as e:
+        raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"invalid config at {path}: expected a JSON object")
+    return audit_settings(path, raw)[1]
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
+    """The last ``-n`` calls, read from the end of the log (a full log of 200k calls costs
+    what 20 calls cost); ``-n 0`` reads it all. ``--follow`` opens the live file at its end
+    first and reads back from that position, so no record is missed or printed twice."""
     path = audit_path()
-    cfg = load_config()
-    calls = pair_calls(read_records(path, cfg.audit_keep))
-    for call in calls[-args.limit :] if args.limit else calls:
+    keep = configured_keep()
+    follower = _AuditFollower(path, keep) if args.follow else None
+    if follower is not None:
+        follower.begin()
+    if args.limit > 0:
+        calls = recent_calls(path, keep, args.limit, follower.file if follower else None)
+    else:
+        calls = pair_calls(read_records(path, keep))
+    for call in calls:
         print(_describe(call))
-    if not args.follow:
+    if follower is None:
         return 0
+    # A call printed as PENDING above is paired when its done arrives.
+    follower.starts = {c["id"]: c["start"] for c in calls if c["start"] and not c["done"]}
     with contextlib.suppress(KeyboardInterrupt):
-        _AuditFollower(path, cfg.audit_keep).run()
+        follower.run()
     return 0
 
 
@@ -121,10 +159,13 @@ class Follower:
                 found.append((name, os.stat(name).st_ino))
         return found
 
-    def run(self) -> None:
+    def begin(self) -> None:
+        """Open the live file at its end: what is there now is printed (or older) already."""
         self._open(at_end=True)
         # What is there now has been printed (or was before us): only later files are new.
         self.known = {ino for _, ino in self._generations()}
+
+    def run(self) -> None:
         print(f"following {self.path} (Ctrl-C to stop)", file=sys.stderr, flush=True)
         while True:
             self.poll()
@@ -197,8 +238,34 @@ class _AuditFollower(Follower):
             print(_describe({"start": start, "done": rec}), flush=True)
 
 
-def add_audit_parser(sub: argparse._SubParsersAction) -> None:
-    a = sub.add_parser("audit", help="show recent tool calls (start and done paired)")
+HELP = "show recent tool calls (start and done paired)"
+
+
+def _arguments(a: argparse.ArgumentParser) -> None:
     a.add_argument("--follow", "-f", action="store_true", help="keep printing new calls")
     a.add_argument("--limit", "-n", type=int, default=50, help="how many calls (0 = all)")
     a.set_defaults(func=cmd_audit)
+
+
+def add_audit_parser(sub: argparse._SubParsersAction) -> None:
+    _arguments(sub.add_parser("audit", help=HELP, description=HELP))
+
+
+def main(argv: Sequence[str]) -> int:
+    """``a2a-bridge audit ...`` without the rest of the CLI (see :func:`server.cli.quick`):
+    the same arguments and the same exit path as :func:`server.cli.main.main`."""
+    parser = argparse.ArgumentParser(prog="a2a-bridge audit", description=HELP)
+    _arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        code = cmd_audit(args)
+        sys.stdout.flush()
+        return code
+    except BridgeError as e:
+        print(exit_line(e), file=sys.stderr)
+        return e.exit_code
+    except BrokenPipeError:  # `a2a-bridge audit | head`: the reader left, stop quietly
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return 0

@@ -23,7 +23,7 @@ from ..control.controlfile import ControlInfo, release
 from ..control.server import ControlState, control_app
 from ..errors import BridgeError, StartupError
 from ..infra import logfile
-from ..infra.audit import pair_calls, recent_records
+from ..infra.auditread import recent_calls
 from ..infra.config import Config, edit_config, log_path
 from ..infra.tokens import TokenSource
 from ..machines.identity import DEFAULT, MachineError, MachineNotFound, check_name
@@ -468,9 +468,8 @@ class BridgeRunner:
         """Flush, then read the files backwards only as far as ``limit`` calls need."""
         audit = self._bridge().audit
         audit.flush(2.0)
-        # start and done of a call are two records; a little slack for interleaving
-        records = recent_records(audit.path, self._bridge().config.audit_keep, 2 * limit + 64)
-        return [audit_call_json(c) for c in pair_calls(records)[-limit:]]
+        calls = recent_calls(audit.path, self._bridge().config.audit_keep, limit)
+        return [audit_call_json(c) for c in calls]
 
     @property
     def log_path(self) -> str:

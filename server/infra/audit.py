@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..present.secrets import remember, scrub_value
+from .auditread import pair_calls, read_records, recent_calls  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
@@ -342,70 +343,3 @@ class AuditLog:
                 self.on_failure()
             except Exception:
                 log.exception("audit failure hook failed")
-
-
-def read_records(path: str, keep: int = 100) -> list[dict[str, Any]]:
-    """All records, oldest generation first; unparseable lines (a crash's tail) are skipped."""
-    files = [f"{path}.{n}" for n in range(keep, 0, -1)] + [path]
-    out: list[dict[str, Any]] = []
-    for f in files:
-        try:
-            with open(f, encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    with contextlib.suppress(ValueError):
-                        rec = json.loads(line)
-                        if isinstance(rec, dict):
-                            out.append(rec)
-        except FileNotFoundError:
-            continue
-    return out
-
-
-def _tail_lines(path: str, want: int, block: int = 64 * 1024) -> list[bytes]:
-    """Up to ``want`` complete last lines of a file, reading backwards in blocks."""
-    try:
-        f = open(path, "rb")  # noqa: SIM115 - closed below; a missing file is just empty
-    except FileNotFoundError:
-        return []
-    with f:
-        end = f.seek(0, os.SEEK_END)
-        data = b""
-        pos = end
-        while pos > 0 and data.count(b"\n") <= want:
-            step = min(block, pos)
-            pos -= step
-            f.seek(pos)
-            data = f.read(step) + data
-    lines = data.split(b"\n")
-    if pos > 0:
-        lines = lines[1:]  # the first piece may be the tail of an older line
-    return [ln for ln in lines if ln][-want:]
-
-
-def recent_records(path: str, keep: int, want: int) -> list[dict[str, Any]]:
-    """The newest ~``want`` records, oldest first, reading only as far back as needed."""
-    out: list[dict[str, Any]] = []
-    for f in [path] + [f"{path}.{n}" for n in range(1, keep + 1)]:
-        chunk = []
-        for line in _tail_lines(f, want - len(out)):
-            with contextlib.suppress(ValueError):
-                rec = json.loads(line)
-                if isinstance(rec, dict):
-                    chunk.append(rec)
-        out = chunk + out
-        if len(out) >= want or not os.path.exists(f):
-            break
-    return out
-
-
-def pair_calls(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Join start/done records by id: one entry per call, oldest first; hung calls have no done."""
-    calls: dict[str, dict[str, Any]] = {}
-    for rec in records:
-        cid = rec.get("id")
-        if not isinstance(cid, str):
-            continue
-        entry = calls.setdefault(cid, {"id": cid, "start": None, "done": None})
-        if rec.get("phase") in ("start", "done"):
-            entry[rec["phase"]] = rec
-    return list(calls.values())

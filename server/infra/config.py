@@ -19,9 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
-import platformdirs
-
-from .. import APP_NAME
 from ..box.policy import DEFAULT_READ_ALLOW, BoxConfig
 from ..errors import ConfigError
 from ..machines.identity import MachineRecord, parse_machines
@@ -33,29 +30,15 @@ from ..upstream.config import McpServerSpec, _Fail, parse_mcp_servers
 from ..vocab import Tier
 from .childenv import EnvSpec, EnvSpecError, parse_env_spec
 from .fsutil import write_private_atomic
+from .locations import (  # noqa: F401 - re-exported: callers import them from here
+    audit_path,
+    config_path,
+    log_path,
+)
 
 TIERS = tuple(Tier)
 TOKEN_MIN_LENGTH = 32
 ZERO_OK_LIMITS = ("inline_read_max_bytes", "max_connections")  # 0 has a meaning there
-
-
-def config_path() -> str:
-    return os.environ.get("A2A_BRIDGE_CONFIG") or os.path.join(
-        platformdirs.user_config_dir(APP_NAME, appauthor=False), "config.json"
-    )
-
-
-def audit_path() -> str:
-    return os.environ.get("A2A_BRIDGE_AUDIT") or os.path.join(
-        platformdirs.user_log_dir(APP_NAME, appauthor=False), "audit.jsonl"
-    )
-
-
-def log_path() -> str:
-    """The bridge's own log file (what it prints on stderr), next to the audit log."""
-    return os.environ.get("A2A_BRIDGE_LOG") or os.path.join(
-        platformdirs.user_log_dir(APP_NAME, appauthor=False), "bridge.log"
-    )
 
 
 @dataclass(frozen=True)

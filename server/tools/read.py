@@ -24,8 +24,10 @@ class ReadTool(Tool):
     description = (
         "Read a text file from the bridge machine. Returns numbered lines "
         "('   12\\tcontent'); use offset/limit to page through long files (the result says "
-        "which offset to continue from). Images (PNG, JPEG, GIF, WebP) come back as an image. "
-        "Binary files are refused."
+        "which offset to continue from). A negative offset counts from the end: offset=-10 "
+        "returns the last 10 lines, numbered -10 to -1, without reading the rest of the file "
+        "(a file with no more lines than that is read from line 1). Images (PNG, JPEG, GIF, "
+        "WebP) come back as an image. Binary files are refused."
     )
     input_schema = {
         "type": "object",
@@ -33,8 +35,9 @@ class ReadTool(Tool):
             "path": PATH_FIELD,
             "offset": {
                 "type": "integer",
-                "minimum": 1,
-                "description": "1-based number of the first line to return (default 1).",
+                "description": "1-based number of the first line to return (default 1); "
+                "negative counts from the end: -1 is the last line, -10 starts 10 lines "
+                "before the end (the tail of a log). 0 is refused.",
             },
             "limit": {
                 "type": "integer",
@@ -50,13 +53,16 @@ class ReadTool(Tool):
     path_args = ("path",)
 
     def run_now(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult | None:
+        _check_offset(args)
         path = ctx.resolve(args["path"])
         st = prestat(ctx, path, args["path"])
-        # Small regular files are read on the loop; a hard-linked one goes to a thread, where
+        # Small regular files are read on the loop, and so is the tail of a large one when
+        # its last block holds the lines asked for; a hard-linked one goes to a thread, where
         # the protected-file identities may be refreshed.
+        inline = ctx.limits.inline_read_max_bytes
         if (
             stat.S_ISREG(st.st_mode)
-            and st.st_size <= ctx.limits.inline_read_max_bytes
+            and (st.st_size <= inline or (inline > 0 and args.get("offset", 1) < 0))
             and st.st_nlink == 1
         ):
             try:
@@ -66,6 +72,7 @@ class ReadTool(Tool):
         return None
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        _check_offset(args)
         path = ctx.resolve(args["path"])
         st = prestat(ctx, path, args["path"])
         if stat.S_ISDIR(st.st_mode):
@@ -81,7 +88,8 @@ class ReadTool(Tool):
         limit = args.get("limit", limits.read_max_lines)
         fd, st = open_read(path, shown)
         try:
-            if on_loop and (st.st_nlink > 1 or st.st_size > limits.inline_read_max_bytes):
+            big = st.st_size > limits.inline_read_max_bytes
+            if on_loop and (st.st_nlink > 1 or (big and offset > 0)):
                 raise _Offload  # swapped since the check: judge and read it in a thread
             judge_opened(ctx, path, st, shown, refresh=not on_loop)
             if st.st_size <= limits.inline_read_max_bytes:
@@ -92,7 +100,7 @@ class ReadTool(Tool):
                     raise _Offload
                 os.lseek(fd, 0, os.SEEK_SET)  # it grew since fstat: stream it
             with open(fd, "rb", buffering=BLOCK, closefd=False) as f:
-                return self._stream(f, st, shown, offset, limit, limits)
+                return self._stream(f, st, shown, offset, limit, limits, on_loop)
         except OSError as e:
             raise io_error(e, shown) from None
         finally:
@@ -112,7 +120,13 @@ class ReadTool(Tool):
         lines: Any = data.decode("utf-8", "replace").split("\n")
         if lines[-1] == "":
             lines.pop()  # the newline that ends the last line
-        number, out, more = self._take(enumerate(lines, 1), offset, limit, limits)
+        numbered: Any = enumerate(lines, 1)
+        if offset < 0:  # counted from the end; a file with no more lines is read from line 1
+            if -offset >= len(lines):
+                offset = 1
+            else:
+                numbered = enumerate(lines[len(lines) + offset :], offset)
+        number, out, more = self._take(numbered, offset, limit, limits)
         return ToolResult([text_block(self._format(out, number, more, shown, offset))])
 
     @staticmethod
@@ -125,13 +139,24 @@ class ReadTool(Tool):
         return ToolResult([image_block(base64.b64encode(data).decode(), mime)])
 
     def _stream(
-        self, f: Any, st: os.stat_result, shown: str, offset: int, limit: int, limits: Any
+        self,
+        f: Any,
+        st: os.stat_result,
+        shown: str,
+        offset: int,
+        limit: int,
+        limits: Any,
+        on_loop: bool = False,
     ) -> ToolResult:
         """A large file in constant memory: the head is sniffed, lines before ``offset`` are
         skipped by counting newlines in binary blocks, and a line is read only up to what can
-        be shown (a 1 GB one-line file costs one block, not 1 GB)."""
+        be shown (a 1 GB one-line file costs one block, not 1 GB). On the loop (a tail read)
+        it raises :class:`_Offload` as soon as more than ``inline_read_max_bytes`` from the end
+        would be needed."""
         head = f.peek(SNIFF_BYTES)[:SNIFF_BYTES]
         mime = image_type(head)
+        if mime is not None and on_loop:
+            raise _Offload  # an image is read whole: not on the loop
         if mime is not None:
             if st.st_size > limits.image_max_bytes:
                 raise ToolError(
@@ -143,11 +168,18 @@ class ReadTool(Tool):
             raise ToolError(
                 f"{shown}: binary file ({st.st_size} bytes); read returns only text and images"
             )
-        skipped = _skip_lines(f, offset - 1)
-        if skipped < offset - 1 or (offset > 1 and not f.peek(1)):
-            if skipped == 0:
-                return ToolResult([text_block(f"{shown}: (empty file)")])
-            raise ToolError(f"{shown}: has {skipped} lines; offset {offset} is past the end")
+        if offset < 0:  # from the end: only the bytes after that line are read
+            bound = limits.inline_read_max_bytes if on_loop else None
+            start, whole = _line_start_from_end(f, -offset, bound)
+            f.seek(start)
+            if whole:
+                offset = 1  # no more lines than asked for: from line 1, numbered as usual
+        else:
+            skipped = _skip_lines(f, offset - 1)
+            if skipped < offset - 1 or (offset > 1 and not f.peek(1)):
+                if skipped == 0:
+                    return ToolResult([text_block(f"{shown}: (empty file)")])
+                raise ToolError(f"{shown}: has {skipped} lines; offset {offset} is past the end")
         # Enough bytes for the longest line that can be shown (4 bytes per character at most).
         budget = limits.read_line_max_chars * 4 + 2
         number, out, more = self._take(_bounded_lines(f, offset, budget), offset, limit, limits)
@@ -189,7 +221,10 @@ class ReadTool(Tool):
             raise ToolError(f"{shown}: has {number} lines; offset {offset} is past the end")
         body = "\n".join(out)
         nxt = offset + len(out)
-        if more == "unread":
+        if nxt == 0:  # counted from the end, and the last line was shown: nothing follows
+            if more == "unread":
+                body += "\n… the rest of line -1 (the last line) was not read"
+        elif more == "unread":
             body += f"\n… the rest of line {nxt - 1} was not read; continue with offset={nxt}"
         elif more:
             body += f"\n… more lines follow; continue with offset={nxt}"
@@ -197,6 +232,16 @@ class ReadTool(Tool):
 
 
 BLOCK = 1 << 16
+
+
+def _check_offset(args: dict[str, Any]) -> None:
+    """The schema allows any integer (a ``not`` would cost every call the slow validator);
+    0 is the one that names no line."""
+    if args.get("offset") == 0:
+        raise ToolError(
+            "invalid arguments for 'read': field 'offset': 0 is not a line number "
+            "(1 is the first line, -1 the last)"
+        )
 
 
 class _Offload(Exception):
@@ -237,6 +282,37 @@ def _skip_lines(f: Any, n: int) -> int:
         f.seek(pos + 1 - len(block), os.SEEK_CUR)
         passed = n
     return passed
+
+
+def _line_start_from_end(f: Any, k: int, bound: int | None = None) -> tuple[int, bool]:
+    """Where line ``-k`` starts (``-1``: the last line), found by counting newlines backwards
+    from the end in :data:`BLOCK`-sized reads: the cost is the bytes between that line and the
+    end, never the file's size. The newline that ends the last line does not start a line.
+    Returns ``(0, True)`` when the file has no more than ``k`` lines. Memory: one block.
+    ``bound``: raise :class:`_Offload` rather than look further back than that many bytes."""
+    end = f.seek(0, os.SEEK_END)
+    floor = 0 if bound is None else end - bound
+    if end:
+        f.seek(end - 1)
+        if f.read(1) == b"\n":
+            end -= 1
+    need = k  # newlines still to pass, going backwards
+    pos = end
+    while pos > 0:
+        if pos <= floor:
+            raise _Offload
+        step = min(BLOCK, pos)
+        pos -= step
+        f.seek(pos)
+        block = f.read(step)
+        count = block.count(b"\n")
+        if count >= need:
+            i = len(block)
+            for _ in range(need):
+                i = block.rindex(b"\n", 0, i)
+            return pos + i + 1, False
+        need -= count
+    return 0, True
 
 
 # How far past a cut line the read looks for the next line before it stops and lets the next

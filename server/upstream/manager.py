@@ -79,6 +79,7 @@ class UpstreamServer:
         self.last_error: str | None = None
         self.restarts = 0
         self.tools: list[UpstreamTool] = []
+        self._by_name: dict[str, UpstreamTool] = {}  # the same tools by their upstream name
         self.skipped: list[str] = []
         self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self.client: Client | None = None
@@ -307,6 +308,7 @@ class UpstreamServer:
                 skipped.append(f"{name}: {e}"[:300])
                 continue
             self.tools.append(tool)
+            self._by_name.setdefault(tool.upstream_name, tool)
         self.skipped = skipped
         for s in skipped:
             log.warning("upstream %s: tool skipped - %s", self.spec.name, s)
@@ -318,6 +320,7 @@ class UpstreamServer:
         for t in self.tools:
             self.manager.registry.remove(t.name)
         self.tools = []
+        self._by_name = {}
         if notify:
             self.manager.on_change(True)
 
@@ -344,14 +347,17 @@ class UpstreamServer:
                 return
 
     def current(self, upstream_name: str) -> UpstreamTool | None:
-        return next((t for t in self.tools if t.upstream_name == upstream_name), None)
+        """The tool as the server lists it now (asked once per call: a dict, not a scan of up
+        to 1000 tools)."""
+        return self._by_name.get(upstream_name)
 
     # -- calls ------------------------------------------------------------------------------------
 
     async def call(self, tool: str, args: dict[str, Any]) -> ToolResult:
         """Forward one call; every failure becomes an ``isError`` result with a clear text.
 
-        Cancelling the awaiting task makes the SDK send ``notifications/cancelled`` upstream.
+        Cancelling the awaiting task sends ``notifications/cancelled`` upstream (a stdio
+        server's request is written past the SDK session, an HTTP server's goes through it).
         """
         name, client = self.spec.name, self.client
         if client is None or self.state is not ServerState.READY:
@@ -361,9 +367,54 @@ class UpstreamServer:
                 "the bridge keeps trying to reconnect it",
                 True,
             )
+        if self._stdio is not None:
+            raw = await self._call_stdio(self._stdio, tool, args)
+        else:
+            raw = await self._call_session(client, tool, args)
+        if isinstance(raw, ToolResult):
+            return raw
+        content = raw.get("content")
+        if not isinstance(content, list):
+            return ToolResult.text(
+                f"upstream server '{name}' sent a result without content for '{tool}'", True
+            )
+        return RawResult(content, raw.get("isError") is True, raw)
+
+    async def _call_stdio(
+        self, stdio: StdioTransport, tool: str, args: dict[str, Any]
+    ) -> dict[str, Any] | ToolResult:
+        """``tools/call`` past the SDK session (:meth:`StdioTransport.request`): the result
+        dict, or the text of what went wrong, in the words the SDK path uses."""
+        name = self.spec.name
+        params = {"name": tool, "arguments": args}
+        try:
+            msg = await stdio.request("tools/call", params, self.spec.timeout_s)
+        except TimeoutError:
+            return self._timed_out(tool)
+        except ConnectionError:
+            self._wake.set()
+            return ToolResult.text(
+                f"upstream server '{name}' stopped while running '{tool}'; it is being restarted",
+                True,
+            )
+        error = msg.get("error")
+        if error is not None:
+            code = error.get("code") if isinstance(error, dict) else None
+            text = error.get("message") if isinstance(error, dict) else None
+            if not isinstance(code, int) or isinstance(code, bool) or not isinstance(text, str):
+                return self._malformed(tool)
+            return self._error(tool, text, code)
+        result = msg.get("result")
+        return result if isinstance(result, dict) else self._malformed(tool)
+
+    async def _call_session(
+        self, client: Client, tool: str, args: dict[str, Any]
+    ) -> dict[str, Any] | ToolResult:
+        """``tools/call`` through the SDK session (HTTP servers)."""
+        name = self.spec.name
         params = types.CallToolRequestParams(name=tool, arguments=args)
         try:
-            raw = await client.session.send_request(  # type: ignore[type-var]  # _RAW
+            raw: dict[str, Any] = await client.session.send_request(  # type: ignore[type-var]
                 types.CallToolRequest(params=params),
                 _RAW,
                 request_read_timeout_seconds=self.spec.timeout_s,
@@ -377,32 +428,36 @@ class UpstreamServer:
                     True,
                 )
             if e.error.code == REQUEST_TIMEOUT and e.error.message == TIMED_OUT:  # ours
-                return ToolResult.text(
-                    f"upstream server '{name}' did not answer '{tool}' within "
-                    f"{self.spec.timeout_s:g} s (the call was cancelled upstream)",
-                    True,
-                )
-            return ToolResult.text(
-                f"upstream server '{name}' returned an error for '{tool}': "
-                f"{e.error.message} (code {e.error.code})",
-                True,
-            )
+                return self._timed_out(tool)
+            return self._error(tool, e.error.message, e.error.code)
         except ValidationError:
-            return ToolResult.text(
-                f"upstream server '{name}' sent a malformed result for '{tool}'", True
-            )
+            return self._malformed(tool)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, httpx2.HTTPError) as e:
             log.warning("upstream %s: '%s' failed: %s", name, tool, describe_error(e))
             self._wake.set()  # the supervisor checks the connection and reconnects
             return ToolResult.text(
                 f"upstream server '{name}' is unreachable; the bridge is reconnecting it", True
             )
-        content = raw.get("content")
-        if not isinstance(content, list):
-            return ToolResult.text(
-                f"upstream server '{name}' sent a result without content for '{tool}'", True
-            )
-        return RawResult(content, raw.get("isError") is True, raw)
+        return raw
+
+    def _timed_out(self, tool: str) -> ToolResult:
+        return ToolResult.text(
+            f"upstream server '{self.spec.name}' did not answer '{tool}' within "
+            f"{self.spec.timeout_s:g} s (the call was cancelled upstream)",
+            True,
+        )
+
+    def _error(self, tool: str, message: str, code: int) -> ToolResult:
+        return ToolResult.text(
+            f"upstream server '{self.spec.name}' returned an error for '{tool}': "
+            f"{message} (code {code})",
+            True,
+        )
+
+    def _malformed(self, tool: str) -> ToolResult:
+        return ToolResult.text(
+            f"upstream server '{self.spec.name}' sent a malformed result for '{tool}'", True
+        )
 
     def _lost(self) -> bool:
         stdio = self._stdio

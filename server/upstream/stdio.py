@@ -12,6 +12,7 @@ import asyncio
 import collections
 import contextlib
 import errno
+import json
 import logging
 import os
 import signal
@@ -34,6 +35,9 @@ log = logging.getLogger(__name__)
 STDERR_LINE_MAX = 400
 LINE_MAX_BYTES = 32 * 1024 * 1024
 STOP_GRACE_S = 0.2  # after stdin closes, before SIGTERM; then as long again before SIGKILL
+# Ids of the requests :meth:`StdioTransport.request` sends (the SDK's own ids are integers).
+CALL_ID = "omp-"
+_CALL_ID_BYTES = b'"' + CALL_ID.encode()
 
 
 def child_env(spec: McpServerSpec, secret: str | None) -> dict[str, str]:
@@ -95,6 +99,51 @@ class LineSplitter:
         return lines
 
 
+def _line(message: dict[str, Any]) -> bytes:
+    """One JSON-RPC message as a stdio line (ASCII escapes: a lone surrogate stays valid)."""
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
+
+
+class Waiters:
+    """Requests written past the SDK session (:meth:`StdioTransport.request`), waiting for
+    their answers by id; the stdout reader offers each line here before the SDK sees it."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._last = 0
+
+    def new(self) -> tuple[str, asyncio.Future[dict[str, Any]]]:
+        self._last += 1
+        rid = f"{CALL_ID}{self._last}"
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.pending[rid] = fut
+        return rid, fut
+
+    def answer(self, line: bytes) -> bool:
+        """Hand a response to its waiter; False for anything else (the SDK's to read)."""
+        if not self.pending or _CALL_ID_BYTES not in line:
+            return False
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return False
+        rid = msg.get("id") if isinstance(msg, dict) else None
+        if not isinstance(rid, str) or "method" in msg:
+            return False
+        fut = self.pending.pop(rid, None)
+        if fut is None:
+            return False  # a late answer to a call that timed out: the SDK drops it as before
+        if not fut.done():
+            fut.set_result(msg)
+        return True
+
+    def fail_all(self, error: Exception) -> None:
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(error)
+        self.pending.clear()
+
+
 class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
     """Runs a stdio MCP server in its own process group; yields the SDK's stream pair."""
 
@@ -118,6 +167,9 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
         self.pid: int | None = None
         self.returncode: int | None = None
         self._cm: contextlib.AbstractAsyncContextManager[Any] | None = None
+        self._stdin: Any = None  # the child's stdin while it runs
+        self.waiters = Waiters()  # request()'s calls, waiting for their answers
+        self._notes: set[asyncio.Task[None]] = set()  # cancellations being written
 
     async def __aenter__(self) -> Any:
         self._cm = self._run()
@@ -136,6 +188,7 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
             argv, env=env, cwd=self.cwd, start_new_session=True
         )  # fmt: skip
         self.pid = proc.pid
+        self._stdin = proc.stdin
         read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -151,7 +204,7 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
                             self.ring.append("(bridge) a message over 32 MiB: disconnected")
                             return
                         for line in lines:
-                            if not line.strip():
+                            if not line.strip() or self.waiters.answer(line):
                                 continue
                             try:
                                 item: SessionMessage | Exception = SessionMessage(
@@ -164,6 +217,8 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
                 pass
             finally:
                 self.exited.set()
+                self._stdin = None
+                self.waiters.fail_all(ConnectionError("the server's output ended"))
 
         async def stderr() -> None:
             assert proc.stderr is not None
@@ -200,6 +255,66 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
                     for s in (read_recv, write_send, read_send, write_recv):
                         await s.aclose()
                 tg.cancel_scope.cancel()
+
+    # -- requests past the SDK session -----------------------------------------------------
+
+    async def request(self, method: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One request written straight to the server's stdin, its response (the whole JSON-RPC
+        message, as a dict) taken straight from its stdout.
+
+        Why: ``tools/call`` through the SDK session built and validated pydantic models both
+        ways, opened memory streams, a tracing span and a cancel scope per call: most of what a
+        forwarded call cost the bridge. The session stays for everything else (initialize, the
+        listing, the server's own requests and notifications), which it still receives.
+
+        Raises :class:`TimeoutError` after ``timeout`` and :class:`ConnectionError` when the
+        server is gone; on a timeout or a cancelled caller the server is sent
+        ``notifications/cancelled``, as the SDK did.
+        """
+        stdin = self._stdin
+        if stdin is None or self.exited.is_set():
+            raise ConnectionError("the server is not running")
+        rid, fut = self.waiters.new()
+        message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+
+        async def exchange() -> dict[str, Any]:
+            # The write is inside the deadline too: a server that stops reading its stdin
+            # fills the pipe. A write cut short leaves no half line: the whole line is in the
+            # transport's buffer before the wait for it to drain.
+            await stdin.send(_line(message))
+            return await fut
+
+        try:
+            return await asyncio.wait_for(exchange(), timeout)
+        except (TimeoutError, asyncio.CancelledError):
+            self._cancel(rid)
+            raise
+        except ConnectionError:
+            raise  # the server's output ended (Waiters.fail_all)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as e:
+            raise ConnectionError(f"the server's input closed ({e})") from None
+        finally:
+            self.waiters.pending.pop(rid, None)
+
+    def _cancel(self, rid: str) -> None:
+        """Tell the server a request is cancelled, in a task of its own (the caller may be a
+        cancelled task, which must not await)."""
+        stdin = self._stdin
+        if stdin is None:
+            return
+        note = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": rid, "reason": "cancelled by the bridge"},
+        }
+
+        async def send() -> None:
+            with contextlib.suppress(Exception):
+                await stdin.send(_line(note))
+
+        task = asyncio.get_running_loop().create_task(send())
+        self._notes.add(task)
+        task.add_done_callback(self._notes.discard)
 
     async def _argv(self) -> tuple[list[str], dict[str, str]]:
         """The command line and environment: in its box (planned in a worker thread: the plan

@@ -54,9 +54,10 @@ class PinStore:
     def get(self, name: str) -> str | None:
         return self.pins.get(name)
 
-    def set(self, name: str, fp: str) -> None:
+    def set(self, name: str, fp: str) -> bool:
+        """Pin ``fp`` for ``name``; whether that changed anything (then it is saved)."""
         if self.pins.get(name) == fp:
-            return
+            return False
         self.pins[name] = fp
         path = self.path
 
@@ -74,6 +75,7 @@ class PinStore:
             asyncio.get_running_loop().run_in_executor(None, save)
         except RuntimeError:
             save()
+        return True
 
 
 class ToolServer(Protocol):
@@ -142,8 +144,10 @@ class UpstreamTool(Tool):
             and not self.server.pins.unreadable
         ):
             return  # "approve once" remembers nothing
-        self.server.pins.set(self.name, self.fingerprint)
-        self.server.changed()
+        if self.server.pins.set(self.name, self.fingerprint):
+            self.server.changed()  # a new pin: the UIs' suspended grants may have changed
+        # else the same definition, pinned already: nothing for the UIs (every allowed call
+        # comes here; republishing each time cost a snapshot per call to every approver)
 
     def approval_info(self) -> UpstreamInfo:
         return UpstreamInfo(

@@ -471,6 +471,21 @@ def test_read_large_file_streams_in_a_worker(c, root):
     assert tail == "20000\tentry 019999"
 
 
+def test_read_from_the_end_over_http(c, root):
+    """A negative offset reads the tail of a large file (streamed, in a worker) and of a small
+    one (on the loop) alike: numbered from the end, continuation offsets counting back."""
+    put(root, "big.log", "".join(f"entry {i:06d}\n" for i in range(50000)))  # ~650 KiB
+    assert ok(c.call("read", {"path": "big.log", "offset": -2})) == (
+        "   -2\tentry 049998\n   -1\tentry 049999"
+    )
+    text = ok(c.call("read", {"path": "big.log", "offset": -30000, "limit": 1}))
+    assert text == "-30000\tentry 020000\n… more lines follow; continue with offset=-29999"
+    put(root, "small.txt", "a\nb\nc")
+    assert ok(c.call("read", {"path": "small.txt", "offset": -1})) == "   -1\tc"
+    assert ok(c.call("read", {"path": "small.txt", "offset": -3})) == "    1\ta\n    2\tb\n    3\tc"
+    assert "offset': 0 is not a line number" in err(c.call("read", {"path": "x", "offset": 0}))
+
+
 def test_read_write_edit_run_in_the_file_pool(start_bridge, root):
     """read (off the loop), write and edit wait for a FILE-pool worker like ls: a flood of them
     cannot take the default executor the control API and the keyring use, and the audit shows

@@ -219,8 +219,8 @@ def test_audit_rotation_keeps_n_generations(tmp_path):
     assert all(os.path.getsize(tmp_path / n) <= 4096 for n in names)
 
 
-def test_recent_records_reads_only_the_tail_across_generations(tmp_path):
-    from omp_a2a_bridge.server.infra.audit import recent_records
+def test_recent_calls_reads_only_the_tail_across_generations(tmp_path):
+    from omp_a2a_bridge.server.infra.audit import recent_calls
 
     path = str(tmp_path / "a.jsonl")
     log = AuditLog(path, max_bytes=4096, keep=5)
@@ -228,10 +228,9 @@ def test_recent_records_reads_only_the_tail_across_generations(tmp_path):
         log.record({"id": str(i), "phase": "start", "pad": "p" * 40})
     log.flush()
     log.close()
-    assert [r["id"] for r in recent_records(path, 5, 10)] == [str(i) for i in range(290, 300)]
-    many = recent_records(path, 5, 120)  # crosses into older generations
-    assert [r["id"] for r in many] == [str(i) for i in range(180, 300)]
-    assert recent_records(str(tmp_path / "none.jsonl"), 5, 10) == []
+    assert [c["id"] for c in recent_calls(path, 5, 10)] == [str(i) for i in range(290, 300)]
+    many = recent_calls(path, 5, 120)  # crosses into older generations
+    assert [c["id"] for c in many] == [str(i) for i in range(180, 300)]
 
 
 def _follow_process():
@@ -316,3 +315,120 @@ def test_audit_follow_waits_for_a_partly_written_line(env):
         proc.kill()
         proc.wait(5)
     assert len(lines) == 2, lines
+
+
+def _long_call_log(path: str, calls: int = 60) -> None:
+    """A call that starts, ``calls`` quick calls, its done, then one that hangs: rotated at
+    4 KiB, so the long call's start sits generations before its done."""
+    log = AuditLog(path, max_bytes=4096, keep=50)
+
+    def rec(cid: str, phase: str, tool: str = "ls", **kw: object) -> dict:
+        return {"ts": f"2026-01-01T00:00:{len(cid):02d}Z", "id": cid, "sid": "s", "client": "t",
+                "tool": tool, "phase": phase, "args": {"path": "p" * 20}, **kw}  # fmt: skip
+
+    ok = {"outcome": "ok", "decided_by": "tier", "duration_ms": 1}
+    log.record(rec("long", "start", "long_tool"))
+    for i in range(calls):
+        log.record(rec(str(i), "start"))
+        log.record(rec(str(i), "done", **ok))
+    log.record(rec("long", "done", "long_tool", outcome="ok", decided_by="user", duration_ms=9))
+    log.record(rec("hung", "start", "hung_tool"))
+    log.flush()
+    log.close()
+
+
+def test_recent_calls_reads_back_to_each_start_even_in_an_older_file(tmp_path):
+    """The last N calls from the end of the log are exactly what pairing the whole log gives,
+    for every N: a done whose start is in an older rotated file is joined to it."""
+    from omp_a2a_bridge.server.infra.audit import recent_calls
+
+    path = str(tmp_path / "a.jsonl")
+    _long_call_log(path)
+    assert os.path.exists(path + ".3")  # rotated several times
+    whole = pair_calls(read_records(path, 50))
+    assert [whole[0]["id"], whole[-1]["id"]] == ["long", "hung"]
+    for n in (1, 2, 5, 61, 62, 63, 500):
+        assert recent_calls(path, 50, n) == whole[-n:], n
+    assert recent_calls(path, 50, 0) == []
+    assert recent_calls(str(tmp_path / "none.jsonl"), 5, 10) == []
+
+
+def _audit_cli(*args: str) -> subprocess.CompletedProcess:
+    """``a2a-bridge audit`` as the installed script runs it (the tray package's entry)."""
+    return subprocess.run(
+        [sys.executable, "-m", "omp_a2a_bridge.tray", "audit", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ),
+    )
+
+
+def test_audit_command_reads_the_last_calls_from_the_end(env):
+    _long_call_log(env["audit"])
+    r = _audit_cli("-n", "2")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and " 59 " not in lines[0]
+    assert "ls" in lines[0] and " ok " in lines[0]
+    assert "PENDING" in lines[1] and "hung_tool" in lines[1]
+    lines = _audit_cli("-n", "62").stdout.splitlines()
+    # the long call: its start's time, paired with its done from generations later
+    assert "long_tool" in lines[0] and "approved by the user" in lines[0]
+    assert lines[0].startswith("2026-01-01T00:00:04Z  ok")
+    assert len(lines) == 62
+    assert _audit_cli("-n", "0").stdout.splitlines() == _audit_cli("-n", "500").stdout.splitlines()
+
+
+def test_audit_command_needs_only_the_audit_part_of_the_config(env):
+    """A broken rule elsewhere in the config does not hide the log; a broken ``audit`` object
+    or a file that is not JSON is still named."""
+    from ..conftest import write_config
+
+    _long_call_log(env["audit"])
+    write_config(env["config"], {"rules": "not rules", "audit": {"keep": 50}})
+    assert len(_audit_cli("-n", "3").stdout.splitlines()) == 3
+    write_config(env["config"], {"audit": {"keep": 0}})
+    r = _audit_cli()
+    assert r.returncode == 1
+    assert "field 'audit.keep' must be an integer in [1, 100]" in r.stderr
+    write_config(env["config"], {"audit": {"keep": 1}})  # only the newest generation is read
+    assert len(_audit_cli("-n", "0").stdout.splitlines()) < 62
+    with open(env["config"], "w") as f:
+        f.write("{nope")
+    r = _audit_cli()
+    assert r.returncode == 1 and "not valid JSON" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_audit_follow_pairs_the_done_of_a_call_printed_as_pending(env):
+    """``--follow -n N``: a call shown PENDING in the tail is printed with its start's time
+    when its done arrives."""
+    _long_call_log(env["audit"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omp_a2a_bridge.server", "audit", "--follow", "-n", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stderr.readline().startswith("following ")
+
+        def read() -> None:
+            for line in proc.stdout:
+                lines.append(line)
+
+        threading.Thread(target=read, daemon=True).start()
+        wait_for(lambda: len(lines) >= 1, timeout=20)
+        done = {"ts": "2026-01-01T09:09:09Z", "id": "hung", "sid": "s", "client": "t",
+                "tool": "hung_tool", "phase": "done", "outcome": "denied",
+                "decided_by": "user", "duration_ms": 5}  # fmt: skip
+        with open(env["audit"], "a") as f:
+            f.write(json.dumps(done) + "\n")
+        wait_for(lambda: len(lines) >= 2, timeout=20)
+    finally:
+        proc.kill()
+        proc.wait(5)
+    assert "PENDING" in lines[0] and "hung_tool" in lines[0]
+    assert lines[1].startswith("2026-01-01T00:00:04Z  denied") and "denied by the user" in lines[1]

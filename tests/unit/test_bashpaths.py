@@ -390,3 +390,44 @@ def test_a_folder_argument_is_found_percent_decoded_and_from_every_base(spaced, 
     assert arguments_escalation(args, policy, None, unsure=True) is not None
     assert arguments_escalation({"dir": "sub", "file": "config.json"}, policy, None) is None
     assert arguments_escalation({"dir": "..", "file": ".ssh/id_rsa"}, policy, None) is not None
+
+
+def test_folded_listings_of_settled_folders_are_kept_until_the_folder_changes(
+    tmp_path, monkeypatch
+):
+    """A base's folded names are listed once while its (device, inode, mtime, ctime) stay the
+    same, but only once it has been still for a while (the kernel's time stamps are coarse);
+    a new entry shows at once, even when its mtime is set back (``touch -d``: ctime moves)."""
+    import time
+
+    from omp_a2a_bridge.server.policy.bash import paths
+
+    listed: list[str] = []
+    real_scandir = os.scandir
+
+    def scandir(path):  # the OS edge: count the listings
+        listed.append(path)
+        return real_scandir(path)
+
+    monkeypatch.setattr(paths.os, "scandir", scandir)
+    d = tmp_path / "base"
+    d.mkdir()
+    (d / "Alpha").touch()
+    base = str(d)
+    assert paths.folded_listing(base) == (1, frozenset({"alpha"}))
+    assert paths.folded_listing(base) == (1, frozenset({"alpha"}))
+    assert len(listed) == 2  # just changed: not kept
+    later = time.time_ns() + 10 * paths.SETTLED_NS  # as if listed once it had settled
+
+    def settled() -> int:
+        return later
+
+    assert paths.folded_listing(base, settled) == (1, frozenset({"alpha"}))
+    assert paths.folded_listing(base, settled) == (1, frozenset({"alpha"}))
+    assert len(listed) == 3  # kept
+    time.sleep(0.05)  # past the coarse clock's tick, so the change below moves ctime
+    st = os.stat(base)
+    (d / "beta").touch()
+    os.utime(base, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime set back; ctime cannot be
+    assert paths.folded_listing(base, settled) == (2, frozenset({"alpha", "beta"}))
+    assert len(listed) == 4

@@ -22,6 +22,7 @@ from omp_a2a_bridge.server.tools.read import (
     STOP,
     ReadTool,
     _bounded_lines,
+    _line_start_from_end,
     _skip_lines,
 )
 
@@ -114,6 +115,117 @@ def test_missing_files_and_directories_say_what_is_wrong(tree):
         read(tree, "d", streamed=True)
 
 
+# -- negative offsets: counted from the end -------------------------------------------------
+
+TEN = "".join(f"line {i}\n" for i in range(1, 11))
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("final_newline", [True, False])
+def test_a_negative_offset_reads_the_last_lines_numbered_from_the_end(
+    tree, streamed, final_newline
+):
+    (tree / "f.txt").write_text(TEN if final_newline else TEN[:-1])
+    assert read(tree, "f.txt", streamed, offset=-3) == (
+        "   -3\tline 8\n   -2\tline 9\n   -1\tline 10"
+    )
+    assert read(tree, "f.txt", streamed, offset=-1) == "   -1\tline 10"
+    text = read(tree, "f.txt", streamed, offset=-5, limit=2)
+    assert text == "   -5\tline 6\n   -4\tline 7\n… more lines follow; continue with offset=-3"
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_file_with_no_more_lines_than_asked_is_read_from_line_1(tree, streamed):
+    (tree / "f.txt").write_text(TEN)
+    whole = read(tree, "f.txt", streamed)
+    assert read(tree, "f.txt", streamed, offset=-10) == whole  # exactly as many lines
+    assert read(tree, "f.txt", streamed, offset=-500) == whole
+    assert read(tree, "f.txt", streamed, offset=-50, limit=2) == (
+        "    1\tline 1\n    2\tline 2\n… more lines follow; continue with offset=3"
+    )
+    (tree / "one.txt").write_text("\n")  # one empty line
+    assert read(tree, "one.txt", streamed, offset=-1) == "    1\t"
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_tail_of_crlf_and_empty_files(tree, streamed):
+    (tree / "crlf.txt").write_bytes(b"a\r\nb\r\nc\r\n")
+    assert read(tree, "crlf.txt", streamed, offset=-2) == "   -2\tb\n   -1\tc"
+    (tree / "crlf2.txt").write_bytes(b"a\r\nb\r\nc")
+    assert read(tree, "crlf2.txt", streamed, offset=-2) == "   -2\tb\n   -1\tc"
+    (tree / "empty.txt").write_bytes(b"")
+    assert read(tree, "empty.txt", streamed, offset=-5) == "empty.txt: (empty file)"
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_offset_zero_names_no_line(tree, streamed):
+    (tree / "f.txt").write_text(TEN)
+    with pytest.raises(ToolError, match="field 'offset': 0 is not a line number"):
+        read(tree, "f.txt", streamed, offset=0)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_last_line_longer_than_the_block_is_cut_like_any_other(tree, streamed):
+    from omp_a2a_bridge.server.tools.read import BLOCK
+
+    long = "é" * (BLOCK + 1000)  # over a block in bytes, and in characters
+    (tree / "f.txt").write_text("first\nshort\n" + long + "\n")
+    inline = {} if streamed else {"inline_read_max_bytes": 1 << 20}  # else on the loop
+    text = read(tree, "f.txt", streamed, offset=-2, read_line_max_chars=10, **inline)
+    first, second = text.split("\n")
+    assert first == "   -2\tshort"
+    assert second.startswith("   -1\téééééééééé… [line cut: ")
+    text = read(tree, "f.txt", streamed, offset=-1, **inline)
+    assert text.startswith("   -1\téé") and "[line cut: " in text
+
+
+def test_a_tail_within_the_last_block_is_read_on_the_loop_and_a_deeper_one_in_a_thread(tree):
+    """Like a small file, the tail of a large one is read on the loop when the lines asked for
+    lie within ``inline_read_max_bytes`` (or the one block read) of the end; further back,
+    or an image, it moves to a worker (run_now answers None), with the same answer."""
+    (tree / "big.log").write_text("".join(f"entry {i:06d}\n" for i in range(20000)))  # 260 KB
+    tool, c = ReadTool(), ctx(tree, inline_read_max_bytes=4096)
+    near = tool.run_now({"path": "big.log", "offset": -3}, c)
+    assert near is not None
+    assert (
+        near.content[0]["text"] == "   -3\tentry 019997\n   -2\tentry 019998\n   -1\tentry 019999"
+    )
+    args = {"path": "big.log", "offset": -6000, "limit": 1}  # 78 KB back: past a block
+    assert tool.run_now(args, c) is None
+    far = asyncio.run(tool.run(args, c)).content[0]["text"]
+    assert far == "-6000\tentry 014000\n… more lines follow; continue with offset=-5999"
+    assert (
+        tool.run_now({"path": "big.log", "offset": -3}, ctx(tree, inline_read_max_bytes=0)) is None
+    )
+    (tree / "big.png").write_bytes(PNG + b"\n" * 10000)
+    assert tool.run_now({"path": "big.png", "offset": -1}, c) is None
+
+
+def test_the_unread_rest_of_the_last_line_says_nothing_follows(tree, monkeypatch):
+    from omp_a2a_bridge.server.tools import read as files
+
+    monkeypatch.setattr(files, "SKIP_BUDGET", 32)
+    (tree / "f.txt").write_text("a\n" + "z" * 5000)
+    text = read(tree, "f.txt", True, offset=-1, read_line_max_chars=10)
+    assert text == (
+        "   -1\tzzzzzzzzzz… [line cut: over 42 characters]\n"
+        "… the rest of line -1 (the last line) was not read"
+    )
+
+
+def test_multibyte_characters_split_across_blocks_come_back_whole(tree, monkeypatch):
+    """Tiny blocks put block boundaries inside 2-, 3- and 4-byte characters: the backwards
+    scan only looks for newlines, and each line is decoded whole."""
+    from omp_a2a_bridge.server.tools import read as files
+
+    monkeypatch.setattr(files, "BLOCK", 5)
+    lines = [f"{i} é€𝄞 ü" * (i % 3 + 1) for i in range(40)]
+    (tree / "u.txt").write_text("\n".join(lines) + "\n")
+    text = read(tree, "u.txt", True, offset=-7)
+    assert text.splitlines() == [f"{n - 40:5d}\t{lines[n]}" for n in range(33, 40)]
+    assert "\ufffd" not in text
+
+
 def buffered(data: bytes) -> io.BufferedReader:
     return io.BufferedReader(io.BytesIO(data), buffer_size=16)
 
@@ -132,6 +244,28 @@ def test_skip_lines(data, n, passed, rest):
     f = buffered(data)
     assert _skip_lines(f, n) == passed
     assert f.read() == rest
+
+
+@pytest.mark.parametrize(
+    ("data", "k", "start", "whole"),
+    [
+        (b"a\nb\nc\n", 1, 4, False),
+        (b"a\nb\nc\n", 2, 2, False),
+        (b"a\nb\nc\n", 3, 0, True),  # exactly as many lines: from the start
+        (b"a\nb\nc", 1, 4, False),  # no final newline
+        (b"a\nb\nc", 9, 0, True),
+        (b"", 1, 0, True),
+        (b"\n", 1, 0, True),
+        (b"\n\n", 1, 1, False),  # two empty lines: the last starts at 1
+        (b"x" * 100 + b"\n" + b"y" * 100, 1, 101, False),  # lines longer than the block
+        (b"a\n" * 50, 20, 60, False),
+    ],
+)
+def test_line_start_from_end(data, k, start, whole, monkeypatch):
+    from omp_a2a_bridge.server.tools import read as files
+
+    monkeypatch.setattr(files, "BLOCK", 8)  # many blocks, boundaries everywhere
+    assert _line_start_from_end(buffered(data), k) == (start, whole)
 
 
 def test_bounded_lines_cuts_a_line_over_budget_and_skips_its_rest():

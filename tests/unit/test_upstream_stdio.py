@@ -1,10 +1,22 @@
-"""server/upstream/stdio.py: the stdout line splitter (linear, capped)."""
+"""server/upstream/stdio.py: the stdout line splitter (linear, capped) and the routing of
+responses to requests written past the SDK session."""
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import json
+
 import pytest
 
-from omp_a2a_bridge.server.upstream.stdio import LineSplitter, LineTooLong
+from omp_a2a_bridge.server.upstream.config import McpServerSpec
+from omp_a2a_bridge.server.upstream.stdio import (
+    LineSplitter,
+    LineTooLong,
+    StdioTransport,
+    Waiters,
+    _line,
+)
 
 
 def test_lines_split_across_and_within_chunks():
@@ -39,3 +51,44 @@ def test_a_32_mib_message_in_64_kib_chunks_is_one_join():
         assert s.feed(chunk) == []
     [line] = s.feed(b"\n")
     assert len(line) == 480 * 65536
+
+
+def _transport() -> StdioTransport:
+    spec = McpServerSpec(name="t", key="t", command="true")
+    return StdioTransport(spec, {}, collections.deque())
+
+
+def test_only_answers_to_our_requests_are_taken_from_the_sdk():
+    async def scenario() -> None:
+        w = Waiters()
+        rid, fut = w.new()
+        theirs = [
+            b'{"jsonrpc":"2.0","id":1,"result":{}}',  # the SDK's own (integer) ids
+            b'{"jsonrpc":"2.0","method":"notifications/message","params":{"x":"omp-1"}}',
+            b'{"jsonrpc":"2.0","id":"omp-1","method":"roots/list"}',  # a request, not an answer
+            b'{"jsonrpc":"2.0","id":"omp-9","result":{}}',  # nobody waits for it (timed out)
+            b'not json "omp-1',
+        ]
+        assert rid == "omp-1"
+        assert not any(w.answer(line) for line in theirs)
+        assert not fut.done()
+        assert w.answer(b'{"jsonrpc":"2.0","id":"omp-1","result":{"content":[]}}')
+        assert fut.result() == {"jsonrpc": "2.0", "id": "omp-1", "result": {"content": []}}
+        assert w.pending == {}
+        rid, fut = w.new()
+        w.fail_all(ConnectionError("gone"))  # the server's output ended
+        assert rid == "omp-2" and isinstance(fut.exception(), ConnectionError)
+
+    asyncio.run(scenario())
+
+
+def test_a_request_line_is_one_line_of_valid_json_whatever_the_arguments():
+    args = {"text": "a\nb \ud800 é"}  # a newline and a lone surrogate an agent may send
+    line = _line({"jsonrpc": "2.0", "id": "omp-1", "params": args})
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line)["params"] == args
+
+
+def test_a_request_to_a_server_not_running_is_a_connection_error():
+    with pytest.raises(ConnectionError):
+        asyncio.run(_transport().request("tools/call", {}, 1.0))

@@ -14,6 +14,7 @@ output) is not seen: a rule for an interpreter is the user's informed choice.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import fnmatch
 import glob
@@ -22,8 +23,10 @@ import json
 import os
 import re
 import stat
+import threading
+import time
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..protected import fold
@@ -325,6 +328,45 @@ class _OverBudget(Exception):
     """More directory entries to look at than :data:`MAX_SCANNED`: the call asks."""
 
 
+# Folded listings of settled folders, kept across calls: an upstream call or a bash command
+# names the same bases (the roots, the home, a server's working directory) every time, and
+# listing and folding a large home per call was most of what judging such a call cost.
+_Listing = tuple[tuple[int, int, int, int], int, frozenset[str] | None]  # key, count, names
+_LISTINGS: collections.OrderedDict[str, _Listing] = collections.OrderedDict()
+_LISTINGS_LOCK = threading.Lock()  # judged on the loop and in workers alike
+LISTINGS_KEPT = 256
+# A folder whose status last changed at least this long before it was listed may be served
+# from the cache while its (device, inode, mtime, ctime) stay the same. Why ctime: a change of
+# entries moves it and no one but the clock can set it back (``touch -d`` moves mtime only);
+# why settled: the kernel's clock for these times is coarse, so a change in the same tick as
+# the listing could leave them equal.
+SETTLED_NS = 2_000_000_000
+
+
+def folded_listing(
+    base: str, now_ns: Callable[[], int] = time.time_ns
+) -> tuple[int, frozenset[str] | None]:
+    """How many entries ``base`` has (up to ``MAX_LISTING + 1``) and their folded names (None
+    past ``MAX_LISTING``). Raises OSError when it cannot be listed."""
+    st = os.stat(base)
+    key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+    with _LISTINGS_LOCK:
+        hit = _LISTINGS.get(base)
+        if hit is not None and hit[0] == key:
+            _LISTINGS.move_to_end(base)
+            return hit[1], hit[2]
+    with os.scandir(base) as it:
+        entries = list(itertools.islice(it, MAX_LISTING + 1))
+    names = frozenset(fold(e.name) for e in entries) if len(entries) <= MAX_LISTING else None
+    if now_ns() - max(st.st_mtime_ns, st.st_ctime_ns) >= SETTLED_NS:
+        with _LISTINGS_LOCK:
+            _LISTINGS[base] = (key, len(entries), names)
+            _LISTINGS.move_to_end(base)
+            while len(_LISTINGS) > LISTINGS_KEPT:
+                _LISTINGS.popitem(last=False)
+    return len(entries), names
+
+
 class Budget:
     """Candidate paths judged so far, shared by the strings of one call (each stat costs), the
     folded entry names of each base read so far (one ``listdir`` per base and call, so the
@@ -354,11 +396,8 @@ class Budget:
         if base not in self.listings:
             names: frozenset[str] | None = None
             with contextlib.suppress(OSError, ValueError):
-                with os.scandir(base) as it:
-                    entries = list(itertools.islice(it, MAX_LISTING + 1))
-                self.charge(len(entries))
-                if len(entries) <= MAX_LISTING:
-                    names = frozenset(fold(e.name) for e in entries)
+                count, names = folded_listing(base)
+                self.charge(count)
             self.listings[base] = names
         names = self.listings[base]
         if names is not None and fold(word) not in names:

@@ -1,0 +1,449 @@
+"""Rows of ``python -m bench`` for issue 26's fast paths: a tail read, ``audit -n 20`` on a full
+log, and a call forwarded to an upstream server beside the same call made directly.
+
+Each measure runs interleaved rounds against the contenders and reports medians (the machine
+is shared: its load moves wall times, a per-round ratio cancels most of the drift).
+``python -m bench --only fastpaths`` runs just these.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Optional: the Python of another install of the bridge (e.g. main's venv) measured beside
+# this one in the same run, as "before".
+BEFORE_PY = os.environ.get("A2A_BENCH_BEFORE_PY")
+TAIL_FILE_BYTES = 10 * 1024 * 1024
+AUDIT_CALLS = 200_000
+
+
+def own_cpu_s(pid: int) -> float:
+    """CPU seconds of one process alone (utime + stime from /proc, clock ticks)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    from bench.tools import _table as table
+
+    return table(header, rows)
+
+
+# -- read from the end ------------------------------------------------------------------------
+
+
+def tail_rows(cl: Any, root: str, server_pid: int, repeat: int = 30) -> list[list[str]]:
+    """The last 10 lines of a 10 MB log: ``read`` with ``offset=-10`` (and, as before, with the
+    offset of its 10th line from the end: a scan from the start) beside ``tail -n 10``."""
+    from bench.tools import compare, native, process_cpu_s
+
+    path = os.path.join(root, "tail10mb.log")
+    line = "2026-12-04T20:00:00.000Z INFO request served in 1.23 ms path=/api/items/{:08d}\n"
+    with open(path, "w") as f:
+        n = 0
+        while f.tell() < TAIL_FILE_BYTES:
+            f.write("".join(line.format(n + i) for i in range(1000)))
+            n += 1000
+    want = [line.format(i).rstrip("\n") for i in range(n - 10, n)]
+    text = cl.call("read", {"path": path, "offset": -10})
+    assert [x.split("\t", 1)[1] for x in text.splitlines()] == want, text[:300]
+    counter = lambda: process_cpu_s(server_pid)  # noqa: E731
+    cpu = {"ours": counter, "from start": counter}
+    m = compare(
+        {
+            "ours": lambda: cl.call("read", {"path": path, "offset": -10}),
+            "from start": lambda: cl.call("read", {"path": path, "offset": n - 9}),
+            "tail": native(["tail", "-n", "10", path], root),
+        },
+        repeat,
+        cpu,
+    )
+    os.unlink(path)
+    return [
+        [
+            "read offset=-10 (last 10 lines of 10 MB)",
+            f"{m['ours']:.2f}",
+            f"{m['from start']:.2f}",
+            f"{m['tail']:.2f}",
+            f"{1 / m['ratios']['tail']:.2f}x",
+            f"{m['cpu_ms']['ours']:.2f}",
+        ]
+    ]
+
+
+# -- audit -n 20 -------------------------------------------------------------------------------
+
+
+def write_audit_log(path: str, calls: int, max_bytes: int, keep: int) -> None:
+    """``calls`` calls (start + done) through the bridge's own writer, rotated as configured."""
+    from omp_a2a_bridge.server.infra.audit import AuditLog
+
+    log = AuditLog(path, max_bytes=max_bytes, keep=keep, linger_s=0)
+    for i in range(calls):
+        cid = f"{i:08d}-0000-4000-8000-000000000000"
+        base = {
+            "ts": "2026-12-04T20:00:00.000Z",
+            "id": cid,
+            "sid": "0123456789ab",
+            "client": "claude-code",
+            "tool": "read",
+            "args": {"path": f"src/m{i % 97}.py"},
+        }
+        log.record({**base, "phase": "start"})
+        log.record(
+            {
+                **base,
+                "phase": "done",
+                "isError": False,
+                "outcome": "ok",
+                "decided_by": "tier",
+                "wait_ms": 0,
+                "queue_ms": 0,
+                "duration_ms": 1,
+            }
+        )
+        if i % 5000 == 4999:
+            log.flush(60)
+    log.flush(60)
+    log.close()
+
+
+def audit_rows(rounds: int = 15) -> tuple[list[list[str]], str]:
+    """``a2a-bridge audit -n 20`` (the installed script, a process per run) on an empty log
+    and on a full one of 200k calls in rotated files, beside ``python -c pass`` (the floor: an
+    interpreter start) and ``tail -n 40`` of the live file."""
+    work = tempfile.mkdtemp(prefix="a2a-bench-audit-")
+    try:
+        log = os.path.join(work, "full", "audit.jsonl")
+        os.makedirs(os.path.dirname(log))
+        t0 = time.perf_counter()
+        keep, max_bytes = 11, 10 * 1024 * 1024  # 200k calls need ~110 MB: 11 generations
+        write_audit_log(log, AUDIT_CALLS, max_bytes, keep)
+        made = time.perf_counter() - t0
+        sizes = sum(
+            os.path.getsize(os.path.join(os.path.dirname(log), f))
+            for f in os.listdir(os.path.dirname(log))
+        )
+        cfg = os.path.join(work, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"audit": {"keep": keep, "max_bytes": max_bytes}}, f)
+        script = shutil.which("a2a-bridge", path=os.path.dirname(sys.executable)) or "a2a-bridge"
+
+        def env(audit: str) -> dict[str, str]:
+            return dict(os.environ, A2A_BRIDGE_CONFIG=cfg, A2A_BRIDGE_AUDIT=audit)
+
+        def run(argv: list[str], e: dict[str, str] | None = None) -> Callable[[], None]:
+            def go() -> None:
+                r = subprocess.run(argv, env=e, capture_output=True)
+                assert r.returncode == 0, r.stderr[-300:]
+
+            return go
+
+        full = run([script, "audit", "-n", "20"], env(log))
+        shown = subprocess.run(
+            [script, "audit", "-n", "20"], env=env(log), capture_output=True, text=True
+        ).stdout.splitlines()
+        assert len(shown) == 20 and " ok " in shown[-1], shown[-3:]
+        contenders = {
+            "audit -n 20, full log": full,
+            **_before_audit(run, env, log, work),
+            "audit -n 20, empty log": run(
+                [script, "audit", "-n", "20"], env(os.path.join(work, "none.jsonl"))
+            ),
+            "python -c pass": run([sys.executable, "-c", "pass"]),
+            "tail -n 40 of the live file": run(["tail", "-n", "40", log]),
+        }
+        rows = _timed_processes(contenders, rounds)
+        note = (
+            f"Log: {AUDIT_CALLS:,} calls ({2 * AUDIT_CALLS:,} records, {sizes / 1e6:.0f} MB in "
+            f"{keep + 1} files of 10 MB; written by the bridge's AuditLog in {made:.0f} s)."
+        )
+        return rows, note
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _before_audit(run: Any, env: Any, log: str, work: str) -> dict[str, Callable[[], None]]:
+    if not BEFORE_PY:
+        return {}
+    script = os.path.join(os.path.dirname(BEFORE_PY), "a2a-bridge")
+    return {
+        "before: audit -n 20, full log": run([script, "audit", "-n", "20"], env(log)),
+        "before: audit -n 20, empty log": run(
+            [script, "audit", "-n", "20"], env(os.path.join(work, "none.jsonl"))
+        ),
+    }
+
+
+def _timed_processes(fns: dict[str, Callable[[], None]], rounds: int) -> list[list[str]]:
+    """Median wall ms and mean CPU ms (the child's, from rusage) per contender, interleaved."""
+    from bench.tools import children_cpu_s
+
+    wall: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: dict[str, float] = dict.fromkeys(fns, 0.0)
+    for i in range(rounds + 1):
+        for k, f in fns.items():
+            c0 = children_cpu_s()
+            t0 = time.perf_counter()
+            f()
+            if i:  # the first round warms the page cache
+                wall[k].append((time.perf_counter() - t0) * 1000)
+                cpu[k] += children_cpu_s() - c0
+    return [
+        [
+            k,
+            f"{statistics.median(wall[k]):.0f}",
+            f"{min(wall[k]):.0f}",
+            f"{cpu[k] * 1000 / rounds:.0f}",
+        ]
+        for k in fns
+    ]
+
+
+# -- upstream forwarding -----------------------------------------------------------------------
+
+
+async def _upstream_measure(
+    url: str, web: str, token: str, calls: int, rounds: int, pid: int
+) -> dict[str, Any]:
+    """Four contenders, interleaved per round: the bridge forwarding to the stdio server and
+    to the HTTP one (the SDK client over Streamable HTTP to the bridge), and the same server
+    program called directly by the same SDK client over HTTP and over stdio."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+    from mcp.client.streamable_http import streamable_http_client
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    direct_http = httpx2.AsyncClient(timeout=30)
+    bridge = Client(streamable_http_client(url, http_client=http), mode="legacy")
+    to_web = Client(streamable_http_client(web, http_client=direct_http), mode="legacy")
+    to_stdio = Client(
+        StdioServerParameters(command=sys.executable, args=["-m", "bench.echo_server"], cwd=ROOT)
+    )
+    contenders = {
+        "bridge -> stdio": (bridge, "mcp__srv__echo"),
+        "bridge -> http": (bridge, "mcp__web__echo"),
+        "direct http": (to_web, "echo"),
+        "direct stdio": (to_stdio, "echo"),
+    }
+    per: dict[str, list[float]] = {k: [] for k in contenders}
+    cpu: dict[str, float] = dict.fromkeys(contenders, 0.0)
+    async with bridge, to_web, to_stdio:
+
+        async def run(c: Any, name: str) -> float:
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                r = await c.call_tool(name, {"text": "hi"})
+                assert not r.is_error and r.content[0].text == "hi", r
+            return (time.perf_counter() - t0) * 1000 / calls
+
+        for i in range(rounds + 1):
+            for k, (c, name) in contenders.items():
+                c0 = own_cpu_s(pid)
+                ms = await run(c, name)
+                if i:  # the first round warms every path
+                    per[k].append(ms)
+                    cpu[k] += own_cpu_s(pid) - c0
+    await http.aclose()
+    await direct_http.aclose()
+    out: dict[str, Any] = {k: statistics.median(v) for k, v in per.items()}
+    out["cpu_ms"] = {k: v * 1000 / (rounds * calls) for k, v in cpu.items()}
+    for a, b in (
+        ("bridge -> stdio", "direct http"),
+        ("bridge -> http", "direct http"),
+        ("bridge -> stdio", "direct stdio"),
+    ):
+        out[(a, b)] = statistics.median(x / y for x, y in zip(per[a], per[b], strict=True))
+    return out
+
+
+def upstream_rows(
+    start: Callable[..., Any], token: str, rounds: int = 5, calls: int = 200
+) -> list[list[str]]:
+    """``echo`` forwarded by the bridge beside the same call made directly by the same SDK
+    client; per install (this one, and the ``A2A_BENCH_BEFORE_PY`` one)."""
+    web_port = _free_port()
+    web = subprocess.Popen(
+        [sys.executable, "-m", "bench.echo_server", str(web_port)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_port(web_port)
+        web_url = f"http://127.0.0.1:{web_port}/mcp"
+        rows = _upstream_rows(start, token, rounds, calls, None, web_url)
+        if BEFORE_PY:
+            rows += _upstream_rows(start, token, rounds, calls, BEFORE_PY, web_url)
+    finally:
+        web.terminate()
+        web.wait(10)
+    return rows
+
+
+def _free_port() -> int:
+    from bench.__main__ import free_port
+
+    return free_port()
+
+
+def _wait_port(port: int, timeout: float = 60) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def _upstream_rows(
+    start: Callable[..., Any], token: str, rounds: int, calls: int, py: str | None, web: str
+) -> list[list[str]]:
+    """One bridge (this install's, or ``py``'s) with the echo server over stdio (``srv``)
+    and over HTTP (``web``), both at allow tier. Bridge CPU: the bridge process alone."""
+    from bench.__main__ import open_session
+    from bench.tools import Client
+
+    # The root in the home, as a user's project would be: an HTTP server's relative names are
+    # judged from the root's ancestors too, and /tmp on a shared machine changes all the time
+    # (its listing cannot be kept; 3,000 entries folded per call).
+    work = tempfile.mkdtemp(prefix=".a2a-bench-up-", dir=os.path.expanduser("~"))
+    cfg = os.path.join(work, "config.json")
+    stdio = {"command": sys.executable, "args": ["-m", "bench.echo_server"], "cwd": ROOT}
+    servers = {"srv": {**stdio, "box": False}, "web": {"url": web}}
+    tiers = {"mcp__srv__echo": "allow", "mcp__web__echo": "allow"}
+    with open(cfg, "w") as f:
+        json.dump({"roots": [work], "mcp_servers": servers, "approval": {"tiers": tiers}}, f)
+    env = dict(
+        os.environ,
+        A2A_BRIDGE_CONFIG=cfg,
+        A2A_BRIDGE_AUDIT=os.path.join(work, "audit.jsonl"),
+        A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
+        A2A_BRIDGE_TOKEN=token,
+    )
+    server = start(env, py) if py else start(env)
+    try:
+        cl = Client(server.port, open_session(server.port, {"Authorization": f"Bearer {token}"}))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            names = {t["name"] for t in cl.rpc("tools/list").get("result", {}).get("tools", [])}
+            if {"mcp__srv__echo", "mcp__web__echo"} <= names:
+                break
+            time.sleep(0.2)
+        url = f"http://127.0.0.1:{server.port}/"
+        m = asyncio.run(_upstream_measure(url, web, token, calls, rounds, server.proc.pid))
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    who = "before: " if py else ""
+    return [
+        [
+            f"{who}bridge -> stdio server",
+            f"{m['bridge -> stdio']:.2f}",
+            f"{m['direct http']:.2f}",
+            f"{m[('bridge -> stdio', 'direct http')]:.2f}x",
+            f"{m['direct stdio']:.2f}",
+            f"{m[('bridge -> stdio', 'direct stdio')]:.2f}x",
+            f"{m['cpu_ms']['bridge -> stdio']:.2f}",
+        ],
+        [
+            f"{who}bridge -> HTTP server",
+            f"{m['bridge -> http']:.2f}",
+            f"{m['direct http']:.2f}",
+            f"{m[('bridge -> http', 'direct http')]:.2f}x",
+            "",
+            "",
+            f"{m['cpu_ms']['bridge -> http']:.2f}",
+        ],
+    ]
+
+
+# -- the section ---------------------------------------------------------------------------------
+
+
+def fastpaths_section(py: str, base_env: dict[str, str], token: str, start: Any) -> list[str]:
+    """Every fast-path row in one run: markdown lines."""
+    from bench.__main__ import open_session
+    from bench.tools import Client
+
+    work = tempfile.mkdtemp(prefix="a2a-bench-fast-")
+    root = os.path.join(work, "root")
+    os.makedirs(root)
+    cfg = os.path.join(work, "config.json")
+    with open(cfg, "w") as f:
+        json.dump({"roots": [root], "approval": {"tiers": {"read": "allow"}}}, f)
+    env = dict(
+        base_env,
+        A2A_BRIDGE_CONFIG=cfg,
+        A2A_BRIDGE_AUDIT=os.path.join(work, "audit.jsonl"),
+        A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
+        A2A_BRIDGE_TOKEN=token,
+    )
+    server = start(env)
+    try:
+        cl = Client(server.port, open_session(server.port, {"Authorization": f"Bearer {token}"}))
+        tail = tail_rows(cl, root, server.proc.pid)
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    audit, audit_note = audit_rows()
+    upstream = upstream_rows(start, token)
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    return [
+        "## Fast paths (issue 26)",
+        "",
+        f"Load average at the end: {load} (1/5/15 min) on {os.cpu_count()} cores.",
+        "",
+        "### read from the end (median ms of 30 interleaved runs; bridge over HTTP, `tail` "
+        "incl. process start)",
+        "",
+        _table(
+            [
+                "what",
+                "offset=-10 ms",
+                "offset=N-9 ms (scan)",
+                "tail -n 10 ms",
+                "bridge / tail",
+                "bridge CPU ms/call",
+            ],
+            tail,
+        ),
+        "",
+        "### a2a-bridge audit -n 20 (a process per run; median and best of 15 interleaved runs)",
+        "",
+        audit_note,
+        "",
+        _table(["what", "median ms", "best ms", "CPU ms (user+sys)"], audit),
+        "",
+        "### Upstream forwarding (the SDK client, 200 sequential calls per round; median of 5 "
+        "interleaved rounds; ratios: median of per-round ratios)",
+        "",
+        _table(
+            [
+                "echo via",
+                "bridge ms/call",
+                "direct HTTP ms/call",
+                "ratio",
+                "direct stdio ms/call",
+                "ratio",
+                "bridge CPU ms/call",
+            ],
+            upstream,
+        ),
+    ]
