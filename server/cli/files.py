@@ -38,11 +38,16 @@ def cmd_logs(args: argparse.Namespace) -> int:
     if not os.path.exists(path) and not args.follow:
         print(f"a2a-bridge: no log yet at {safe(path)} (the bridge writes it when it runs)")
         return 0
+    # Following: open the live file at its end first, so nothing written while the last
+    # lines are printed is lost (a line written in that instant may show twice).
+    follower = Follower(path, LOG_KEEP_MAX) if args.follow else None
+    if follower is not None:
+        follower.begin()
     for line in tail_lines(path, args.lines, LOG_KEEP_MAX) if args.lines > 0 else []:
         print(safe(line))
-    if args.follow:
+    if follower is not None:
         with contextlib.suppress(KeyboardInterrupt):
-            Follower(path, LOG_KEEP_MAX).run()
+            follower.run()
     return 0
 
 
