@@ -12,9 +12,17 @@ covers a protected path), so its entries are shown: the human saw what they allo
 from __future__ import annotations
 
 import os
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .entries import FolderRules
 from .paths import CallPaths, PathPolicy, always_asks
+
+# What a walk knows of a directory it did not stat (its d_type, or rg's listing): the policy
+# only needs to know it is one (a secret-looking *name* judges files, not directories).
+S_ISDIR, S_ISREG = stat.S_ISDIR, stat.S_ISREG
+DIR_STAT = os.stat_result((stat.S_IFDIR | 0o755, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 
 
 def policy_of(ctx_policy: PathPolicy | CallPaths) -> PathPolicy:
@@ -41,6 +49,10 @@ class EntryGate:
     active: bool = True
     left_out: int = 0
     _seen: set[str] = field(default_factory=set)
+    _name_info: Callable[[str], tuple[str, bool]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._name_info = self.policy.name_info
 
     @classmethod
     def for_base(cls, ctx_policy: PathPolicy | CallPaths, base: str) -> EntryGate:
@@ -59,6 +71,42 @@ class EntryGate:
             self._seen.add(real)
             self.left_out += 1
         return True
+
+    def rules(self, folder: str) -> FolderRules:
+        """The children's rules of the real folder ``folder`` (see :meth:`child`)."""
+        return self.policy.folder_rules(folder)
+
+    def child(
+        self,
+        rules: FolderRules,
+        folder: str,
+        name: str,
+        st: os.stat_result | None,
+        *,
+        is_dir: bool = False,
+        count: bool = True,
+    ) -> bool:
+        """:meth:`refuses` for the entry ``name`` of the real ``folder`` (``rules`` from
+        :meth:`rules`), the verdict the same: only a name the folder's rules suspect, a
+        secret-looking file name, or a regular file with more than one link (a hard link may
+        be a protected file's other name) takes the full per-path judgement; a child that is
+        none of those is not refused, with no path built and no index looked up.
+
+        ``st`` from ``lstat`` when the walk has it; without it ``is_dir`` says the entry is a
+        directory (known from its ``d_type``), else it is judged as a file."""
+        if not self.active:
+            return False
+        if st is not None:
+            is_dir = S_ISDIR(st.st_mode)
+        key, secret = self._name_info(name)
+        if (
+            (secret and not is_dir)
+            or rules.suspect(key)
+            or (st is not None and st.st_nlink > 1 and S_ISREG(st.st_mode))
+        ):
+            real = folder.rstrip(os.sep) + os.sep + name
+            return self.refuses(real, DIR_STAT if is_dir and st is None else st, count=count)
+        return False
 
     def pruned(self) -> list[str]:
         """Protected directories below the base that the walk must not enter."""
