@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import glob
 import os
 import sys
@@ -158,11 +159,19 @@ class TooManySecrets(Exception):
     """The project holds more secret-looking or hard-linked files than the box hides."""
 
 
+@functools.lru_cache(maxsize=4)
+def _table_matcher(home: str) -> Matcher:
+    """The protected table compiled for ``home`` (~9 ms: a ``realpath`` per location), once
+    per home rather than once per walk plan; the scan uses only its name patterns, which do
+    not depend on the disk."""
+    return Matcher(TABLE, home)
+
+
 def _secrets_in(top: str, home: str) -> list[HostEntry]:
     """Secret-looking files and hard-linked files under ``top`` (bounded walk): the box masks
     them like the home's hidden files. Symlinks are not followed (their targets are judged
     where they lie)."""
-    matcher = Matcher(TABLE, home)
+    matcher = _table_matcher(home)
     out: list[HostEntry] = []
     seen = 0
     todo = [(top, 0)]
