@@ -247,6 +247,21 @@ def bench_tools() -> list[str]:
     return tools_section(py, dict(os.environ), TOKEN, start)
 
 
+def bench_peers(rounds: int) -> list[str]:
+    """The walking tools beside server-filesystem, Desktop Commander and fd (bench/peers.py)."""
+    from bench.peers import peers_section
+
+    py = sys.executable
+
+    def start(env: dict[str, str]) -> Server:
+        port = free_port()
+        return Server.start(
+            "bridge", [py, "-m", "omp_a2a_bridge.server", "serve", "--port", str(port)], env, port
+        )
+
+    return peers_section(dict(os.environ), TOKEN, start, rounds)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m bench")
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per wrk run")
@@ -260,17 +275,20 @@ def main() -> int:
     ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument(
         "--only",
-        choices=("all", "servers", "tools", "box"),
+        choices=("all", "servers", "tools", "box", "peers"),
         default="all",
         help="servers: the MCP throughput tables; tools: grep/find/read/ls vs native programs; "
-        "box: the box's cost per bash call and the prompts it avoids",
+        "box: the box's cost per bash call and the prompts it avoids; peers: ls and find "
+        "beside server-filesystem, Desktop Commander and fd",
     )
     args = ap.parse_args()
     # `timeout` or Ctrl-C: still stop the three servers (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
-    if args.only in ("tools", "box"):
-        text = "\n".join(bench_tools() if args.only == "tools" else box_section())
+    if args.only in ("tools", "box", "peers"):
+        sections = {"tools": bench_tools, "box": box_section}
+        lines = bench_peers(args.rounds) if args.only == "peers" else sections[args.only]()
+        text = "\n".join(lines)
         print(text)
         if args.markdown:
             with open(args.markdown, "w") as f:
@@ -452,7 +470,7 @@ def main() -> int:
         f"floor start: {floor.startup_s * 1000:.0f} ms.",
     ]
     if args.only == "all":
-        out += ["", *bench_tools(), "", *box_section()]
+        out += ["", *bench_tools(), "", *bench_peers(args.rounds), "", *box_section()]
     text = "\n".join(out)
     print(text)
     if args.markdown:
