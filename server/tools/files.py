@@ -324,9 +324,10 @@ class LsTool(Tool):
                 elif entry.is_symlink():
                     if gate.child(rules, path, name, None):
                         continue
-                    line = self._link_line(entry, path, dfd, gate)
-                    if line is None:
+                    link = self._link_line(entry, path, dfd, gate)
+                    if link is None:
                         continue
+                    line = link
                 else:
                     st = entry.stat(follow_symlinks=False)
                     if gate.child(rules, path, name, st):
