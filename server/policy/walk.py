@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from .entries import FolderRules
 from .paths import CallPaths, PathPolicy, always_asks
@@ -22,6 +24,15 @@ from .paths import CallPaths, PathPolicy, always_asks
 # What a walk knows of a directory it did not stat (its d_type, or rg's listing): the policy
 # only needs to know it is one (a secret-looking *name* judges files, not directories).
 S_ISDIR, S_ISREG = stat.S_ISDIR, stat.S_ISREG
+# One walk at a time runs its per-entry loop (ls, find's shown entries). Each ``lstat`` there
+# releases the GIL; with several pool threads in such loops on 2 cores every release became a
+# contended hand-off: 4 threads listing 1,000 entries cost 2.7–3.8x the CPU per call of one
+# (11.6–15.7 vs 4.1–4.3 ms) and fewer calls/s; in the lane 5.0–5.2 ms at the same calls/s as
+# one thread (issue 26, docs/design/performance.md). Released every LANE_CHUNK entries, so a
+# huge folder does not hold up a small one.
+WALK_LANE = threading.Lock()
+T = TypeVar("T")
+LANE_CHUNK = 256
 DIR_STAT = os.stat_result((stat.S_IFDIR | 0o755, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 
 
@@ -130,6 +141,14 @@ class EntryGate:
             return ""
         n = self.left_out
         return f"({n} {'entry' if n == 1 else 'entries'} in protected locations not shown)"
+
+
+def in_lane(items: Sequence[T]) -> Iterator[T]:
+    """``items``, walked while holding :data:`WALK_LANE` (let go between chunks). Close the
+    iterator when stopping early (``contextlib.closing``): a suspended one holds the lane."""
+    for start in range(0, len(items), LANE_CHUNK):
+        with WALK_LANE:
+            yield from items[start : start + LANE_CHUNK]
 
 
 def shown_name(name: str) -> str:

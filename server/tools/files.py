@@ -11,7 +11,7 @@ from typing import Any
 
 from ..policy import safeopen
 from ..policy.paths import CallPaths, PathPolicy
-from ..policy.walk import EntryGate, shown_name
+from ..policy.walk import EntryGate, in_lane, shown_name
 from ..vocab import Tier
 from . import pools
 from .base import Tool, ToolContext, ToolError, ToolResult
@@ -313,33 +313,37 @@ class LsTool(Tool):
         rules = gate.rules(path)
         lines: list[str] = []
         listed = 0
-        for entry in entries:
-            name = entry.name
-            st: os.stat_result | None = None
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    if gate.child(rules, path, name, None, is_dir=True):
+        lane = in_lane(entries)
+        try:
+            for entry in lane:
+                name = entry.name
+                st: os.stat_result | None = None
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if gate.child(rules, path, name, None, is_dir=True):
+                            continue
+                        line = f"dir   {DASH}  {shown_name(name)}/"
+                    elif entry.is_symlink():
+                        if gate.child(rules, path, name, None):
+                            continue
+                        link = self._link_line(entry, path, dfd, gate)
+                        if link is None:
+                            continue
+                        line = link
+                    else:
+                        st = entry.stat(follow_symlinks=False)
+                        if gate.child(rules, path, name, st):
+                            continue
+                        line = f"file  {st.st_size:>10}  {shown_name(name)}"
+                except OSError:
+                    if st is None and gate.child(rules, path, name, None):
                         continue
-                    line = f"dir   {DASH}  {shown_name(name)}/"
-                elif entry.is_symlink():
-                    if gate.child(rules, path, name, None):
-                        continue
-                    link = self._link_line(entry, path, dfd, gate)
-                    if link is None:
-                        continue
-                    line = link
-                else:
-                    st = entry.stat(follow_symlinks=False)
-                    if gate.child(rules, path, name, st):
-                        continue
-                    line = f"file  {st.st_size:>10}  {shown_name(name)}"
-            except OSError:
-                if st is None and gate.child(rules, path, name, None):
-                    continue
-                line = f"?     {DASH}  {shown_name(name)}"
-            listed += 1
-            if listed <= cap:
-                lines.append(line)
+                    line = f"?     {DASH}  {shown_name(name)}"
+                listed += 1
+                if listed <= cap:
+                    lines.append(line)
+        finally:
+            lane.close()  # a suspended lane iterator holds the lane
         note = gate.note()
         if not listed:
             text = f"{shown}: (empty directory)"

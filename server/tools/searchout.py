@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..policy import safeopen
-from ..policy.walk import EntryGate, shown_name
+from ..policy.walk import EntryGate, in_lane, shown_name
 from .fileio import glob_regex
 from .rg import RgRun
 
@@ -132,25 +132,29 @@ class FindWalk:
         used = 0
         folder_rel: str | None = None
         folder, rules = base, gate.rules(base)
-        for rel in matched:
-            if len(found) >= cap:
-                break
-            used += 1
-            is_dir = rel.endswith("/")
-            parent, _, name = (rel[:-1] if is_dir else rel).rpartition("/")
-            if parent != folder_rel:  # sorted: the entries of one folder come together
-                folder_rel = parent
-                folder = f"{base}{os.sep}{parent}" if parent else base
-                rules = gate.rules(folder)
-            st: os.stat_result | None = None
-            if not is_dir:
-                try:  # the link count: a hard link to a protected file is that file
-                    st = os.lstat(f"{folder}{os.sep}{name}")
-                except OSError:
-                    st = None
-            if gate.child(rules, folder, name, st, is_dir=is_dir):
-                continue
-            found.append(shown_name(rel))
+        lane = in_lane(matched)
+        try:
+            for rel in lane:
+                if len(found) >= cap:
+                    break
+                used += 1
+                is_dir = rel.endswith("/")
+                parent, _, name = (rel[:-1] if is_dir else rel).rpartition("/")
+                if parent != folder_rel:  # sorted: the entries of one folder come together
+                    folder_rel = parent
+                    folder = f"{base}{os.sep}{parent}" if parent else base
+                    rules = gate.rules(folder)
+                st: os.stat_result | None = None
+                if not is_dir:
+                    try:  # the link count: a hard link to a protected file is that file
+                        st = os.lstat(f"{folder}{os.sep}{name}")
+                    except OSError:
+                        st = None
+                if gate.child(rules, folder, name, st, is_dir=is_dir):
+                    continue
+                found.append(shown_name(rel))
+        finally:
+            lane.close()  # a suspended lane iterator holds the lane
         if not found:
             text = f"no paths under {shown} match {self.pattern!r}"
         else:

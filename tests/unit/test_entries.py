@@ -299,3 +299,23 @@ def test_ls_prints_what_the_per_path_loop_printed(entries):
             secret = kind == "file" and name in (".env", "x.pem", "id_ed25519", "audit.jsonl")
             if kind in ("hardlink", "link-key") or secret:
                 assert name not in shown, (name, got)
+
+
+# -- the walk lane (server/policy/walk.py): one per-entry loop at a time -----------------------
+
+
+def test_the_lane_is_held_while_walking_and_let_go_between_chunks_and_on_close():
+    from omp_a2a_bridge.server.policy import walk
+
+    items = list(range(walk.LANE_CHUNK * 2 + 3))
+    seen = []
+    lane = walk.in_lane(items)
+    for i in lane:
+        assert walk.WALK_LANE.locked()
+        seen.append(i)
+    assert seen == items and not walk.WALK_LANE.locked()
+    lane = walk.in_lane(items)
+    next(lane)
+    assert walk.WALK_LANE.locked()
+    lane.close()  # an early stop lets go at once
+    assert not walk.WALK_LANE.locked()
