@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -143,7 +143,7 @@ class EntryGate:
         return f"({n} {'entry' if n == 1 else 'entries'} in protected locations not shown)"
 
 
-def in_lane(items: Sequence[T]) -> Iterator[T]:
+def in_lane(items: Sequence[T]) -> Generator[T, None, None]:
     """``items``, walked while holding :data:`WALK_LANE` (let go between chunks). Close the
     iterator when stopping early (``contextlib.closing``): a suspended one holds the lane."""
     for start in range(0, len(items), LANE_CHUNK):
