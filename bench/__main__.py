@@ -261,17 +261,26 @@ def bench_tools() -> list[str]:
     return tools_section(py, dict(os.environ), TOKEN, start)
 
 
+def _bridge_starter(env: dict[str, str], py: str = sys.executable) -> Server:
+    """A ``serve`` bridge on a free port (the fastpaths and peers sections start their own)."""
+    port = free_port()
+    return Server.start(
+        "bridge", [py, "-m", "omp_a2a_bridge.server", "serve", "--port", str(port)], env, port
+    )
+
+
 def bench_fastpaths() -> list[str]:
     """Issue 26's fast paths (bench/fastpaths.py): tail read, audit -n 20, upstream echo."""
     from bench.fastpaths import fastpaths_section
 
-    def start(env: dict[str, str], py: str = sys.executable) -> Server:
-        port = free_port()
-        return Server.start(
-            "bridge", [py, "-m", "omp_a2a_bridge.server", "serve", "--port", str(port)], env, port
-        )
+    return fastpaths_section(sys.executable, dict(os.environ), TOKEN, _bridge_starter)
 
-    return fastpaths_section(sys.executable, dict(os.environ), TOKEN, start)
+
+def bench_peers(rounds: int) -> list[str]:
+    """The walking tools beside server-filesystem, Desktop Commander and fd (bench/peers.py)."""
+    from bench.peers import peers_section
+
+    return peers_section(dict(os.environ), TOKEN, _bridge_starter, rounds)
 
 
 def main() -> int:
@@ -287,21 +296,33 @@ def main() -> int:
     ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument(
         "--only",
-        choices=("all", "servers", "tools", "box", "bash", "machines", "scale", "fastpaths"),
+        choices=(
+            "all",
+            "servers",
+            "tools",
+            "box",
+            "bash",
+            "machines",
+            "scale",
+            "fastpaths",
+            "peers",
+        ),
         default="all",
         help="servers: the MCP throughput tables; tools: grep/find/read/ls vs native programs; "
         "box: the box's cost per bash call and the prompts it avoids; bash: `bash echo hi` "
         "boxed and unboxed beside Desktop Commander (server CPU per call); machines: the token "
         "check with 1 and 100 machines; scale: 64 sessions, 32 waiting calls and an approver, "
         "idle wake-ups; fastpaths: tail read, audit -n 20 on a 200k-call log, upstream echo "
-        "vs direct",
+        "vs direct; peers: ls and find beside server-filesystem, Desktop Commander and fd",
     )
     args = ap.parse_args()
     # `timeout` or Ctrl-C: still stop the three servers (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
-    if args.only in ("machines", "scale", "tools", "box", "bash", "fastpaths"):
-        if args.only == "fastpaths":
+    if args.only in ("machines", "scale", "tools", "box", "bash", "fastpaths", "peers"):
+        if args.only == "peers":
+            text = "\n".join(bench_peers(args.rounds))
+        elif args.only == "fastpaths":
             text = "\n".join(bench_fastpaths())
         elif args.only == "machines":
             from .machines import section as machines_section
@@ -498,7 +519,16 @@ def main() -> int:
         from .machines import section as machines_section
 
         here = sys.modules[__name__]
-        out += ["", *bench_tools(), "", *box_section(), "", *bash_section()]
+        out += [
+            "",
+            *bench_tools(),
+            "",
+            *bench_peers(args.rounds),
+            "",
+            *box_section(),
+            "",
+            *bash_section(),
+        ]
         out += ["", *machines_section(here)]
         out += ["", *scale_section(args)]
         out += ["", *bench_fastpaths()]

@@ -22,6 +22,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .entries import EVERY_CHILD, FolderRules
 from .hardlinks import IdentityIndex
 from .private import PrivateScope, git_dir_of
 from .protected import (
@@ -42,6 +43,10 @@ __all__ = ["CallPaths", "Escalation", "EscalationKind", "PathPolicy", "is_within
 USER_CATEGORY = "protected in your config"
 OUTSIDE_CATEGORY = "outside the configured roots"
 OWN_CATEGORY = "bridge data"
+# Folders whose children's rules are kept (:meth:`PathPolicy.folder_rules`); a walk of a big
+# tree meets more, and then the cache starts over (compiling one costs a few µs).
+FOLDER_CACHE = 4096
+NAME_CACHE = 65536  # entry names -> (folded, secret-looking): ~10 MB at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +180,8 @@ class PathPolicy:
         # Precomputed for the hot path: one str.startswith over a tuple per check.
         self._roots_exact = frozenset(_norm(r) for r in self.roots)
         self._roots_below = tuple(_prefix(_norm(r)) for r in self.roots)
+        self._folders: dict[str, FolderRules] = {}
+        self._names: dict[str, tuple[str, bool]] = {}
         # Hard links: (st_dev, st_ino) of protected files -> what they are.
         self._identities = IdentityIndex(
             self._secrets,
@@ -293,6 +300,47 @@ class PathPolicy:
         if st is not None and stat.S_ISREG(st.st_mode):
             return self.judge_identity(real, st)
         return None
+
+    def folder_rules(self, real_dir: str) -> FolderRules:
+        """Which children of the real folder ``real_dir`` may be refused by their path: walks
+        judge the others by name and link count alone (:mod:`server.policy.entries`)."""
+        dkey = fold(real_dir).rstrip("/") or "/"
+        rules = self._folders.get(dkey)
+        if rules is None:
+            rules = self._compile_folder(dkey)
+            if len(self._folders) >= FOLDER_CACHE:
+                self._folders.clear()
+            self._folders[dkey] = rules
+        return rules
+
+    def _compile_folder(self, dkey: str) -> FolderRules:
+        if self._secrets.has_anywhere:
+            return EVERY_CHILD  # a user's ``**/`` pattern: judged per path, as before
+        if self._secret_hit(dkey, name_check=False) or self._private_hit(dkey, write=False):
+            return EVERY_CHILD  # the folder itself is refused (or holds a refused prefix)
+        below = dkey.rstrip("/") + "/"
+        names, patterns = self._secrets.children(below)
+        private_names, prefixes = self.private.children(below)
+        own = [o[len(below) :] for o in self._own if o.startswith(below)]
+        own = [o for o in own if "/" not in o]  # a file directly in this folder (+ rotations)
+        return FolderRules(
+            False,
+            names | private_names | frozenset(own),
+            prefixes + tuple(o + "." for o in own),
+            patterns,
+        )
+
+    def name_info(self, name: str) -> tuple[str, bool]:
+        """A walked entry's name folded, and whether it is secret-looking as a file's name
+        (``.env``, ``*.pem``, wherever it is); cached, as the same names recur in every walk."""
+        info = self._names.get(name)
+        if info is None:
+            key = fold(name)
+            info = (key, self._secrets.name(key) is not None)
+            if len(self._names) >= NAME_CACHE:
+                self._names.clear()
+            self._names[name] = info
+        return info
 
     def judge_opened(
         self, real: str, st: os.stat_result, *, write: bool = False, refresh: bool = True

@@ -116,6 +116,18 @@ class PrivateScope:
             return None if self.allowed(key) else OTHER_HOME
         return None
 
+    def children(self, below: str) -> tuple[frozenset[str], tuple[str, ...]]:
+        """For the folder whose folded key plus ``/`` is ``below`` (itself not private): the
+        child names, and name prefixes, that may be private (:mod:`server.policy.entries`).
+        Only the home's children can enter the hidden tree, and only a home's parent holds
+        another user's home; below an allowed folder nothing is private."""
+        names = {o[len(below) :] for o in self._others if o.startswith(below)}
+        prefixes: tuple[str, ...] = ()
+        if below == self._hidden_below[0][:-1]:  # the home: ~/.*, ~/Library, ~/AppData
+            names.update(APP_DATA)
+            prefixes = (".",)
+        return frozenset(n for n in names if n and "/" not in n), prefixes
+
     def dirs_under(self, base: str) -> list[str]:
         """Private folders and files at or below the real folder ``base`` that a walk prunes:
         the hidden entries of the home (an entry holding an allowed path is opened, and its

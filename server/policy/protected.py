@@ -787,6 +787,40 @@ class Matcher:
             return self._match(self._wild, key)
         return None
 
+    @property
+    def has_anywhere(self) -> bool:
+        """Some ``**/`` pattern is compiled in (only a user's addition puts one here)."""
+        return bool(self._anywhere)
+
+    def children(self, below: str) -> tuple[frozenset[str], tuple[re.Pattern[str], ...]]:
+        """For the folder whose folded key plus ``/`` is ``below`` (itself no location): the
+        child names that are a plain location, and patterns for child names a glob location
+        may be. A superset for walks (:mod:`server.policy.entries`); :meth:`location` decides.
+
+        A location matches a child when it is the child or one of its ancestors; an ancestor
+        would match the folder too, so only locations exactly one component below count."""
+        child_bucket = self._bucket(below + "x")  # every child's, unless below is ~ or /
+        if below in (self._fhome_below, "/") or child_bucket is None:
+            groups: list[tuple[_Entry, ...]] = [*self._buckets.values(), self._wild]
+        else:
+            groups = [self._buckets.get(child_bucket, ()), self._wild]
+        names: set[str] = set()
+        patterns: list[re.Pattern[str]] = []
+        parent_key = below[:-1]
+        for group in groups:
+            for _, key, rx, _hit in group:
+                if rx is None:
+                    rest = key[len(below) :]
+                    if key.startswith(below) and rest and "/" not in rest:
+                        names.add(rest)
+                    continue
+                parent, _, last = key.rpartition("/")
+                if parent == parent_key or (
+                    _has_glob(parent) and re.fullmatch(_glob_rx(parent), parent_key)
+                ):
+                    patterns.append(re.compile(_glob_rx(last) + r"\Z"))
+        return frozenset(names), tuple(patterns)
+
     def anywhere(self, key: str) -> Hit | None:
         """Components matched anywhere in the path (``**/.git/hooks``)."""
         for lit in self._anywhere_lits:

@@ -12,9 +12,28 @@ covers a protected path), so its entries are shown: the human saw what they allo
 from __future__ import annotations
 
 import os
+import stat
+import threading
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
+from .entries import FolderRules
 from .paths import CallPaths, PathPolicy, always_asks
+
+# What a walk knows of a directory it did not stat (its d_type, or rg's listing): the policy
+# only needs to know it is one (a secret-looking *name* judges files, not directories).
+S_ISDIR, S_ISREG = stat.S_ISDIR, stat.S_ISREG
+# One walk at a time runs its per-entry loop (ls, find's shown entries). Each ``lstat`` there
+# releases the GIL; with several pool threads in such loops on 2 cores every release became a
+# contended hand-off: 4 threads listing 1,000 entries cost 2.7–3.8x the CPU per call of one
+# (11.6–15.7 vs 4.1–4.3 ms) and fewer calls/s; in the lane 5.0–5.2 ms at the same calls/s as
+# one thread (issue 26, docs/design/performance.md). Released every LANE_CHUNK entries, so a
+# huge folder does not hold up a small one.
+WALK_LANE = threading.Lock()
+T = TypeVar("T")
+LANE_CHUNK = 256
+DIR_STAT = os.stat_result((stat.S_IFDIR | 0o755, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 
 
 def policy_of(ctx_policy: PathPolicy | CallPaths) -> PathPolicy:
@@ -41,6 +60,10 @@ class EntryGate:
     active: bool = True
     left_out: int = 0
     _seen: set[str] = field(default_factory=set)
+    _name_info: Callable[[str], tuple[str, bool]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._name_info = self.policy.name_info
 
     @classmethod
     def for_base(cls, ctx_policy: PathPolicy | CallPaths, base: str) -> EntryGate:
@@ -59,6 +82,42 @@ class EntryGate:
             self._seen.add(real)
             self.left_out += 1
         return True
+
+    def rules(self, folder: str) -> FolderRules:
+        """The children's rules of the real folder ``folder`` (see :meth:`child`)."""
+        return self.policy.folder_rules(folder)
+
+    def child(
+        self,
+        rules: FolderRules,
+        folder: str,
+        name: str,
+        st: os.stat_result | None,
+        *,
+        is_dir: bool = False,
+        count: bool = True,
+    ) -> bool:
+        """:meth:`refuses` for the entry ``name`` of the real ``folder`` (``rules`` from
+        :meth:`rules`), the verdict the same: only a name the folder's rules suspect, a
+        secret-looking file name, or a regular file with more than one link (a hard link may
+        be a protected file's other name) takes the full per-path judgement; a child that is
+        none of those is not refused, with no path built and no index looked up.
+
+        ``st`` from ``lstat`` when the walk has it; without it ``is_dir`` says the entry is a
+        directory (known from its ``d_type``), else it is judged as a file."""
+        if not self.active:
+            return False
+        if st is not None:
+            is_dir = S_ISDIR(st.st_mode)
+        key, secret = self._name_info(name)
+        if (
+            (secret and not is_dir)
+            or rules.suspect(key)
+            or (st is not None and st.st_nlink > 1 and S_ISREG(st.st_mode))
+        ):
+            real = folder.rstrip(os.sep) + os.sep + name
+            return self.refuses(real, DIR_STAT if is_dir and st is None else st, count=count)
+        return False
 
     def pruned(self) -> list[str]:
         """Protected directories below the base that the walk must not enter."""
@@ -82,6 +141,14 @@ class EntryGate:
             return ""
         n = self.left_out
         return f"({n} {'entry' if n == 1 else 'entries'} in protected locations not shown)"
+
+
+def in_lane(items: Sequence[T]) -> Generator[T, None, None]:
+    """``items``, walked while holding :data:`WALK_LANE` (let go between chunks). Close the
+    iterator when stopping early (``contextlib.closing``): a suspended one holds the lane."""
+    for start in range(0, len(items), LANE_CHUNK):
+        with WALK_LANE:
+            yield from items[start : start + LANE_CHUNK]
 
 
 def shown_name(name: str) -> str:

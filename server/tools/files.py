@@ -7,12 +7,11 @@ Blocking file work runs in a worker thread so the bridge loop keeps answering ``
 from __future__ import annotations
 
 import os
-import stat
 from typing import Any
 
 from ..policy import safeopen
 from ..policy.paths import CallPaths, PathPolicy
-from ..policy.walk import EntryGate, shown_name
+from ..policy.walk import EntryGate, in_lane, shown_name
 from ..present.diffview import (
     DIFF_READ_MAX,
     MISSING_DIGEST,
@@ -68,6 +67,7 @@ def open_read(path: str, shown: str) -> tuple[int, os.stat_result]:
 
 
 CHANGED = "the path changed after it was checked (a symbolic link appeared)"
+DASH = f"{'-':>10}"
 SCANDIR_FD = os.scandir in os.supports_fd
 
 
@@ -355,39 +355,45 @@ class LsTool(Tool):
         shown: str,
         ctx: ToolContext,
     ) -> ToolResult:
+        """One line per entry the policy lets through, judged by this folder's rules
+        (:meth:`EntryGate.child`): a directory or link is known by its ``d_type`` and never
+        stat'ed; a file is stat'ed once (its size, and its link count for the hard-link check)."""
         cap = ctx.limits.list_max_entries
         gate = EntryGate.for_base(ctx.policy, path)
-        lines = []
+        rules = gate.rules(path)
+        lines: list[str] = []
         listed = 0
-        for entry in entries:
-            name = shown_name(entry.name)
-            entry_path = entry.path if dfd is None else os.path.join(path, entry.name)
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except OSError:
-                st = None
-            if gate.refuses(entry_path, st):
-                continue
-            try:
-                if st is not None and stat.S_ISLNK(st.st_mode):
-                    if dfd is None:
-                        target = os.readlink(entry_path)
+        lane = in_lane(entries)
+        try:
+            for entry in lane:
+                name = entry.name
+                st: os.stat_result | None = None
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if gate.child(rules, path, name, None, is_dir=True):
+                            continue
+                        line = f"dir   {DASH}  {shown_name(name)}/"
+                    elif entry.is_symlink():
+                        if gate.child(rules, path, name, None):
+                            continue
+                        link = self._link_line(entry, path, dfd, gate)
+                        if link is None:
+                            continue
+                        line = link
                     else:
-                        target = os.readlink(entry.name, dir_fd=dfd)
-                    if gate.refuses(os.path.realpath(entry_path)):
+                        st = entry.stat(follow_symlinks=False)
+                        if gate.child(rules, path, name, st):
+                            continue
+                        line = f"file  {st.st_size:>10}  {shown_name(name)}"
+                except OSError:
+                    if st is None and gate.child(rules, path, name, None):
                         continue
-                    line = f"link  {'-':>10}  {name} -> {shown_name(target)}"
-                elif st is not None and stat.S_ISDIR(st.st_mode):
-                    line = f"dir   {'-':>10}  {name}/"
-                elif st is not None:
-                    line = f"file  {st.st_size:>10}  {name}"
-                else:
-                    line = f"?     {'-':>10}  {name}"
-            except OSError:
-                line = f"?     {'-':>10}  {name}"
-            listed += 1
-            if listed <= cap:
-                lines.append(line)
+                    line = f"?     {DASH}  {shown_name(name)}"
+                listed += 1
+                if listed <= cap:
+                    lines.append(line)
+        finally:
+            lane.close()  # a suspended lane iterator holds the lane
         note = gate.note()
         if not listed:
             text = f"{shown}: (empty directory)"
@@ -397,3 +403,15 @@ class LsTool(Tool):
         if note:
             lines.append(note)
         return ToolResult.text("\n".join(lines))
+
+    @staticmethod
+    def _link_line(
+        entry: os.DirEntry[str], path: str, dfd: int | None, gate: EntryGate
+    ) -> str | None:
+        """A link's line, or None when where it points is refused (judged by the real path
+        it resolves to, as a path argument would be)."""
+        entry_path = os.path.join(path, entry.name)
+        target = os.readlink(entry_path) if dfd is None else os.readlink(entry.name, dir_fd=dfd)
+        if gate.refuses(os.path.realpath(entry_path)):
+            return None
+        return f"link  {DASH}  {shown_name(entry.name)} -> {shown_name(target)}"

@@ -19,14 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..policy import safeopen
-from ..policy.walk import EntryGate, shown_name
+from ..policy.walk import EntryGate, in_lane, shown_name
 from .fileio import glob_regex
 from .rg import RgRun
 
 WALK_LIMIT = 200_000
-# find derives directories from file paths without stat'ing them; the policy only needs to
-# know they are directories (a secret-looking *name* judges files, not directories).
-DIR_STAT = os.stat_result((stat.S_IFDIR | 0o755, 0, 0, 0, 0, 0, 0, 0, 0, 0))
 FS_DECODE = (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
 MATCH_TEXT_MAX = 300
 # Past the shown cap, matches are still counted (cheaply) up to this many, then rg is stopped.
@@ -130,25 +127,34 @@ class FindWalk:
         gate = self.gate
         matched = self.matches()
         matched.sort()
-        prefix = gate.base.rstrip(os.sep) + os.sep
+        base = gate.base.rstrip(os.sep)
         found: list[str] = []
         used = 0
-        for rel in matched:
-            if len(found) >= cap:
-                break
-            used += 1
-            if rel.endswith("/"):
-                real = prefix + rel[:-1]
-                st: os.stat_result | None = DIR_STAT
-            else:
-                real = prefix + rel
-                try:  # the identity too: a hard link to a protected file is that file
-                    st = os.lstat(real)
-                except OSError:
-                    st = None
-            if gate.refuses(real, st):
-                continue
-            found.append(shown_name(rel))
+        folder_rel: str | None = None
+        folder, rules = base, gate.rules(base)
+        lane = in_lane(matched)
+        try:
+            for rel in lane:
+                if len(found) >= cap:
+                    break
+                used += 1
+                is_dir = rel.endswith("/")
+                parent, _, name = (rel[:-1] if is_dir else rel).rpartition("/")
+                if parent != folder_rel:  # sorted: the entries of one folder come together
+                    folder_rel = parent
+                    folder = f"{base}{os.sep}{parent}" if parent else base
+                    rules = gate.rules(folder)
+                st: os.stat_result | None = None
+                if not is_dir:
+                    try:  # the link count: a hard link to a protected file is that file
+                        st = os.lstat(f"{folder}{os.sep}{name}")
+                    except OSError:
+                        st = None
+                if gate.child(rules, folder, name, st, is_dir=is_dir):
+                    continue
+                found.append(shown_name(rel))
+        finally:
+            lane.close()  # a suspended lane iterator holds the lane
         if not found:
             text = f"no paths under {shown} match {self.pattern!r}"
         else:
