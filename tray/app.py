@@ -153,7 +153,7 @@ class TrayApp:
         return snap
 
     def make_icon(self) -> Any:
-        assert self.snap is not None
+        assert self.snap is not None and self.icon_cls is not None
         if getattr(self.icon_cls, "MODEL_MENU", False):
             # A backend of our own (tray.sni): it takes the pure menu model and the actions.
             self.icon = self.icon_cls(
