@@ -110,6 +110,12 @@ class MenuActions:
             self.in_worker(self.rotate)
         elif kind == ActionKind.OPEN_AUDIT:
             self.open(api.audit_path)
+        elif kind == ActionKind.SHOW_LOGS:
+            self.open(api.log_path)
+        elif kind == ActionKind.REVOKE_MACHINE:
+            self.in_worker(self.revoke_machine, rest[0])
+        elif kind == ActionKind.RECONNECT_TUNNEL:
+            self.in_worker(self.reconnect_tunnel, rest[0])
         elif kind == ActionKind.OPEN_CONFIG:
             self.open(os.path.dirname(api.config_path))
         elif kind in (ActionKind.OPEN_PAGE, ActionKind.OPEN_CALL):
@@ -152,6 +158,30 @@ class MenuActions:
             "Token rotated: the old one no longer works. Update remote client configs "
             "('Copy client config' has the new token)."
         )
+
+    def revoke_machine(self, name: str) -> None:
+        """Only from the confirming submenu (*Revoke…* → *Revoke*); a config write: a worker."""
+        try:
+            removed = self.app.api.remove_machine(name)
+        except Exception as e:
+            self.app.notify(f"Machine {safe(name)} not revoked: {safe(e)}")
+            return
+        if not removed:
+            self.app.notify(f"There is no machine {safe(name)} any more.")
+            return
+        self.app.notify(
+            f"Revoked {safe(name)}: its sessions ended and its token no longer works. "
+            "Other machines keep working."
+        )
+
+    def reconnect_tunnel(self, name: str) -> None:
+        try:
+            found = self.app.api.reconnect_tunnel(name)
+        except Exception as e:
+            self.app.notify(f"Tunnel {safe(name)} not restarted: {safe(e)}")
+            return
+        if not found:
+            self.app.notify(f"There is no tunnel {safe(name)} any more.")
 
     def toggle_autostart(self, on: bool) -> None:
         app = self.app

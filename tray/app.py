@@ -32,8 +32,18 @@ from .actions import MenuActions
 from .autostart import Autostart
 from .backend import NO_CAPS, WAITING, capabilities
 from .dispatch import Dispatcher, ui_poster
+from .firstrun import FirstRun
 from .icons import render_icon, state_for
-from .menu import Action, ActionKind, Item, menu_model, notification_for, title
+from .menu import (
+    Action,
+    ActionKind,
+    Item,
+    first_run_text,
+    menu_model,
+    notification_for,
+    title,
+    tooltip,
+)
 from .notifier import MAX_LIVE, ActionableNotifier, CallNotice, body_text
 from .render import to_pystray
 from .stopping import StopGuard
@@ -44,6 +54,8 @@ LIBNOTIFY_BACKENDS = frozenset({"appindicator", "gtk"})
 
 ICON_SIZE = 64
 NOTIFY_GAP_S = 2.0  # at most one "waiting for approval" notification per gap (coalesced)
+NOTIFY_MAX = 1000  # characters of a notification's text; pystray's win32 one holds 255
+FIRST_RUN_HEADING = "omp A2A bridge is running"
 
 
 def open_path(path: str) -> None:
@@ -76,6 +88,7 @@ class TrayApp:
         interval: float = 0.15,
         notifier: ActionableNotifier | None = None,
         panel_later: bool = False,
+        first_run: bool = False,
     ) -> None:
         self.pystray = pystray
         self.backend = backend
@@ -120,6 +133,9 @@ class TrayApp:
         self._running_icon: Any = None
         self._undock = threading.Event()  # stops the xorg dock watcher of the current icon
         self._dock_thread: threading.Thread | None = None
+        # The first start ever says what is exposed, how to approve, where the log is (once).
+        self.first_run = first_run
+        self._first_run: FirstRun | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -129,6 +145,9 @@ class TrayApp:
             # The menu can approve, so prompt-tier calls may wait for the human at the tray.
             self._approver = self.api.attach_approver(ApproverKind.TRAY)
         self.autostart_on = self.read_autostart()
+        if self.first_run:
+            state = FirstRun(os.path.dirname(self.api.config_path))
+            self._first_run = state if state.due() else None
         self.snap = self.api.snapshot()
         self._unsubscribe = self.api.subscribe(self.dispatcher.submit)
         return snap
@@ -142,7 +161,7 @@ class TrayApp:
             self.icon = icon_cls(
                 "omp-a2a-bridge",
                 icon=self._image(self.snap),
-                title=title(self.snap),
+                title=tooltip(self.snap),
                 menu=self._model_or_quit,
                 perform=self.perform,
             )
@@ -349,6 +368,17 @@ class TrayApp:
                 "calls on the approval page.",
                 "omp A2A bridge",
             )
+        self._first_run_notice(self.snap)
+
+    def _first_run_notice(self, snap: Snapshot) -> None:
+        """The tray's first start ever: the start text, once, when the box is known (its
+        probe runs after the start; "box: being checked" would tell nothing)."""
+        state = self._first_run
+        if state is None or snap.box is None or self.icon is None:
+            return
+        self._first_run = None
+        self.notify(first_run_text(snap, bool(self.caps["menu"])), FIRST_RUN_HEADING)
+        state.mark()
 
     def shutdown(self) -> None:
         """Stop the bridge first (its records land), then the notifications; idempotent, and
@@ -405,7 +435,9 @@ class TrayApp:
         self.snap = snap
         if self.icon is not None:
             self.icon.icon = self._image(snap)
-            self.icon.title = title(snap)
+            # A tooltip of several lines where the backend shows one (StatusNotifierItem).
+            model = getattr(self.icon, "MODEL_MENU", False)
+            self.icon.title = tooltip(snap) if model else title(snap)
             if getattr(self.icon, "HAS_ATTENTION", False):
                 self.icon.attention = bool(snap.pending)
             self.icon.update_menu()
@@ -413,6 +445,7 @@ class TrayApp:
             if warning not in self._seen_warnings:
                 self._seen_warnings.add(warning)
                 self.notify(warning, "omp A2A bridge")
+        self._first_run_notice(snap)
         new = [p for p in snap.pending if p.id not in self._seen_pending]
         self._seen_pending = {p.id for p in snap.pending}
         if self.actionable is not None:
@@ -461,7 +494,7 @@ class TrayApp:
     def notify(self, message: str, heading: str = "omp A2A bridge") -> None:
         self.notifications.append(message)
         if self.icon is not None and self.caps["notification"]:
-            shown = message[:255]
+            shown = message[: 255 if self.backend == "win32" else NOTIFY_MAX]
             if self.backend in LIBNOTIFY_BACKENDS:
                 # pystray hands the text to libnotify, whose servers read body markup: agent
                 # text could hide half a command or add a link. Escaped (tray.sni asks the
@@ -511,11 +544,11 @@ def run_tray(headless_fallback: bool = False) -> int:
     for line in choice.lines:
         print(f"a2a-bridge: tray backend {line}", file=sys.stderr)
     if choice.name == WAITING:
-        app = TrayApp(None, WAITING, panel_later=True)
+        app = TrayApp(None, WAITING, panel_later=True, first_run=True)
     elif choice.pystray is None:
         from .sni import SniIcon
 
-        app = TrayApp(None, choice.name, icon_cls=SniIcon)
+        app = TrayApp(None, choice.name, icon_cls=SniIcon, first_run=True)
     else:
-        app = TrayApp(choice.pystray, choice.name, panel_later=choice.panel_later)
+        app = TrayApp(choice.pystray, choice.name, panel_later=choice.panel_later, first_run=True)
     return app.run(headless_fallback=headless_fallback)

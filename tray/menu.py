@@ -11,10 +11,26 @@ import enum
 import time
 from dataclasses import dataclass
 
-from omp_a2a_bridge.server.api import Decision, PendingCall, RuleList, Snapshot
+from omp_a2a_bridge.server.api import (
+    Decision,
+    Exposure,
+    MachineView,
+    PendingCall,
+    RuleList,
+    Snapshot,
+    TunnelView,
+)
 from omp_a2a_bridge.server.present.batch import Batch, batches
 from omp_a2a_bridge.server.present.boxview import placement_json, status_text
 from omp_a2a_bridge.server.present.diffview import diff_summary, diff_text_lines
+from omp_a2a_bridge.server.present.exposure import (
+    box_short,
+    exposed_line,
+    machines_text,
+    roots_text,
+    start_lines,
+    tiers_text,
+)
 from omp_a2a_bridge.server.present.preview import (
     call_hidden,
     escalation_json,
@@ -49,6 +65,9 @@ class ActionKind(enum.StrEnum):
     OPEN_CONFIG = "open_config"
     OPEN_PAGE = "open_page"
     OPEN_CALL = "open_call"  # call id
+    SHOW_LOGS = "show_logs"
+    REVOKE_MACHINE = "revoke_machine"  # machine name (only from the confirming submenu)
+    RECONNECT_TUNNEL = "reconnect_tunnel"  # tunnel (= machine) name
     QUIT = "quit"
 
 
@@ -212,24 +231,76 @@ def _argument_lines(p: PendingCall) -> list[str]:
 
 
 TITLE_MAX = 127  # Windows' tooltip buffer is WCHAR[128]
+TITLE_ROOTS_MAX = 40  # the roots and the changed tiers in the one-line title, each at most
+TOOLTIP_LINE_MAX = 160  # a line of the StatusNotifierItem tooltip
 
 
-def title(snap: Snapshot) -> str:
-    """Tooltip/title: where it listens and what is going on (never the token).
+def _latin1(text: str, limit: int) -> str:
+    """Latin-1 (an X ``STRING`` property), cut to ``limit`` with ``...`` when longer."""
+    text = text.encode("latin-1", "replace").decode("latin-1")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
-    Latin-1 only (the xorg backend stores it as an X ``STRING`` property) and short enough
-    for the Windows tooltip.
-    """
-    where = snap.url.removeprefix("http://").rstrip("/")
-    parts = [f"omp A2A bridge - {where}", f"{len(snap.sessions)} session(s)"]
+
+def _status_parts(snap: Snapshot) -> list[str]:
+    parts = [f"{len(snap.sessions)} session(s)"]
     if snap.pending:
         parts.append(f"{len(snap.pending)} waiting for approval")
     if snap.paused:
         parts.append("paused")
+    return parts
+
+
+def _machine_rows(snap: Snapshot) -> list[tuple[str, int, str | None]]:
+    return [(m.name, m.sessions, m.tunnel) for m in snap.machines]
+
+
+def title(snap: Snapshot) -> str:
+    """Tooltip/title of the pystray backends: where it listens, what is going on, and what is
+    exposed (the roots, the tiers changed from the defaults, the box, the machines), never the
+    token. One line, Latin-1 only (the xorg backend stores it as an X ``STRING`` property) and
+    short enough for the Windows tooltip: the counts first, what is exposed as room allows."""
+    where = snap.url.removeprefix("http://").rstrip("/")
+    parts = [f"omp A2A bridge - {where}", *_status_parts(snap)]
+    if snap.exposure is not None:
+        parts.append(_latin1(roots_text(snap.exposure.roots), TITLE_ROOTS_MAX))
+        if snap.exposure.tiers:
+            parts.append(_latin1(f"tiers: {tiers_text(snap.exposure.tiers)}", TITLE_ROOTS_MAX))
     if snap.box is not None:
         parts.append(f"box: {snap.box.mechanism.value}" if snap.box.available else "no box")
-    text = " · ".join(parts)
-    return text.encode("latin-1", "replace").decode("latin-1")[:TITLE_MAX]
+    if len(snap.machines) > 1 or snap.tunnels:
+        machines = f"{len(snap.machines)} machines"
+        down = sum(1 for t in snap.tunnels if t.state.value == "down")
+        parts.append(machines + (f", {down} tunnel{'s' if down != 1 else ''} down" if down else ""))
+    return _latin1(" · ".join(parts), TITLE_MAX)
+
+
+def tooltip(snap: Snapshot) -> str:
+    """The StatusNotifierItem tooltip's text (under its heading "omp A2A bridge"), one fact a
+    line: where and the counts; what is exposed (the start's words,
+    :mod:`server.present.exposure`); the box; the machines with their tunnels."""
+    where = snap.url.removeprefix("http://").rstrip("/")
+    lines = [" · ".join([where, *_status_parts(snap)])]
+    if snap.exposure is not None:
+        lines.append(exposed_line(snap.exposure, snap.box).rsplit(" · ", 1)[0])
+    if snap.exposure is not None or snap.box is not None:
+        lines.append(box_short(snap.box))
+    if snap.machines:
+        lines.append(machines_text(_machine_rows(snap)))
+    return "\n".join(_shorten(line, TOOLTIP_LINE_MAX) for line in lines)
+
+
+TRAY_APPROVE_HINT = "approve: from this icon's menu, or 'a2a-bridge open' in the browser"
+NO_MENU_APPROVE_HINT = "approve: click the icon (the approval page) or run 'a2a-bridge watch'"
+
+
+def first_run_text(snap: Snapshot, has_menu: bool = True) -> str:
+    """The tray's first start ever: what a headless start prints (what is exposed, how to
+    approve, where the log is), with the tray's own way to approve."""
+    lines = start_lines(snap.exposure or Exposure(()), snap.box, snap.log_path or None)
+    exposed, _, log_line = lines
+    approve = TRAY_APPROVE_HINT if has_menu else NO_MENU_APPROVE_HINT
+    head = [exposed] if snap.exposure is not None else []
+    return "\n".join([*head, approve, log_line])
 
 
 def menu_model(
@@ -252,6 +323,9 @@ def menu_model(
     items.append(SEPARATOR)
     items += pending_items(snap, now)
     items.append(sessions_menu(snap, now))
+    machines = machines_menu(snap, now)
+    if machines is not None:
+        items.append(machines)
     servers = servers_menu(snap)
     if servers is not None:
         items.append(servers)
@@ -311,16 +385,159 @@ def batch_item(b: Batch) -> Item:
 
 
 def sessions_menu(snap: Snapshot, now: float) -> Item:
-    """The "Sessions" submenu: each live session, with "End session"."""
+    """The "Sessions" submenu: each live session, with "End session". The label starts with
+    the machine (from its token; the client's name and version are only its claim)."""
     sessions = tuple(
         Item(
-            f"{safe(s.client)} {safe(s.version)}".strip()
+            f"{safe(s.machine)} · "
+            + f"{safe(s.client)} {safe(s.version)}".strip()
             + f" · {s.calls} call{'s' if s.calls != 1 else ''} · {ago(now - s.last_seen)} ago",
             submenu=(Item("End session", (ActionKind.END_SESSION, s.sid)),),
         )
         for s in snap.sessions
     ) or (Item("No live sessions", enabled=False),)
     return Item(f"Sessions ({len(snap.sessions)})", submenu=sessions)
+
+
+# -- machines, their tunnels, and the confirmations (issue 25) ----------------------------------
+
+DEFAULT_MACHINE = "default"  # the bridge's own token: rotated, never revoked
+CANCEL = Item("Cancel")  # closes the menu; does nothing (a confirmation's way out)
+
+
+def _sessions(n: int) -> str:
+    return f"{n} session{'s' if n != 1 else ''}"
+
+
+def _end(n: int) -> str:
+    """``2 sessions end`` / ``1 session ends``."""
+    return f"{_sessions(n)} {'ends' if n == 1 else 'end'}"
+
+
+def tunnel_label(t: TunnelView | None, state: str | None) -> str:
+    """``tunnel up`` / ``tunnel down`` (ssh's last error is the first line of its submenu)."""
+    return f"tunnel {t.state.value if t is not None else state}"
+
+
+def machine_label(m: MachineView, t: TunnelView | None) -> str:
+    """``laptop — 2 sessions · tunnel down``."""
+    label = f"{safe(m.name)} — {_sessions(m.sessions)}"
+    if t is not None or m.tunnel is not None:
+        label += f" · {tunnel_label(t, m.tunnel)}"
+    return label
+
+
+def tunnel_items(name: str, t: TunnelView | None, state: str | None) -> tuple[Item, ...]:
+    """Where the tunnel goes, its state with ssh's last error, and *Reconnect*."""
+    lines: list[Item] = []
+    if t is not None:
+        lines.append(
+            Item(
+                f"Tunnel {t.state.value}: {_shorten(t.target, 40)}, remote port {t.remote_port}",
+                enabled=False,
+            )
+        )
+        if t.last_error and t.state.value != "up":
+            lines.append(Item(f"Last error: {_shorten(t.last_error, 80)}", enabled=False))
+    else:
+        lines.append(Item(f"Tunnel {state}", enabled=False))
+    lines.append(Item("Reconnect", (ActionKind.RECONNECT_TUNNEL, name)))
+    return tuple(lines)
+
+
+def revoke_question(m: MachineView) -> str:
+    """``Revoke laptop: its 2 sessions end and its token stops working for good``."""
+    cut = f"its {_end(m.sessions)} and " if m.sessions else ""
+    return f"Revoke {safe(m.name)}: {cut}its token stops working for good"
+
+
+def revoke_items(m: MachineView, has_tunnel: bool) -> tuple[Item, ...]:
+    """*Revoke…* opens a question that says what it cuts, then *Revoke* / *Cancel*: a
+    confirmation both DBusMenu hosts and pystray draw (a submenu, no dialog). ``default`` is
+    the bridge's own token: a disabled hint points at *Rotate token…* instead."""
+    if m.name == DEFAULT_MACHINE:
+        return (
+            Item(
+                "default is this bridge's own token: it is rotated (Rotate token…), not revoked",
+                enabled=False,
+            ),
+        )
+    question = [Item(revoke_question(m), enabled=False)]
+    if has_tunnel:
+        question.append(
+            Item(f"Its tunnel stays: 'a2a-bridge tunnels --rm {m.name}' removes it", enabled=False)
+        )
+    confirm = (
+        *question,
+        SEPARATOR,
+        Item("Revoke", (ActionKind.REVOKE_MACHINE, m.name)),
+        CANCEL,
+    )
+    return (Item("Revoke…", submenu=confirm),)
+
+
+def machines_menu(snap: Snapshot, now: float) -> Item | None:
+    """The "Machines" submenu: each machine (name from its token) with its sessions, its
+    tunnel's state and last error, *Reconnect*, *Revoke…*; tunnels of no machine after them.
+    None when the snapshot knows no machine (a bridge always has ``default``)."""
+    if not snap.machines and not snap.tunnels:
+        return None
+    tunnels = {t.name: t for t in snap.tunnels}
+    entries: list[Item] = []
+    for m in snap.machines:
+        t = tunnels.pop(m.name, None)
+        has_tunnel = t is not None or m.tunnel is not None
+        seen = f"last seen {ago(now - m.last_seen)} ago" if m.last_seen is not None else "not seen"
+        sub = [Item(f"{m.calls} call{'s' if m.calls != 1 else ''} · {seen}", enabled=False)]
+        if has_tunnel:
+            sub += tunnel_items(m.name, t, m.tunnel)
+        sub += [SEPARATOR, *revoke_items(m, has_tunnel)]
+        entries.append(Item(machine_label(m, t), submenu=tuple(sub)))
+    for t in tunnels.values():  # a tunnel whose clients use another machine's token
+        entries.append(
+            Item(
+                f"{safe(t.name)} — {tunnel_label(t, None)} (no machine of that name)",
+                submenu=tunnel_items(t.name, t, None),
+            )
+        )
+    down = sum(1 for t in snap.tunnels if t.state.value == "down")
+    head = f"Machines ({len(snap.machines)})" + (f" · {down} tunnel(s) down" if down else "")
+    return Item(head, submenu=tuple(entries))
+
+
+def rotate_menu(snap: Snapshot) -> Item:
+    """*Rotate token…* asks first and names what it cuts: machine ``default``'s sessions (their
+    next request is refused); the other machines have their own tokens and keep working."""
+    n = sum(1 for s in snap.sessions if s.machine == DEFAULT_MACHINE)
+    others = sum(1 for m in snap.machines if m.name != DEFAULT_MACHINE)
+    verb = "ends" if n == 1 else "end"
+    keep = (
+        f"the other {others} machine(s) keep working"
+        if others
+        else "other machines (machines add) would keep working"
+    )
+    return Item(
+        "Rotate token…",
+        submenu=(
+            Item(
+                f"The {_sessions(n)} of machine default {verb}; {keep}"
+                if n
+                else f"Machine default has no session open; {keep}",
+                enabled=False,
+            ),
+            Item("Its clients need the new token (Copy client config)", enabled=False),
+            SEPARATOR,
+            Item("Rotate", (ActionKind.ROTATE,)),
+            CANCEL,
+        ),
+    )
+
+
+def show_logs_item(snap: Snapshot) -> Item:
+    """*Show logs* opens the bridge's log file (what it printed on stderr), like the audit."""
+    if not snap.log_path:
+        return Item("Show logs: no log file (it could not be opened)", enabled=False)
+    return Item("Show logs", (ActionKind.SHOW_LOGS,))
 
 
 def bridge_items(snap: Snapshot, autostart: bool | None) -> list[Item]:
@@ -344,8 +561,9 @@ def bridge_items(snap: Snapshot, autostart: bool | None) -> list[Item]:
             )
         )
     items += [
-        Item("Rotate token", (ActionKind.ROTATE,)),
+        rotate_menu(snap),
         Item("Open audit log", (ActionKind.OPEN_AUDIT,)),
+        show_logs_item(snap),
         Item("Open config folder", (ActionKind.OPEN_CONFIG,)),
         SEPARATOR,
         Item("Quit", (ActionKind.QUIT,)),

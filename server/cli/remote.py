@@ -19,6 +19,7 @@ from typing import Any
 from ..control.client import ControlClient
 from ..core.approvals import Decision
 from ..errors import BridgeError, ControlError
+from ..present.exposure import machines_text
 from ..present.textsafe import safe
 from ..present.timefmt import ago
 from ..present.views import without_session_ids
@@ -52,6 +53,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  {safe(box.get('text', ''))}")
     if s.get("log_path"):
         print(f"  log: {safe(s['log_path'])} ('a2a-bridge logs')")
+    machines = s.get("machines") or []
+    if machines:  # names from tokens; each with its sessions and its tunnel's state
+        rows = [(str(m["name"]), int(m["sessions"]), m.get("tunnel")) for m in machines]
+        print(f"  {machines_text(rows)}")
     servers = s.get("servers") or []
     if servers:
         ready = sum(1 for x in servers if x["state"] == "ready")

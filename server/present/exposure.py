@@ -21,6 +21,7 @@ from ..vocab import Tier
 from .textsafe import safe, shorten
 
 ROOTS_SHOWN = 3  # roots named in one line; the rest are counted
+MACHINES_SHOWN = 6  # machines named in one line; the rest are counted
 DEFAULT_TIER = Tier.PROMPT  # approval.default_tier when the config says nothing
 ALL_DEFAULT = "*"  # TierChange.tool for approval.default_tier
 APPROVE_HINT = (
@@ -109,6 +110,24 @@ def start_lines(
         else "log: none (the log file could not be opened, see above)"
     )
     return [exposed_line(exposure, box, home), APPROVE_HINT, log]
+
+
+def machine_text(name: str, sessions: int, tunnel: str | None) -> str:
+    """``laptop (2 sessions, tunnel up)``; just ``default`` when it has neither."""
+    notes = [f"{sessions} session{'s' if sessions != 1 else ''}"] if sessions else []
+    if tunnel:
+        notes.append(f"tunnel {safe(tunnel)}")
+    return safe(name) + (f" ({', '.join(notes)})" if notes else "")
+
+
+def machines_text(rows: Iterable[tuple[str, int, str | None]]) -> str:
+    """``machines: default (1 session), laptop (tunnel down)`` from (name, sessions, tunnel
+    state) rows, at most :data:`MACHINES_SHOWN` named: for ``status``'s text and the tray's
+    tooltip."""
+    listed = list(rows)
+    shown = [machine_text(*r) for r in listed[:MACHINES_SHOWN]]
+    more = len(listed) - MACHINES_SHOWN
+    return "machines: " + ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
 def exposure_json(exposure: Exposure | None, home: str | None = None) -> dict[str, Any]:

@@ -78,6 +78,9 @@ def test_a_headless_start_says_what_is_exposed_how_to_approve_and_where_the_log_
     assert status["tiers"] == [{"tool": "write", "tier": "allow", "default": "prompt"}]
     assert {"available", "mechanism", "allows", "text"} <= set(box)
     assert status["log_path"] == env["log"]
+    assert [(m["name"], m["sessions"], m["tunnel"]) for m in status["machines"]] == [
+        ("default", 0, None)
+    ]
     assert status["mcp_url"] == f"http://127.0.0.1:{port}/"
 
 
@@ -90,6 +93,7 @@ def test_the_text_status_says_what_is_exposed(env, headless, cli):
         stop(p)
     assert f"exposed: {env['root']}" in text and "not exposed: bash" in text
     assert f"log: {env['log']}" in text
+    assert "  machines: default\n" in text
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from ..support.helpers import Mcp, in_thread, wait_for
 class SniTray:
     """A TrayApp with the SNI backend on a real bridge, its icon loop on a thread."""
 
-    def __init__(self, env, notifier: bool = False) -> None:
+    def __init__(self, env, notifier: bool = False, first_run: bool = False) -> None:
         from omp_a2a_bridge.tray.app import TrayApp
         from omp_a2a_bridge.tray.autostart import Autostart
         from omp_a2a_bridge.tray.sni import SniIcon
@@ -44,6 +44,7 @@ class SniTray:
             browser=self.opened.append,
             copier=lambda text: None,
             interval=0.02,
+            first_run=first_run,
         )
         self.app.start_bridge()
         if notifier:
@@ -160,8 +161,8 @@ def test_deny_end_session_and_pause_from_the_menu(tray, watcher):
     wait_for(lambda: watcher.find("Pause bridge")["props"]["toggle-state"] == 0)
     assert c.call("ls", {}).result["isError"] is False
 
-    wait_for(lambda: watcher.find("Sessions (1)", "claude-code"))
-    watcher.click("Sessions (1)", "claude-code", "End session")
+    wait_for(lambda: watcher.find("Sessions (1)", "default · claude-code"))
+    watcher.click("Sessions (1)", "default · claude-code", "End session")
     wait_for(lambda: c.rpc("ping").status == 404)
     wait_for(lambda: watcher.find("Sessions (0)"))
 
@@ -170,7 +171,7 @@ def test_label_changes_are_property_updates_and_stale_ids_do_nothing(tray, watch
     c = tray.client("agent")
     for _ in range(2):
         c.call("ls", {})
-    entry = wait_for(lambda: watcher.find("Sessions (1)", "agent 1.0 · 2 calls"))
+    entry = wait_for(lambda: watcher.find("Sessions (1)", "default · agent 1.0 · 2 calls"))
     revision, _ = watcher.layout()
     c.call("ls", {})
     # Same tree, new label: ItemsPropertiesUpdated for that id, no new revision.
@@ -232,6 +233,146 @@ def test_pixmaps_are_argb_in_network_order():
     img = Image.new("RGBA", (2, 2), (10, 20, 30, 40))
     [(w, h, data)] = pixmaps(img, (2,))
     assert (w, h) == (2, 2) and data == bytes([40, 10, 20, 30]) * 4
+
+
+# -- machines and their tunnels (issue 25) -------------------------------------------------------
+
+TUNNEL_S = 120  # ssh on a loaded machine
+
+
+@pytest.fixture
+def machines_tray(watcher, env, ssh_server, memory_keyring, monkeypatch, tmp_path):
+    """A tray whose config keeps two tunnels: ``laptop`` to the real sshd (it comes up) and
+    ``desk`` to a port where nothing listens (it stays down, with ssh's words)."""
+    from ..support.sshd import free_port
+
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        ssh_server.client_config.read_text()
+        + f"\nHost nowhere\n  HostName 127.0.0.1\n  Port {free_port()}\n  BatchMode yes\n"
+    )
+    monkeypatch.setenv("A2A_BRIDGE_SSH_CONFIG", str(config))
+    rport = free_port()
+    write_config(
+        env["config"],
+        {
+            "roots": [env["root"]],
+            "tunnels": [
+                {"name": "laptop", "target": ssh_server.target, "remote_port": rport},
+                {"name": "desk", "target": "nowhere", "remote_port": free_port()},
+            ],
+        },
+    )
+    t = SniTray(env)
+    t.remote_port = rport
+    yield t
+    t.close()
+
+
+def test_the_machines_menu_shows_each_tunnel_up_or_down_with_its_error(machines_tray, watcher):
+    tray = machines_tray
+    laptop = tray.runner.add_machine("laptop").token
+    tray.runner.add_machine("desk")
+    up = wait_for(lambda: watcher.find("Machines (3)", "laptop — 0 sessions · tunnel up"), TUNNEL_S)
+    assert labels(up)[1:3] == [
+        f"Tunnel up: testremote, remote port {tray.remote_port}",
+        "Reconnect",
+    ]
+    down = wait_for(lambda: watcher.find("Machines (3)", "desk — 0 sessions · tunnel down"), 60)
+    error = wait_for(lambda: watcher.find("Machines (3)", "desk — ", "Last error: "), TUNNEL_S)
+    assert "Connection refused" in error["props"]["label"]
+    assert "Reconnect" in labels(down)
+    assert "desk (tunnel down)" in watcher.prop("ToolTip")[3]
+    # An agent on the laptop, through the tunnel, with the laptop's token: its session is the
+    # laptop's, in the Sessions menu, the Machines menu and the tooltip.
+    c = Mcp(tray.remote_port, token=laptop, client="claude-code")
+    assert c.initialize().status == 200
+    wait_for(lambda: watcher.find("Sessions (1)", "laptop · claude-code 1.0"))
+    wait_for(lambda: watcher.find("Machines (3)", "laptop — 1 session · tunnel up"))
+    tip = watcher.prop("ToolTip")[3]
+    assert "machines: default, desk (tunnel down), laptop (1 session, tunnel up)" in tip
+    assert f"exposed: {tray.runner.config.roots[0]}" in tip
+
+    # Reconnect: the down tunnel's ssh runs again at once (one more attempt).
+    def desk_attempts() -> int:
+        return next(t for t in tray.runner.tunnels() if t.name == "desk").attempts
+
+    attempts = desk_attempts()
+    watcher.click("Machines (3)", "desk — ", "Reconnect")
+    wait_for(lambda: desk_attempts() > attempts, TUNNEL_S)
+
+
+def click_exact(watcher, node, label: str) -> None:
+    """Click the child labelled exactly ``label`` (``find`` matches prefixes, and the question
+    "Revoke laptop: …" above the button starts like it)."""
+    [child] = [c for c in node["children"] if c["props"].get("label") == label]
+    watcher.menu_call("Event", "isvu", [child["id"], "clicked", _variant(""), 0])
+
+
+def test_revoke_asks_first_then_cuts_exactly_that_machine(tray, watcher, memory_keyring):
+    laptop = tray.runner.add_machine("laptop").token
+    c = Mcp(tray.port, token=laptop, client="claude-code")
+    assert c.initialize().status == 200
+    other = tray.client("agent")  # machine default
+    ask = wait_for(lambda: watcher.find("Machines (2)", "laptop — 1 session", "Revoke…"))
+    assert labels(ask) == [
+        "Revoke laptop: its 1 session ends and its token stops working for good",
+        "-",
+        "Revoke",
+        "Cancel",
+    ]
+    default = watcher.find("Machines (2)", "default — ")
+    assert not [x for x in labels(default) if x.startswith("Revoke")]
+    # Opening the question (a click on its submenu item) and Cancel revoke nothing.
+    watcher.click("Machines (2)", "laptop — ", "Revoke…")
+    watcher.click("Machines (2)", "laptop — ", "Revoke…", "Cancel")
+    assert c.rpc("ping").status == 200
+    assert [m.name for m in tray.runner.machines()] == ["default", "laptop"]
+    click_exact(watcher, watcher.find("Machines (2)", "laptop — ", "Revoke…"), "Revoke")
+    wait_for(lambda: c.rpc("ping").status == 401, 30)
+    with pytest.raises(AssertionError, match="401"):  # the token is dead, not only the session
+        Mcp(tray.port, token=laptop, client="claude-code").initialize()
+    assert other.rpc("ping").status == 200  # the other machine keeps working
+    wait_for(lambda: watcher.find("Machines (1)", "default — "))
+    wait_for(lambda: any("Revoked laptop" in n for n in tray.app.notifications))
+
+
+def test_rotate_token_asks_first(tray, watcher):
+    ask = watcher.find("Rotate token…")
+    assert labels(ask)[0].startswith("Machine default has no session open; ")
+    assert labels(ask)[-2:] == ["Rotate", "Cancel"]
+    before = tray.runner.token
+    click_exact(watcher, ask, "Cancel")
+    watcher.click("Show logs")
+    wait_for(lambda: tray.opened)
+    assert tray.opened == [tray.runner.log_path] and tray.runner.token == before
+
+
+def test_the_first_start_ever_says_what_is_exposed_once(watcher, notifications, env):
+    write_config(env["config"], {"roots": [env["root"]]})
+    first = SniTray(env, first_run=True)
+    try:
+        shown = wait_for(
+            lambda: [n for n in notifications.shown if n["summary"] == "omp A2A bridge is running"]
+        )
+    finally:
+        first.close()
+    body = shown[0]["body"]
+    assert f"exposed: {env['root']}" in body and "box: " in body
+    assert "approve: from this icon's menu" in body
+    assert f"log: {env['log']}" in body
+    state = os.path.join(os.path.dirname(env["config"]), "tray-state.json")
+    assert os.stat(state).st_mode & 0o777 == 0o600
+    count = len(notifications.shown)
+    again = SniTray(env, first_run=True)
+    try:
+        wait_for(lambda: again.app.snap is not None and again.app.snap.box is not None)
+        again.client().call("ls", {})  # a snapshot after the box is known has come and gone
+        wait_for(lambda: watcher.find("Sessions (1)"))
+    finally:
+        again.close()
+    later = [n["summary"] for n in notifications.shown[count:]]
+    assert "omp A2A bridge is running" not in later
 
 
 # -- notifications with Approve / Deny -----------------------------------------------------------

@@ -263,7 +263,7 @@ def test_sessions_submenu_and_end_session(tray):
     c = tray.client("claude-code")
     sessions = tray.wait_item("Sessions (1)")
     [entry] = list(sessions.submenu)
-    assert entry.text.startswith("claude-code 1.0 · 0 calls · ")
+    assert entry.text.startswith("default · claude-code 1.0 · 0 calls · ")
     tray.click(next(iter(entry.submenu)))
     assert c.rpc("ping").status == 404
     tray.wait_item("Sessions (0)")
@@ -295,10 +295,12 @@ def test_copy_items_and_open_items(tray):
     tray.click(tray.find("Open audit log"))
     tray.click(tray.find("Open config folder"))
     tray.click(tray.find("Open approval page"))
+    tray.click(tray.find("Show logs"))
     assert tray.opened[0].endswith("audit.jsonl")
     assert tray.opened[1] == os.path.dirname(tray.runner.config.path)
     assert 'name="code"' in login_page_text(tray.opened[2])
     assert tray.runner.control.secret not in tray.opened[2]
+    assert tray.opened[3] == tray.runner.log_path
 
 
 def test_clipboard_failure_notifies_without_the_token(pystray, env):
@@ -336,7 +338,11 @@ def test_rotate_token_from_the_tray(keyring_token, tray):
     memory_keyring = keyring_token  # a stored token (not the env's), so it can be rotated
     c = tray.client()
     old = tray.runner.token
-    tray.click(tray.find("Rotate token"))
+    ask = tray.find("Rotate token…")
+    assert ask.submenu is not None  # it asks first: the item itself rotates nothing
+    tray.click(tray.find("Cancel", ask.submenu))
+    assert tray.runner.token == old and c.rpc("ping").status == 200
+    tray.click(tray.find("Rotate", ask.submenu))
     wait_for(lambda: tray.runner.token != old)
     assert c.rpc("ping").status == 401  # the old token is dead at once
     wait_for(lambda: any("Token rotated" in n for n in tray.app.notifications))

@@ -81,3 +81,15 @@ def test_the_json_form_carries_real_roots_display_and_tiers():
         "text": "exposed: ~/code · tiers changed: bash=prompt",
     }
     assert exposure_json(None)["roots"] == []
+
+
+def test_machines_are_listed_with_their_sessions_and_tunnels_and_counted_past_six():
+    from omp_a2a_bridge.server.present.exposure import machines_text
+
+    rows = [("default", 1, None), ("laptop", 0, "up"), ("desk", 2, "down")]
+    assert machines_text(rows) == (
+        "machines: default (1 session), laptop (tunnel up), desk (2 sessions, tunnel down)"
+    )
+    many = [(f"m{i}", 0, None) for i in range(8)]
+    assert machines_text(many) == "machines: m0, m1, m2, m3, m4, m5 and 2 more"
+    assert "\\u202e" in machines_text([("a\u202eb", 0, None)])  # rendered like agent text

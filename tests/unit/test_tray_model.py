@@ -6,23 +6,42 @@ import configparser
 import plistlib
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
+from omp_a2a_bridge.server.box.plan import BoxStatus, Mechanism
 from omp_a2a_bridge.server.policy.grants import offer
-from omp_a2a_bridge.server.types import PendingCall, SessionView, Snapshot
+from omp_a2a_bridge.server.types import (
+    Exposure,
+    MachineView,
+    PendingCall,
+    SessionView,
+    Snapshot,
+    TierChange,
+    TunnelView,
+)
+from omp_a2a_bridge.server.vocab import Tier, TunnelState
 from omp_a2a_bridge.tray.autostart import APPROVED_KEY, RUN_KEY, Autostart
 from omp_a2a_bridge.tray.clipboard import copy_text
 from omp_a2a_bridge.tray.dispatch import Dispatcher
+from omp_a2a_bridge.tray.firstrun import STATE_FILE, FirstRun
 from omp_a2a_bridge.tray.icons import COLORS, IconState, render_icon, state_for
-from omp_a2a_bridge.tray.menu import menu_model, notification_for, pending_label, title
+from omp_a2a_bridge.tray.menu import (
+    first_run_text,
+    menu_model,
+    notification_for,
+    pending_label,
+    title,
+    tooltip,
+)
 
 from ..support.helpers import wait_for
 
 NOW = 1_000_000.0
 
 
-def snap(sessions=(), pending=(), paused=False, control="http://127.0.0.1:9/") -> Snapshot:
+def snap(sessions=(), pending=(), paused=False, control="http://127.0.0.1:9/", **more) -> Snapshot:
     return Snapshot(
         seq=1,
         url="http://127.0.0.1:53917/",
@@ -37,11 +56,14 @@ def snap(sessions=(), pending=(), paused=False, control="http://127.0.0.1:9/") -
         token_source="keyring",
         warnings=(),
         calls_total=0,
+        **more,
     )
 
 
-def session(sid="s1", client="claude-code", version="1.0.3", calls=5, seen=4.0) -> SessionView:
-    return SessionView(sid, client, version, NOW - 100, NOW - seen, calls, 0)
+def session(
+    sid="s1", client="claude-code", version="1.0.3", calls=5, seen=4.0, machine="default"
+) -> SessionView:
+    return SessionView(sid, client, version, NOW - 100, NOW - seen, calls, 0, machine=machine)
 
 
 def pending(
@@ -81,8 +103,9 @@ def test_menu_empty_is_never_empty_and_has_everything():
         "Copy token",
         "Pause bridge",
         "Start at login",
-        "Rotate token",
+        "Rotate token…",
         "Open audit log",
+        "Show logs: no log file (it could not be opened)",
         "Open config folder",
         "Quit",
     ):
@@ -99,12 +122,191 @@ def test_menu_with_sessions():
     assert items[0].text.endswith("· 2 sessions")
     sessions = next(i for i in items if i.text == "Sessions (2)")
     assert texts(sessions.submenu) == [
-        "claude-code 1.0.3 · 5 calls · 4 s ago",
-        "omp · 1 call · 2 min ago",
+        "default · claude-code 1.0.3 · 5 calls · 4 s ago",
+        "default · omp · 1 call · 2 min ago",
     ]
     end = sessions.submenu[0].submenu[0]
     assert (end.text, end.action) == ("End session", ("end_session", "s1"))
     assert "Start at login" not in texts(items)  # unknown autostart state: no checkbox
+
+
+def test_session_labels_start_with_the_machine_from_the_token():
+    items = menu_model(
+        snap(sessions=[session(machine="laptop", client="claude-code", version="2.1")]), now=NOW
+    )
+    sessions = next(i for i in items if i.text == "Sessions (1)")
+    assert texts(sessions.submenu) == ["laptop · claude-code 2.1 · 5 calls · 4 s ago"]
+    spoof = session(machine="default", client="laptop\u202e", version="")
+    shown = menu_model(snap(sessions=[spoof]), now=NOW)
+    label = next(i for i in shown if i.text == "Sessions (1)").submenu[0].text
+    assert label.startswith("default · laptop\\u202e")  # the claim is rendered, never the name
+
+
+# -- machines, tunnels, the confirmations -------------------------------------------------------
+
+LAPTOP_TUNNEL = TunnelView(
+    "laptop", "ada@laptop", 8765, 53917, "claude-code", TunnelState.UP, None, NOW - 60, 1
+)
+DESK_TUNNEL = TunnelView(
+    "desk",
+    "ada@desk",
+    8766,
+    53917,
+    None,
+    TunnelState.DOWN,
+    "ssh: connect to host desk port 22: Connection refused\x1b[2J",
+    NOW - 5,
+    3,
+    retry_in=4.0,
+)
+
+
+def machines_snap(tunnels=(LAPTOP_TUNNEL, DESK_TUNNEL), **more) -> Snapshot:
+    return snap(
+        sessions=[session(), session("s2", machine="laptop"), session("s3", machine="laptop")],
+        machines=(
+            MachineView("default", None, NOW - 4, 5, 1),
+            MachineView("laptop", NOW - 900, NOW - 4, 12, 2, "up"),
+            MachineView("desk", NOW - 900, None, 0, 0, "down"),
+        ),
+        tunnels=tunnels,
+        **more,
+    )
+
+
+def machine_entry(items, name):
+    menu = next(i for i in items if i.text.startswith("Machines ("))
+    return next(i for i in menu.submenu if i.text.startswith(f"{name} — "))
+
+
+def test_machines_menu_shows_sessions_and_a_tunnel_up_and_one_down_with_its_error():
+    items = menu_model(machines_snap(), now=NOW)
+    menu = next(i for i in items if i.text.startswith("Machines ("))
+    assert menu.text == "Machines (3) · 1 tunnel(s) down"
+    assert texts(menu.submenu) == [
+        "default — 1 session",
+        "laptop — 2 sessions · tunnel up",
+        "desk — 0 sessions · tunnel down",
+    ]
+    laptop = machine_entry(items, "laptop").submenu
+    assert [(i.text, i.action, i.enabled) for i in laptop[:3]] == [
+        ("12 calls · last seen 4 s ago", None, False),
+        ("Tunnel up: ada@laptop, remote port 8765", None, False),
+        ("Reconnect", ("reconnect_tunnel", "laptop"), True),
+    ]
+    assert not any(i.text.startswith("Last error") for i in laptop)  # up: no old error shown
+    desk = machine_entry(items, "desk").submenu
+    assert texts(desk)[:4] == [
+        "0 calls · not seen",
+        "Tunnel down: ada@desk, remote port 8766",
+        "Last error: ssh: connect to host desk port 22: Connection refused\\x1b[2J",
+        "Reconnect",
+    ]
+    assert "\x1b" not in " ".join(texts(desk))  # ssh's words are rendered, never raw
+    assert desk[3].action == ("reconnect_tunnel", "desk")
+    # A tunnel whose name is no machine's (its clients use another token): listed after them.
+    lone = TunnelView("nas", "ada@nas", 8767, 53917, None, TunnelState.CONNECTING, None, NOW, 1)
+    extra = menu_model(machines_snap(tunnels=(LAPTOP_TUNNEL, lone)), now=NOW)
+    entry = machine_entry(extra, "nas")
+    assert entry.text == "nas — tunnel connecting (no machine of that name)"
+    assert entry.submenu[-1].action == ("reconnect_tunnel", "nas")
+    assert not any(i.text.startswith("Machines") for i in menu_model(snap(), now=NOW))
+
+
+def test_revoke_asks_first_and_names_what_it_cuts_and_default_has_none():
+    items = menu_model(machines_snap(), now=NOW)
+    laptop = machine_entry(items, "laptop").submenu
+    # No item of the machine's own submenu revokes: only the question's answer does.
+    assert not any(i.action and i.action[0] == "revoke_machine" for i in laptop)
+    ask = next(i for i in laptop if i.text == "Revoke…")
+    assert ask.action is None and ask.submenu is not None
+    assert [(i.text, i.action, i.enabled) for i in ask.submenu] == [
+        ("Revoke laptop: its 2 sessions end and its token stops working for good", None, False),
+        ("Its tunnel stays: 'a2a-bridge tunnels --rm laptop' removes it", None, False),
+        ("-", None, False),
+        ("Revoke", ("revoke_machine", "laptop"), True),
+        ("Cancel", None, True),
+    ]
+    default = machine_entry(items, "default").submenu
+    assert not any(i.text.startswith("Revoke") for i in default)
+    assert not any(i.action and i.action[0] == "revoke_machine" for i in default)
+    [hint] = [i for i in default if "own token" in i.text]
+    assert not hint.enabled and "Rotate token…" in hint.text
+    idle = MachineView("desk", NOW - 900, None, 0, 0, None)
+    question = machine_entry(menu_model(snap(machines=(idle,)), now=NOW), "desk").submenu[-1]
+    assert question.submenu[0].text == "Revoke desk: its token stops working for good"
+
+
+def test_rotate_asks_first_and_names_what_it_cuts():
+    items = menu_model(machines_snap(), now=NOW)
+    assert not any(i.action == ("rotate",) for i in items)  # never one click from the top
+    rotate = next(i for i in items if i.text == "Rotate token…")
+    assert [(i.text, i.action, i.enabled) for i in rotate.submenu] == [
+        ("The 1 session of machine default ends; the other 2 machine(s) keep working", None, False),
+        ("Its clients need the new token (Copy client config)", None, False),
+        ("-", None, False),
+        ("Rotate", ("rotate",), True),
+        ("Cancel", None, True),
+    ]
+    alone = next(i for i in menu_model(snap(), now=NOW) if i.text == "Rotate token…")
+    assert alone.submenu[0].text.startswith("Machine default has no session open; ")
+
+
+def test_show_logs_opens_the_log_file_and_says_when_there_is_none():
+    items = menu_model(snap(log_path="/var/log/bridge.log"), now=NOW)
+    logs = next(i for i in items if i.text == "Show logs")
+    assert logs.action == ("show_logs",) and logs.enabled
+    t = texts(items)
+    assert t.index("Open audit log") < t.index("Show logs") < t.index("Open config folder")
+    none = next(i for i in menu_model(snap(), now=NOW) if i.text.startswith("Show logs"))
+    assert not none.enabled and none.action is None
+
+
+EXPOSED = Exposure(("/srv/code", "/srv/notes"), (TierChange("write", Tier.ALLOW, Tier.PROMPT),))
+BOX = BoxStatus(True, Mechanism.BWRAP, "bubblewrap 0.8.0, user namespaces, no network")
+
+
+def test_tooltip_says_what_is_exposed_the_box_and_the_machines():
+    s = machines_snap(exposure=EXPOSED, box=BOX, log_path="/l/bridge.log")
+    assert tooltip(s).splitlines() == [
+        "127.0.0.1:53917 · 3 session(s)",
+        "exposed: /srv/code, /srv/notes · tiers changed: write=allow",
+        "box: bubblewrap (bash runs in it)",
+        "machines: default (1 session), laptop (2 sessions, tunnel up), desk (tunnel down)",
+    ]
+    one_line = title(replace(s, exposure=replace(EXPOSED, roots=("/srv/code",))))
+    assert one_line == (
+        "omp A2A bridge - 127.0.0.1:53917 · 3 session(s) · /srv/code · "
+        "tiers: write=allow · box: bubblewrap · 3 machines, 1 tunnel down"
+    )
+    one_line.encode("latin-1")
+    long_roots = Exposure(tuple(f"/srv/{'x' * 50}{i}" for i in range(3)))
+    cut = title(machines_snap(exposure=long_roots, box=BOX, pending=[pending()] * 3))
+    assert len(cut) <= 127 and "3 waiting for approval" in cut
+    assert "\n" not in cut
+
+
+def test_first_run_text_is_the_start_text_with_the_trays_way_to_approve():
+    s = snap(exposure=EXPOSED, box=BOX, log_path="/l/bridge.log")
+    exposed, approve, log = first_run_text(s).splitlines()
+    assert exposed == (
+        "exposed: /srv/code, /srv/notes · tiers changed: write=allow · "
+        "box: bubblewrap (bash runs in it)"
+    )
+    assert approve.startswith("approve: from this icon's menu")
+    assert log == "log: /l/bridge.log ('a2a-bridge logs')"
+    assert "'a2a-bridge watch'" in first_run_text(s, has_menu=False)
+
+
+def test_first_run_is_remembered_in_a_private_file(tmp_path):
+    state = FirstRun(str(tmp_path / "cfg"))
+    assert state.due()
+    state.mark()
+    path = tmp_path / "cfg" / STATE_FILE
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert not state.due() and not FirstRun(str(tmp_path / "cfg")).due()
+    path.write_text("{not json")
+    assert not state.due()  # a broken file never makes every start repeat it
 
 
 def test_menu_pending_first_with_decisions_and_deny_all():
