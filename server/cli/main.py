@@ -58,6 +58,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    # Made before the start: once the listener runs, a flood of connections may hold every
+    # descriptor, and the main thread's wake-up must not need one then.
+    pair = socket.socketpair()
+    try:
+        return _serve(runner, stop, starting, pair)
+    finally:
+        for sock in pair:
+            sock.close()
+
+
+def _serve(
+    runner: BridgeRunner,
+    stop: threading.Event,
+    starting: list[bool],
+    pair: tuple[socket.socket, socket.socket],
+) -> int:
+    """Start, say so, sleep until a stop (see :func:`cmd_serve`)."""
     try:
         try:
             runner.start()
@@ -76,7 +93,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     with contextlib.suppress(OSError):  # stdout closed: keep serving, the log still works
         print(f"a2a-bridge listening on {runner.url}", flush=True)
     print_start_text(runner)
-    if not _sleep_until(stop, runner):
+    if not _sleep_until(stop, runner, pair):
         return fail("the bridge stopped unexpectedly (see the log above)")
     runner.stop()
     return 0
@@ -95,7 +112,9 @@ def print_start_text(runner: BridgeRunner) -> None:
         print("\n".join(f"  {line}" for line in lines), file=sys.stderr, flush=True)
 
 
-def _sleep_until(stop: threading.Event, runner: BridgeRunner) -> bool:
+def _sleep_until(
+    stop: threading.Event, runner: BridgeRunner, pair: tuple[socket.socket, socket.socket]
+) -> bool:
     """Sleep until a stop is asked for (True) or the bridge stops by itself (False), without
     waking up in between (issue 26: a 0.1 s poll woke the idle bridge ten times a second).
 
@@ -103,7 +122,7 @@ def _sleep_until(stop: threading.Event, runner: BridgeRunner) -> bool:
     signal module writes a byte to a socket (``set_wakeup_fd``, from whichever thread got
     it), and the bridge thread writes one when it stops; the main thread blocks reading it.
     """
-    wake, waker = socket.socketpair()
+    wake, waker = pair
     waker.setblocking(False)
     try:
         previous = signal.set_wakeup_fd(waker.fileno(), warn_on_full_buffer=False)
@@ -122,8 +141,6 @@ def _sleep_until(stop: threading.Event, runner: BridgeRunner) -> bool:
     finally:
         if previous is not None:
             signal.set_wakeup_fd(previous)
-        wake.close()
-        waker.close()
 
 
 def _configured_url() -> str:

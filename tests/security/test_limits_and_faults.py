@@ -487,7 +487,10 @@ def test_out_of_descriptors_with_nothing_idle_backs_off_with_one_line(env):
             sock.close()
         socks = []
         c = Mcp(s.port)
-        c.initialize()  # accepted again once descriptors are free
+        try:
+            c.initialize()  # accepted again once descriptors are free
+        except OSError:
+            raise AssertionError(f"exit {s.proc.poll()}: {s.stderr()[-3000:]}") from None
         assert c.call("ls", {}).status == 200
         err = s.stderr()
         assert "Traceback" not in err
