@@ -347,7 +347,9 @@ def test_memory_stays_bounded_under_many_huge_pending_writes(start_bridge):
     handle = runner.attach_approver("pytest")
     before = _rss_mb()
     sessions = [running.client(f"s{i}") for i in range(5)]
-    clients = [Mcp(running.port) for _ in range(40)]
+    # A waiting call answers only when it ends: the client must outwait the whole test on a
+    # loaded machine (the default 15 s socket timeout does not), not stand in for a refusal.
+    clients = [Mcp(running.port, timeout=180) for _ in range(40)]
     for i, c in enumerate(clients):
         c.sid = sessions[i % 5].sid
     content = "x" * 900_000
@@ -362,6 +364,7 @@ def test_memory_stays_bounded_under_many_huge_pending_writes(start_bridge):
     per_session = [p.sid for p in runner.snapshot().pending]
     assert max(per_session.count(s.sid) for s in sessions) <= 8
     refused = [o[0] for _, o in outs if o]
+    assert not [r for r in refused if isinstance(r, BaseException)], refused
     assert [r.text for r in refused] == ["too many calls waiting for approval"] * 8
     assert grew < 600, f"RSS grew by {grew:.0f} MB"
     runner.call(lambda: runner.bridge.broker.end_where(Ending.SHUTDOWN))

@@ -77,8 +77,10 @@ class Http:
 class Mcp(Http):
     """An MCP session over one keep-alive connection."""
 
-    def __init__(self, port: int, token: str | None = TOKEN, client: str = "pytest") -> None:
-        super().__init__(port, token)
+    def __init__(
+        self, port: int, token: str | None = TOKEN, client: str = "pytest", timeout: float = 15.0
+    ) -> None:
+        super().__init__(port, token, timeout)
         self.sid: str | None = None
         self.client = client
         self._ids = 0
