@@ -315,9 +315,21 @@ class Watch:
         with self.lock:
             return self.buf.decode("utf-8", "replace")
 
-    def wait_out(self, text: str, count: int = 1, timeout: float = 15) -> str:
-        wait_for(lambda: self.out.count(text) >= count, timeout)
-        return self.out
+    def mark(self) -> int:
+        """Where the output is now: ``wait_out(..., since=mark)`` looks only after it."""
+        with self.lock:
+            return len(self.buf)
+
+    def out_since(self, mark: int) -> str:
+        with self.lock:
+            return self.buf[mark:].decode("utf-8", "replace")
+
+    def wait_out(self, text: str, count: int = 1, timeout: float = 15, since: int = 0) -> str:
+        """The output once ``text`` was printed ``count`` times (after ``since``, a
+        :meth:`mark`): counting from a mark, a prompt printed again for an earlier call (its
+        countdown warning does that) cannot pass for a later call's."""
+        wait_for(lambda: self.out_since(since).count(text) >= count, timeout)
+        return self.out_since(since)
 
     def send(self, line: str) -> None:
         self.proc.stdin.write(line.encode() + b"\n")
