@@ -135,6 +135,7 @@ class TrayApp:
 
     def make_icon(self) -> Any:
         assert self.snap is not None
+        assert self.icon_cls is not None, "no icon is made while waiting for the panel"
         if getattr(self.icon_cls, "MODEL_MENU", False):
             # A backend of our own (tray.sni): it takes the pure menu model and the actions.
             self.icon = self.icon_cls(
