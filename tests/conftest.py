@@ -99,8 +99,8 @@ class Running:
     port: int
     env: dict[str, str]
 
-    def client(self, name: str = "pytest", init: bool = True) -> Mcp:
-        c = Mcp(self.port, client=name)
+    def client(self, name: str = "pytest", init: bool = True, timeout: float = 15.0) -> Mcp:
+        c = Mcp(self.port, client=name, timeout=timeout)
         if init:
             c.initialize()
         return c

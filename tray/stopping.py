@@ -97,5 +97,8 @@ def exit_now(code: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    logging.shutdown()
+    # Called from signal handlers and the watchdog: it may run in the middle of a write or a
+    # log record on this thread, and nothing it trips over may turn a stop into a traceback.
+    with contextlib.suppress(Exception):
+        logging.shutdown()
     os._exit(code)

@@ -40,6 +40,20 @@ from ..infra.childenv import TOOL_MARKER
 PROC = "/proc"
 ESTABLISHED = "01"
 MAX_DEPTH = 256
+NO_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE})
+
+
+class OutOfDescriptors(OSError):
+    """This process (or the system) cannot open a file right now, so ``/proc`` says nothing.
+
+    Why an error of its own: read as "unreadable" or "not a tool", an exhausted descriptor
+    table would let a peer through unexamined (fail open); it is no answer at all, and the
+    lookup is tried again, then refused."""
+
+
+def _check_descriptors(e: OSError) -> None:
+    if e.errno in NO_DESCRIPTORS:
+        raise OutOfDescriptors(e.errno, "out of file descriptors") from e
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +151,8 @@ def pids_holding(inode: int, first: int) -> tuple[list[int], list[int]]:
     """The processes with the socket open, and those whose ``/proc/PID/fd`` could not be read
     (another user's, a parent user namespace's, or one that made itself non-dumpable). ``first``
     is checked first: the in-process clients (the tray, tests) answer without scanning the
-    machine; then the newest processes first (a CLI just started)."""
+    machine; then the newest processes first (a CLI just started). Raises
+    :class:`OutOfDescriptors` when this process cannot open ``/proc`` entries at all."""
     target = f"socket:[{inode}]"
     try:
         others = sorted((int(n) for n in os.listdir(PROC) if n.isdigit()), reverse=True)
@@ -150,7 +165,8 @@ def pids_holding(inode: int, first: int) -> tuple[list[int], list[int]]:
             fds = os.listdir(f"{PROC}/{pid}/fd")
         except FileNotFoundError:
             continue  # gone
-        except OSError:
+        except OSError as e:
+            _check_descriptors(e)
             unreadable.append(pid)
             continue
         for fd in fds:
@@ -158,7 +174,8 @@ def pids_holding(inode: int, first: int) -> tuple[list[int], list[int]]:
                 link = os.readlink(f"{PROC}/{pid}/fd/{fd}")
             except FileNotFoundError:
                 continue
-            except OSError:
+            except OSError as e:
+                _check_descriptors(e)
                 unreadable.append(pid)
                 break
             if link == target:
@@ -173,7 +190,8 @@ def parent_of(pid: int) -> int | None:
     try:
         with open(f"{PROC}/{pid}/stat", "rb") as f:
             stat = f.read()
-    except OSError:
+    except OSError as e:
+        _check_descriptors(e)
         return None
     # "pid (comm) state ppid ...": comm may hold spaces and parentheses; the last ")" ends it.
     try:
@@ -187,7 +205,8 @@ def is_tool(pid: int) -> bool:
     try:
         with open(f"{PROC}/{pid}/environ", "rb") as f:
             environ = f.read()
-    except OSError:
+    except OSError as e:
+        _check_descriptors(e)
         return False
     return any(v.split(b"=", 1)[0] == TOOL_MARKER.encode() for v in environ.split(b"\0"))
 
@@ -207,8 +226,9 @@ def tool_on_chain(pid: int, bridge_pid: int) -> int | None:
 # Out of descriptors (a flood of idle connections the listeners are still evicting), the lookup
 # cannot open /proc or its netlink socket and finds nobody. That is no answer: an inconclusive
 # lookup is tried again for a while, and only then refused (fail closed). The kernel's own "no
-# such socket" is an answer at once.
-LOOKUP_RETRY_S = (0.05, 0.1, 0.2, 0.4, 0.8)
+# such socket" is an answer at once. About 5 s in all: on a loaded machine the listeners take
+# seconds to evict the flood (1.55 s was too short once under CI load).
+LOOKUP_RETRY_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.5)
 
 
 def find_peer(
@@ -247,14 +267,18 @@ def _find_peer_once(
         inode = client_socket_inode(peer_port, server_port)
     if not inode:
         return Peer(checked=True, pid=None, hidden_tool=True), False
-    pids, unreadable = pids_holding(inode, me)
-    if not pids:
-        # Someone we may not inspect: another user, a parent user namespace, or a process that
-        # hid itself (non-dumpable). Only a tool's descendant is refused, and that chain is ours.
-        hidden = any(tool_on_chain(pid, me) is not None for pid in unreadable)
-        return Peer(checked=True, pid=None, hidden_tool=hidden), bool(unreadable)
-    for pid in pids:
-        tool = tool_on_chain(pid, me)
-        if tool is not None:
-            return Peer(checked=True, pid=pid, tool_pid=tool), True
+    try:
+        pids, unreadable = pids_holding(inode, me)
+        if not pids:
+            # Someone we may not inspect: another user, a parent user namespace, or a process
+            # that hid itself (non-dumpable). Only a tool's descendant is refused, and that
+            # chain is ours.
+            hidden = any(tool_on_chain(pid, me) is not None for pid in unreadable)
+            return Peer(checked=True, pid=None, hidden_tool=hidden), bool(unreadable)
+        for pid in pids:
+            tool = tool_on_chain(pid, me)
+            if tool is not None:
+                return Peer(checked=True, pid=pid, tool_pid=tool), True
+    except OutOfDescriptors:
+        return Peer(checked=True, pid=None, hidden_tool=True), False  # no answer: again
     return Peer(checked=True, pid=pids[0]), True

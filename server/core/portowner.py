@@ -59,7 +59,10 @@ def _find(port: int) -> str | None:
     if not inodes:
         return None
     for inode in inodes:
-        pids, _ = pids_holding(inode, 0)
+        try:
+            pids, _ = pids_holding(inode, 0)
+        except OSError:  # out of descriptors: the OS does not say now
+            return None
         if pids:
             name = _comm(pids[0])
             return f"{name} (pid {pids[0]})" if name else f"pid {pids[0]}"

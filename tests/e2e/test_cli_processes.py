@@ -17,7 +17,7 @@ import pytest
 from keyring.backends.fail import Keyring as FailKeyring
 
 from ..conftest import write_config
-from ..support.helpers import Mcp, read_text, serve_fails
+from ..support.helpers import STOP_LIMIT_S, Mcp, read_text, serve_fails
 
 EXE = [sys.executable, "-m", "omp_a2a_bridge.server"]
 
@@ -60,7 +60,7 @@ def test_serve_prints_one_line_and_exits_cleanly_on_sigterm(cli_env, env):
         t0 = time.monotonic()
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=10)
-        assert time.monotonic() - t0 < 2.5
+        assert time.monotonic() - t0 < STOP_LIMIT_S
         assert p.returncode == 0
         assert out == ""  # exactly one line on stdout in total
         assert "unauthorized attempt" in err

@@ -22,10 +22,7 @@ from omp_a2a_bridge.server.control.controlfile import read_control
 
 from ..conftest import require_system, write_config
 from ..support.dbus_fakes import FakeWatcher, PrivateBus
-from ..support.helpers import Mcp, in_thread, read_text, wait_for
-
-STOP_BUDGET_S = 2.0
-MARGIN_S = 1.5  # a 2-core CI machine shared with other jobs
+from ..support.helpers import STOP_LIMIT_S, Mcp, in_thread, read_text, wait_for
 
 
 class Proc:
@@ -124,8 +121,8 @@ def test_sni_tray_stops_on_a_signal_with_a_call_waiting(proc_env, dbus, env, sig
     finally:
         p.kill()
         watcher.close()
-    assert p.p.returncode == 0, p.err
-    assert took < STOP_BUDGET_S + MARGIN_S
+    assert p.p.returncode == 0, "\n".join(p.err)  # whole: a list repr gets cut short
+    assert took < STOP_LIMIT_S
     assert out[0].text == "bridge shutting down"
     assert any(line.startswith("a2a-bridge: tray backend sni: chosen") for line in p.err)
     assert not any("Traceback" in line for line in p.err), p.err
@@ -162,8 +159,8 @@ def test_plain_command_falls_back_to_headless_when_the_tray_fails(proc_env, dbus
     finally:
         p.kill()
         watcher.close()
-    assert p.p.returncode == 0, p.err
-    assert took < STOP_BUDGET_S + MARGIN_S
+    assert p.p.returncode == 0, "\n".join(p.err)  # whole: a list repr gets cut short
+    assert took < STOP_LIMIT_S
     assert not os.path.exists(os.path.join(env["runtime"], "control.json"))
 
 
@@ -216,6 +213,7 @@ def test_a_signal_while_the_bridge_is_starting(proc_env, dbus, env, tmp_path):
     finally:
         p.kill()
         watcher.close()
-    assert p.p.returncode == 0, p.err
-    assert took < STOP_BUDGET_S + MARGIN_S
+    assert p.p.returncode == 0, "\n".join(p.err)  # whole: a list repr gets cut short
+    assert not any("Traceback" in line for line in p.err), "\n".join(p.err)
+    assert took < STOP_LIMIT_S
     assert not os.path.exists(os.path.join(env["runtime"], "control.json"))

@@ -12,7 +12,7 @@ import pytest
 from omp_a2a_bridge.server.core.approvals import Decision
 from omp_a2a_bridge.server.core.outcome import NO_APPROVER_TEXT
 
-from ..support.helpers import TOKEN, in_thread, wait_for
+from ..support.helpers import STOP_LIMIT_S, TOKEN, in_thread, wait_for
 
 
 @pytest.fixture
@@ -268,7 +268,7 @@ def test_shutdown_denies_pending_and_finishes(start_bridge):
     running.pending()
     t0 = time.monotonic()
     running.runner.stop()
-    assert time.monotonic() - t0 < 2
+    assert time.monotonic() - t0 < STOP_LIMIT_S
     t.join(10)
     assert out[0].text == "bridge shutting down"
 

@@ -12,7 +12,16 @@ import time
 import pytest
 from PIL import Image
 
-from ..support.helpers import err, in_thread, ok, process_gone, put, read_text, wait_for
+from ..support.helpers import (
+    STOP_LIMIT_S,
+    err,
+    in_thread,
+    ok,
+    process_gone,
+    put,
+    read_text,
+    wait_for,
+)
 
 # -- catalogue -------------------------------------------------------------------------------
 
@@ -361,7 +370,7 @@ def test_bash_shutdown_kills_running_command(start_bridge):
     pid = _host_pid(pidfile)
     t0 = time.monotonic()
     running.runner.stop()
-    assert time.monotonic() - t0 < 2.5
+    assert time.monotonic() - t0 < STOP_LIMIT_S
     wait_for(lambda: process_gone(pid), timeout=5)
 
 

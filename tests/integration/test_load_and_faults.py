@@ -17,7 +17,7 @@ from omp_a2a_bridge.server.infra.audit import pair_calls, read_records
 
 from ..conftest import write_config
 from ..support.control_client import WsApprover
-from ..support.helpers import TOKEN, Mcp, in_thread, wait_for
+from ..support.helpers import STOP_LIMIT_S, TOKEN, Mcp, in_thread, wait_for
 
 
 async def raw_post(port: int, body: dict, headers: dict[str, str]) -> tuple[int, dict, bytes]:
@@ -226,7 +226,7 @@ def test_sigterm_with_calls_in_flight(env, serve_process):
         t2.join(10)
         assert out1[0].text == "finished"  # in-flight work finished
         assert out2[0].text == "bridge shutting down"  # the pending one was denied
-        assert proc.returncode == 0 and took < 2.0
+        assert proc.returncode == 0 and took < STOP_LIMIT_S
         ws.close()
     finally:
         if proc.poll() is None:

@@ -31,6 +31,7 @@ from ..conftest import write_config
 from ..support.control_client import Api, WsApprover
 from ..support.helpers import (
     SERVER,
+    STOP_LIMIT_S,
     TOKEN,
     Mcp,
     in_thread,
@@ -96,7 +97,9 @@ class Serve:
         t0 = time.monotonic()
         self.proc.send_signal(sig)
         self.proc.wait(timeout)
-        return time.monotonic() - t0
+        took = time.monotonic() - t0
+        print(f"stopped by {signal.Signals(sig).name} in {took:.2f} s")
+        return took
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -163,7 +166,7 @@ def test_serve_stops_while_the_keyring_hangs(env, tmp_path, sig):
         wait_for(lambda: os.path.exists(mark), timeout=20)
         took = s.signal_and_wait(sig)
         assert s.proc.returncode == 0, s.stderr()
-        assert took < 2.0
+        assert took < STOP_LIMIT_S
         assert "Traceback" not in s.stderr()
         assert not os.path.exists(os.path.join(env["runtime"], "control.json"))
     finally:
@@ -189,7 +192,7 @@ def test_serve_stops_with_bash_and_approval_in_flight(env, tmp_path):
         took = s.signal_and_wait(signal.SIGTERM)
         t1.join(10)
         t2.join(10)
-        assert s.proc.returncode == 0 and took < 2.0, s.stderr()
+        assert s.proc.returncode == 0 and took < STOP_LIMIT_S, s.stderr()
         assert out2[0].text == "bridge shutting down"
         assert out1[0].status == 200  # answered (cancelled by the shutdown), not dropped
         wait_for(lambda: not _sleeping("300.72", "300.73"), timeout=5)
@@ -211,7 +214,7 @@ def test_locked_keyring_starts_with_one_warning(env):
     )
     try:
         took = s.signal_and_wait(signal.SIGTERM)
-        assert s.proc.returncode == 0 and took < 2.0
+        assert s.proc.returncode == 0 and took < STOP_LIMIT_S
         # Besides the start text (indented: exposed, approve, log), one warning.
         said = "\n".join(x for x in s.stderr().splitlines() if not x.startswith("  "))
         line = one_clear_line(said)
@@ -347,7 +350,9 @@ def test_memory_stays_bounded_under_many_huge_pending_writes(start_bridge):
     handle = runner.attach_approver("pytest")
     before = _rss_mb()
     sessions = [running.client(f"s{i}") for i in range(5)]
-    clients = [Mcp(running.port) for _ in range(40)]
+    # A waiting call answers only when it ends: the client must outwait the whole test on a
+    # loaded machine (the default 15 s socket timeout does not), not stand in for a refusal.
+    clients = [Mcp(running.port, timeout=180) for _ in range(40)]
     for i, c in enumerate(clients):
         c.sid = sessions[i % 5].sid
     content = "x" * 900_000
@@ -362,6 +367,7 @@ def test_memory_stays_bounded_under_many_huge_pending_writes(start_bridge):
     per_session = [p.sid for p in runner.snapshot().pending]
     assert max(per_session.count(s.sid) for s in sessions) <= 8
     refused = [o[0] for _, o in outs if o]
+    assert not [r for r in refused if isinstance(r, BaseException)], refused
     assert [r.text for r in refused] == ["too many calls waiting for approval"] * 8
     assert grew < 600, f"RSS grew by {grew:.0f} MB"
     runner.call(lambda: runner.bridge.broker.end_where(Ending.SHUTDOWN))
