@@ -113,6 +113,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(_describe(call))
     if follower is None:
         return 0
+    sys.stdout.flush()  # the tail now, not when the first new record comes (a pipe buffers)
     # A call printed as PENDING above is paired when its done arrives.
     follower.starts = {c["id"]: c["start"] for c in calls if c["start"] and not c["done"]}
     with contextlib.suppress(KeyboardInterrupt):

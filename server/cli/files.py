@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 
 from ..infra.config import load_config, log_path
 from ..infra.logfile import tail_lines
@@ -46,6 +47,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     for line in tail_lines(path, args.lines, LOG_KEEP_MAX) if args.lines > 0 else []:
         print(safe(line))
     if follower is not None:
+        sys.stdout.flush()  # the last lines now, not with the first new one (a pipe buffers)
         with contextlib.suppress(KeyboardInterrupt):
             follower.run()
     return 0
