@@ -464,7 +464,8 @@ def test_idle_connections_do_not_take_down_either_listener(env, nofile, config):
         assert Api(info).call("GET", "/api/status").status == 200
         assert s.proc.poll() is None
         err = s.stderr()
-        assert "Traceback" not in err and len(err.splitlines()) <= 6, err[:2000]
+        said = [x for x in err.splitlines() if not x.startswith("  ")]  # not the start text
+        assert "Traceback" not in err and len(said) <= 6, err[:2000]
     finally:
         for sock in socks:
             sock.close()
@@ -501,7 +502,8 @@ def test_out_of_descriptors_with_nothing_idle_backs_off_with_one_line(env):
         err = s.stderr()
         assert "Traceback" not in err
         assert err.count("out of file descriptors") == 1, err[:2000]
-        assert len(err.splitlines()) <= 4, err[:2000]
+        said = [x for x in err.splitlines() if not x.startswith("  ")]  # not the start text
+        assert len(said) <= 4, err[:2000]
     finally:
         for sock in socks:
             sock.close()
