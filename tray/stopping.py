@@ -97,8 +97,6 @@ def exit_now(code: int) -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    # Called from signal handlers and the watchdog: it may run in the middle of a write or a
-    # log record on this thread, and nothing it trips over may turn a stop into a traceback.
-    with contextlib.suppress(Exception):
-        logging.shutdown()
+    # No logging.shutdown() here: it takes every handler's lock, and the watchdog calls this
+    # while other threads may hold one (a stop then waited 5 s for a hung keyring worker).
     os._exit(code)
