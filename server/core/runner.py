@@ -29,7 +29,7 @@ from ..infra.tokens import TokenSource
 from ..machines.identity import DEFAULT, MachineError, MachineNotFound, check_name
 from ..machines.store import add_machine, remove_machine, save_last_seen
 from ..mcp.http import McpServer
-from ..mcp.netlimits import LimitedHTTPServer, connection_caps
+from ..mcp.netlimits import LimitedHTTPServer, cap_clamped, connection_caps
 from ..policy.judge import Judgement
 from ..policy.rules import RuleError, RuleList, RuleSet, edit_raw_rules
 from ..present import clientconfig
@@ -155,9 +155,10 @@ class BridgeRunner:
         mcp = McpServer(
             bridge, prepared.loopback, self.opts.idle_timeout_s, self.opts.body_timeout_s
         )
-        mcp_cap, control_cap = connection_caps(
-            bridge.config.limits.max_connections, prepared.nofile
-        )
+        configured = bridge.config.limits.max_connections
+        mcp_cap, control_cap = connection_caps(configured, prepared.nofile)
+        if (clamped := cap_clamped(configured, prepared.nofile)) is not None:
+            log.warning("%s", clamped)
         server = mcp.http_server(mcp_cap)
         server.add_sockets(prepared.sockets)
         control_server = None

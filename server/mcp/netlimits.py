@@ -76,17 +76,32 @@ def raise_nofile() -> int | None:
 def connection_caps(configured: int, nofile: int | None) -> tuple[int, int]:
     """(MCP listener cap, control listener cap).
 
-    ``configured`` 0 means automatic: whatever the descriptor limit leaves after a reserve for
-    files, pipes and the audit log (an eighth, at least 64) and the control listener's share,
-    so the MCP listener runs out of slots long before the process runs out of descriptors. An
-    explicit value is used as is.
+    The most the descriptor limit allows is what it leaves after a reserve for files, pipes,
+    the audit log and the control API's peer lookup (an eighth, at least 64) and the control
+    listener's share. ``configured`` 0 means that; an explicit value is used up to it (see
+    :func:`cap_clamped`). Why never more: past it the process runs out of descriptors, every
+    file open fails, and the control API cannot look up who is asking (it refuses, fail closed)
+    while a flood of idle connections keeps the table full.
     """
     limit = nofile or 65536
     control = max(4, min(CONTROL_MAX_CONNECTIONS, limit // 16))
-    if configured > 0:
-        return configured, control
     reserve = max(64, limit // 8)
-    return max(16, limit - reserve - control), control
+    most = max(16, limit - reserve - control)
+    if configured > 0:
+        return min(configured, most), control
+    return most, control
+
+
+def cap_clamped(configured: int, nofile: int | None) -> str | None:
+    """The start's warning when ``limits.max_connections`` is more than the descriptor limit
+    allows (it is lowered, not refused: the limit is the machine's, not a config mistake)."""
+    used, _ = connection_caps(configured, nofile)
+    if configured <= 0 or used >= configured:
+        return None
+    return (
+        f"limits.max_connections {configured} is more than {nofile} file descriptors allow; "
+        f"using {used} (raise the descriptor limit, e.g. ulimit -n, for more)"
+    )
 
 
 class LimitedHTTPServer(HTTPServer):

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from omp_a2a_bridge.server.mcp.netlimits import CONTROL_MAX_CONNECTIONS, connection_caps
+from omp_a2a_bridge.server.mcp.netlimits import (
+    CONTROL_MAX_CONNECTIONS,
+    cap_clamped,
+    connection_caps,
+)
 
 
 @pytest.mark.parametrize(
@@ -22,9 +26,13 @@ def test_automatic_caps_leave_a_reserve_and_the_control_share(nofile, mcp, contr
     assert connection_caps(0, nofile) == (mcp, control)
 
 
-def test_an_explicit_cap_is_used_as_is():
-    assert connection_caps(5000, 128) == (5000, 8)
+def test_an_explicit_cap_is_used_up_to_what_the_descriptor_limit_allows():
+    assert connection_caps(5000, 128) == (56, 8)
+    assert connection_caps(50, 128) == (50, 8)
     assert connection_caps(3, None) == (3, 64)
+    assert cap_clamped(50, 128) is None and cap_clamped(0, 128) is None
+    said = cap_clamped(5000, 256)
+    assert said is not None and "5000" in said and "256" in said and "using 176" in said
 
 
 @pytest.mark.parametrize("nofile", [64, 128, 256, 1024, 4096, 65536])
