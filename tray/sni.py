@@ -39,10 +39,13 @@ from .sni_dbus import (
     ITEM_PATH,
     MENU_PATH,
     WATCHER,
+    WATCHER_OWNER_RULE,
     WATCHER_PATH,
     DBusMenu,
     SniUnavailable,
     StatusNotifierItem,
+    bus_call,
+    watcher_arrived,
     watcher_reason,
 )
 
@@ -273,29 +276,10 @@ class SniIcon:
     async def _match_watcher_restarts(self) -> None:
         """A new watcher (panel restarted, user switched panels) gets the icon again."""
         assert self.bus is not None
-        rule = (
-            "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
-            f"member='NameOwnerChanged',arg0='{WATCHER}'"
-        )
-        await self.bus.call(
-            Message(
-                destination="org.freedesktop.DBus",
-                path="/org/freedesktop/DBus",
-                interface="org.freedesktop.DBus",
-                member="AddMatch",
-                signature="s",
-                body=[rule],
-            )
-        )
+        await self.bus.call(bus_call("AddMatch", WATCHER_OWNER_RULE))
 
         def handler(msg: Message) -> None:
-            if (
-                msg.message_type == MessageType.SIGNAL
-                and msg.member == "NameOwnerChanged"
-                and msg.body
-                and msg.body[0] == WATCHER
-                and msg.body[2]
-            ):
+            if watcher_arrived(msg):
                 self._tasks.add(task := asyncio.ensure_future(self._reregister()))
                 task.add_done_callback(self._tasks.discard)
 

@@ -34,6 +34,37 @@ PIXMAP_SIZES = (16, 22, 24, 32, 48, 64)
 log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 3.0
 
+
+# The watcher's arrival: the bus daemon's NameOwnerChanged for it, with a new owner.
+WATCHER_OWNER_RULE = (
+    "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
+    f"member='NameOwnerChanged',arg0='{WATCHER}'"
+)
+
+
+def bus_call(member: str, arg: str) -> Message:
+    """A call to the bus daemon itself (``AddMatch``, ``NameHasOwner``) with one string."""
+    return Message(
+        destination="org.freedesktop.DBus",
+        path="/org/freedesktop/DBus",
+        interface="org.freedesktop.DBus",
+        member=member,
+        signature="s",
+        body=[arg],
+    )
+
+
+def watcher_arrived(msg: Message) -> bool:
+    """``msg`` says a (new) watcher took its name: the panel started or restarted."""
+    return (
+        msg.message_type == MessageType.SIGNAL
+        and msg.member == "NameOwnerChanged"
+        and bool(msg.body)
+        and msg.body[0] == WATCHER
+        and bool(msg.body[2])
+    )
+
+
 # D-Bus types (dbus-fast reads these annotations to build the introspection data).
 Str = Annotated[str, DBusSignature("s")]
 Int = Annotated[int, DBusSignature("i")]
@@ -88,16 +119,7 @@ async def find_watcher(timeout: float = CONNECT_TIMEOUT_S) -> str:
         except Exception as e:
             raise SniUnavailable(f"no D-Bus session bus ({type(e).__name__}: {e})") from None
         try:
-            reply = await bus.call(
-                Message(
-                    destination="org.freedesktop.DBus",
-                    path="/org/freedesktop/DBus",
-                    interface="org.freedesktop.DBus",
-                    member="NameHasOwner",
-                    signature="s",
-                    body=[WATCHER],
-                )
-            )
+            reply = await bus.call(bus_call("NameHasOwner", WATCHER))
             if reply is None or reply.message_type != MessageType.METHOD_RETURN:
                 raise SniUnavailable("the session bus did not answer NameHasOwner")
             if not reply.body[0]:
@@ -207,16 +229,7 @@ class PanelWatch:
                     ],
                 )
             )
-            reply = await bus.call(
-                Message(
-                    destination="org.freedesktop.DBus",
-                    path="/org/freedesktop/DBus",
-                    interface="org.freedesktop.DBus",
-                    member="NameHasOwner",
-                    signature="s",
-                    body=[WATCHER],
-                )
-            )
+            reply = await bus.call(bus_call("NameHasOwner", WATCHER))
             if (
                 reply is not None
                 and reply.message_type == MessageType.METHOD_RETURN
