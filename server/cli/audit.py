@@ -19,7 +19,13 @@ from typing import Any, BinaryIO
 
 from ..errors import BridgeError, ConfigError, exit_line
 from ..infra.auditread import pair_calls, read_records, recent_calls
-from ..infra.locations import DEFAULT_AUDIT_KEEP, audit_path, audit_settings, config_path
+from ..infra.locations import (
+    DEFAULT_AUDIT_KEEP,
+    audit_path,
+    audit_settings,
+    config_path,
+    read_config_file,
+)
 from ..present.textsafe import safe, shorten
 
 OUTCOME_WORDS = {
@@ -80,17 +86,10 @@ def configured_keep() -> int:
     still an error, in the words ``load_config`` uses.
     """
     path = config_path()
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
+    found = read_config_file(path)
+    if found is None:
         return DEFAULT_AUDIT_KEEP
-    except OSError as e:
-        raise ConfigError(f"invalid config at {path}: cannot read it ({e.strerror})") from None
-    try:
-        raw = json.loads(data)
-    except ValueError as e:
-        raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
+    raw = found[0]
     if not isinstance(raw, dict):
         raise ConfigError(f"invalid config at {path}: expected a JSON object")
     return audit_settings(path, raw)[1]

@@ -34,6 +34,7 @@ from .locations import (  # noqa: F401 - re-exported: callers import them from h
     audit_path,
     config_path,
     log_path,
+    read_config_file,
 )
 
 TIERS = tuple(Tier)
@@ -547,18 +548,10 @@ def config_rules(path: str, raw: Any, roots: tuple[str, ...]) -> RuleSet:
 def load_config(path: str | None = None) -> Config:
     """Read and validate the config; an absent file means all defaults."""
     path = path or config_path()
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-            st = os.fstat(f.fileno())
-    except FileNotFoundError:
+    found = read_config_file(path)
+    if found is None:
         return parse_config(path, {})
-    except OSError as e:
-        raise ConfigError(f"invalid config at {path}: cannot read it ({e.strerror})") from None
-    try:
-        raw = json.loads(data)
-    except ValueError as e:
-        raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
+    raw, st = found
     config = parse_config(path, raw)  # a malformed field is named first
     holds = config.token is not None or any(m.token is not None for m in config.machines)
     check_private(path, st, holds_token=holds)

@@ -7,6 +7,7 @@ the box, upstream specs and their parsers) costs more than the command's whole b
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -40,6 +41,23 @@ def log_path() -> str:
     import platformdirs
 
     return os.path.join(platformdirs.user_log_dir(APP_NAME, appauthor=False), "bridge.log")
+
+
+def read_config_file(path: str) -> tuple[Any, os.stat_result] | None:
+    """The config file's JSON value and its ``stat`` (None: there is no file), or a
+    :class:`ConfigError` naming the file and what is wrong, in the words every reader uses."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+            st = os.fstat(f.fileno())
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ConfigError(f"invalid config at {path}: cannot read it ({e.strerror})") from None
+    try:
+        return json.loads(data), st
+    except ValueError as e:
+        raise ConfigError(f"invalid config at {path}: not valid JSON ({e})") from None
 
 
 def _is_int(v: Any) -> bool:
