@@ -19,25 +19,11 @@ from omp_a2a_bridge.server.tools import supervisor
 from omp_a2a_bridge.server.tools.shell import child_env
 from omp_a2a_bridge.server.vocab import Decision
 from tests.conftest import write_config
-from tests.support.helpers import Mcp, in_thread, process_gone, wait_for
+from tests.support.helpers import Mcp, in_thread, process_gone, sleeping_pids, wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
 
 BASH = "/bin/bash"
-
-
-def _sleeping(*seconds: str) -> list[int]:
-    """Host pids of ``sleep N`` for these (unusual) N."""
-    wanted = {f"sleep\0{s}\0".encode() for s in seconds}
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if f.read() in wanted and not process_gone(int(entry)):
-                    found.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return found
 
 
 def _read_all(fd: int) -> bytes:
@@ -66,7 +52,7 @@ def test_a_supervisor_takes_the_next_call_only_after_the_last_ones_processes_are
     cwd = str(tmp_path)
     first, out, status = _run("(trap '' TERM; exec setsid sleep 311.71) & echo started", cwd)
     assert out == "started\n" and status == "exit 0\n"
-    assert not _sleeping("311.71")  # ended before the status pipe closed
+    assert not sleeping_pids("311.71")  # ended before the status pipe closed
     second, out, status = _run('echo "$(cat /proc/$PPID/task/*/children)"; echo $$', cwd)
     assert second == first  # the pool handed it to the same, now idle, supervisor
     children, me = out.split("\n")[:2]
@@ -166,10 +152,10 @@ def test_the_processes_of_a_running_call_end_when_the_bridge_is_killed(tmp_path)
     try:
         line = holder.stdout.readline() if holder.stdout else ""
         helper, sup = (int(x) for x in line.split())
-        wait_for(lambda: len(_sleeping("312.71", "313.71", "314.71", "315.71")) == 4)
+        wait_for(lambda: len(sleeping_pids("312.71", "313.71", "314.71", "315.71")) == 4)
         holder.kill()
         holder.wait(10)
-        wait_for(lambda: not _sleeping("312.71", "313.71", "314.71", "315.71"), timeout=10)
+        wait_for(lambda: not sleeping_pids("312.71", "313.71", "314.71", "315.71"), timeout=10)
         # The bridge's helper goes too (EOF on its socket), and the supervisors with it.
         wait_for(lambda: process_gone(helper) and process_gone(sup), timeout=10)
     finally:
@@ -214,8 +200,8 @@ def test_a_boxed_call_ends_with_the_bridge_process(serve_process, env, tmp_path)
     c = Mcp(served.port)
     c.initialize()
     t, _ = in_thread(c.call, "bash", {"command": "setsid sleep 316.71 & sleep 317.71"})
-    wait_for(lambda: len(_sleeping("316.71", "317.71")) == 2, timeout=30)
-    boxed = _sleeping("316.71", "317.71")
+    wait_for(lambda: len(sleeping_pids("316.71", "317.71")) == 2, timeout=30)
+    boxed = sleeping_pids("316.71", "317.71")
     served.proc.kill()
     served.proc.wait(10)
     wait_for(lambda: all(process_gone(p) for p in boxed), timeout=10)

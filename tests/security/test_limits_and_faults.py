@@ -35,9 +35,9 @@ from ..support.helpers import (
     TOKEN,
     Mcp,
     in_thread,
-    process_gone,
     serve_fails,
     serve_process,
+    sleeping_pids,
     wait_for,
 )
 
@@ -195,7 +195,7 @@ def test_serve_stops_with_bash_and_approval_in_flight(env, tmp_path):
         assert s.proc.returncode == 0 and took < STOP_LIMIT_S, s.stderr()
         assert out2[0].text == "bridge shutting down"
         assert out1[0].status == 200  # answered (cancelled by the shutdown), not dropped
-        wait_for(lambda: not _sleeping("300.72", "300.73"), timeout=5)
+        wait_for(lambda: not sleeping_pids("300.72", "300.73"), timeout=5)
         assert "Traceback" not in s.stderr()
         ws.close()
     finally:
@@ -601,21 +601,6 @@ def test_approver_hanging_up_mid_push_leaves_no_unretrieved_task(start_bridge, c
 # -- 4. bash ------------------------------------------------------------------------------------
 
 
-def _sleeping(*seconds: str) -> list[int]:
-    """Host pids of ``sleep N`` for these (unusual) N: bash runs in the box's own PID
-    namespace since issue 22, so the pids it prints are not the host's."""
-    wanted = {f"sleep\0{s}\0".encode() for s in seconds}
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if f.read() in wanted and not process_gone(int(entry)):
-                    found.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return found
-
-
 def test_bash_returns_when_the_shell_exits(bridge, root):
     c = bridge.client()
     pids = os.path.join(root, "bg")
@@ -624,7 +609,7 @@ def test_bash_returns_when_the_shell_exits(bridge, root):
     assert time.monotonic() - t0 < 5
     assert r.text == "started" and not r.result["isError"]
     assert len(read_pids(pids)) == 1
-    wait_for(lambda: not _sleeping("300.71"), timeout=5)  # and took its children along
+    wait_for(lambda: not sleeping_pids("300.71"), timeout=5)  # and took its children along
 
 
 @pytest.mark.parametrize("how", ["timeout", "cancel"])
@@ -649,7 +634,7 @@ def test_bash_setsid_and_double_forked_children_are_gone(bridge, root, how):
         t.join(10)
         assert out[0].status == 202 and out[0].raw == b""  # cancelled: no JSON-RPC response
     assert len(read_pids(pids)) == 3
-    wait_for(lambda: not _sleeping("301.71", "302.71", "303.71"), timeout=5)
+    wait_for(lambda: not sleeping_pids("301.71", "302.71", "303.71"), timeout=5)
 
 
 def test_bash_environment_has_no_bridge_variables(bridge):

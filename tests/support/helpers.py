@@ -171,6 +171,21 @@ def process_gone(pid: int) -> bool:
         return True
 
 
+def sleeping_pids(*seconds: str) -> list[int]:
+    """Host pids of live ``sleep N`` processes for these (unusual) N: bash runs in the box's
+    own PID namespace, so the pids it prints are not the host's."""
+    wanted = {f"sleep\0{s}\0".encode() for s in seconds}
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read() in wanted and not process_gone(int(entry)):
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
 def path_with_rg(path: str) -> str:
     """``path`` with the folder of the ``rg`` the bridge's own tools use in front.
 
