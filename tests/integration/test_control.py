@@ -19,7 +19,7 @@ from omp_a2a_bridge.server.present.ids import sid_hash
 
 from ..conftest import write_config
 from ..support.control_client import Api, WsApprover, login_page_code, with_control
-from ..support.helpers import Watch, in_thread, read_text, wait_for
+from ..support.helpers import Watch, accepted_sockets, in_thread, read_text, wait_for
 
 
 @pytest.fixture
@@ -473,28 +473,6 @@ def test_cli_audit_follow_prints_new_calls(ctl):
     assert "not_exposed" in lines[1] and "(follower)" in lines[1]  # its done record
 
 
-def _server_sockets(port: int) -> list[socket.socket]:
-    """This process's accepted TCP connections on ``port`` (the bridge runs in-process)."""
-    found = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
-                continue
-            s = socket.socket(fileno=os.dup(int(fd)))
-        except OSError:
-            continue
-        try:
-            tcp = s.family in (socket.AF_INET, socket.AF_INET6) and s.type == socket.SOCK_STREAM
-            if tcp and s.getsockname()[1] == port:
-                s.getpeername()  # a connection, not the listener
-                found.append(s)
-                continue
-        except OSError:
-            pass
-        s.close()
-    return found
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
 def test_events_socket_sends_without_nagle_delay(ctl):
     """Snapshots often go out two in a row (a call arrived, then it is pending). With Nagle's
@@ -504,7 +482,7 @@ def test_events_socket_sends_without_nagle_delay(ctl):
     try:
         wait_for(lambda: ws.snapshots)
         port = urllib.parse.urlsplit(ctl.info.url).port
-        conns = _server_sockets(port)
+        conns = accepted_sockets(port)
         try:
             assert conns, "the events connection was not found"
             for s in conns:

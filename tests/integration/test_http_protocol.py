@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import re
 import socket
+import sys
+import time
 
 import pytest
 
 from omp_a2a_bridge.server.mcp.protocol import UNAUTHORIZED_HINT
 
-from ..support.helpers import TOKEN, Http, Mcp
+from ..support.helpers import TOKEN, Http, Mcp, accepted_sockets
 
 
 @pytest.fixture
@@ -417,3 +419,22 @@ def test_non_loopback_bind_warns_and_skips_only_the_host_check(start_bridge, log
     assert h.request(body=body, headers={"Host": "desktop.lan:8080"}).status == 200
     r = h.request(body=body, headers={"Origin": "http://evil.example"})
     assert (r.status, r.error["message"]) == (403, "forbidden origin")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
+def test_connections_keep_nagle_off_between_responses(running):
+    """``TCP_NODELAY`` is set once at accept and stays: Tornado turned it on and off around
+    every response (two setsockopt calls per request, ~10% of a small call's GIL time)."""
+    c = Mcp(running.port)
+    c.initialize()
+    for _ in range(3):
+        assert c.call("ls", {}).status == 200
+        time.sleep(0.1)  # the server has finished the request (Tornado reset Nagle there)
+        conns = accepted_sockets(running.port)
+        try:
+            assert conns, "the MCP connection was not found"
+            for s in conns:
+                assert s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        finally:
+            for s in conns:
+                s.close()

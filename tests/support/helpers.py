@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -169,6 +170,29 @@ def process_gone(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def accepted_sockets(port: int) -> list[socket.socket]:
+    """Duplicates of this process's accepted TCP connections on ``port`` (for a bridge that
+    runs in-process); the caller closes them."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                continue
+            s = socket.socket(fileno=os.dup(int(fd)))
+        except OSError:
+            continue
+        try:
+            tcp = s.family in (socket.AF_INET, socket.AF_INET6) and s.type == socket.SOCK_STREAM
+            if tcp and s.getsockname()[1] == port:
+                s.getpeername()  # a connection, not the listener
+                found.append(s)
+                continue
+        except OSError:
+            pass
+        s.close()
+    return found
 
 
 def sleeping_pids(*seconds: str) -> list[int]:
