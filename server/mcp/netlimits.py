@@ -26,7 +26,6 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from tornado import gen
 from tornado.httpserver import HTTPServer
 from tornado.ioloop import IOLoop
 from tornado.iostream import IOStream
@@ -175,9 +174,7 @@ class LimitedHTTPServer(HTTPServer):
                 max_buffer_size=self.max_buffer_size,
                 read_chunk_size=self.read_chunk_size,
             )
-            future = self.handle_stream(stream, address)
-            if future is not None:
-                IOLoop.current().add_future(gen.convert_yielded(future), lambda f: f.result())
+            self.handle_stream(stream, address)  # HTTPServer's: synchronous
         except Exception:
             app_log.error("Error in connection callback", exc_info=True)
 
