@@ -190,6 +190,7 @@ class Bridge:
             max_pending=cfg.max_pending,
             max_pending_per_session=cfg.max_pending_per_session,
             box_status=box.known,
+            machine_known=lambda name: name == DEFAULT or name in self.machine_records,
         )
         self.rulebook = RuleBook(cfg.rules, cfg.path, self.policy.roots[0], self.set_rules)
         self.inflight = InFlight(self.broker)  # the held calls and every way one ends early
@@ -323,6 +324,9 @@ class Bridge:
         ended = [s.sid for s in self.sessions.all() if s.machine == name]
         for sid in ended:
             self.end_session(sid)
+        # Its calls that carry no table session (2026-07-28 calls, tasks) end too: by machine,
+        # not by session, so no call of a revoked machine is left for a human to approve.
+        self.broker.end_where(Ending.SESSION_ENDED, machine=name)
         self._changed(now=True)
         return len(ended)
 

@@ -1,0 +1,102 @@
+"""A revoked machine acts no more: none of its calls still waiting for the human can be
+approved after ``machines rm``, whatever carried it (a session, a sessionless 2026-07-28 call,
+a task whose HTTP request has long ended).
+
+Found in the outside review: revocation ended the machine's *sessions*, but a 2026-07-28 call
+has no session in the table (a one-call session), so its approval kept waiting; the human
+(or an *Approve all N*) could still approve it and the tool ran for a machine whose token no
+longer existed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from omp_a2a_bridge.server.core.approvals import Decision
+
+from ..support.helpers import Http, Mcp, Response, in_thread, wait_for
+
+V = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": V,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "remote-agent", "version": "1"},
+}
+TASKS_META = {
+    **META,
+    "io.modelcontextprotocol/clientCapabilities": {
+        "extensions": {"io.modelcontextprotocol/tasks": {}}
+    },
+}
+
+
+def modern_call(port: int, token: str, args: dict[str, Any], meta: dict[str, Any]) -> Response:
+    msg = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "write", "arguments": args, "_meta": meta},
+    }
+    headers = {"MCP-Protocol-Version": V, "Mcp-Method": "tools/call", "Mcp-Name": "write"}
+    return Http(port, token=token, timeout=60).request("POST", body=msg, headers=headers)
+
+
+def add_machine(cli, name: str) -> str:
+    r = cli("machines", "add", name, "--json")
+    assert r.returncode == 0, r.stderr
+    return str(json.loads(r.stdout)["token"])
+
+
+def test_a_revoked_machines_waiting_calls_end_whatever_carries_them(
+    start_bridge, cli, memory_keyring
+):
+    running = start_bridge({}, control=True)  # write is prompt-tier
+    human = running.runner.attach_approver("pytest")
+    root = running.env["root"]
+    try:
+        laptop = add_machine(cli, "laptop")
+        desk = add_machine(cli, "desk")
+        # 1. a task: the HTTP request ends at once, the approval waits on
+        r = modern_call(running.port, laptop, {"path": "task.txt", "content": "x"}, TASKS_META)
+        assert r.status == 200 and r.result["resultType"] == "task", r
+        # 2. a plain sessionless call, its request held open
+        t, out = in_thread(
+            modern_call, running.port, laptop, {"path": "held.txt", "content": "x"}, META
+        )
+        # 3. a call in an ordinary session
+        s = Mcp(running.port, token=laptop, client="remote-agent", timeout=60)
+        s.initialize()
+        t2, out2 = in_thread(s.call, "write", {"path": "session.txt", "content": "x"})
+        # another machine's waiting call is left alone
+        t3, _ = in_thread(
+            modern_call, running.port, desk, {"path": "desk.txt", "content": "x"}, META
+        )
+        pending = running.pending(4, timeout=30)
+        laptops = [p.id for p in pending if p.machine == "laptop"]
+        [desks] = [p.id for p in pending if p.machine == "desk"]
+        assert len(laptops) == 3
+
+        rm = cli("machines", "rm", "laptop")
+        assert rm.returncode == 0, rm.stderr
+
+        # None of the revoked machine's calls waits any more, so none can be approved.
+        wait_for(
+            lambda: not {p.id for p in running.runner.snapshot().pending} & set(laptops),
+            timeout=30,
+        )
+        for cid in laptops:
+            assert running.runner.decide(cid, Decision.APPROVE) is False
+        t.join(30)
+        t2.join(30)
+        assert out[0].result["isError"] is True, out[0]
+        assert out2[0].result["isError"] is True, out2[0]
+        for name in ("task.txt", "held.txt", "session.txt"):
+            assert not os.path.exists(os.path.join(root, name)), name
+        # desk's call still waits, and is still the human's to decide
+        assert desks in {p.id for p in running.runner.snapshot().pending}
+        assert running.runner.decide(desks, Decision.DENY) is True
+        t3.join(30)
+    finally:
+        running.runner.detach_approver(human)
