@@ -102,7 +102,10 @@ def remote_argv(target: str, script: str, rel: str, ssh_config: str | None) -> l
     """``ssh ... -- target "sh -c '<script>' sh <file>"``: the remote command names the file,
     never its content (pure; tests/unit checks no argument can carry a token)."""
     command = f"sh -c {shlex.quote(script)} sh {shlex.quote(rel)}"
-    return ["ssh", *base_options(ssh_config), "-T", "--", target, command]
+    # No forward at all: the user's LocalForward/RemoteForward/DynamicForward for the host
+    # are not this session's to open (the tunnel's own -R is the tunnel's, not this one's).
+    clear = ["-o", "ClearAllForwardings=yes"]
+    return ["ssh", *base_options(ssh_config), *clear, "-T", "--", target, command]
 
 
 def install_remote(

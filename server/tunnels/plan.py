@@ -125,9 +125,32 @@ def parse_tunnels(raw: Any) -> tuple[TunnelSpec, ...]:
     return tuple(out)
 
 
+# What the app's own ssh never hands the remote machine, whatever the user's ssh config says
+# for that host (on the command line, they win over the config): the remote machine is where
+# the agent runs, and the app's ssh runs unwatched, for as long as the app does. No forwarded
+# ssh agent (the user's keys, usable from the remote side), no X11 (this display), no tun
+# device; no shared connection (ControlMaster/ControlPersist would leave a master to the
+# agent's machine running after the app stops, or ride on the user's own, with its forwards).
+CONFINED = [
+    "-a",
+    "-x",
+    "-o",
+    "ForwardAgent=no",
+    "-o",
+    "ForwardX11=no",
+    "-o",
+    "Tunnel=no",
+    "-o",
+    "ControlMaster=no",
+    "-o",
+    "ControlPath=none",
+]
+
+
 def base_options(ssh_config: str | None = None) -> list[str]:
     """The options every ssh the app runs carries (the tunnel and ``--install``'s)."""
     opts = [
+        *CONFINED,
         "-o",
         "BatchMode=yes",
         "-o",
