@@ -108,9 +108,14 @@ def merge(
     new = entry(kind, url, token)
     key = f"{target.container}.{name}"
     blank = existing is None or not existing.strip()
-    if target.toml:
-        return _merge_toml(target, None if blank else existing, new, name, key)
-    return _merge_json(target, None if blank else existing, new, name, key)
+    try:
+        if target.toml:
+            return _merge_toml(target, None if blank else existing, new, name, key)
+        return _merge_json(target, None if blank else existing, new, name, key)
+    except RecursionError:
+        # A file nested past the parser's (or the writer's) depth: the remote side of
+        # ``connect --install`` is the agent's, so its file may be built to be one.
+        raise UnparseableConfig("nested too deeply to read safely") from None
 
 
 def _merge_json(

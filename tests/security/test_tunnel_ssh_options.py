@@ -18,6 +18,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from omp_a2a_bridge.server.tunnels.install import REMOTE_READ_MAX
+
 from ..support.helpers import in_thread, wait_for
 from ..support.sshd import free_port
 
@@ -139,3 +141,48 @@ def test_the_apps_ssh_never_joins_or_leaves_a_shared_connection(start_bridge, ss
             )  # fmt: skip
         shutil.rmtree(folder, ignore_errors=True)
     assert masters == [], "the app's ssh left a persistent master connection behind"
+
+
+# -- what the remote machine sends back is hostile too -----------------------------------------
+
+
+def test_a_hostile_remote_client_config_is_a_clear_refusal(start_bridge, ssh_server):
+    """The remote side of ``--install`` is the agent's: its client config may be nested past
+    any parser's depth, or endless. Each is refused in one line, the file left as it is; never
+    a 500, a traceback or the whole stream in this process's memory."""
+    from ..support.control_client import Api
+
+    running = start_bridge(control=True)
+    api = Api(running.runner.control)
+    path = ssh_server.home / ".claude.json"
+    running.runner.add_tunnel("testremote", ssh_server.target, free_port(), "claude-code")
+    deep = '{"mcpServers": ' + "[" * 200_000 + "]" * 200_000 + "}"
+    path.write_text(deep)
+    r = api.call("POST", "/api/tunnels/testremote/install")
+    assert r.status == 400, r
+    assert "left untouched" in r.json["error"] and "nested" in r.json["error"], r
+    assert path.read_text() == deep
+    # endless, as far as this side can tell: a FIFO fed past the read's bound (finite here,
+    # so the test stays bounded too when the bound is missing)
+    path.unlink()
+    os.mkfifo(path, 0o600)
+    chunk, chunks = b"x" * (1 << 20), (REMOTE_READ_MAX >> 20) + 8
+
+    def feed() -> None:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            for _ in range(chunks):
+                os.write(fd, chunk)
+        except OSError:
+            pass  # the reader went away: what the bridge should do
+        finally:
+            os.close(fd)
+
+    t, _ = in_thread(feed)
+    api.conn.timeout = 180
+    try:
+        r = api.call("POST", "/api/tunnels/testremote/install")
+    finally:
+        t.join(60)
+    assert r.status == 400, r
+    assert "too large" in r.json["error"], r
