@@ -26,7 +26,7 @@ from typing import Any
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
-from .clientconfig import SERVER_NAME, ClientKind
+from .clientconfig import SERVER_NAME, VSCODE_INPUT, VSCODE_INPUT_ID, ClientKind
 
 
 class Change(enum.StrEnum):
@@ -82,8 +82,18 @@ class Merged:
         return f"{path}: {self.key} {self.change.value}"
 
 
+def in_project(kind: ClientKind) -> bool:
+    """Whether ``kind``'s file lives in the current folder (a project) rather than home."""
+    target = TARGETS.get(kind)
+    return target is not None and not target.path.startswith("~/")
+
+
 def entry(kind: ClientKind, url: str, token: str) -> dict[str, Any]:
-    """The bridge's entry in ``kind``'s own words (what its docs and ``mcp add`` write)."""
+    """The bridge's entry in ``kind``'s own words (what its docs and ``mcp add`` write).
+    A file in a project never gets the token itself (:data:`.clientconfig.VSCODE_INPUT`)."""
+    if kind is ClientKind.VSCODE:
+        ref = f"Bearer ${{input:{VSCODE_INPUT_ID}}}"
+        return {"type": "http", "url": url, "headers": {"Authorization": ref}}
     auth = {"Authorization": f"Bearer {token}"}
     if kind is ClientKind.CODEX:
         # Codex: `url` = Streamable HTTP; literal headers go in `http_headers` (an inline
@@ -132,8 +142,22 @@ def _merge_json(
     servers = doc.setdefault(target.container, {})
     if not isinstance(servers, dict):
         raise UnparseableConfig(f"'{target.container}' is not an object")
+    inputs_ok = True
+    if target.kind is ClientKind.VSCODE:
+        inputs = doc.setdefault("inputs", [])
+        if not isinstance(inputs, list):
+            raise UnparseableConfig("'inputs' is not a list")
+        mine = [
+            i
+            for i, x in enumerate(inputs)
+            if isinstance(x, dict) and x.get("id") == VSCODE_INPUT_ID
+        ]
+        inputs_ok = [inputs[i] for i in mine] == [VSCODE_INPUT]
+        if not inputs_ok:
+            kept = [x for i, x in enumerate(inputs) if i not in mine]
+            inputs[:] = [dict(VSCODE_INPUT), *kept]
     old = servers.get(name)
-    if old == new and existing is not None:
+    if old == new and inputs_ok and existing is not None:
         return Merged(existing, Change.UNCHANGED, key)
     servers[name] = new
     text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -11,9 +11,11 @@ import pytest
 from omp_a2a_bridge.server.present.clientconfig import ClientKind
 from omp_a2a_bridge.server.present.clientwriters import (
     TARGETS,
+    VSCODE_INPUT,
     Change,
     UnparseableConfig,
     entry,
+    in_project,
     merge,
 )
 
@@ -49,8 +51,29 @@ def test_json_other_entries_and_keys_are_kept(kind):
     doc = json.loads(merged.text)
     assert doc["numStartups"] == 7 and doc["projects"] == {"/p": {"allowedTools": []}}
     assert doc[container]["other"] == {"command": "npx", "args": ["x"]}
-    assert doc[container]["omp-host"]["headers"]["Authorization"] == f"Bearer {TOKEN}"
+    auth = doc[container]["omp-host"]["headers"]["Authorization"]
+    if in_project(kind):  # a project's file never holds the token: VS Code asks for it
+        assert auth == "Bearer ${input:omp-a2a-bridge-token}" and TOKEN not in merged.text
+        assert doc["inputs"] == [VSCODE_INPUT]
+    else:
+        assert auth == f"Bearer {TOKEN}"
     assert merged.change is Change.ADDED
+
+
+@pytest.mark.parametrize("kind", list(TARGETS))
+def test_a_file_in_a_project_never_holds_the_token(kind):
+    text = merge(kind, None, URL, TOKEN).text
+    assert (TOKEN not in text) is in_project(kind)
+
+
+def test_vscode_inputs_are_kept_and_its_own_is_put_right():
+    mine = {"type": "promptString", "id": "mine", "description": "x"}
+    stale = {**VSCODE_INPUT, "password": False}
+    existing = json.dumps({"inputs": [mine, stale], "servers": {}})
+    doc = json.loads(merge(ClientKind.VSCODE, existing, URL, TOKEN).text)
+    assert doc["inputs"] == [VSCODE_INPUT, mine]
+    with pytest.raises(UnparseableConfig, match="'inputs' is not a list"):
+        merge(ClientKind.VSCODE, '{"inputs": {}}', URL, TOKEN)
 
 
 @pytest.mark.parametrize("kind", list(TARGETS))
