@@ -37,7 +37,9 @@ TUNNEL_CLIENTS = (ClientKind.CLAUDE_CODE, ClientKind.CODEX, ClientKind.GEMINI, C
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 # user@host, a Host alias, user@[::1]: no space, quote or shell character; never a leading '-'
 # (ssh would read it as an option: the target also goes after '--').
-_TARGET = re.compile(r"(?:[A-Za-z0-9._+-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.%]+\])")
+_TARGET = re.compile(
+    r"(?:[A-Za-z0-9_][A-Za-z0-9._+-]*@)?(?:[A-Za-z0-9_][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.%]+\])"
+)
 # ssh -v's line once the remote forward listens (OpenSSH 7 to 10):
 # "debug1: remote forward success for: listen 127.0.0.1:43000, connect 127.0.0.1:53917"
 FORWARD_OK = "remote forward success for: listen"

@@ -18,6 +18,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from omp_a2a_bridge.server.tunnels.install import REMOTE_READ_MAX
 
 from ..support.helpers import in_thread, wait_for
@@ -186,3 +188,20 @@ def test_a_hostile_remote_client_config_is_a_clear_refusal(start_bridge, ssh_ser
         t.join(60)
     assert r.status == 400, r
     assert "too large" in r.json["error"], r
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["-oProxyCommand", "-x@host", "u@-host", "--", "-", "u@-oProxyJump", "-F@x", "@host", "u@"],
+)
+def test_a_target_ssh_could_read_as_an_option_is_never_saved(start_bridge, target):
+    """The target goes after ``--``, and OpenSSH refuses such names itself; the bridge still
+    refuses them first (what the docs promise), so none is saved or handed to ssh."""
+    from ..support.control_client import Api
+
+    running = start_bridge(control=True)
+    r = Api(running.runner.control).call(
+        "POST", "/api/tunnels", {"name": "evil", "target": target, "remote_port": 43000}
+    )
+    assert r.status == 400 and "ssh target" in r.json["error"], r
+    assert running.runner.tunnels() == ()
