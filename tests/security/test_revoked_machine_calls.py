@@ -11,6 +11,7 @@ longer existed.
 from __future__ import annotations
 
 import json
+import urllib.parse
 import os
 from typing import Any
 
@@ -100,3 +101,44 @@ def test_a_revoked_machines_waiting_calls_end_whatever_carries_them(
         t3.join(30)
     finally:
         running.runner.detach_approver(human)
+
+
+HOSTILE_NAMES = [
+    "\x1b]52;c;ZXZpbA==\x07",  # OSC 52: write the clipboard
+    "lap\x1b[2Jtop",
+    "lap\u202etop",  # RTL override
+    "lap\ntop",
+    "lap\rtop",
+    "a" * 5000,
+    "Laptop",
+    "default",
+    "-rf",
+    "lap top",
+    "../laptop",
+    "",
+]
+
+
+def test_a_hostile_machine_name_never_becomes_a_machine_or_raw_text(
+    start_bridge, cli, memory_keyring
+):
+    """A machine name reaches every terminal, menu and page; none that could carry an escape,
+    a bidi override, a newline or a path is ever accepted, and the refusal shows it escaped."""
+    from ..support.control_client import Api
+
+    running = start_bridge({}, control=True)
+    api = Api(running.runner.control)
+    for name in HOSTILE_NAMES:
+        r = api.call("POST", "/api/machines", {"name": name})
+        assert r.status == 400, (name, r)
+        error = r.json["error"]
+        assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in error), error
+        assert "\u202e" not in error and len(error) < 400, error
+        if name and "/" not in name and "\n" not in name:
+            d = api.call("DELETE", "/api/machines/" + urllib.parse.quote(name, safe=""))
+            assert d.status in (400, 404), (name, d)
+            assert not any(ord(c) < 0x20 for c in d.json["error"]), d.json
+        c = cli("machines", "add", name)
+        assert c.returncode != 0, name
+        assert "\x1b" not in c.stdout + c.stderr and "\u202e" not in c.stdout + c.stderr
+    assert [m.name for m in running.runner.machines()] == ["default"]
