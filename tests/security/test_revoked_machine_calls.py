@@ -11,8 +11,8 @@ longer existed.
 from __future__ import annotations
 
 import json
-import urllib.parse
 import os
+import urllib.parse
 from typing import Any
 
 from omp_a2a_bridge.server.core.approvals import Decision
