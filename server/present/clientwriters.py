@@ -134,7 +134,7 @@ def _merge_json(
     doc: Any = {}
     if existing is not None:
         try:
-            doc = json.loads(existing)
+            doc = json.loads(existing, parse_constant=_no_constant)
         except ValueError as e:
             raise UnparseableConfig(f"not valid JSON ({e})") from None
         if not isinstance(doc, dict):
@@ -160,8 +160,26 @@ def _merge_json(
     if old == new and inputs_ok and existing is not None:
         return Merged(existing, Change.UNCHANGED, key)
     servers[name] = new
-    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-    return Merged(text, Change.ADDED if old is None else Change.REPLACED, key)
+    return Merged(_dump_json(doc), Change.ADDED if old is None else Change.REPLACED, key)
+
+
+def _no_constant(word: str) -> Any:
+    raise ValueError(f"{word} is not JSON")
+
+
+def _dump_json(doc: Any) -> str:
+    """The document as strict JSON its client reads back: a number too large for a float
+    (``1e999``) would come out as ``Infinity`` (refused, the file left as it is); a lone
+    surrogate (``"\\ud800"``, valid JSON) stays escaped, so the text is always UTF-8."""
+    try:
+        text = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:
+        raise UnparseableConfig("it holds a number too large to write back exactly") from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(doc, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
+    return text
 
 
 def _merge_toml(

@@ -205,3 +205,36 @@ def test_a_target_ssh_could_read_as_an_option_is_never_saved(start_bridge, targe
     )
     assert r.status == 400 and "ssh target" in r.json["error"], r
     assert running.runner.tunnels() == ()
+
+
+@pytest.mark.parametrize(
+    ("existing", "refused"),
+    [
+        ('{"note": "\\ud800", "mcpServers": {}}', False),  # valid JSON, not encodable as is
+        ('{"big": 1e999, "mcpServers": {}}', True),  # would be written back as "Infinity"
+        ('{"n": NaN, "mcpServers": {}}', True),  # not JSON at all
+        ('{"n": -Infinity}', True),
+    ],
+)
+def test_a_remote_file_is_written_back_as_valid_json_or_left_alone(
+    start_bridge, ssh_server, existing, refused
+):
+    """The merge writes back what it read; a value JSON cannot carry back exactly is refused
+    (the file left as it was), never a 500 and never a file its client can no longer read."""
+    from ..support.control_client import Api
+
+    running = start_bridge(control=True)
+    api = Api(running.runner.control)
+    path = ssh_server.home / ".claude.json"
+    path.write_text(existing)
+    running.runner.add_tunnel("testremote", ssh_server.target, free_port(), "claude-code")
+    r = api.call("POST", "/api/tunnels/testremote/install")
+    if refused:
+        assert r.status == 400 and "left untouched" in r.json["error"], r
+        assert path.read_text() == existing
+        return
+    assert r.status == 200, r
+    import json
+
+    doc = json.loads(path.read_text())  # strict: no Infinity, no lone surrogate written raw
+    assert doc["note"] == "\ud800" and "omp-host" in doc["mcpServers"]

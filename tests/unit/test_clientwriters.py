@@ -125,6 +125,10 @@ def test_codex_new_file_is_one_table():
         (ClientKind.CLAUDE_CODE, '{"a": ' + "[" * 200_000 + "]" * 200_000 + "}", "nested"),
         (ClientKind.CLAUDE_CODE, '{"a": ' + "[" * 200 + "]" * 200 + "}", None),
         (ClientKind.CODEX, "a = " + "[" * 200_000 + "]" * 200_000, "nested"),
+        # what strict JSON cannot carry back: never written as "Infinity"/"NaN"
+        (ClientKind.CLAUDE_CODE, '{"n": NaN}', "not valid JSON"),
+        (ClientKind.GEMINI, '{"n": -Infinity}', "not valid JSON"),
+        (ClientKind.CLAUDE_CODE, '{"n": 1e999}', "too large"),
     ],
 )
 def test_an_unparseable_file_is_refused(kind, text, match):
@@ -153,3 +157,9 @@ def test_what_changed_is_described_without_the_token():
     assert line == "~/.claude.json: mcpServers.omp-host added" and TOKEN not in line
     again = merge(ClientKind.CLAUDE_CODE, merged.text, URL, TOKEN)
     assert "already up to date" in again.describe("~/.claude.json")
+
+
+def test_a_lone_surrogate_stays_escaped_so_the_file_is_utf8():
+    merged = merge(ClientKind.CLAUDE_CODE, '{"note": "\\ud800 \u00e9"}', URL, TOKEN)
+    merged.text.encode("utf-8")  # writable as the client reads it
+    assert json.loads(merged.text)["note"] == "\ud800 \u00e9"
