@@ -12,8 +12,10 @@ on its own thread.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shlex
+import stat
 import subprocess
 import threading
 import time
@@ -72,23 +74,44 @@ def install_local(kind: ClientKind, url: str, token: str, path: str | None = Non
     refused and left as it is."""
     full = local_path(kind, path)
     try:
-        with open(full, encoding="utf-8") as f:
-            existing: str | None = f.read()
+        existing: str | None = _read_regular(full)
     except FileNotFoundError:
         existing = None
     except (OSError, UnicodeDecodeError) as e:
         raise InstallError(f"cannot read {full}: {e}") from None
     try:
         merged = merge(kind, existing, url, token)
+        data = merged.text.encode("utf-8")
     except UnparseableConfig as e:
         raise InstallError(f"{full} was left untouched: {e}") from None
+    except Exception as e:  # never a traceback: the merged text (and so the error) holds the token
+        raise InstallError(f"{full} was left untouched: {_unmergeable(e)}") from None
     if merged.text != existing or _loose(full):
         try:
             os.makedirs(os.path.dirname(full), mode=0o700, exist_ok=True)
-            write_private_atomic(full, merged.text.encode("utf-8"))
+            write_private_atomic(full, data)
         except OSError as e:
             raise InstallError(f"cannot write {full}: {e.strerror or e}") from None
     return Installed(full, merged)
+
+
+def _read_regular(path: str) -> str:
+    """The file's text; a FIFO or a device (planted where a client's config goes) is refused
+    without blocking, and at most :data:`REMOTE_READ_MAX` bytes are read."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        raw = f.read(REMOTE_READ_MAX + 1)
+    if len(raw) > REMOTE_READ_MAX:
+        raise OSError(errno.EFBIG, f"larger than {REMOTE_READ_MAX >> 20} MiB")
+    return raw.decode("utf-8")
+
+
+def _unmergeable(e: Exception) -> str:
+    """Why a file could not be merged, without the error's text: it may quote the merged
+    document, token included."""
+    return f"its content cannot be merged ({type(e).__name__})"
 
 
 def _loose(path: str) -> bool:
@@ -141,11 +164,14 @@ def install_remote(
         raise InstallError(f"cannot read {where}: {_ssh_error(read)}")
     try:
         merged = merge(kind, existing, url, token)
+        data = merged.text.encode("utf-8")
     except UnparseableConfig as e:
         raise InstallError(f"{where} was left untouched: {e}") from None
+    except Exception as e:  # never a traceback: the merged text (and so the error) holds the token
+        raise InstallError(f"{where} was left untouched: {_unmergeable(e)}") from None
     wrote = _ssh(
         remote_argv(target, WRITE_SCRIPT, rel, ssh_config),
-        merged.text.encode("utf-8"),
+        data,
         timeout,
         env,
     )

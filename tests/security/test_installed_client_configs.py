@@ -19,7 +19,7 @@ from omp_a2a_bridge.server.policy.protected import EscalationKind
 from omp_a2a_bridge.server.present.clientconfig import ClientKind
 from omp_a2a_bridge.server.present.clientwriters import TARGETS
 
-from ..support.helpers import TOKEN, Mcp
+from ..support.helpers import TOKEN, Mcp, in_thread
 
 
 def _added(cli, name: str) -> str:
@@ -81,3 +81,26 @@ def test_every_home_file_install_writes_a_token_into_is_protected(start_bridge):
         assert j.escalation.kind in (EscalationKind.PROTECTED, EscalationKind.OWN_FILE), kind
         checked.append(kind)
     assert {ClientKind.CODEX, ClientKind.GEMINI, ClientKind.CLAUDE_CODE} <= set(checked)
+
+
+def test_a_fifo_where_the_config_goes_is_refused_without_blocking(env, cli, monkeypatch):
+    """``.vscode/mcp.json`` is the project's: whoever shares the folder may plant a FIFO there.
+    The install says so in one line instead of waiting for a writer forever."""
+    from ..conftest import write_config
+
+    write_config(env["config"], {"roots": [env["root"]], "port": 41234})
+    project = env["root"]
+    os.makedirs(os.path.join(project, ".vscode"))
+    fifo = os.path.join(project, ".vscode", "mcp.json")
+    os.mkfifo(fifo, 0o600)
+    monkeypatch.chdir(project)
+    t, out = in_thread(cli, "client-config", "--for", "vscode", "--install")
+    t.join(60)
+    if t.is_alive():  # the hole: release the blocked open, then fail
+        fd = os.open(fifo, os.O_WRONLY)
+        os.close(fd)
+        t.join(30)
+        raise AssertionError("client-config --install blocked on a FIFO")
+    r = out[0]
+    assert r.returncode == 1 and "not a regular file" in r.stderr, r
+    assert "Traceback" not in r.stderr
