@@ -324,11 +324,18 @@ class Bridge:
         ended = [s.sid for s in self.sessions.all() if s.machine == name]
         for sid in ended:
             self.end_session(sid)
-        # Its calls that carry no table session (2026-07-28 calls, tasks) end too: by machine,
-        # not by session, so no call of a revoked machine is left for a human to approve.
-        self.broker.end_where(Ending.SESSION_ENDED, machine=name)
+        self.end_waiting_calls_of(name)
         self._changed(now=True)
         return len(ended)
+
+    def end_waiting_calls_of(self, machine: str) -> int:
+        """End every call of ``machine`` still waiting for a human, whatever carries it (a
+        session, a sessionless 2026-07-28 call, a task): its token was revoked or rotated, so
+        none is left for a human to approve. Returns how many ended."""
+        n = self.broker.end_where(Ending.SESSION_ENDED, machine=machine)
+        if n:
+            self._changed(now=True)
+        return n
 
     @staticmethod
     def _saved_last_seen(record: MachineRecord | None) -> float | None:

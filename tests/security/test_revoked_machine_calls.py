@@ -142,3 +142,44 @@ def test_a_hostile_machine_name_never_becomes_a_machine_or_raw_text(
         assert c.returncode != 0, name
         assert "\x1b" not in c.stdout + c.stderr and "\u202e" not in c.stdout + c.stderr
     assert [m.name for m in running.runner.machines()] == ["default"]
+
+
+def test_rotating_the_token_ends_the_calls_made_with_the_old_one(keyring_token, start_bridge):
+    """Rotation is what a human does when the token leaked: a call the old token made, still
+    waiting, must not be approvable afterwards (its result would go back to the old token's
+    holder on the request it still holds open)."""
+    from ..support.control_client import Api
+
+    running = start_bridge({}, control=True)  # write is prompt-tier
+    human = running.runner.attach_approver("pytest")
+    root = running.env["root"]
+    old = running.runner.token
+    try:
+        s = Mcp(running.port, token=old, client="leaked", timeout=60)
+        s.initialize()
+        t1, out1 = in_thread(s.call, "write", {"path": "one.txt", "content": "x"})
+        t2, out2 = in_thread(
+            modern_call, running.port, old, {"path": "two.txt", "content": "x"}, META
+        )
+        ids = [p.id for p in running.pending(2, timeout=30)]
+        r = Api(running.runner.control).call("POST", "/api/token/rotate")
+        assert r.status == 200, r
+        wait_for(
+            lambda: not {p.id for p in running.runner.snapshot().pending} & set(ids), timeout=30
+        )
+        for cid in ids:
+            assert running.runner.decide(cid, Decision.APPROVE) is False
+        t1.join(30)
+        t2.join(30)
+        assert out1[0].result["isError"] is True and out2[0].result["isError"] is True
+        assert not os.path.exists(os.path.join(root, "one.txt"))
+        assert not os.path.exists(os.path.join(root, "two.txt"))
+        # a call with the new token waits as usual
+        fresh = Mcp(running.port, token=running.runner.token, client="mine", timeout=60)
+        fresh.initialize()
+        t3, _ = in_thread(fresh.call, "write", {"path": "three.txt", "content": "x"})
+        [p] = running.pending(1, timeout=30)
+        assert running.runner.decide(p.id, Decision.DENY) is True
+        t3.join(30)
+    finally:
+        running.runner.detach_approver(human)
