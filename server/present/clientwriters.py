@@ -134,7 +134,7 @@ def _merge_json(
     doc: Any = {}
     if existing is not None:
         try:
-            doc = json.loads(existing, parse_constant=_no_constant)
+            doc = json.loads(existing, parse_constant=_no_constant, object_pairs_hook=_unique)
         except ValueError as e:
             raise UnparseableConfig(f"not valid JSON ({e})") from None
         if not isinstance(doc, dict):
@@ -161,6 +161,17 @@ def _merge_json(
         return Merged(existing, Change.UNCHANGED, key)
     servers[name] = new
     return Merged(_dump_json(doc), Change.ADDED if old is None else Change.REPLACED, key)
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys repeat would be written back with the last one only (the others,
+    servers maybe, lost): refused instead."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"the key {json.dumps(k)[:80]} appears twice in one object")
+        out[k] = v
+    return out
 
 
 def _no_constant(word: str) -> Any:

@@ -129,6 +129,8 @@ def test_codex_new_file_is_one_table():
         (ClientKind.CLAUDE_CODE, '{"n": NaN}', "not valid JSON"),
         (ClientKind.GEMINI, '{"n": -Infinity}', "not valid JSON"),
         (ClientKind.CLAUDE_CODE, '{"n": 1e999}', "too large"),
+        # a repeated key would keep only its last value: the others (servers) silently lost
+        (ClientKind.CLAUDE_CODE, '{"mcpServers": {"a": {}}, "mcpServers": {"b": {}}}', "twice"),
     ],
 )
 def test_an_unparseable_file_is_refused(kind, text, match):
