@@ -193,13 +193,14 @@ class _Ran:
 def _pump(fd: int, keep: bytearray, limit: int, tail: bool, over: threading.Event) -> None:
     """Read ``fd`` to its end, keeping at most ``limit`` bytes: the first ones (``over`` is
     set past them: the caller ends ssh) or, with ``tail``, the last ones."""
-    while chunk := os.read(fd, 1 << 16):
-        keep += chunk
-        if len(keep) > limit:
-            if not tail:
-                over.set()
-                return
-            del keep[: len(keep) - limit]
+    with contextlib.suppress(OSError):  # closed under it: ssh gone, a child kept the pipe
+        while chunk := os.read(fd, 1 << 16):
+            keep += chunk
+            if len(keep) > limit:
+                if not tail:
+                    over.set()
+                    return
+                del keep[: len(keep) - limit]
 
 
 def _feed(pipe: IO[bytes], data: bytes) -> None:
