@@ -221,6 +221,9 @@ def _install_client_config(
             "'a2a-bridge connect --client X --install USER@HOST'"
         )
     print(install_local(clientconfig.ClientKind(kind), url, token, path).describe())
+    if kind == clientconfig.ClientKind.VSCODE.value:  # its project file holds no token
+        print("VS Code asks for the token when it first starts the server: paste what")
+        print("'a2a-bridge token show' prints (VS Code keeps it in its secret storage)")
     return 0
 
 

@@ -75,8 +75,12 @@ class ApprovalBroker:
         max_pending: int = 32,
         max_pending_per_session: int = 8,
         box_status: Callable[[], BoxStatus | None] = lambda: None,
+        machine_known: Callable[[str], bool] = lambda name: True,
     ) -> None:
         self._on_change = on_change
+        # Whether a machine still exists: a call of one revoked while the call was on its way
+        # here (e.g. its diff computed in a worker) never starts waiting for a human.
+        self._machine_known = machine_known
         self._box_status = box_status  # where a bash call will run (never blocks)
         # Bounds on what one agent (or all of them) can make the bridge hold in memory and
         # republish to every approver; past them a call is refused at once.
@@ -143,6 +147,8 @@ class ApprovalBroker:
         added to the call's preview."""
         if not self.has_approver:
             return WaitResult(Ending.NO_APPROVER)
+        if not self._machine_known(machine):
+            return WaitResult(Ending.SESSION_ENDED)  # revoked since its request was checked
         if len(self._pending) >= self.max_pending or (
             sum(1 for p, _ in self._pending.values() if p.sid == sid)
             >= self.max_pending_per_session
@@ -208,10 +214,12 @@ class ApprovalBroker:
         entry[1].set_result(WaitResult(ending))
         return True
 
-    def end_where(self, ending: Ending, sid: str | None = None) -> int:
-        """End every pending call (of one session, when ``sid`` is given)."""
+    def end_where(self, ending: Ending, sid: str | None = None, machine: str | None = None) -> int:
+        """End every pending call (of one session, when ``sid`` is given; of one machine,
+        when ``machine`` is: whatever carries its calls, a session, a sessionless 2026-07-28
+        call or a task, a revoked machine's calls never wait on for a human's approval)."""
         n = 0
         for call, _ in list(self._pending.values()):
-            if sid is None or call.sid == sid:
+            if (sid is None or call.sid == sid) and (machine is None or call.machine == machine):
                 n += self.end(call.id, ending)
         return n

@@ -190,6 +190,7 @@ class Bridge:
             max_pending=cfg.max_pending,
             max_pending_per_session=cfg.max_pending_per_session,
             box_status=box.known,
+            machine_known=lambda name: name == DEFAULT or name in self.machine_records,
         )
         self.rulebook = RuleBook(cfg.rules, cfg.path, self.policy.roots[0], self.set_rules)
         self.inflight = InFlight(self.broker)  # the held calls and every way one ends early
@@ -323,8 +324,18 @@ class Bridge:
         ended = [s.sid for s in self.sessions.all() if s.machine == name]
         for sid in ended:
             self.end_session(sid)
+        self.end_waiting_calls_of(name)
         self._changed(now=True)
         return len(ended)
+
+    def end_waiting_calls_of(self, machine: str) -> int:
+        """End every call of ``machine`` still waiting for a human, whatever carries it (a
+        session, a sessionless 2026-07-28 call, a task): its token was revoked or rotated, so
+        none is left for a human to approve. Returns how many ended."""
+        n = self.broker.end_where(Ending.SESSION_ENDED, machine=machine)
+        if n:
+            self._changed(now=True)
+        return n
 
     @staticmethod
     def _saved_last_seen(record: MachineRecord | None) -> float | None:

@@ -440,6 +440,9 @@ class BridgeRunner:
         bridge.tokens.rotate()
         log.info("token rotated - update remote client configs")
         if self.running:
+            # Every call of machine default still waiting was made with the old token (a
+            # leaked one, maybe): none may be approved now, its answer would go to that token.
+            self.call(lambda: bridge.end_waiting_calls_of(DEFAULT))
             self.call(bridge.publish_now)
         state = bridge.tokens.state
         assert state is not None  # rotated, so resolved

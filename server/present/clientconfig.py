@@ -55,6 +55,18 @@ class Recipe:
         return "\n".join(lines)
 
 
+# VS Code's file is the *project's* (``.vscode/mcp.json``): inside the folder the agents work
+# on, and often committed. The token never goes there: the entry names an input, which VS Code
+# asks the human for once and keeps in its secret storage.
+VSCODE_INPUT_ID = "omp-a2a-bridge-token"
+VSCODE_INPUT = {
+    "type": "promptString",
+    "id": VSCODE_INPUT_ID,
+    "description": "omp A2A bridge token (run: a2a-bridge token show)",
+    "password": True,
+}
+
+
 def snippet(url: str, token: str, name: str = SERVER_NAME) -> dict[str, Any]:
     """The generic snippet a remote agent's MCP config needs (protocol.md §7): what
     ``a2a-bridge client-config``, ``GET /api/client-config`` and the tray's *Copy client
@@ -90,10 +102,10 @@ def recipe(kind: ClientKind, url: str, token: str) -> Recipe:
         )
         return Recipe(kind, "OpenAI Codex", "~/.codex/config.toml", text, "toml", env)
     if kind is ClientKind.VSCODE:
+        ref = f"Bearer ${{input:{VSCODE_INPUT_ID}}}"  # the project's file: never the token
         cfg = {
-            "servers": {
-                name: {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}
-            }
+            "inputs": [VSCODE_INPUT],
+            "servers": {name: {"type": "http", "url": url, "headers": {"Authorization": ref}}},
         }
         return Recipe(
             kind, "VS Code", ".vscode/mcp.json (or the user mcp.json)", _json(cfg), "json", None

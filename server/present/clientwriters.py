@@ -26,7 +26,7 @@ from typing import Any
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
-from .clientconfig import SERVER_NAME, ClientKind
+from .clientconfig import SERVER_NAME, VSCODE_INPUT, VSCODE_INPUT_ID, ClientKind
 
 
 class Change(enum.StrEnum):
@@ -82,8 +82,18 @@ class Merged:
         return f"{path}: {self.key} {self.change.value}"
 
 
+def in_project(kind: ClientKind) -> bool:
+    """Whether ``kind``'s file lives in the current folder (a project) rather than home."""
+    target = TARGETS.get(kind)
+    return target is not None and not target.path.startswith("~/")
+
+
 def entry(kind: ClientKind, url: str, token: str) -> dict[str, Any]:
-    """The bridge's entry in ``kind``'s own words (what its docs and ``mcp add`` write)."""
+    """The bridge's entry in ``kind``'s own words (what its docs and ``mcp add`` write).
+    A file in a project never gets the token itself (:data:`.clientconfig.VSCODE_INPUT`)."""
+    if kind is ClientKind.VSCODE:
+        ref = f"Bearer ${{input:{VSCODE_INPUT_ID}}}"
+        return {"type": "http", "url": url, "headers": {"Authorization": ref}}
     auth = {"Authorization": f"Bearer {token}"}
     if kind is ClientKind.CODEX:
         # Codex: `url` = Streamable HTTP; literal headers go in `http_headers` (an inline
@@ -108,9 +118,14 @@ def merge(
     new = entry(kind, url, token)
     key = f"{target.container}.{name}"
     blank = existing is None or not existing.strip()
-    if target.toml:
-        return _merge_toml(target, None if blank else existing, new, name, key)
-    return _merge_json(target, None if blank else existing, new, name, key)
+    try:
+        if target.toml:
+            return _merge_toml(target, None if blank else existing, new, name, key)
+        return _merge_json(target, None if blank else existing, new, name, key)
+    except RecursionError:
+        # A file nested past the parser's (or the writer's) depth: the remote side of
+        # ``connect --install`` is the agent's, so its file may be built to be one.
+        raise UnparseableConfig("nested too deeply to read safely") from None
 
 
 def _merge_json(
@@ -119,7 +134,7 @@ def _merge_json(
     doc: Any = {}
     if existing is not None:
         try:
-            doc = json.loads(existing)
+            doc = json.loads(existing, parse_constant=_no_constant, object_pairs_hook=_unique)
         except ValueError as e:
             raise UnparseableConfig(f"not valid JSON ({e})") from None
         if not isinstance(doc, dict):
@@ -127,12 +142,55 @@ def _merge_json(
     servers = doc.setdefault(target.container, {})
     if not isinstance(servers, dict):
         raise UnparseableConfig(f"'{target.container}' is not an object")
+    inputs_ok = True
+    if target.kind is ClientKind.VSCODE:
+        inputs = doc.setdefault("inputs", [])
+        if not isinstance(inputs, list):
+            raise UnparseableConfig("'inputs' is not a list")
+        mine = [
+            i
+            for i, x in enumerate(inputs)
+            if isinstance(x, dict) and x.get("id") == VSCODE_INPUT_ID
+        ]
+        inputs_ok = [inputs[i] for i in mine] == [VSCODE_INPUT]
+        if not inputs_ok:
+            kept = [x for i, x in enumerate(inputs) if i not in mine]
+            inputs[:] = [dict(VSCODE_INPUT), *kept]
     old = servers.get(name)
-    if old == new and existing is not None:
+    if old == new and inputs_ok and existing is not None:
         return Merged(existing, Change.UNCHANGED, key)
     servers[name] = new
-    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-    return Merged(text, Change.ADDED if old is None else Change.REPLACED, key)
+    return Merged(_dump_json(doc), Change.ADDED if old is None else Change.REPLACED, key)
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys repeat would be written back with the last one only (the others,
+    servers maybe, lost): refused instead."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"the key {json.dumps(k)[:80]} appears twice in one object")
+        out[k] = v
+    return out
+
+
+def _no_constant(word: str) -> Any:
+    raise ValueError(f"{word} is not JSON")
+
+
+def _dump_json(doc: Any) -> str:
+    """The document as strict JSON its client reads back: a number too large for a float
+    (``1e999``) would come out as ``Infinity`` (refused, the file left as it is); a lone
+    surrogate (``"\\ud800"``, valid JSON) stays escaped, so the text is always UTF-8."""
+    try:
+        text = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:
+        raise UnparseableConfig("it holds a number too large to write back exactly") from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(doc, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
+    return text
 
 
 def _merge_toml(

@@ -11,10 +11,16 @@ on its own thread.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import shlex
+import stat
 import subprocess
+import threading
+import time
 from dataclasses import dataclass
+from typing import IO
 
 from ..errors import BridgeError
 from ..infra.fsutil import write_private_atomic
@@ -23,6 +29,10 @@ from ..present.clientwriters import TARGETS, Merged, UnparseableConfig, merge
 from .plan import base_options, clip
 
 REMOTE_TIMEOUT_S = 60.0
+# The most of the remote file (or of ssh's error output) read back: the remote side is the
+# agent's machine, so what it sends may never end. A client's config is far smaller.
+REMOTE_READ_MAX = 32 << 20
+STDERR_KEEP = 64 << 10
 ABSENT = 3  # the read script's exit status when the file does not exist
 
 # $1 = the file under $HOME. Single-quoted for the remote login shell (bash, zsh, fish, csh
@@ -64,23 +74,44 @@ def install_local(kind: ClientKind, url: str, token: str, path: str | None = Non
     refused and left as it is."""
     full = local_path(kind, path)
     try:
-        with open(full, encoding="utf-8") as f:
-            existing: str | None = f.read()
+        existing: str | None = _read_regular(full)
     except FileNotFoundError:
         existing = None
     except (OSError, UnicodeDecodeError) as e:
         raise InstallError(f"cannot read {full}: {e}") from None
     try:
         merged = merge(kind, existing, url, token)
+        data = merged.text.encode("utf-8")
     except UnparseableConfig as e:
         raise InstallError(f"{full} was left untouched: {e}") from None
+    except Exception as e:  # never a traceback: the merged text (and so the error) holds the token
+        raise InstallError(f"{full} was left untouched: {_unmergeable(e)}") from None
     if merged.text != existing or _loose(full):
         try:
             os.makedirs(os.path.dirname(full), mode=0o700, exist_ok=True)
-            write_private_atomic(full, merged.text.encode("utf-8"))
+            write_private_atomic(full, data)
         except OSError as e:
             raise InstallError(f"cannot write {full}: {e.strerror or e}") from None
     return Installed(full, merged)
+
+
+def _read_regular(path: str) -> str:
+    """The file's text; a FIFO or a device (planted where a client's config goes) is refused
+    without blocking, and at most :data:`REMOTE_READ_MAX` bytes are read."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        raw = f.read(REMOTE_READ_MAX + 1)
+    if len(raw) > REMOTE_READ_MAX:
+        raise OSError(errno.EFBIG, f"larger than {REMOTE_READ_MAX >> 20} MiB")
+    return raw.decode("utf-8")
+
+
+def _unmergeable(e: Exception) -> str:
+    """Why a file could not be merged, without the error's text: it may quote the merged
+    document, token included."""
+    return f"its content cannot be merged ({type(e).__name__})"
 
 
 def _loose(path: str) -> bool:
@@ -102,7 +133,10 @@ def remote_argv(target: str, script: str, rel: str, ssh_config: str | None) -> l
     """``ssh ... -- target "sh -c '<script>' sh <file>"``: the remote command names the file,
     never its content (pure; tests/unit checks no argument can carry a token)."""
     command = f"sh -c {shlex.quote(script)} sh {shlex.quote(rel)}"
-    return ["ssh", *base_options(ssh_config), "-T", "--", target, command]
+    # No forward at all: the user's LocalForward/RemoteForward/DynamicForward for the host
+    # are not this session's to open (the tunnel's own -R is the tunnel's, not this one's).
+    clear = ["-o", "ClearAllForwardings=yes"]
+    return ["ssh", *base_options(ssh_config), *clear, "-T", "--", target, command]
 
 
 def install_remote(
@@ -118,6 +152,10 @@ def install_remote(
     rel = _remote_file(kind)
     where = f"{target}:~/{rel}"
     read = _ssh(remote_argv(target, READ_SCRIPT, rel, ssh_config), None, timeout, env)
+    if read.stdout is None:
+        raise InstallError(
+            f"{where} was left untouched: it is too large (over {REMOTE_READ_MAX >> 20} MiB)"
+        )
     if read.returncode == ABSENT:
         existing: str | None = None
     elif read.returncode == 0:
@@ -126,11 +164,14 @@ def install_remote(
         raise InstallError(f"cannot read {where}: {_ssh_error(read)}")
     try:
         merged = merge(kind, existing, url, token)
+        data = merged.text.encode("utf-8")
     except UnparseableConfig as e:
         raise InstallError(f"{where} was left untouched: {e}") from None
+    except Exception as e:  # never a traceback: the merged text (and so the error) holds the token
+        raise InstallError(f"{where} was left untouched: {_unmergeable(e)}") from None
     wrote = _ssh(
         remote_argv(target, WRITE_SCRIPT, rel, ssh_config),
-        merged.text.encode("utf-8"),
+        data,
         timeout,
         env,
     )
@@ -139,24 +180,81 @@ def install_remote(
     return Installed(where, merged)
 
 
-def _ssh(
-    argv: list[str], stdin: bytes | None, timeout: float, env: dict[str, str] | None
-) -> subprocess.CompletedProcess[bytes]:
+@dataclass(frozen=True, slots=True)
+class _Ran:
+    """One ssh run: its status, its output (None: past :data:`REMOTE_READ_MAX`, ssh ended
+    there) and the tail of its error output."""
+
+    returncode: int
+    stdout: bytes | None
+    stderr: bytes
+
+
+def _pump(fd: int, keep: bytearray, limit: int, tail: bool, over: threading.Event) -> None:
+    """Read ``fd`` to its end, keeping at most ``limit`` bytes: the first ones (``over`` is
+    set past them: the caller ends ssh) or, with ``tail``, the last ones."""
+    with contextlib.suppress(OSError):  # closed under it: ssh gone, a child kept the pipe
+        while chunk := os.read(fd, 1 << 16):
+            keep += chunk
+            if len(keep) > limit:
+                if not tail:
+                    over.set()
+                    return
+                del keep[: len(keep) - limit]
+
+
+def _feed(pipe: IO[bytes], data: bytes) -> None:
+    with contextlib.suppress(OSError):  # ssh ended first (killed, or the remote hung up)
+        pipe.write(data)
+    with contextlib.suppress(OSError):
+        pipe.close()
+
+
+def _ssh(argv: list[str], stdin: bytes | None, timeout: float, env: dict[str, str] | None) -> _Ran:
+    """Run ssh with ``stdin``; what it prints is read bounded (threads pump the pipes, so a
+    remote that sends without end costs at most :data:`REMOTE_READ_MAX` here)."""
     try:
-        return subprocess.run(
+        proc = subprocess.Popen(
             argv,
-            input=stdin if stdin is not None else b"",
-            capture_output=True,
-            timeout=timeout,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             env=env,
-            check=False,
         )
-    except subprocess.TimeoutExpired:
-        raise InstallError(f"ssh did not finish in {timeout:g} s") from None
     except OSError as e:
         raise InstallError(f"cannot run ssh: {e.strerror or e}") from None
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    out, err, over = bytearray(), bytearray(), threading.Event()
+    pumps = [
+        threading.Thread(
+            target=_pump, args=(proc.stdout.fileno(), out, REMOTE_READ_MAX, False, over)
+        ),
+        threading.Thread(target=_pump, args=(proc.stderr.fileno(), err, STDERR_KEEP, True, over)),
+    ]
+    writer = threading.Thread(target=_feed, args=(proc.stdin, stdin or b""))
+    pumps.append(writer)  # a remote that never reads must not hold this thread past timeout
+    for t in pumps:
+        t.daemon = True
+        t.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and not over.is_set():
+            if time.monotonic() > deadline:
+                raise InstallError(f"ssh did not finish in {timeout:g} s")
+            over.wait(0.05)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for t in pumps:
+            t.join(5)
+        for f in (proc.stdout, proc.stderr):
+            f.close()
+    if over.is_set():
+        return _Ran(proc.returncode, None, bytes(err))
+    return _Ran(proc.returncode, bytes(out), bytes(err))
 
 
-def _ssh_error(done: subprocess.CompletedProcess[bytes]) -> str:
+def _ssh_error(done: _Ran) -> str:
     lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
     return clip(lines[-1]) if lines else f"ssh exited with status {done.returncode}"

@@ -37,7 +37,9 @@ TUNNEL_CLIENTS = (ClientKind.CLAUDE_CODE, ClientKind.CODEX, ClientKind.GEMINI, C
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 # user@host, a Host alias, user@[::1]: no space, quote or shell character; never a leading '-'
 # (ssh would read it as an option: the target also goes after '--').
-_TARGET = re.compile(r"(?:[A-Za-z0-9._+-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.%]+\])")
+_TARGET = re.compile(
+    r"(?:[A-Za-z0-9_][A-Za-z0-9._+-]*@)?(?:[A-Za-z0-9_][A-Za-z0-9._-]*|\[[0-9A-Fa-f:.%]+\])"
+)
 # ssh -v's line once the remote forward listens (OpenSSH 7 to 10):
 # "debug1: remote forward success for: listen 127.0.0.1:43000, connect 127.0.0.1:53917"
 FORWARD_OK = "remote forward success for: listen"
@@ -125,9 +127,32 @@ def parse_tunnels(raw: Any) -> tuple[TunnelSpec, ...]:
     return tuple(out)
 
 
+# What the app's own ssh never hands the remote machine, whatever the user's ssh config says
+# for that host (on the command line, they win over the config): the remote machine is where
+# the agent runs, and the app's ssh runs unwatched, for as long as the app does. No forwarded
+# ssh agent (the user's keys, usable from the remote side), no X11 (this display), no tun
+# device; no shared connection (ControlMaster/ControlPersist would leave a master to the
+# agent's machine running after the app stops, or ride on the user's own, with its forwards).
+CONFINED = [
+    "-a",
+    "-x",
+    "-o",
+    "ForwardAgent=no",
+    "-o",
+    "ForwardX11=no",
+    "-o",
+    "Tunnel=no",
+    "-o",
+    "ControlMaster=no",
+    "-o",
+    "ControlPath=none",
+]
+
+
 def base_options(ssh_config: str | None = None) -> list[str]:
     """The options every ssh the app runs carries (the tunnel and ``--install``'s)."""
     opts = [
+        *CONFINED,
         "-o",
         "BatchMode=yes",
         "-o",

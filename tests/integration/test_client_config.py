@@ -68,13 +68,14 @@ def test_codex_toml_reads_the_token_from_the_environment():
         (
             ClientKind.VSCODE,
             {
+                "inputs": [cc.VSCODE_INPUT],  # the project's file: VS Code asks for the token
                 "servers": {
                     "omp-host": {
                         "type": "http",
                         "url": URL,
-                        "headers": {"Authorization": f"Bearer {TOKEN}"},
+                        "headers": {"Authorization": "Bearer ${input:omp-a2a-bridge-token}"},
                     }
-                }
+                },
             },
         ),
         (

@@ -44,6 +44,11 @@ out = {
     "rotate": call("POST", "/api/token/rotate", {}),
     "pause": call("POST", "/api/pause", {"paused": True}),
     "events": call("GET", "/api/events"),
+    "batch": call("POST", "/api/batch", {"ids": [sys.argv[2]], "decision": "approve"}),
+    "machine": call("POST", "/api/machines", {"name": "planted"}),
+    "revoke": call("DELETE", "/api/machines/default"),
+    "tunnel": call("POST", "/api/tunnels", {"name": "out", "target": "me@example.com"}),
+    "logs": call("GET", "/api/logs"),
 }
 print("RESULT " + json.dumps(out))
 """
@@ -108,6 +113,9 @@ def test_bash_cannot_approve_a_waiting_call_but_the_cli_can(ctl, env, tmp_path):
         # The waiting call still waits, and no rule was saved.
         assert [p.id for p in ctl.runner.snapshot().pending] == [call_id]
         assert "bash(*)" not in [rule.text for rule in ctl.runner.rules().allow]
+        assert set(result) >= {"batch", "machine", "revoke", "tunnel", "logs"}
+        assert [m.name for m in ctl.runner.machines()] == ["default"]
+        assert ctl.runner.tunnels() == ()
 
         # The human's CLI, a process the bridge did not start, still decides.
         cli = subprocess.run(

@@ -171,6 +171,32 @@ def test_end_and_end_where_end_only_what_they_name():
     run(body)
 
 
+def test_end_where_a_machine_ends_its_calls_whatever_session_carries_them():
+    async def body(b, loop):
+        b.attach("x")
+        t1, t2 = wait(b, "s1", machine="laptop"), wait(b, "one-call", machine="laptop")
+        t3 = wait(b, "s2", machine="desk")
+        await settle()
+        assert b.end_where(Ending.SESSION_ENDED, machine="laptop") == 2
+        assert (await t1).ending is (await t2).ending is Ending.SESSION_ENDED
+        assert not t3.done() and [p.machine for p in b.pending()] == ["desk"]
+        b.end_where(Ending.SHUTDOWN)
+        await t3
+
+    run(body)
+
+
+def test_a_call_of_a_machine_revoked_on_its_way_never_waits():
+    known = {"default", "desk"}
+
+    async def body(b, loop):
+        b.attach("x")
+        assert await wait(b, machine="laptop") == WaitResult(Ending.SESSION_ENDED)
+        assert b.pending() == [] and b.changes == []
+
+    run(body, machine_known=lambda name: name in known)
+
+
 def test_decide_after_an_ending_is_refused():
     async def body(b, loop):
         b.attach("x")

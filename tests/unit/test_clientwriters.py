@@ -11,9 +11,11 @@ import pytest
 from omp_a2a_bridge.server.present.clientconfig import ClientKind
 from omp_a2a_bridge.server.present.clientwriters import (
     TARGETS,
+    VSCODE_INPUT,
     Change,
     UnparseableConfig,
     entry,
+    in_project,
     merge,
 )
 
@@ -49,8 +51,29 @@ def test_json_other_entries_and_keys_are_kept(kind):
     doc = json.loads(merged.text)
     assert doc["numStartups"] == 7 and doc["projects"] == {"/p": {"allowedTools": []}}
     assert doc[container]["other"] == {"command": "npx", "args": ["x"]}
-    assert doc[container]["omp-host"]["headers"]["Authorization"] == f"Bearer {TOKEN}"
+    auth = doc[container]["omp-host"]["headers"]["Authorization"]
+    if in_project(kind):  # a project's file never holds the token: VS Code asks for it
+        assert auth == "Bearer ${input:omp-a2a-bridge-token}" and TOKEN not in merged.text
+        assert doc["inputs"] == [VSCODE_INPUT]
+    else:
+        assert auth == f"Bearer {TOKEN}"
     assert merged.change is Change.ADDED
+
+
+@pytest.mark.parametrize("kind", list(TARGETS))
+def test_a_file_in_a_project_never_holds_the_token(kind):
+    text = merge(kind, None, URL, TOKEN).text
+    assert (TOKEN not in text) is in_project(kind)
+
+
+def test_vscode_inputs_are_kept_and_its_own_is_put_right():
+    mine = {"type": "promptString", "id": "mine", "description": "x"}
+    stale = {**VSCODE_INPUT, "password": False}
+    existing = json.dumps({"inputs": [mine, stale], "servers": {}})
+    doc = json.loads(merge(ClientKind.VSCODE, existing, URL, TOKEN).text)
+    assert doc["inputs"] == [VSCODE_INPUT, mine]
+    with pytest.raises(UnparseableConfig, match="'inputs' is not a list"):
+        merge(ClientKind.VSCODE, '{"inputs": {}}', URL, TOKEN)
 
 
 @pytest.mark.parametrize("kind", list(TARGETS))
@@ -98,9 +121,22 @@ def test_codex_new_file_is_one_table():
         (ClientKind.VSCODE, '{"servers": "x"}', "'servers' is not an object"),
         (ClientKind.CODEX, "[mcp_servers\nurl = ", "not valid TOML"),
         (ClientKind.CODEX, 'mcp_servers = "x"\n', "'mcp_servers' is not a table"),
+        # nested past the parser's depth (a hostile remote file): refused, not a RecursionError
+        (ClientKind.CLAUDE_CODE, '{"a": ' + "[" * 200_000 + "]" * 200_000 + "}", "nested"),
+        (ClientKind.CLAUDE_CODE, '{"a": ' + "[" * 200 + "]" * 200 + "}", None),
+        (ClientKind.CODEX, "a = " + "[" * 200_000 + "]" * 200_000, "nested"),
+        # what strict JSON cannot carry back: never written as "Infinity"/"NaN"
+        (ClientKind.CLAUDE_CODE, '{"n": NaN}', "not valid JSON"),
+        (ClientKind.GEMINI, '{"n": -Infinity}', "not valid JSON"),
+        (ClientKind.CLAUDE_CODE, '{"n": 1e999}', "too large"),
+        # a repeated key would keep only its last value: the others (servers) silently lost
+        (ClientKind.CLAUDE_CODE, '{"mcpServers": {"a": {}}, "mcpServers": {"b": {}}}', "twice"),
     ],
 )
 def test_an_unparseable_file_is_refused(kind, text, match):
+    if match is None:  # deep, but within what reading and writing it back can do: merged
+        assert "omp-host" in merge(kind, text, URL, TOKEN).text
+        return
     with pytest.raises(UnparseableConfig, match=match):
         merge(kind, text, URL, TOKEN)
 
@@ -123,3 +159,9 @@ def test_what_changed_is_described_without_the_token():
     assert line == "~/.claude.json: mcpServers.omp-host added" and TOKEN not in line
     again = merge(ClientKind.CLAUDE_CODE, merged.text, URL, TOKEN)
     assert "already up to date" in again.describe("~/.claude.json")
+
+
+def test_a_lone_surrogate_stays_escaped_so_the_file_is_utf8():
+    merged = merge(ClientKind.CLAUDE_CODE, '{"note": "\\ud800 \u00e9"}', URL, TOKEN)
+    merged.text.encode("utf-8")  # writable as the client reads it
+    assert json.loads(merged.text)["note"] == "\ud800 \u00e9"

@@ -35,9 +35,25 @@ def test_the_ssh_command_line_forwards_the_remote_loopback_port_to_the_live_port
         "ServerAliveCountMax=3",
         "BatchMode=yes",
     } <= options
+    _confined(argv)
     # the target comes last, after '--': a target can never be read as an option
     assert argv[-2:] == ["--", "dev@build-box"]
     assert "-F" not in argv  # the user's own ~/.ssh/config
+
+
+def _confined(argv: list[str]) -> None:
+    """The app's ssh hands the remote nothing the user's config would: no agent, no X11, no
+    tun device, no shared (persisting) connection."""
+    options = {argv[i + 1] for i, a in enumerate(argv) if a == "-o"}
+    assert "-a" in argv and "-x" in argv
+    assert {
+        "ForwardAgent=no",
+        "ForwardX11=no",
+        "Tunnel=no",
+        "ControlMaster=no",
+        "ControlPath=none",
+    } <= options
+    assert argv.index("-a") < argv.index("--")
 
 
 def test_an_ssh_config_file_is_passed_with_dash_f():
@@ -156,4 +172,6 @@ def test_the_remote_install_commands_name_the_file_never_its_content():
         remote = argv[-1]
         assert remote.startswith("sh -c '") and remote.endswith(" sh .claude.json")
         assert "BatchMode=yes" in argv
+        assert "ClearAllForwardings=yes" in argv  # not even the user's own forwards
+        _confined(argv)
     assert "umask 077" in WRITE_SCRIPT and "mv -f" in WRITE_SCRIPT
