@@ -243,6 +243,9 @@ class Bridge:
                 box=self.pipeline.box,
             )
 
+    def several_machines(self) -> bool:
+        return bool(self.machine_records)
+
     def child_env(self) -> dict[str, str]:
         """What ``bash`` runs with: the safe list plus ``bash.env`` (server/infra/childenv.py).
 

@@ -48,7 +48,7 @@ from ..policy.paths import CallPaths, Escalation, PathPolicy, always_asks
 from ..policy.proposals import propose, why_no_rule
 from ..policy.protected import EscalationKind
 from ..policy.rulebook import RuleBook
-from ..policy.rules import PATH_TOOLS, RuleList, RuleSet
+from ..policy.rules import PATH_TOOLS, RuleList, RuleSet, scoped_proposal
 from ..present.diffview import DIFF_READ_MAX, change_view
 from ..present.risk import call_cues
 from ..present.textsafe import shorten
@@ -109,6 +109,10 @@ class PipelineHost(Protocol):
     closing: bool
 
     def child_env(self) -> dict[str, str]: ...
+
+    def several_machines(self) -> bool:
+        """More than machine ``default`` has a token: proposals name the call's machine."""
+        ...
 
     def state_changed(self) -> None:
         """A count the UIs show changed: publish it (coalesced)."""
@@ -299,7 +303,8 @@ class CallPipeline:
             return None
         try:
             real = self.main_path(step.tool, call.args, step.ctx.policy)
-            return propose(call.name, call.args, real, base=self.policy.roots[0])
+            rule = propose(call.name, call.args, real, base=self.policy.roots[0])
+            return scoped_proposal(rule, call.session.machine, self.host.several_machines())
         except Exception:
             log.exception("no rule proposed for %r", call.name)
             return None

@@ -40,6 +40,7 @@ from typing import Any
 import pathspec
 
 from ..errors import BridgeError
+from ..machines.identity import DEFAULT as DEFAULT_MACHINE
 from ..machines.identity import MachineNameError, check_name
 from .bash.parse import (
     Analysis,
@@ -398,6 +399,17 @@ def scoped(text: str, machine: str | None) -> str:
     if text.strip().startswith("@"):
         raise RuleError("the rule already names a machine (@NAME); drop --machine or the @NAME")
     return f"@{machine} {text.strip()}"
+
+
+def scoped_proposal(rule: str | None, machine: str | None, several: bool) -> str | None:
+    """The "Always allow" proposal for a call from ``machine``: no wider than the call, so
+    scoped to its machine (each line of a compound one) once the bridge knows more than one
+    machine, or whenever the call is not ``default``'s. With only ``default`` there is no one
+    else to scope against and the proposal reads as before machines existed (a rule saved
+    then applies to machines added later; ``rules list`` shows it unscoped)."""
+    if rule is None or machine is None or not (several or machine != DEFAULT_MACHINE):
+        return rule
+    return "\n".join(scoped(line, machine) for line in rule.splitlines() if line.strip())
 
 
 def parse_rule(

@@ -325,3 +325,40 @@ def test_the_2026_era_names_the_machine_and_keeps_its_tasks_to_it(live, cli):
     wait_for(lambda: [x for x in live.audit() if x["phase"] == "done"])
     done = [x for x in live.audit() if x["phase"] == "done"][-1]
     assert (done["machine"], done["era"]) == ("laptop", V)
+
+
+def test_always_allow_is_no_wider_than_the_machine_that_asked(live, cli):
+    """ "Always allow" on a call from ``laptop`` proposes and saves ``@laptop …``: the same
+    command from another machine still asks. Once a second machine exists, ``default``'s
+    proposals name it too (before that, they read as they always did)."""
+    from ..support.helpers import in_thread
+
+    handle = live.runner.attach_approver("pytest")
+    try:
+        d = session(live.port, TOKEN, claims="pytest")
+        t, _ = in_thread(d.call, "bash", {"command": "echo hello"})
+        [p] = live.pending(1)
+        base = p.proposed_rule
+        assert base is not None and base.startswith("bash(echo hello")  # only default: as before
+        assert live.runner.decide(p.id, "deny")
+        t.join(15)
+
+        laptop = added(cli, "laptop")
+        a = session(live.port, laptop, claims="pytest")
+        t, out = in_thread(a.call, "bash", {"command": "echo hello"})
+        [p] = live.pending(1)
+        assert p.machine == "laptop" and p.proposed_rule == f"@laptop {base}"
+        assert live.runner.decide(p.id, "allow_always")
+        t.join(15)
+        assert "hello" in out[0].text
+        assert live.runner.rules().to_json()["allow"] == [f"@laptop {base}"]
+        assert "hello" in a.call("bash", {"command": "echo hello"}).text  # the rule
+
+        t, out = in_thread(d.call, "bash", {"command": "echo hello"})
+        [p] = live.pending(1)  # default's same command still asks
+        assert p.machine == "default" and p.proposed_rule == f"@default {base}"
+        assert live.runner.decide(p.id, "deny")
+        t.join(15)
+        assert "denied by the user" in out[0].text
+    finally:
+        live.runner.detach_approver(handle)

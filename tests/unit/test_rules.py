@@ -25,6 +25,7 @@ from omp_a2a_bridge.server.policy.rules import (
     evaluate,
     parse_rule,
     parse_rules,
+    scoped_proposal,
 )
 
 HOME = "/home/u"
@@ -508,3 +509,18 @@ def test_scoping_a_rule_and_bad_scopes():
     for bad in ("@ bash(ls)", "@Laptop bash(ls)", "@laptop", "@laptop @desk bash(ls)"):
         with pytest.raises(RuleError):
             parse_rule(bad)
+
+
+@pytest.mark.parametrize(
+    ("rule", "machine", "several", "expected"),
+    [
+        ("bash(git log *)", "default", False, "bash(git log *)"),  # only default: as before
+        ("bash(git log *)", "default", True, "@default bash(git log *)"),
+        ("bash(git log *)", "laptop", False, "@laptop bash(git log *)"),
+        ("bash(a)\nbash(b *)", "laptop", True, "@laptop bash(a)\n@laptop bash(b *)"),
+        (None, "laptop", True, None),  # nothing proposed: nothing scoped
+        ("bash(git log *)", None, True, "bash(git log *)"),  # no machine (tests, in-process)
+    ],
+)
+def test_a_proposal_is_scoped_to_the_machine_that_asked(rule, machine, several, expected):
+    assert scoped_proposal(rule, machine, several) == expected
