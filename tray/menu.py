@@ -506,11 +506,12 @@ def machines_menu(snap: Snapshot, now: float) -> Item | None:
 
 
 def rotate_menu(snap: Snapshot) -> Item:
-    """*Rotate token…* asks first and names what it cuts: machine ``default``'s sessions (their
-    next request is refused); the other machines have their own tokens and keep working."""
+    """*Rotate token…* asks first and names what it cuts: machine ``default``'s sessions are
+    refused until their clients have the new token (a session is kept for a client that
+    presents it), and its waiting calls end; the other machines have their own tokens."""
     n = sum(1 for s in snap.sessions if s.machine == DEFAULT_MACHINE)
     others = sum(1 for m in snap.machines if m.name != DEFAULT_MACHINE)
-    verb = "ends" if n == 1 else "end"
+    verb = "is" if n == 1 else "are"
     keep = (
         f"the other {others} machine(s) keep working"
         if others
@@ -520,7 +521,8 @@ def rotate_menu(snap: Snapshot) -> Item:
         "Rotate token…",
         submenu=(
             Item(
-                f"The {_sessions(n)} of machine default {verb}; {keep}"
+                f"The {_sessions(n)} of machine default {verb} refused until their clients have "
+                f"the new token, and its waiting calls end; {keep}"
                 if n
                 else f"Machine default has no session open; {keep}",
                 enabled=False,

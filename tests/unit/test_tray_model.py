@@ -242,7 +242,12 @@ def test_rotate_asks_first_and_names_what_it_cuts():
     assert not any(i.action == ("rotate",) for i in items)  # never one click from the top
     rotate = next(i for i in items if i.text == "Rotate token…")
     assert [(i.text, i.action, i.enabled) for i in rotate.submenu] == [
-        ("The 1 session of machine default ends; the other 2 machine(s) keep working", None, False),
+        (
+            "The 1 session of machine default is refused until their clients have the new "
+            "token, and its waiting calls end; the other 2 machine(s) keep working",
+            None,
+            False,
+        ),
         ("Its clients need the new token (Copy client config)", None, False),
         ("-", None, False),
         ("Rotate", ("rotate",), True),
