@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import BridgeError
+from ..machines.identity import DEFAULT as DEFAULT_MACHINE
+from ..machines.identity import NAME_MAX, NAME_RULE, MachineNameError, check_name
 from ..present.clientconfig import ClientKind
 from ..present.textsafe import safe
 from ..vocab import TunnelState
@@ -34,7 +36,6 @@ ERROR_MAX_CHARS = 200
 # What ``--client`` may name for a tunnel: the clients an agent runs with on a remote machine.
 TUNNEL_CLIENTS = (ClientKind.CLAUDE_CODE, ClientKind.CODEX, ClientKind.GEMINI, ClientKind.GENERIC)
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 # user@host, a Host alias, user@[::1]: no space, quote or shell character; never a leading '-'
 # (ssh would read it as an option: the target also goes after '--').
 _TARGET = re.compile(
@@ -70,19 +71,23 @@ class TunnelSpec:
 
 
 def default_name(target: str) -> str:
-    """``--name`` when none is given: the host part of ``user@host`` (``[::1]`` -> ``::1``
-    is not a name, so brackets and colons become dashes)."""
-    host = target.rsplit("@", 1)[-1].strip("[]")
-    name = re.sub(r"[^A-Za-z0-9._-]", "-", host).strip("-.") or "remote"
-    return name[:63]
+    """``--name`` when none is given: the host part of ``user@host`` made a machine name (the
+    tunnel's name is its machine's): lowercase, each run of other characters a dash
+    (``build.example.com`` -> ``build-example-com``, ``[::1]`` -> ``1``). Never ``default``,
+    the bridge's own token: a new host gets an identity of its own."""
+    host = target.rsplit("@", 1)[-1].strip("[]").lower()
+    name = re.sub(r"[^a-z0-9_-]+", "-", host).strip("-_")[:NAME_MAX].strip("-_") or "remote"
+    return f"{name}-host" if name == DEFAULT_MACHINE else name
 
 
 def check_spec(name: Any, target: Any, remote_port: Any, client: Any = None) -> TunnelSpec:
     """A valid :class:`TunnelSpec`, or :class:`TunnelError` naming what is wrong."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
+    try:
+        check_name(name)
+    except MachineNameError:
         raise TunnelError(
-            f"tunnel name {safe(name)!s} must be letters, digits, '.', '_' or '-' (max 63)"
-        )
+            f"tunnel name {safe(name)!s} is its machine's name: {NAME_RULE}"
+        ) from None
     if not isinstance(target, str) or not _TARGET.fullmatch(target):
         raise TunnelError(
             f"ssh target {safe(target)!s} must be user@host or a Host of your ssh config "

@@ -117,8 +117,12 @@ def test_error_line_is_ssh_last_words_made_safe_and_short():
     [
         ("dev@build-box", "build-box"),
         ("build-box", "build-box"),
-        ("me@10.0.0.7", "10.0.0.7"),
+        ("me@10.0.0.7", "10-0-0-7"),
         ("me@[::1]", "1"),
+        ("me@Build.Example.COM", "build-example-com"),  # a machine name: what --install enrolls
+        ("me@default", "default-host"),  # never the bridge's own token
+        ("me@" + "a" * 40 + ".example", "a" * 32),
+        ("me@--.x", "x"),
     ],
 )
 def test_the_default_name_is_the_host_part(target, name):
@@ -139,6 +143,8 @@ def test_targets_that_could_be_options_or_shell_are_refused(target):
     [
         ("-x", 4000, None, "tunnel name"),
         ("a" * 64, 4000, None, "tunnel name"),
+        ("build.example.com", 4000, None, "machine's name"),
+        ("Laptop", 4000, None, "machine's name"),
         ("ok", 0, None, "remote_port"),
         ("ok", 70000, None, "remote_port"),
         ("ok", True, None, "remote_port"),
