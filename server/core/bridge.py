@@ -319,8 +319,9 @@ class Bridge:
 
     def revoke_machine(self, name: str) -> int:
         """A machine just removed (its record is gone from the config): its next request is a
-        401, and its sessions end now (their waiting calls end ``session ended``). Returns
-        how many sessions ended."""
+        401, its sessions end now (their waiting calls end ``session ended``) and its running
+        tools are cancelled (a ``bash`` it started is killed). Returns how many sessions
+        ended."""
         self.machines.remove(name)
         self.machine_records.pop(name, None)
         self.machine_use.pop(name, None)  # a machine added again under this name starts afresh
@@ -328,6 +329,7 @@ class Bridge:
         for sid in ended:
             self.end_session(sid)
         self.end_waiting_calls_of(name)
+        self.inflight.cancel_machine(name)
         self._changed(now=True)
         return len(ended)
 

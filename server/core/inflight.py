@@ -32,6 +32,7 @@ class CallHandle:
     cancelled: bool = False
     cancel_on_disconnect: bool = False  # set while a tool runs that wants it (upstream calls)
     answer: Callable[[Reply], None] | None = None  # the HTTP layer's writer for this call
+    machine: str | None = None  # whose token made the call (a revoke cancels its tools)
 
 
 class InFlight:
@@ -40,6 +41,9 @@ class InFlight:
     def __init__(self, broker: ApprovalBroker) -> None:
         self.broker = broker
         self._calls: dict[tuple[str, Any], CallHandle] = {}
+        # Every call in flight, registered under its request id or not (no id, a reused id):
+        # a revoked machine's tools are cancelled whatever ids its client chose.
+        self._live: dict[int, CallHandle] = {}
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -52,9 +56,11 @@ class InFlight:
         registered = req_id is not None and key not in self._calls
         if registered:
             self._calls[key] = handle
+        self._live[id(handle)] = handle
         try:
             yield
         finally:
+            self._live.pop(id(handle), None)
             if registered:
                 self._calls.pop(key, None)
 
@@ -107,6 +113,17 @@ class InFlight:
         elif handle.cancel_on_disconnect and handle.task is not None and not handle.cancelled:
             handle.cancelled = True
             handle.task.cancel()
+
+    def cancel_machine(self, machine: str) -> int:
+        """The machine was revoked: cancel every tool it still has running (its waiting calls
+        are ended by the broker). Returns how many were cancelled."""
+        n = 0
+        for handle in list(self._live.values()):
+            if handle.machine == machine and handle.task is not None and not handle.cancelled:
+                handle.cancelled = True
+                handle.task.cancel()
+                n += 1
+        return n
 
     def cancel_running(self) -> None:
         """The shutdown's grace period is over: cancel every tool still running."""

@@ -192,6 +192,7 @@ class CallPipeline:
         return self._tools_call_async(call, step, handle or CallHandle())
 
     async def _tools_call_async(self, call: Call, step: Plan, handle: CallHandle) -> Reply:
+        handle.machine = call.session.machine
         try:
             with self.inflight.holding(call.session.sid, call.req_id, handle):
                 out = await self._run_plan(call, step, handle)

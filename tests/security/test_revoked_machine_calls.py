@@ -183,3 +183,34 @@ def test_rotating_the_token_ends_the_calls_made_with_the_old_one(keyring_token, 
         t3.join(30)
     finally:
         running.runner.detach_approver(human)
+
+
+def test_a_revoked_machines_running_tools_are_cancelled(start_bridge, cli, memory_keyring):
+    """``machines rm`` also stops what the machine has running: its approved ``bash`` is
+    killed (audited ``cancelled``), whatever request id its client used; another machine's
+    running call is left alone."""
+    from ..support.helpers import sleeping_pids
+
+    running = start_bridge({"approval": {"tiers": {"bash": "allow"}}}, control=True)
+    laptop, desk = add_machine(cli, "laptop"), add_machine(cli, "desk")
+    a, d = Mcp(running.port, token=laptop), Mcp(running.port, token=desk)
+    a.initialize()
+    d.initialize()
+    ta, _ = in_thread(a.call, "bash", {"command": "sleep 7301", "box": True})
+    td, _ = in_thread(d.call, "bash", {"command": "sleep 7302; echo desk done", "box": True})
+    wait_for(lambda: sleeping_pids("7301") and sleeping_pids("7302"), timeout=30)
+    assert cli("machines", "rm", "laptop").returncode == 0
+    ta.join(30)
+    assert not ta.is_alive()
+    wait_for(lambda: not sleeping_pids("7301"), timeout=30)
+    assert sleeping_pids("7302")  # desk's call still runs
+    done = wait_for(
+        lambda: [
+            r
+            for r in running.audit()
+            if r["phase"] == "done" and r["machine"] == "laptop" and r["tool"] == "bash"
+        ],
+        timeout=30,
+    )
+    assert done[0]["outcome"] == "cancelled", done
+    assert td.is_alive()  # the bridge's stop ends it
