@@ -9,6 +9,7 @@ is shared: its load moves wall times, a per-round ratio cancels most of the drif
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -228,46 +229,60 @@ def _timed_processes(fns: dict[str, Callable[[], None]], rounds: int) -> list[li
 
 
 async def _upstream_measure(
-    url: str, web: str, floor: str, token: str, calls: int, rounds: int, pids: dict[str, int]
+    bridges: dict[str, tuple[str, int]],
+    web: str,
+    floor: str,
+    token: str,
+    calls: int,
+    rounds: int,
+    pids: dict[str, int],
 ) -> dict[str, Any]:
-    """Five contenders, interleaved per round, all through the same SDK client: the same echo
+    """The contenders, interleaved per round, all through the same SDK client: the same echo
     server program called directly over HTTP and over stdio, the forwarding floor
-    (``bench/forward_floor.py``: a bare Tornado handler in front of it over stdio) and the
-    bridge forwarding to it over stdio and over HTTP. ``pids``: the process whose CPU is the
-    contender's own (the forwarder) and ``web``, the echo server over HTTP."""
+    (``bench/forward_floor.py``: a bare Tornado handler in front of it over stdio) and each
+    bridge in ``bridges`` (label prefix -> URL, pid) forwarding to it over stdio and over HTTP.
+    ``pids``: ``web`` (the echo server over HTTP) and ``floor``."""
     import httpx2
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
 
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    direct_http = httpx2.AsyncClient(timeout=30)
-    floor_http = httpx2.AsyncClient(timeout=30)
-    bridge = Client(streamable_http_client(url, http_client=http), mode="legacy")
-    to_web = Client(streamable_http_client(web, http_client=direct_http), mode="legacy")
-    to_floor = Client(streamable_http_client(floor, http_client=floor_http), mode="legacy")
+    auth = {"Authorization": f"Bearer {token}"}
+    https = [httpx2.AsyncClient(timeout=30), httpx2.AsyncClient(timeout=30)]
+    to_web = Client(streamable_http_client(web, http_client=https[0]), mode="legacy")
+    to_floor = Client(streamable_http_client(floor, http_client=https[1]), mode="legacy")
     to_stdio = Client(
         StdioServerParameters(command=sys.executable, args=["-m", "bench.echo_server"], cwd=ROOT)
     )
-    contenders = {
+    contenders: dict[str, tuple[Any, str]] = {
         "direct http": (to_web, "echo"),
         "direct stdio": (to_stdio, "echo"),
         "floor": (to_floor, "echo"),
-        "bridge -> stdio": (bridge, "mcp__srv__echo"),
-        "bridge -> http": (bridge, "mcp__web__echo"),
     }
+    front = {"floor": pids["floor"]}  # the forwarder's own process
+    clients = [to_web, to_floor, to_stdio]
+    for who, (url, pid) in bridges.items():
+        https.append(httpx2.AsyncClient(headers=auth, timeout=30))
+        bridge = Client(streamable_http_client(url, http_client=https[-1]), mode="legacy")
+        clients.append(bridge)
+        contenders[f"{who}bridge -> stdio"] = (bridge, "mcp__srv__echo")
+        contenders[f"{who}bridge -> http"] = (bridge, "mcp__web__echo")
+        front[f"{who}bridge -> stdio"] = front[f"{who}bridge -> http"] = pid
     per: dict[str, list[float]] = {k: [] for k in contenders}
     cpu: dict[str, float] = dict.fromkeys(contenders, 0.0)
     server_cpu: dict[str, float] = dict.fromkeys(contenders, 0.0)
-    async with bridge, to_web, to_floor, to_stdio:
+    async with contextlib.AsyncExitStack() as stack:
+        for c in clients:
+            await stack.enter_async_context(c)
         # The echo server behind each contender (its CPU per call: the same program's work).
         servers = {
             "direct http": pids["web"],
             "direct stdio": echo_child(os.getpid()),
             "floor": echo_child(pids["floor"]),
-            "bridge -> stdio": echo_child(pids["bridge -> stdio"]),
-            "bridge -> http": pids["web"],
         }
+        for who, (_, pid) in bridges.items():
+            servers[f"{who}bridge -> stdio"] = echo_child(pid)
+            servers[f"{who}bridge -> http"] = pids["web"]
 
         async def run(c: Any, name: str) -> float:
             t0 = time.perf_counter()
@@ -278,7 +293,7 @@ async def _upstream_measure(
 
         for i in range(rounds + 1):
             for k, (c, name) in contenders.items():
-                pid = pids.get(k)
+                pid = front.get(k)
                 c0 = own_cpu_s(pid) if pid else 0.0
                 s0 = own_cpu_s(servers[k])
                 ms = await run(c, name)
@@ -286,10 +301,10 @@ async def _upstream_measure(
                     per[k].append(ms)
                     cpu[k] += (own_cpu_s(pid) - c0) if pid else 0.0
                     server_cpu[k] += own_cpu_s(servers[k]) - s0
-    for h in (http, direct_http, floor_http):
+    for h in https:
         await h.aclose()
     out: dict[str, Any] = {k: statistics.median(v) for k, v in per.items()}
-    out["cpu_ms"] = {k: v * 1000 / (rounds * calls) for k, v in cpu.items() if k in pids}
+    out["cpu_ms"] = {k: v * 1000 / (rounds * calls) for k, v in cpu.items() if k in front}
     out["server_cpu_ms"] = {k: v * 1000 / (rounds * calls) for k, v in server_cpu.items()}
     out["ratio"] = {
         (a, b): statistics.median(x / y for x, y in zip(per[a], per[b], strict=True))
@@ -319,9 +334,7 @@ def upstream_rows(
             "floor": f"http://127.0.0.1:{floor_port}/mcp",
         }
         pids = {"web": web.pid, "floor": floor.pid}
-        rows = _upstream_rows(start, token, rounds, calls, None, urls, pids)
-        if BEFORE_PY:
-            rows += _upstream_rows(start, token, rounds, calls, BEFORE_PY, urls, pids)[3:]
+        rows = _upstream_rows(start, token, rounds, calls, urls, pids)
     finally:
         for p in (web, floor):
             p.terminate()
@@ -370,12 +383,12 @@ def _upstream_rows(
     token: str,
     rounds: int,
     calls: int,
-    py: str | None,
     urls: dict[str, str],
     pids: dict[str, int],
 ) -> list[list[str]]:
-    """One bridge (this install's, or ``py``'s) with the echo server over stdio (``srv``)
-    and over HTTP (``web``), both at allow tier. Bridge CPU: the bridge process alone."""
+    """A bridge (this install's, and the ``A2A_BENCH_BEFORE_PY`` one's, interleaved in the same
+    rounds) with the echo server over stdio (``srv``) and over HTTP (``web``), both at allow
+    tier. Bridge CPU: the bridge process alone."""
     from bench.__main__ import open_session
     from bench.tools import Client
 
@@ -389,38 +402,49 @@ def _upstream_rows(
     tiers = {"mcp__srv__echo": "allow", "mcp__web__echo": "allow"}
     with open(cfg, "w") as f:
         json.dump({"roots": [work], "mcp_servers": servers, "approval": {"tiers": tiers}}, f)
-    env = dict(
-        os.environ,
-        A2A_BRIDGE_CONFIG=cfg,
-        A2A_BRIDGE_AUDIT=os.path.join(work, "audit.jsonl"),
-        A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
-        A2A_BRIDGE_TOKEN=token,
-    )
-    server = start(env, py) if py else start(env)
+    running: dict[str, Any] = {}
     try:
-        cl = Client(server.port, open_session(server.port, {"Authorization": f"Bearer {token}"}))
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            names = {t["name"] for t in cl.rpc("tools/list").get("result", {}).get("tools", [])}
-            if {"mcp__srv__echo", "mcp__web__echo"} <= names:
-                break
-            time.sleep(0.2)
-        url = f"http://127.0.0.1:{server.port}/"
-        pid = server.proc.pid
-        all_pids = {**pids, "bridge -> stdio": pid, "bridge -> http": pid}
+        for who, py in (("", None), ("before: ", BEFORE_PY)):
+            if who and not py:
+                continue
+            run_dir = os.path.join(work, f"run{len(running)}")
+            env = dict(
+                os.environ,
+                A2A_BRIDGE_CONFIG=cfg,
+                A2A_BRIDGE_AUDIT=os.path.join(run_dir, "audit.jsonl"),
+                A2A_BRIDGE_RUNTIME_DIR=run_dir,
+                A2A_BRIDGE_TOKEN=token,
+            )
+            running[who] = start(env, py) if py else start(env)
+        for server in running.values():
+            auth = {"Authorization": f"Bearer {token}"}
+            cl = Client(server.port, open_session(server.port, auth))
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                listed = cl.rpc("tools/list").get("result", {}).get("tools", [])
+                if {"mcp__srv__echo", "mcp__web__echo"} <= {t["name"] for t in listed}:
+                    break
+                time.sleep(0.2)
+        bridges = {
+            who: (f"http://127.0.0.1:{server.port}/", server.proc.pid)
+            for who, server in running.items()
+        }
         m = asyncio.run(
-            _upstream_measure(url, urls["web"], urls["floor"], token, calls, rounds, all_pids)
+            _upstream_measure(bridges, urls["web"], urls["floor"], token, calls, rounds, pids)
         )
     finally:
-        server.stop()
+        for server in running.values():
+            server.stop()
         shutil.rmtree(work, ignore_errors=True)
-    who = "before: " if py else ""
     rows = []
-    for k, label in _LABELS.items():
+    labels = dict(list(_LABELS.items())[:3])
+    for who in running:
+        labels.update({f"{who}{k}": f"{who}{v}" for k, v in list(_LABELS.items())[3:]})
+    for k, label in labels.items():
         r = m["ratio"]
         rows.append(
             [
-                f"{who if k.startswith('bridge') else ''}{label}",
+                label,
                 f"{m[k]:.2f}",
                 f"{r[(k, 'direct http')]:.2f}x",
                 f"{r[(k, 'direct stdio')]:.2f}x",
