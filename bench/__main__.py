@@ -276,6 +276,13 @@ def bench_fastpaths() -> list[str]:
     return fastpaths_section(sys.executable, dict(os.environ), TOKEN, _bridge_starter)
 
 
+def bench_upstream(rounds: int) -> list[str]:
+    """Upstream echo: direct, through the forwarding floor, through the bridge (issue 26)."""
+    from bench.fastpaths import upstream_section
+
+    return upstream_section(_bridge_starter, TOKEN, rounds=max(rounds, 5))
+
+
 def bench_peers(rounds: int) -> list[str]:
     """The walking tools beside server-filesystem, Desktop Commander and fd (bench/peers.py)."""
     from bench.peers import peers_section
@@ -305,6 +312,7 @@ def main() -> int:
             "machines",
             "scale",
             "fastpaths",
+            "upstream",
             "peers",
         ),
         default="all",
@@ -313,15 +321,18 @@ def main() -> int:
         "boxed and unboxed beside Desktop Commander (server CPU per call); machines: the token "
         "check with 1 and 100 machines; scale: 64 sessions, 32 waiting calls and an approver, "
         "idle wake-ups; fastpaths: tail read, audit -n 20 on a 200k-call log, upstream echo "
-        "vs direct; peers: ls and find beside server-filesystem, Desktop Commander and fd",
+        "vs direct; upstream: the upstream echo rows alone (direct, the forwarding floor, the "
+        "bridge); peers: ls and find beside server-filesystem, Desktop Commander and fd",
     )
     args = ap.parse_args()
     # `timeout` or Ctrl-C: still stop the three servers (the finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
-    if args.only in ("machines", "scale", "tools", "box", "bash", "fastpaths", "peers"):
+    if args.only in ("machines", "scale", "tools", "box", "bash", "fastpaths", "peers", "upstream"):
         if args.only == "peers":
             text = "\n".join(bench_peers(args.rounds))
+        elif args.only == "upstream":
+            text = "\n".join(bench_upstream(args.rounds))
         elif args.only == "fastpaths":
             text = "\n".join(bench_fastpaths())
         elif args.only == "machines":

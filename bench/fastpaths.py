@@ -9,6 +9,7 @@ is shared: its load moves wall times, a per-round ratio cancels most of the drif
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -33,6 +34,18 @@ def own_cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def echo_child(parent: int) -> int:
+    """The pid of ``parent``'s child running ``bench.echo_server`` (over stdio)."""
+    for tid in os.listdir(f"/proc/{parent}/task"):
+        with open(f"/proc/{parent}/task/{tid}/children") as f:
+            kids = f.read().split()
+        for kid in kids:
+            with open(f"/proc/{kid}/cmdline", "rb") as f:
+                if f.read().endswith(b"bench.echo_server\0"):  # not the one with a port
+                    return int(kid)
+    raise LookupError(f"no echo server under {parent}")
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -216,32 +229,60 @@ def _timed_processes(fns: dict[str, Callable[[], None]], rounds: int) -> list[li
 
 
 async def _upstream_measure(
-    url: str, web: str, token: str, calls: int, rounds: int, pid: int
+    bridges: dict[str, tuple[str, int]],
+    web: str,
+    floor: str,
+    token: str,
+    calls: int,
+    rounds: int,
+    pids: dict[str, int],
 ) -> dict[str, Any]:
-    """Four contenders, interleaved per round: the bridge forwarding to the stdio server and
-    to the HTTP one (the SDK client over Streamable HTTP to the bridge), and the same server
-    program called directly by the same SDK client over HTTP and over stdio."""
+    """The contenders, interleaved per round, all through the same SDK client: the same echo
+    server program called directly over HTTP and over stdio, the forwarding floor
+    (``bench/forward_floor.py``: a bare Tornado handler in front of it over stdio) and each
+    bridge in ``bridges`` (label prefix -> URL, pid) forwarding to it over stdio and over HTTP.
+    ``pids``: ``web`` (the echo server over HTTP) and ``floor``."""
     import httpx2
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
 
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-    direct_http = httpx2.AsyncClient(timeout=30)
-    bridge = Client(streamable_http_client(url, http_client=http), mode="legacy")
-    to_web = Client(streamable_http_client(web, http_client=direct_http), mode="legacy")
+    auth = {"Authorization": f"Bearer {token}"}
+    https = [httpx2.AsyncClient(timeout=30), httpx2.AsyncClient(timeout=30)]
+    to_web = Client(streamable_http_client(web, http_client=https[0]), mode="legacy")
+    to_floor = Client(streamable_http_client(floor, http_client=https[1]), mode="legacy")
     to_stdio = Client(
         StdioServerParameters(command=sys.executable, args=["-m", "bench.echo_server"], cwd=ROOT)
     )
-    contenders = {
-        "bridge -> stdio": (bridge, "mcp__srv__echo"),
-        "bridge -> http": (bridge, "mcp__web__echo"),
+    contenders: dict[str, tuple[Any, str]] = {
         "direct http": (to_web, "echo"),
         "direct stdio": (to_stdio, "echo"),
+        "floor": (to_floor, "echo"),
     }
+    front = {"floor": pids["floor"]}  # the forwarder's own process
+    clients = [to_web, to_floor, to_stdio]
+    for who, (url, pid) in bridges.items():
+        https.append(httpx2.AsyncClient(headers=auth, timeout=30))
+        bridge = Client(streamable_http_client(url, http_client=https[-1]), mode="legacy")
+        clients.append(bridge)
+        contenders[f"{who}bridge -> stdio"] = (bridge, "mcp__srv__echo")
+        contenders[f"{who}bridge -> http"] = (bridge, "mcp__web__echo")
+        front[f"{who}bridge -> stdio"] = front[f"{who}bridge -> http"] = pid
     per: dict[str, list[float]] = {k: [] for k in contenders}
     cpu: dict[str, float] = dict.fromkeys(contenders, 0.0)
-    async with bridge, to_web, to_stdio:
+    server_cpu: dict[str, float] = dict.fromkeys(contenders, 0.0)
+    async with contextlib.AsyncExitStack() as stack:
+        for c in clients:
+            await stack.enter_async_context(c)
+        # The echo server behind each contender (its CPU per call: the same program's work).
+        servers = {
+            "direct http": pids["web"],
+            "direct stdio": echo_child(os.getpid()),
+            "floor": echo_child(pids["floor"]),
+        }
+        for who, (_, pid) in bridges.items():
+            servers[f"{who}bridge -> stdio"] = echo_child(pid)
+            servers[f"{who}bridge -> http"] = pids["web"]
 
         async def run(c: Any, name: str) -> float:
             t0 = time.perf_counter()
@@ -252,21 +293,24 @@ async def _upstream_measure(
 
         for i in range(rounds + 1):
             for k, (c, name) in contenders.items():
-                c0 = own_cpu_s(pid)
+                pid = front.get(k)
+                c0 = own_cpu_s(pid) if pid else 0.0
+                s0 = own_cpu_s(servers[k])
                 ms = await run(c, name)
                 if i:  # the first round warms every path
                     per[k].append(ms)
-                    cpu[k] += own_cpu_s(pid) - c0
-    await http.aclose()
-    await direct_http.aclose()
+                    cpu[k] += (own_cpu_s(pid) - c0) if pid else 0.0
+                    server_cpu[k] += own_cpu_s(servers[k]) - s0
+    for h in https:
+        await h.aclose()
     out: dict[str, Any] = {k: statistics.median(v) for k, v in per.items()}
-    out["cpu_ms"] = {k: v * 1000 / (rounds * calls) for k, v in cpu.items()}
-    for a, b in (
-        ("bridge -> stdio", "direct http"),
-        ("bridge -> http", "direct http"),
-        ("bridge -> stdio", "direct stdio"),
-    ):
-        out[(a, b)] = statistics.median(x / y for x, y in zip(per[a], per[b], strict=True))
+    out["cpu_ms"] = {k: v * 1000 / (rounds * calls) for k, v in cpu.items() if k in front}
+    out["server_cpu_ms"] = {k: v * 1000 / (rounds * calls) for k, v in server_cpu.items()}
+    out["ratio"] = {
+        (a, b): statistics.median(x / y for x, y in zip(per[a], per[b], strict=True))
+        for a in contenders
+        for b in ("direct http", "direct stdio", "floor")
+    }
     return out
 
 
@@ -274,23 +318,27 @@ def upstream_rows(
     start: Callable[..., Any], token: str, rounds: int = 5, calls: int = 200
 ) -> list[list[str]]:
     """``echo`` forwarded by the bridge beside the same call made directly by the same SDK
-    client; per install (this one, and the ``A2A_BENCH_BEFORE_PY`` one)."""
-    web_port = _free_port()
-    web = subprocess.Popen(
-        [sys.executable, "-m", "bench.echo_server", str(web_port)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+    client and through the forwarding floor; per install (this one, and the
+    ``A2A_BENCH_BEFORE_PY`` one)."""
+    web_port, floor_port = _free_port(), _free_port()
+    quiet = {"cwd": ROOT, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    web = subprocess.Popen([sys.executable, "-m", "bench.echo_server", str(web_port)], **quiet)
+    floor = subprocess.Popen(
+        [sys.executable, "-m", "bench.forward_floor", str(floor_port)], **quiet
     )
     try:
         _wait_port(web_port)
-        web_url = f"http://127.0.0.1:{web_port}/mcp"
-        rows = _upstream_rows(start, token, rounds, calls, None, web_url)
-        if BEFORE_PY:
-            rows += _upstream_rows(start, token, rounds, calls, BEFORE_PY, web_url)
+        _wait_port(floor_port)
+        urls = {
+            "web": f"http://127.0.0.1:{web_port}/mcp",
+            "floor": f"http://127.0.0.1:{floor_port}/mcp",
+        }
+        pids = {"web": web.pid, "floor": floor.pid}
+        rows = _upstream_rows(start, token, rounds, calls, urls, pids)
     finally:
-        web.terminate()
-        web.wait(10)
+        for p in (web, floor):
+            p.terminate()
+            p.wait(10)
     return rows
 
 
@@ -312,11 +360,35 @@ def _wait_port(port: int, timeout: float = 60) -> None:
     raise RuntimeError(f"nothing listens on {port}")
 
 
+UPSTREAM_HEADER = [
+    "echo via",
+    "ms/call",
+    "÷ direct HTTP",
+    "÷ direct stdio",
+    "÷ floor forwarder",
+    "forwarder CPU ms/call",
+    "echo server CPU ms/call",
+]
+_LABELS = {
+    "direct http": "direct HTTP (SDK server)",
+    "direct stdio": "direct stdio (SDK server)",
+    "floor": "floor forwarder (Tornado → stdio)",
+    "bridge -> stdio": "bridge → stdio server",
+    "bridge -> http": "bridge → HTTP server",
+}
+
+
 def _upstream_rows(
-    start: Callable[..., Any], token: str, rounds: int, calls: int, py: str | None, web: str
+    start: Callable[..., Any],
+    token: str,
+    rounds: int,
+    calls: int,
+    urls: dict[str, str],
+    pids: dict[str, int],
 ) -> list[list[str]]:
-    """One bridge (this install's, or ``py``'s) with the echo server over stdio (``srv``)
-    and over HTTP (``web``), both at allow tier. Bridge CPU: the bridge process alone."""
+    """A bridge (this install's, and the ``A2A_BENCH_BEFORE_PY`` one's, interleaved in the same
+    rounds) with the echo server over stdio (``srv``) and over HTTP (``web``), both at allow
+    tier. Bridge CPU: the bridge process alone."""
     from bench.__main__ import open_session
     from bench.tools import Client
 
@@ -326,51 +398,77 @@ def _upstream_rows(
     work = tempfile.mkdtemp(prefix=".a2a-bench-up-", dir=os.path.expanduser("~"))
     cfg = os.path.join(work, "config.json")
     stdio = {"command": sys.executable, "args": ["-m", "bench.echo_server"], "cwd": ROOT}
-    servers = {"srv": {**stdio, "box": False}, "web": {"url": web}}
+    servers = {"srv": {**stdio, "box": False}, "web": {"url": urls["web"]}}
     tiers = {"mcp__srv__echo": "allow", "mcp__web__echo": "allow"}
     with open(cfg, "w") as f:
         json.dump({"roots": [work], "mcp_servers": servers, "approval": {"tiers": tiers}}, f)
-    env = dict(
-        os.environ,
-        A2A_BRIDGE_CONFIG=cfg,
-        A2A_BRIDGE_AUDIT=os.path.join(work, "audit.jsonl"),
-        A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
-        A2A_BRIDGE_TOKEN=token,
-    )
-    server = start(env, py) if py else start(env)
+    running: dict[str, Any] = {}
     try:
-        cl = Client(server.port, open_session(server.port, {"Authorization": f"Bearer {token}"}))
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            names = {t["name"] for t in cl.rpc("tools/list").get("result", {}).get("tools", [])}
-            if {"mcp__srv__echo", "mcp__web__echo"} <= names:
-                break
-            time.sleep(0.2)
-        url = f"http://127.0.0.1:{server.port}/"
-        m = asyncio.run(_upstream_measure(url, web, token, calls, rounds, server.proc.pid))
+        for who, py in (("", None), ("before: ", BEFORE_PY)):
+            if who and not py:
+                continue
+            run_dir = os.path.join(work, f"run{len(running)}")
+            env = dict(
+                os.environ,
+                A2A_BRIDGE_CONFIG=cfg,
+                A2A_BRIDGE_AUDIT=os.path.join(run_dir, "audit.jsonl"),
+                A2A_BRIDGE_RUNTIME_DIR=run_dir,
+                A2A_BRIDGE_TOKEN=token,
+            )
+            running[who] = start(env, py) if py else start(env)
+        for server in running.values():
+            auth = {"Authorization": f"Bearer {token}"}
+            cl = Client(server.port, open_session(server.port, auth))
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                listed = cl.rpc("tools/list").get("result", {}).get("tools", [])
+                if {"mcp__srv__echo", "mcp__web__echo"} <= {t["name"] for t in listed}:
+                    break
+                time.sleep(0.2)
+        bridges = {
+            who: (f"http://127.0.0.1:{server.port}/", server.proc.pid)
+            for who, server in running.items()
+        }
+        m = asyncio.run(
+            _upstream_measure(bridges, urls["web"], urls["floor"], token, calls, rounds, pids)
+        )
     finally:
-        server.stop()
+        for server in running.values():
+            server.stop()
         shutil.rmtree(work, ignore_errors=True)
-    who = "before: " if py else ""
+    rows = []
+    labels = dict(list(_LABELS.items())[:3])
+    for who in running:
+        labels.update({f"{who}{k}": f"{who}{v}" for k, v in list(_LABELS.items())[3:]})
+    for k, label in labels.items():
+        r = m["ratio"]
+        rows.append(
+            [
+                label,
+                f"{m[k]:.2f}",
+                f"{r[(k, 'direct http')]:.2f}x",
+                f"{r[(k, 'direct stdio')]:.2f}x",
+                f"{r[(k, 'floor')]:.2f}x",
+                f"{m['cpu_ms'][k]:.2f}" if k in m["cpu_ms"] else "",
+                f"{m['server_cpu_ms'][k]:.2f}",
+            ]
+        )
+    return rows
+
+
+def upstream_section(start: Any, token: str, rounds: int = 5, calls: int = 200) -> list[str]:
+    """``python -m bench --only upstream``: the upstream rows alone, with the load."""
+    load0 = " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    rows = upstream_rows(start, token, rounds, calls)
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     return [
-        [
-            f"{who}bridge -> stdio server",
-            f"{m['bridge -> stdio']:.2f}",
-            f"{m['direct http']:.2f}",
-            f"{m[('bridge -> stdio', 'direct http')]:.2f}x",
-            f"{m['direct stdio']:.2f}",
-            f"{m[('bridge -> stdio', 'direct stdio')]:.2f}x",
-            f"{m['cpu_ms']['bridge -> stdio']:.2f}",
-        ],
-        [
-            f"{who}bridge -> HTTP server",
-            f"{m['bridge -> http']:.2f}",
-            f"{m['direct http']:.2f}",
-            f"{m[('bridge -> http', 'direct http')]:.2f}x",
-            "",
-            "",
-            f"{m['cpu_ms']['bridge -> http']:.2f}",
-        ],
+        f"### Upstream forwarding (the SDK client, {calls} sequential calls per round; median of "
+        f"{rounds} interleaved rounds; ratios: median of per-round ratios)",
+        "",
+        f"Load average (1/5/15 min) at the start: {load0}; at the end: {load}; "
+        f"{os.cpu_count()} cores.",
+        "",
+        _table(UPSTREAM_HEADER, rows),
     ]
 
 
@@ -434,16 +532,5 @@ def fastpaths_section(py: str, base_env: dict[str, str], token: str, start: Any)
         "### Upstream forwarding (the SDK client, 200 sequential calls per round; median of 5 "
         "interleaved rounds; ratios: median of per-round ratios)",
         "",
-        _table(
-            [
-                "echo via",
-                "bridge ms/call",
-                "direct HTTP ms/call",
-                "ratio",
-                "direct stdio ms/call",
-                "ratio",
-                "bridge CPU ms/call",
-            ],
-            upstream,
-        ),
+        _table(UPSTREAM_HEADER, upstream),
     ]

@@ -4,8 +4,10 @@ Callers only append to a buffer (no I/O on the IOLoop). The writer thread wakes 
 stops being empty, lingers a few milliseconds so a burst becomes one batch (one wake-up per
 batch instead of two per call), then serialises, redacts, rotates (``keep`` generations of
 ``max_bytes``) and appends whole lines with ``os.write`` on an ``O_APPEND`` descriptor, so a
-crash leaves at most the last line partial. A failed write never fails a call: it is counted and
-warned about on the first and every 100th failed record.
+crash leaves at most the last line partial. While records keep coming it stays awake, looking
+again every linger, so a caller wakes it only when it sleeps idle (not once per batch). A failed
+write never fails a call: it is counted and warned about on the first and every 100th failed
+record.
 """
 
 from __future__ import annotations
@@ -196,6 +198,9 @@ class AuditLog:
         self._buffer: list[dict[str, Any]] = []
         self._flush_waiters: list[threading.Event] = []
         self._closing = False
+        # True while the writer waits with nothing to do (untimed): only then must a record
+        # wake it. Read and written under ``_cond``.
+        self._idle = False
         self._fd: int | None = None
         self._size = 0
         self._regular = True
@@ -208,7 +213,11 @@ class AuditLog:
         """Buffer a record; ``args`` (if any) is redacted by the writer thread."""
         with self._cond:
             self._buffer.append(rec)
-            if len(self._buffer) == 1:
+            # Awake (lingering, writing, or looking again in a moment), the writer finds it
+            # without a wake-up: the wake-up (a futex call, and the GIL handed to the writer)
+            # was paid by the loop thread: 2-4 us per sequential call (docs/design/performance.md).
+            if self._idle:
+                self._idle = False
                 self._cond.notify()
 
     def flush(self, timeout: float = 5.0) -> bool:
@@ -228,12 +237,21 @@ class AuditLog:
     # -- writer thread --------------------------------------------------------------------
 
     def _run(self) -> None:
+        awake = False  # the last batch wrote something: more is likely, look again soon
         while True:
+            lingered = False
             with self._cond:
+                if awake and not (self._buffer or self._flush_waiters or self._closing):
+                    # Traffic: look again after a linger instead of asking callers to wake
+                    # us (a flush or close still wakes us at once).
+                    self._cond.wait(self.linger_s)
+                    lingered = True
                 while not (self._buffer or self._flush_waiters or self._closing):
+                    self._idle = True  # nothing came: sleep until a record wakes us
                     self._cond.wait()
+                self._idle = False
                 urgent = bool(self._flush_waiters) or self._closing
-            if not urgent and self.linger_s > 0:
+            if not urgent and self.linger_s > 0 and not lingered:
                 time.sleep(self.linger_s)  # let a burst gather into one batch
             with self._cond:
                 batch, self._buffer = self._buffer, []
@@ -241,6 +259,7 @@ class AuditLog:
                 done = self._closing and not batch
             if batch:
                 self._write_batch(batch)
+            awake = bool(batch) and self.linger_s > 0
             for w in waiters:
                 w.set()
             if done:

@@ -168,6 +168,9 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
         self.returncode: int | None = None
         self._cm: contextlib.AbstractAsyncContextManager[Any] | None = None
         self._stdin: Any = None  # the child's stdin while it runs
+        # The asyncio stream under anyio's wrapper of that stdin (see :meth:`send_line`); None:
+        # anyio's own ``send``.
+        self.writer: asyncio.StreamWriter | None = None
         self.waiters = Waiters()  # request()'s calls, waiting for their answers
         self._notes: set[asyncio.Task[None]] = set()  # cancellations being written
 
@@ -189,6 +192,8 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
         )  # fmt: skip
         self.pid = proc.pid
         self._stdin = proc.stdin
+        raw = getattr(proc.stdin, "_stream", None)
+        self.writer = raw if isinstance(raw, asyncio.StreamWriter) else None
         read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -218,6 +223,7 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
             finally:
                 self.exited.set()
                 self._stdin = None
+                self.writer = None
                 self.waiters.fail_all(ConnectionError("the server's output ended"))
 
         async def stderr() -> None:
@@ -281,7 +287,7 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
             # The write is inside the deadline too: a server that stops reading its stdin
             # fills the pipe. A write cut short leaves no half line: the whole line is in the
             # transport's buffer before the wait for it to drain.
-            await stdin.send(_line(message))
+            await self.send_line(stdin, _line(message))
             return await fut
 
         try:
@@ -295,6 +301,24 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
             raise ConnectionError(f"the server's input closed ({e})") from None
         finally:
             self.waiters.pending.pop(rid, None)
+
+    async def send_line(self, stdin: Any, data: bytes) -> None:
+        """Write whole lines to the server's stdin: straight to the asyncio stream under
+        anyio's wrapper, and wait only while the pipe is full.
+
+        Why: anyio's ``send`` ends with a shielded cancel scope and one more loop turn after
+        every write (its "checkpoint"), 13% of the bridge's GIL time per forwarded stdio call
+        in the profile; the write and the wait for a full pipe to drain are the same. Without
+        that stream (another anyio, another backend) anyio's ``send`` as before.
+        """
+        w = self.writer
+        if w is None:
+            await stdin.send(data)
+            return
+        if w.is_closing():
+            raise ConnectionError("the server's input closed")
+        w.write(data)  # the whole line is in the buffer before any wait: no half line
+        await w.drain()
 
     def _cancel(self, rid: str) -> None:
         """Tell the server a request is cancelled, in a task of its own (the caller may be a
@@ -310,7 +334,7 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
 
         async def send() -> None:
             with contextlib.suppress(Exception):
-                await stdin.send(_line(note))
+                await self.send_line(stdin, _line(note))
 
         task = asyncio.get_running_loop().create_task(send())
         self._notes.add(task)

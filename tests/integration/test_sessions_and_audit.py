@@ -204,6 +204,36 @@ def test_audit_write_failure_never_fails_a_call(tmp_path, log_records):
     log.close()
 
 
+def _ids(path: str) -> list[str]:
+    with contextlib.suppress(FileNotFoundError), open(path) as f:
+        return [json.loads(line)["id"] for line in f]
+    return []
+
+
+def test_audit_writer_is_woken_when_idle_finds_records_when_awake_and_loses_none_at_close(
+    tmp_path,
+):
+    """The writer is woken by a record only while it sleeps idle; between batches of steady
+    traffic it looks again by itself. Either way every record lands, in order, with no flush;
+    and a close right after a burst writes all of it."""
+    path = str(tmp_path / "a.jsonl")
+    log = AuditLog(path, linger_s=0.005)
+    log.record({"id": "0", "phase": "start"})  # an idle writer: this record must wake it
+    wait_for(lambda: _ids(path) == ["0"], timeout=60)
+    for i in range(1, 300):
+        log.record({"id": str(i), "phase": "start"})
+        if i % 3 == 0:
+            time.sleep(0.002)  # paced like sequential calls: the writer stays awake
+        if i % 100 == 0:
+            time.sleep(0.1)  # a pause: the writer goes idle, the next record wakes it
+    wait_for(lambda: len(_ids(path)) >= 300, timeout=60)
+    assert _ids(path) == [str(i) for i in range(300)]
+    for i in range(300, 600):
+        log.record({"id": str(i), "phase": "start"})
+    log.close()
+    assert _ids(path) == [str(i) for i in range(600)]
+
+
 def test_audit_rotation_keeps_n_generations(tmp_path):
     path = str(tmp_path / "a.jsonl")
     log = AuditLog(path, max_bytes=4096, keep=3)

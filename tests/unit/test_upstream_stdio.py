@@ -92,3 +92,42 @@ def test_a_request_line_is_one_line_of_valid_json_whatever_the_arguments():
 def test_a_request_to_a_server_not_running_is_a_connection_error():
     with pytest.raises(ConnectionError):
         asyncio.run(_transport().request("tools/call", {}, 1.0))
+
+
+def test_a_line_goes_through_anyio_when_no_asyncio_stream_is_under_its_stdin():
+    """``send_line`` writes straight to the asyncio stream under anyio's wrapper; without one it
+    falls back to the stdin object's own ``send`` (here a memory stream), whole lines."""
+    import anyio
+
+    async def go() -> bytes:
+        send, recv = anyio.create_memory_object_stream[bytes](1)
+        t = _transport()
+        assert t.writer is None
+        await t.send_line(send, _line({"id": "omp-1"}))
+        return recv.receive_nowait()
+
+    assert asyncio.run(go()) == b'{"id":"omp-1"}\n'
+
+
+def test_a_line_to_a_closed_stdin_is_a_connection_error_not_a_silent_drop():
+    """A closing asyncio transport drops writes silently; ``send_line`` says so instead."""
+    import os
+
+    async def go() -> None:
+        r, w = os.pipe()
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(w, "wb")
+        )
+        t = _transport()
+        t.writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        await t.send_line(None, b"one\n")
+        assert os.read(r, 10) == b"one\n"
+        transport.close()
+        try:
+            with pytest.raises(ConnectionError):
+                await t.send_line(None, b"two\n")
+        finally:
+            os.close(r)
+
+    asyncio.run(go())
