@@ -108,7 +108,7 @@ def walk_plan(request: BoxRequest, base: str) -> BoxPlan:
     if view.cwd != base:
         raise BaseMoved(base)
     plan = build_plan(view, request.config)
-    plan = dataclasses.replace(plan, write=(), write_protected=(), network=False)
+    plan = dataclasses.replace(plan, write=(), write_protected=(), pinned=(), network=False)
     plan = _visible(plan, base)
     with _cache_lock:
         if len(_cache) >= _WALK_CACHE_MAX:
@@ -150,7 +150,9 @@ def server_box(
     except PrivateCwd as e:
         raise NoBox(f"its folder {e} is in the home's hidden tree, which the box hides") from None
     if view.git_top != view.cwd:  # the cwd is the project, never the repository around it
-        view = dataclasses.replace(view, git_top=None, git_file=None, git_dirs=())
+        # ...but the repositories nested in the cwd stay protected like any other.
+        nested = tuple(d for d in view.git_dirs if within(d, view.cwd))
+        view = dataclasses.replace(view, git_top=None, git_file=None, git_dirs=nested)
     plan = build_plan(view, request.config)
     plan = dataclasses.replace(plan, network=network)
     programs = [t for t in [program_tree(argv[0])] if t]

@@ -12,11 +12,13 @@ import dataclasses
 import functools
 import glob
 import os
+import re
 import sys
 from collections.abc import Iterable
 
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold
 from .policy import (
+    NESTED_PERSISTENCE,
     SYSTEM_PRIVATE,
     SYSTEM_PRIVATE_FILES,
     SYSTEM_READABLE,
@@ -184,12 +186,40 @@ def _name_matcher() -> Matcher:
     return Matcher([loc for loc in TABLE if "/" not in loc.pattern], "/")
 
 
-def _secrets_in(top: str, home: str) -> list[HostEntry]:
+@dataclasses.dataclass
+class Scan:
+    """What the project scan found: masks, and the persistence anywhere in the tree."""
+
+    masks: list[HostEntry]
+    nested: list[str]  # existing persistence (``sub/.vscode``, a nested ``.git`` file...)
+    git_dirs: list[str]  # nested repositories' git dirs (and theirs: modules, worktrees)
+    repos: list[tuple[str, str]]  # (work tree or bare dir, common git dir) of each found
+
+
+def _found_git(path: str, is_dir: bool, scan: Scan) -> None:
+    """A ``.git`` below the top: a nested clone (dir) or a submodule or worktree (file)."""
+    if is_dir:
+        common = os.path.realpath(path)
+        scan.git_dirs += [common, *_nested(common)]
+        scan.repos.append((os.path.dirname(path), common))
+        return
+    scan.nested.append(path)  # the file itself: rewritten, it redirects the repository
+    git_dir = _read_gitdir(path)
+    if git_dir is not None:
+        common = _common_dir(git_dir)
+        scan.git_dirs += [git_dir, common, *_nested(common)]
+        scan.repos.append((os.path.dirname(path), common))
+
+
+def _scan(top: str, home: str) -> Scan:
     """Secret-looking files and hard-linked files under ``top`` (bounded walk): the box masks
-    them like the home's hidden files. Symlinks are not followed (their targets are judged
-    where they lie)."""
+    them like the home's hidden files; and the persistence anywhere in the tree (the table's
+    "anywhere" kind): nested repositories (a ``.git`` dir or file, a bare one: ``HEAD`` +
+    ``objects`` + ``refs``), ``.vscode``, ``.idea``, ``.envrc``, ``.direnv``, ``.husky``,
+    ``.githooks``, ``*.pth``, ``sitecustomize.py``. Symlinks are not followed (their targets
+    are judged where they lie)."""
     matcher = _name_matcher()
-    out: list[HostEntry] = []
+    scan = Scan([], [], [], [])
     seen = 0
     todo = [(top, 0)]
     while todo:
@@ -200,24 +230,86 @@ def _secrets_in(top: str, home: str) -> list[HostEntry]:
             entries = list(os.scandir(here))
         except OSError:
             continue
+        if here != top and {"HEAD", "objects", "refs"} <= {e.name for e in entries}:
+            scan.git_dirs += [os.path.realpath(here), *_nested(here)]  # a bare repository
+            scan.repos.append((here, os.path.realpath(here)))
+            continue
         for entry in entries:
             seen += 1
             if here == home and entry.name.startswith("."):
                 continue  # the home's hidden tree is masked whole (_hidden): nothing to scan
             try:
-                if entry.is_dir(follow_symlinks=False):
+                is_dir = entry.is_dir(follow_symlinks=False)
+                if entry.name == ".git":
+                    if here != top:
+                        _found_git(entry.path, is_dir, scan)
+                    continue
+                if entry.name in NESTED_PERSISTENCE:
+                    scan.nested.append(entry.path)  # read-only; a secret inside still masked
+                if is_dir:
                     if depth < SCAN_MAX_DEPTH and entry.name not in SCAN_SKIP:
                         todo.append((entry.path, depth + 1))
                     continue
                 if not entry.is_file(follow_symlinks=False):
                     continue
                 hit = matcher.name(fold(entry.name))
-                secret = hit is not None and hit.kind is not EscalationKind.PERSISTENCE
-                if secret or entry.stat(follow_symlinks=False).st_nlink > 1:
-                    out.append(HostEntry(entry.path, False))
+                if hit is not None and hit.kind is EscalationKind.PERSISTENCE:
+                    scan.nested.append(entry.path)  # x.pth, sitecustomize.py
+                elif hit is not None or entry.stat(follow_symlinks=False).st_nlink > 1:
+                    scan.masks.append(HostEntry(entry.path, False))
             except OSError:
                 continue
-    return coalesce(out, top, SCAN_MAX_MASKS)
+    scan.masks = coalesce(scan.masks, top, SCAN_MAX_MASKS)
+    return scan
+
+
+_HOOKS_PATH = re.compile(r"^\s*hookspath\s*=\s*(.*?)\s*$", re.IGNORECASE | re.MULTILINE)
+
+
+def _hooks_path(config: str) -> str | None:
+    """The last ``core.hooksPath`` a git config file sets (a plain reading: sections other than
+    ``core`` do not hold that key)."""
+    try:
+        with open(config, encoding="utf-8", errors="replace") as f:
+            found = _HOOKS_PATH.findall(f.read(1 << 20))
+    except OSError:
+        return None
+    if not found:
+        return None
+    value = found[-1].split(" #", 1)[0].split(" ;", 1)[0].strip()
+    return value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else value or None
+
+
+def _hooks(repos: Iterable[tuple[str, str]], home: str) -> tuple[str, ...]:
+    """Each repository's configured hooks folder, absolute (relative: to its work tree)."""
+    default = None
+    for config in (
+        os.path.join(home, ".config", "git", "config"),
+        os.path.join(home, ".gitconfig"),
+    ):
+        default = _hooks_path(config) or default
+    out: list[str] = []
+    for top, common in repos:
+        value = _hooks_path(os.path.join(common, "config")) or default
+        if value is None:
+            continue
+        if value.startswith("~/"):
+            value = os.path.join(home, value[2:])
+        out.append(os.path.normpath(os.path.join(top, value)))
+    return tuple(dict.fromkeys(out))
+
+
+@functools.cache
+def _on_path_patterns() -> tuple[str, ...]:
+    """The table's persistence folders in the home's visible tree (``~/bin``...)."""
+    return tuple(
+        loc.pattern
+        for loc in TABLE
+        if loc.kind is EscalationKind.PERSISTENCE
+        and loc.pattern.startswith("~/")
+        and not loc.pattern.startswith("~/.")
+        and not any(c in loc.pattern for c in "*?[")
+    )
 
 
 def coalesce(masks: list[HostEntry], top: str, limit: int) -> list[HostEntry]:
@@ -272,6 +364,12 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     # Never hide a folder that holds the project or a root ("/tmp/x" when the project is in it).
     own_real = [o for o in own_real if not any(within(r, o) for r in (cwd, *real_roots))]
     files = [f for f in files if not any(within(f.path, o) for o in own_real)]  # hidden with it
+    scan = _scan(project_top, home)
+    repos = list(scan.repos)
+    if top is not None and git_dirs:
+        repos.append((top, git_dirs[0] if git_file is None else _common_dir(git_dirs[0])))
+    git_dirs = tuple(dict.fromkeys([*git_dirs, *scan.git_dirs]))
+    on_path = tuple(r for r in (_real(p) for p in _on_path_patterns()) if r is not None)
     wanted = (*config.read_allow, *SYSTEM_READABLE)
     allowed = tuple(r for r in (_real(p) for p in wanted) if r is not None)
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
@@ -279,7 +377,7 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         cwd=cwd,
         home=home,
         roots=real_roots,
-        hidden=(*hidden, *_secrets_in(project_top, home), *files),
+        hidden=(*hidden, *scan.masks, *files),
         allowed=allowed,
         others=_others(home),
         own=tuple(dict.fromkeys(own_real)),
@@ -288,6 +386,9 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         git_dirs=git_dirs,
         write_allow=write_allow,
         tmp_visible=_tmp_visible(),
+        nested=tuple(dict.fromkeys(scan.nested)),
+        hooks=_hooks(repos, home),
+        on_path=on_path,
     )
     candidates = persistence_paths(view, project_of(view))
     existing = frozenset(p for p in candidates if os.path.lexists(p))

@@ -285,3 +285,53 @@ def test_the_scans_name_matcher_says_what_the_whole_table_says():
     for name in names:
         key = fold(name.rsplit("/", 1)[-1])
         assert _name_matcher().name(key) == full.name(key), name
+
+
+def test_persistence_anywhere_in_the_project_stays_read_only_and_nested_git_dirs_too():
+    """An outside review (round 2): a cwd of ``~/src`` made every repository below writable."""
+    src = f"{H}/src"
+    v = view(
+        cwd=src,
+        git_top=None,
+        git_dirs=(f"{src}/app/.git", f"{src}/lib/.git"),
+        nested=(f"{src}/app/web/.vscode", f"{src}/app/sub/.git"),
+        hooks=(f"{src}/app/.husky", f"{src}/app/tools/hooks"),
+        existing=frozenset(
+            {f"{src}/app/.git/config", f"{src}/lib/.git/hooks", f"{src}/app/web/.vscode"}
+            | {f"{src}/app/sub/.git", f"{src}/app/.husky"}
+        ),
+    )
+    plan = build_plan(v, BoxConfig())
+    assert set(plan.write) == {src, f"{src}/app/.git", f"{src}/lib/.git"}
+    assert set(plan.write_protected) == {
+        f"{src}/app/.git/config",
+        f"{src}/lib/.git/hooks",
+        f"{src}/app/web/.vscode",
+        f"{src}/app/sub/.git",
+        f"{src}/app/.husky",
+    }
+    # Every folder between the project and what it protects is its own mount point.
+    assert set(plan.pinned) == {f"{src}/app", f"{src}/lib", f"{src}/app/web", f"{src}/app/sub"}
+    # The configured hooks path that does not exist yet, and the nested repos' hooks: swept.
+    missing = missing_persistence(v, project_of(v))
+    assert f"{src}/app/tools/hooks" in missing and f"{src}/app/.git/hooks" in missing
+    assert f"{src}/app/web/.vscode" not in missing
+
+
+def test_pins_cover_masks_and_render_before_them():
+    v = view(hidden=(HostEntry(f"{H}/proj/conf/prod/.env", False),))
+    plan = build_plan(v, BoxConfig())
+    assert set(plan.pinned) == {f"{H}/proj/conf", f"{H}/proj/conf/prod"}
+    argv = render(plan, BwrapHost("/usr/bin/bwrap", "/e"), ["true"])
+    pin = argv.index(f"{H}/proj/conf/prod") - 1
+    mask = argv.index(f"{H}/proj/conf/prod/.env") - 1
+    assert argv[pin] == "--bind" and pin < mask and argv[mask - 1] == "--ro-bind"
+
+
+def test_a_program_folder_on_path_is_never_the_project_and_read_only_inside_one():
+    on_path = (f"{H}/bin", f"{H}/go/bin")
+    assert project_of(view(cwd=f"{H}/bin", git_top=None, on_path=on_path)) is None
+    assert project_of(view(cwd=f"{H}/bin/sub", git_top=None, on_path=on_path)) is None
+    v = view(cwd=f"{H}/go", git_top=None, on_path=on_path, existing=frozenset({f"{H}/go/bin"}))
+    plan = build_plan(v, BoxConfig())
+    assert plan.write == (f"{H}/go",) and f"{H}/go/bin" in plan.write_protected
