@@ -166,6 +166,10 @@ def missing_persistence(view: HostView, project: str | None) -> tuple[str, ...]:
     return tuple(p for p in persistence_paths(view, project) if p not in view.existing)
 
 
+def _masked(path: str, private: list[str]) -> bool:
+    return any(within(path, p) for p in private)
+
+
 def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
     """One call's box (pure): see the module docstring for the policy."""
     project = project_of(view)
@@ -192,11 +196,17 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
         inside = [d for d in view.git_dirs if within(d, project)]
         outside = [d for d in view.git_dirs if not within(d, project)]
         inside += [d for d in outside if any(within(d, r) for r in view.roots)]
-        write += inside
+        # Nothing a mask hides is bound again: a later bind of the real path would cover the
+        # mask (an ``.envrc`` is secret-looking *and* persistence: its read-only bind undid its
+        # empty-file mask, and the box read it). A mask is read-only already, or a tmpfs.
+        write += [d for d in inside if not _masked(d, private)]
     write += list(view.write_allow)
     protected = [p for p in persistence_paths(view, project) if p in view.existing]
     protected = [p for p in protected if any(within(p, w) for w in write)]
-    pinned = pins([*protected, *private, *write], list(write))
+    protected = [p for p in protected if not _masked(p, private)]
+    pinned = [
+        p for p in pins([*protected, *private, *write], list(write)) if not _masked(p, private)
+    ]
     return BoxPlan(
         cwd=view.cwd,
         read_private=tuple(private),

