@@ -169,6 +169,16 @@ def _tmp_visible() -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
+def _is_git_dir(path: str) -> bool:
+    """A folder git itself made: ``HEAD`` and ``objects`` + ``refs``, or (a worktree's)
+    ``commondir``; never a symlink's or a ``.git`` file's word for any folder."""
+    if not os.path.isfile(os.path.join(path, "HEAD")):
+        return False
+    if os.path.isfile(os.path.join(path, "commondir")):
+        return True
+    return all(os.path.isdir(os.path.join(path, d)) for d in ("objects", "refs"))
+
+
 class PrivateCwd(Exception):
     """The call's folder lies in a private place (the home's hidden tree): no box hides
     that place from a call that runs in it, so a human decides."""
@@ -368,7 +378,9 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     repos = list(scan.repos)
     if top is not None and git_dirs:
         repos.append((top, git_dirs[0] if git_file is None else _common_dir(git_dirs[0])))
-    git_dirs = tuple(dict.fromkeys([*git_dirs, *scan.git_dirs]))
+    # Only real git dirs: a ``.git`` file or symlink the agent wrote may name any folder
+    # (the home, a work tree), and the repository's git dirs outside the project are writable.
+    git_dirs = tuple(d for d in dict.fromkeys([*git_dirs, *scan.git_dirs]) if _is_git_dir(d))
     on_path = tuple(r for r in (_real(p) for p in _on_path_patterns()) if r is not None)
     wanted = (*config.read_allow, *SYSTEM_READABLE)
     allowed = tuple(r for r in (_real(p) for p in wanted) if r is not None)

@@ -166,6 +166,20 @@ def missing_persistence(view: HostView, project: str | None) -> tuple[str, ...]:
     return tuple(p for p in persistence_paths(view, project) if p not in view.existing)
 
 
+def _may_write_outside(git_dir: str, project: str, view: HostView) -> bool:
+    """A git dir of the repository outside the project (a worktree's or submodule's) is
+    writable only where a project could be: inside a root, never holding the home, the
+    project or a root, never in a program folder on ``PATH``. A ``.git`` file the agent wrote
+    names it: ``gitdir: ~`` made the whole home writable (``~/.bash_login``, ``~/bin``)."""
+    if not any(within(git_dir, r) and git_dir != r for r in view.roots):
+        return False
+    if within(view.home, git_dir) or within(project, git_dir):
+        return False
+    if any(within(r, git_dir) for r in view.roots):
+        return False
+    return not any(within(git_dir, p) for p in view.on_path)
+
+
 def _masked(path: str, private: list[str]) -> bool:
     return any(within(path, p) for p in private)
 
@@ -195,7 +209,7 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
         # read-only hooks and config below.
         inside = [d for d in view.git_dirs if within(d, project)]
         outside = [d for d in view.git_dirs if not within(d, project)]
-        inside += [d for d in outside if any(within(d, r) for r in view.roots)]
+        inside += [d for d in outside if _may_write_outside(d, project, view)]
         # Nothing a mask hides is bound again: a later bind of the real path would cover the
         # mask (an ``.envrc`` is secret-looking *and* persistence: its read-only bind undid its
         # empty-file mask, and the box read it). A mask is read-only already, or a tmpfs.

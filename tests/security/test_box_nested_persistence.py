@@ -203,3 +203,41 @@ def test_an_envrc_secret_stays_masked_and_unwritten(world: World) -> None:
         assert read_text(envrc) == "export AWS_SECRET_ACCESS_KEY=FAKESECRET-envrc-2b9d\n"
     finally:
         os.unlink(envrc)
+
+
+REDIRECTS = [
+    # a .git file naming the home as the repository's git dir, the call then run beside it
+    ("printf 'gitdir: {home}\\n' > sub/.git", "sub"),
+    ("printf 'gitdir: {home}\\n' > sub/.git", ""),  # found by the project scan
+    # a .git symlink to the home
+    ("ln -s {home} sub/.git", "sub"),
+    # a .git file naming a work tree (not a git dir): its own .git/hooks would be writable
+    ("printf 'gitdir: {home}/src/app\\n' > sub/.git", "sub"),
+]
+
+
+@pytest.mark.parametrize(("plant", "where"), REDIRECTS)
+def test_a_planted_git_file_opens_nothing_outside_the_project(
+    world: World, src: str, plant: str, where: str
+) -> None:
+    """A ``.git`` file the agent writes names the repository's git dirs; those outside the
+    project were made writable when inside a root (the default root is the home): a second
+    call beside it wrote ``~/.bash_login``, ``~/bin``, ``~/Documents``."""
+    sub = os.path.join(world.project, "sub")
+    guarded = [
+        *(os.path.join(world.home, n) for n in (".bash_login", "bin", "Documents/planted")),
+        os.path.join(src, "app", ".git", "hooks", "pre-commit"),
+        os.path.join(src, "app", "planted"),
+    ]
+    try:
+        world.bash("mkdir -p sub && " + plant.format(home=world.home))
+        _, text = world.bash(
+            "echo evil > ~/.bash_login; mkdir -p ~/bin; echo x > ~/Documents/planted; "
+            "echo evil > ~/src/app/.git/hooks/pre-commit; echo x > ~/src/app/planted; true",
+            cwd=os.path.join(world.project, where) if where else world.project,
+        )
+        assert [p for p in guarded if os.path.lexists(p)] == [], text
+    finally:
+        for p in guarded:
+            subprocess.run(["rm", "-rf", p], check=False)
+        subprocess.run(["rm", "-rf", sub], check=False)

@@ -353,3 +353,25 @@ def test_nothing_a_mask_hides_is_bound_again():
     assert not [p for p in bound if p == many or p.startswith(many + "/")]
     argv = render(plan, BwrapHost("/usr/bin/bwrap", "/e"), ["true"])
     assert [argv[i - 1] for i, a in enumerate(argv) if a == envrc] == ["/e"]
+
+
+@pytest.mark.parametrize(
+    ("git_dir", "writable"),
+    [
+        (f"{H}/proj/.git/worktrees/wt", True),  # a worktree's git dir in the main repository
+        (H, False),  # `gitdir: ~` in a planted .git file: the whole home
+        (f"{H}/bin", False),  # a program folder on PATH
+        ("/", False),  # holds the home
+        (f"{H}/src", False),  # holds the project
+        ("/srv/repo/.git", False),  # outside every root
+    ],
+)
+def test_a_git_dir_outside_the_project_is_writable_only_where_a_project_could_be(git_dir, writable):
+    v = view(
+        cwd=f"{H}/src/wt/sub",
+        git_top=f"{H}/src/wt",
+        git_file=f"{H}/src/wt/.git",
+        git_dirs=(git_dir,),
+        on_path=(f"{H}/bin",),
+    )
+    assert (git_dir in build_plan(v, BoxConfig()).write) is writable
