@@ -273,40 +273,63 @@ def _scan(top: str, home: str) -> Scan:
     return scan
 
 
-_HOOKS_PATH = re.compile(r"^\s*hookspath\s*=\s*(.*?)\s*$", re.IGNORECASE | re.MULTILINE)
+_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]\s*(.*)$')
+_ENTRY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*?))?\s*$")
 
 
-def _hooks_path(config: str) -> str | None:
-    """The last ``core.hooksPath`` a git config file sets (a plain reading: sections other than
-    ``core`` do not hold that key)."""
+def _config_entries(config: str) -> list[tuple[str, str, str]]:
+    """(section, key, value) of a git config file, folded like git (a plain reading: no
+    continuation lines; a comment after a value ends it)."""
     try:
         with open(config, encoding="utf-8", errors="replace") as f:
-            found = _HOOKS_PATH.findall(f.read(1 << 20))
+            text = f.read(1 << 20)
     except OSError:
-        return None
-    if not found:
-        return None
-    value = found[-1].split(" #", 1)[0].split(" ;", 1)[0].strip()
-    return value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else value or None
+        return []
+    out: list[tuple[str, str, str]] = []
+    section = ""
+    for line in text.splitlines():
+        head = _SECTION.match(line)
+        if head:
+            section, line = head.group(1).lower(), head.group(3)
+        entry = _ENTRY.match(line)
+        if entry is None or entry.group(2) is None:
+            continue
+        value = re.split(r"\s[#;]", entry.group(2), maxsplit=1)[0].strip()
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        out.append((section, entry.group(1).lower(), value))
+    return out
 
 
-def _hooks(repos: Iterable[tuple[str, str]], home: str) -> tuple[str, ...]:
-    """Each repository's configured hooks folder, absolute (relative: to its work tree)."""
-    default = None
-    for config in (
-        os.path.join(home, ".config", "git", "config"),
-        os.path.join(home, ".gitconfig"),
-    ):
-        default = _hooks_path(config) or default
+def _git_named(repos: Iterable[tuple[str, str]], home: str) -> tuple[str, ...]:
+    """What each repository's git config names in a work tree: its hooks folder
+    (``core.hooksPath``, existing or not), the files it includes (``include.path``), and every
+    existing file a value names (a filter's or a diff driver's script, an ``sshCommand``
+    wrapper). Git runs or reads these as it runs the config itself, which the box keeps
+    read-only: writing them would be writing the config."""
+    globals_ = [os.path.join(home, ".config", "git", "config"), os.path.join(home, ".gitconfig")]
     out: list[str] = []
     for top, common in repos:
-        value = _hooks_path(os.path.join(common, "config")) or default
-        if value is None:
-            continue
-        if value.startswith("~/"):
-            value = os.path.join(home, value[2:])
-        out.append(os.path.normpath(os.path.join(top, value)))
+        for config in (*globals_, os.path.join(common, "config")):
+            for section, key, value in _config_entries(config):
+                if section in ("include", "includeif") and key == "path":
+                    out.append(_resolve(os.path.dirname(config), value, home))
+                elif section == "core" and key == "hookspath":
+                    out.append(_resolve(top, value, home))
+                else:
+                    for word in value.split():
+                        word = word.strip("'\"")
+                        if "/" in word and "://" not in word:
+                            path = _resolve(top, word, home)
+                            if os.path.isfile(path):
+                                out.append(path)
     return tuple(dict.fromkeys(out))
+
+
+def _resolve(base: str, value: str, home: str) -> str:
+    if value == "~" or value.startswith("~/"):
+        value = home + value[1:]
+    return os.path.normpath(os.path.join(base, value))
 
 
 @functools.cache
@@ -399,7 +422,7 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         write_allow=write_allow,
         tmp_visible=_tmp_visible(),
         nested=tuple(dict.fromkeys(scan.nested)),
-        hooks=_hooks(repos, home),
+        hooks=_git_named(repos, home),
         on_path=on_path,
     )
     candidates = persistence_paths(view, project_of(view))

@@ -98,7 +98,8 @@ class HostView:
     # Existing persistence the project scan found anywhere in the tree (``sub/.vscode``, a
     # nested repository's or a submodule's ``.git`` file, ``.husky``, ``x.pth``...).
     nested: tuple[str, ...] = ()
-    # Every repository's configured ``core.hooksPath`` (existing or not).
+    # What every repository's git config names in a work tree: ``core.hooksPath`` (existing or
+    # not), included files, scripts a value names (a filter, an ``sshCommand`` wrapper).
     hooks: tuple[str, ...] = ()
     # The table's persistence folders in the home's visible tree (``~/bin``, ``~/go/bin``,
     # ``~/Library/LaunchAgents``): never a project, read-only inside one.

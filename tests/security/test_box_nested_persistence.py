@@ -241,3 +241,33 @@ def test_a_planted_git_file_opens_nothing_outside_the_project(
         for p in guarded:
             subprocess.run(["rm", "-rf", p], check=False)
         subprocess.run(["rm", "-rf", sub], check=False)
+
+
+CONFIG_NAMED = [
+    # a shared config the repository's config includes (`git config include.path ../.gitconfig`)
+    (("include.path", "../.gitconfig"), ".gitconfig", FSMONITOR + ".gitconfig"),
+    # a clean filter's script in the work tree (runs at the human's next `git add`)
+    (("filter.tidy.clean", "./scripts/tidy.sh"), "scripts/tidy.sh", "echo evil >> scripts/tidy.sh"),
+    # an ssh command's wrapper script (runs at the human's next `git push`)
+    (
+        ("core.sshCommand", "tools/ssh-wrap -o BatchMode=yes"),
+        "tools/ssh-wrap",
+        "echo evil >> tools/ssh-wrap",
+    ),
+]
+
+
+@pytest.mark.parametrize(("setting", "rel", "command"), CONFIG_NAMED)
+def test_what_the_repository_config_names_stays_read_only(
+    world: World, src: str, setting: tuple[str, str], rel: str, command: str
+) -> None:
+    """The repository's config (read-only in the box) names files in the work tree that git
+    runs or reads as config: writing them was the same as writing the config."""
+    app = os.path.join(src, "app")
+    path = os.path.join(app, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("# the human's own\n")
+    _git(world, app, "config", *setting)
+    _, text = world.bash(command, cwd=app)
+    assert read_text(path) == "# the human's own\n", text

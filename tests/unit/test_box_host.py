@@ -1,0 +1,45 @@
+"""The box's look at the disk (``server/box/host.py``): the parts a plan's safety rests on."""
+
+from __future__ import annotations
+
+import os
+
+from omp_a2a_bridge.server.box.host import _config_entries, _git_named, _is_git_dir
+
+
+def test_config_entries_read_sections_quotes_and_comments(tmp_path):
+    config = tmp_path / "config"
+    config.write_text(
+        '[core]\n\thooksPath = "my hooks" ; a comment\n[includeIf "gitdir:~/w/"]\n'
+        '  path = ../shared.cfg\n[filter "tidy"] clean = ./tidy.sh # inline\n\tbare\n'
+    )
+    assert _config_entries(str(config)) == [
+        ("core", "hookspath", "my hooks"),
+        ("includeif", "path", "../shared.cfg"),
+        ("filter", "clean", "./tidy.sh"),
+    ]
+    assert _config_entries(str(tmp_path / "absent")) == []
+
+
+def test_git_named_finds_hooks_includes_and_scripts(tmp_path):
+    home, top = tmp_path / "home", tmp_path / "home" / "app"
+    git = top / ".git"
+    (git / "objects").mkdir(parents=True)
+    (git / "refs").mkdir()
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    (top / "tools").mkdir()
+    (top / "tools" / "wrap").write_text("#!/bin/sh\n")
+    (git / "config").write_text(
+        "[core]\n\thooksPath = .husky\n\tsshCommand = tools/wrap -o X=1\n"
+        '[include]\n\tpath = ../.gitconfig\n[remote "o"]\n\turl = https://x/y.git\n'
+        "\tfetch = +refs/heads/*:refs/remotes/o/*\n"
+    )
+    (home / ".gitconfig").write_text("[core]\n\thooksPath = ~/hooks\n")
+    assert _is_git_dir(str(git)) and not _is_git_dir(str(top))
+    named = _git_named([(str(top), str(git))], str(home))
+    assert set(named) == {
+        str(home / "hooks"),
+        str(top / ".husky"),
+        str(top / "tools" / "wrap"),
+        os.path.normpath(str(git / ".." / ".gitconfig")),
+    }
