@@ -12,10 +12,10 @@ import dataclasses
 import functools
 import glob
 import os
-import re
 import sys
 from collections.abc import Iterable
 
+from ..policy.private import git_named
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold
 from .policy import (
     NESTED_PERSISTENCE,
@@ -273,65 +273,6 @@ def _scan(top: str, home: str) -> Scan:
     return scan
 
 
-_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]\s*(.*)$')
-_ENTRY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*?))?\s*$")
-
-
-def _config_entries(config: str) -> list[tuple[str, str, str]]:
-    """(section, key, value) of a git config file, folded like git (a plain reading: no
-    continuation lines; a comment after a value ends it)."""
-    try:
-        with open(config, encoding="utf-8", errors="replace") as f:
-            text = f.read(1 << 20)
-    except OSError:
-        return []
-    out: list[tuple[str, str, str]] = []
-    section = ""
-    for line in text.splitlines():
-        head = _SECTION.match(line)
-        if head:
-            section, line = head.group(1).lower(), head.group(3)
-        entry = _ENTRY.match(line)
-        if entry is None or entry.group(2) is None:
-            continue
-        value = re.split(r"\s[#;]", entry.group(2), maxsplit=1)[0].strip()
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = value[1:-1]
-        out.append((section, entry.group(1).lower(), value))
-    return out
-
-
-def _git_named(repos: Iterable[tuple[str, str]], home: str) -> tuple[str, ...]:
-    """What each repository's git config names in a work tree: its hooks folder
-    (``core.hooksPath``, existing or not), the files it includes (``include.path``), and every
-    existing file a value names (a filter's or a diff driver's script, an ``sshCommand``
-    wrapper). Git runs or reads these as it runs the config itself, which the box keeps
-    read-only: writing them would be writing the config."""
-    globals_ = [os.path.join(home, ".config", "git", "config"), os.path.join(home, ".gitconfig")]
-    out: list[str] = []
-    for top, common in repos:
-        for config in (*globals_, os.path.join(common, "config")):
-            for section, key, value in _config_entries(config):
-                if section in ("include", "includeif") and key == "path":
-                    out.append(_resolve(os.path.dirname(config), value, home))
-                elif section == "core" and key == "hookspath":
-                    out.append(_resolve(top, value, home))
-                else:
-                    for word in value.split():
-                        word = word.strip("'\"")
-                        if "/" in word and "://" not in word:
-                            path = _resolve(top, word, home)
-                            if os.path.isfile(path):
-                                out.append(path)
-    return tuple(dict.fromkeys(out))
-
-
-def _resolve(base: str, value: str, home: str) -> str:
-    if value == "~" or value.startswith("~/"):
-        value = home + value[1:]
-    return os.path.normpath(os.path.join(base, value))
-
-
 @functools.cache
 def _on_path_patterns() -> tuple[str, ...]:
     """The table's persistence folders in the home's visible tree (``~/bin``...)."""
@@ -422,7 +363,7 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         write_allow=write_allow,
         tmp_visible=_tmp_visible(),
         nested=tuple(dict.fromkeys(scan.nested)),
-        hooks=_git_named(repos, home),
+        hooks=git_named(repos, home),
         on_path=on_path,
     )
     candidates = persistence_paths(view, project_of(view))

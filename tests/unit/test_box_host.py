@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from omp_a2a_bridge.server.box.host import _config_entries, _git_named, _is_git_dir
+from omp_a2a_bridge.server.box.host import _is_git_dir
+from omp_a2a_bridge.server.policy.private import _config_entries, git_named
 
 
 def test_config_entries_read_sections_quotes_and_comments(tmp_path):
@@ -36,7 +37,7 @@ def test_git_named_finds_hooks_includes_and_scripts(tmp_path):
     )
     (home / ".gitconfig").write_text("[core]\n\thooksPath = ~/hooks\n")
     assert _is_git_dir(str(git)) and not _is_git_dir(str(top))
-    named = _git_named([(str(top), str(git))], str(home))
+    named = git_named([(str(top), str(git))], str(home))
     assert set(named) == {
         str(home / "hooks"),
         str(top / ".husky"),
