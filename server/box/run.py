@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -71,31 +73,79 @@ def prepare(request: BoxRequest, cwd: str, argv: Sequence[str]) -> Prepared:
 
 def sweep(missing: Sequence[str]) -> tuple[str, ...]:
     """Blocking: remove the persistence paths a boxed call created (they did not exist before,
-    so the box could not mount over them). Symlinks are removed, never followed. What cannot be
-    removed (a tree too deep for a recursive delete, a folder made read-only) is moved aside
-    first and removed by ``rm`` after its modes are reset; a path that still exists after all
-    that is returned with a ``!`` in front, so the note says so loudly."""
+    so the box could not mount over them). Symlinks are removed, never followed: not the last
+    component, and not any folder on the way — each path is reached from ``/`` one folder at a
+    time without following a link, because the call (or another call running beside it) may
+    have swapped a folder for a link to the home (``mv sub sub.old && ln -s ~ sub`` made
+    ``sub/.vscode`` name the human's ``~/.vscode``). A path behind such a link is left alone
+    and reported as not removed. What cannot be removed (a tree too deep for a recursive
+    delete, a folder made read-only) is moved aside first and removed by ``rm`` after its modes
+    are reset; a path that still exists after all that is returned with a ``!`` in front, so
+    the note says so loudly."""
     removed: list[str] = []
     for path in missing:
-        if not os.path.lexists(path):
+        try:
+            fd = _parent(path)
+        except FileNotFoundError:
+            continue  # its folder is gone: nothing was made there
+        except OSError:
+            removed.append("!" + path)  # a link (or worse) on the way: not ours to follow
             continue
-        with contextlib.suppress(Exception):  # whatever happened, the path is reported below
-            _remove(path)
-        removed.append(path if not os.path.lexists(path) else "!" + path)
+        try:
+            name = os.path.basename(path)
+            if not _exists_at(fd, name):
+                continue
+            with contextlib.suppress(Exception):  # whatever happened, it is reported below
+                _remove(fd, name)
+            removed.append(path if not _exists_at(fd, name) else "!" + path)
+        finally:
+            os.close(fd)
     return tuple(removed)
 
 
-def _remove(path: str) -> None:
-    if os.path.islink(path) or not os.path.isdir(path):
-        os.unlink(path)
+def _parent(path: str) -> int:
+    """A descriptor of ``path``'s folder, opened from ``/`` without following any link."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open("/", flags)
+    try:
+        for part in os.path.dirname(os.path.abspath(path)).strip("/").split("/"):
+            if part:
+                parent, fd = fd, os.open(part, flags, dir_fd=fd)
+                os.close(parent)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _exists_at(fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _remove(fd: int, name: str) -> None:
+    if not stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+        os.unlink(name, dir_fd=fd)
         return
-    aside = f"{path}.a2a-removing-{os.getpid()}"
-    os.rename(path, aside)  # atomic: the name is free at once, whatever the tree holds
-    subprocess.run(["chmod", "-R", "u+rwx", "--", aside], capture_output=True, check=False)
-    subprocess.run(["rm", "-rf", "--", aside], capture_output=True, check=False)
-    if os.path.lexists(aside):
-        os.rename(aside, path)  # put it back where the note names it
-        raise OSError(f"could not remove {path}")
+    aside = f"{name}.a2a-removing-{os.getpid()}"
+    # atomic: the name is free at once, whatever the tree holds
+    os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
+    if not stat.S_ISDIR(os.stat(aside, dir_fd=fd, follow_symlinks=False).st_mode):
+        os.unlink(aside, dir_fd=fd)  # swapped for a link between the look and the move
+        return
+    # ``chmod``/``rm`` run in the folder the descriptor holds, never by a path that a link
+    # could redirect; -R and -rf follow no link inside the tree.
+    where = f"/proc/self/fd/{fd}" if sys.platform.startswith("linux") else None
+    for argv in (["chmod", "-R", "u+rwx", "--", aside], ["rm", "-rf", "--", aside]):
+        if where is None:
+            break
+        subprocess.run(argv, cwd=where, pass_fds=(fd,), capture_output=True, check=False)
+    if _exists_at(fd, aside):
+        os.rename(aside, name, src_dir_fd=fd, dst_dir_fd=fd)  # back where the note names it
+        raise OSError(f"could not remove {name}")
 
 
 # "bash: line 1: .git/hooks/x: Read-only file system", "touch: cannot touch '/x': ...",

@@ -271,3 +271,23 @@ def test_what_the_repository_config_names_stays_read_only(
     _git(world, app, "config", *setting)
     _, text = world.bash(command, cwd=app)
     assert read_text(path) == "# the human's own\n", text
+
+
+def test_the_sweep_follows_no_symlink_out_of_the_project(world: World) -> None:
+    """After a boxed call the bridge removes the persistence it created (``sub/.vscode`` for a
+    call in ``sub``), outside the box and by path. The call renamed its own ``sub`` away and
+    left a symlink to the home in its place: the sweep then removed the human's
+    ``~/.vscode`` and ``~/.idea`` (the editor's extensions and settings)."""
+    sub = os.path.join(world.project, "sub")
+    os.makedirs(sub, exist_ok=True)
+    theirs = [os.path.join(world.home, n, "keep.json") for n in (".vscode", ".idea")]
+    for path in theirs:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("{}\n")
+    try:
+        world.bash("cd .. && mv sub sub.old && ln -s $HOME sub; true", cwd=sub)
+        assert [p for p in theirs if not os.path.exists(p)] == []
+    finally:
+        for p in (sub, sub + ".old", *(os.path.dirname(t) for t in theirs)):
+            subprocess.run(["rm", "-rf", p], check=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from omp_a2a_bridge.server.box.bwrap import BwrapHost, render
@@ -375,3 +377,32 @@ def test_a_git_dir_outside_the_project_is_writable_only_where_a_project_could_be
         on_path=(f"{H}/bin",),
     )
     assert (git_dir in build_plan(v, BoxConfig()).write) is writable
+
+
+def test_sweep_removes_deep_trees_and_follows_no_link(tmp_path):
+    from omp_a2a_bridge.server.box.run import sweep
+
+    proj, home = tmp_path / "proj", tmp_path / "home"
+    (home / ".vscode").mkdir(parents=True)
+    (home / ".vscode" / "keep.json").write_text("{}")
+    deep = proj / "a" / ".vscode"
+    d = deep
+    for _ in range(300):
+        d = d / "d"
+    d.mkdir(parents=True)
+    (proj / "a" / ".envrc").write_text("evil")
+    (proj / "b").symlink_to(home)  # a folder swapped for a link to the home
+    (proj / "c").mkdir()
+    (proj / "c" / ".idea").symlink_to(home / ".vscode")  # a link as the last component
+    missing = [str(p) for p in (deep, proj / "a" / ".envrc", proj / "b" / ".vscode")]
+    missing += [str(proj / "c" / ".idea"), str(proj / "gone" / ".vscode")]
+    out = sweep(missing)
+    assert out == (
+        str(deep),
+        str(proj / "a" / ".envrc"),
+        "!" + str(proj / "b" / ".vscode"),
+        str(proj / "c" / ".idea"),
+    )
+    assert not deep.exists() and not (proj / "a" / ".envrc").exists()
+    assert (home / ".vscode" / "keep.json").read_text() == "{}"
+    assert not os.path.lexists(proj / "c" / ".idea")
