@@ -274,16 +274,20 @@ def _scan(top: str, home: str) -> Scan:
 
 
 @functools.cache
-def _on_path_patterns() -> tuple[str, ...]:
-    """The table's persistence folders in the home's visible tree (``~/bin``...)."""
-    return tuple(
+def _on_path_patterns(path_var: str) -> tuple[str, ...]:
+    """The table's persistence folders in the home's visible tree (``~/bin``...), and every
+    folder on the ``PATH`` the bridge was started with (the human's own, ``~/tools/bin``): a
+    program planted there runs, outside the box, the next time the human types its name."""
+    table = [
         loc.pattern
         for loc in TABLE
         if loc.kind is EscalationKind.PERSISTENCE
         and loc.pattern.startswith("~/")
         and not loc.pattern.startswith("~/.")
         and not any(c in loc.pattern for c in "*?[")
-    )
+    ]
+    on_path = [p for p in path_var.split(os.pathsep) if os.path.isabs(p)]
+    return tuple(dict.fromkeys([*table, *on_path]))
 
 
 def coalesce(masks: list[HostEntry], top: str, limit: int) -> list[HostEntry]:
@@ -345,7 +349,10 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     # Only real git dirs: a ``.git`` file or symlink the agent wrote may name any folder
     # (the home, a work tree), and the repository's git dirs outside the project are writable.
     git_dirs = tuple(d for d in dict.fromkeys([*git_dirs, *scan.git_dirs]) if _is_git_dir(d))
-    on_path = tuple(r for r in (_real(p) for p in _on_path_patterns()) if r is not None)
+    folders = _on_path_patterns(os.environ.get("PATH", ""))
+    # (a PATH entry that holds the home, ``/``, would leave no project at all: its files are
+    # outside every project anyway)
+    on_path = tuple(r for r in (_real(p) for p in folders) if r and not within(home, r))
     wanted = (*config.read_allow, *SYSTEM_READABLE)
     allowed = tuple(r for r in (_real(p) for p in wanted) if r is not None)
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)

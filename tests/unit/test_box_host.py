@@ -44,3 +44,22 @@ def test_git_named_finds_hooks_includes_and_scripts(tmp_path):
         str(top / "tools" / "wrap"),
         os.path.normpath(str(git / ".." / ".gitconfig")),
     }
+
+
+def test_folders_on_the_bridges_path_are_never_a_project(tmp_path, monkeypatch):
+    """``~/tools/bin`` on the human's PATH: a ``git`` planted there by a boxed call in it runs
+    outside the box at the human's next ``git`` (round 2 of the outside review)."""
+    from omp_a2a_bridge.server.box.host import gather
+    from omp_a2a_bridge.server.box.policy import BoxConfig, build_plan
+
+    home = tmp_path / "home"
+    tools, proj = home / "tools" / "bin", home / "proj"
+    tools.mkdir(parents=True)
+    (proj / "node_modules" / ".bin").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", f"{tools}:{proj}/node_modules/.bin:/usr/bin:/:{home}")
+    view = gather(str(tools), [str(home)], BoxConfig(), [])
+    assert build_plan(view, BoxConfig()).write == ()
+    plan = build_plan(gather(str(proj), [str(home)], BoxConfig(), []), BoxConfig())
+    assert plan.write == (str(proj),)
+    assert f"{proj}/node_modules/.bin" in plan.write_protected
