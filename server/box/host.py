@@ -273,6 +273,38 @@ def _scan(top: str, home: str) -> Scan:
     return scan
 
 
+READ_ALLOW_SCAN = 64  # entries looked at per box.read_allow folder (a cache can be huge)
+
+
+def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
+    """Secret-looking files in the ``box.read_allow`` folders the box re-opens: git reads its
+    credential store from ``~/.config/git/credentials``, beside the config the box must show.
+    A small look per folder (:data:`READ_ALLOW_SCAN` entries, breadth first): config folders
+    are small, and the toolchain caches hold no credentials of their own."""
+    matcher = _name_matcher()
+    out: list[HostEntry] = []
+    for top in allowed:
+        todo, seen = [top], 0
+        while todo and seen < READ_ALLOW_SCAN:
+            here = todo.pop(0)
+            try:
+                entries = list(os.scandir(here))
+            except OSError:
+                continue
+            for entry in entries[: READ_ALLOW_SCAN - seen]:
+                seen += 1
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        hit = matcher.name(fold(entry.name))
+                        if hit is not None and hit.kind is not EscalationKind.PERSISTENCE:
+                            out.append(HostEntry(entry.path, False))
+                except OSError:
+                    continue
+    return out
+
+
 @functools.cache
 def _on_path_patterns(path_var: str) -> tuple[str, ...]:
     """The table's persistence folders in the home's visible tree (``~/bin``...), and every
@@ -360,7 +392,7 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         cwd=cwd,
         home=home,
         roots=real_roots,
-        hidden=(*hidden, *scan.masks, *files),
+        hidden=(*hidden, *scan.masks, *files, *_secrets_allowed(allowed)),
         allowed=allowed,
         others=_others(home),
         own=tuple(dict.fromkeys(own_real)),

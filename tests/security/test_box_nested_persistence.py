@@ -291,3 +291,20 @@ def test_the_sweep_follows_no_symlink_out_of_the_project(world: World) -> None:
     finally:
         for p in (sub, sub + ".old", *(os.path.dirname(t) for t in theirs)):
             subprocess.run(["rm", "-rf", p], check=False)
+
+
+def test_the_git_credential_store_beside_the_git_config_stays_private(world: World) -> None:
+    """``box.read_allow`` re-opens ``~/.config/git`` for git's config; git's credential store
+    also lives there (``~/.config/git/credentials``, plain text tokens): the box read it."""
+    folder = os.path.join(world.home, ".config", "git")
+    os.makedirs(folder, exist_ok=True)
+    store = os.path.join(folder, "credentials")
+    with open(store, "w") as f:
+        f.write("https://me:FAKESECRET-gitstore-8d1e@github.com\n")
+    try:
+        _, text = world.bash("cat ~/.config/git/credentials; grep -r FAKESECRET ~/.config/git")
+        assert world.leaks(text) == [], text
+        failed, text = world.bash("git config --global --get user.name")
+        assert not failed and text == "Box Test", text  # the config itself still reads
+    finally:
+        os.unlink(store)
