@@ -105,7 +105,7 @@ def sweep(missing: Sequence[str]) -> tuple[str, ...]:
 
 def _parent(path: str) -> int:
     """A descriptor of ``path``'s folder, opened from ``/`` without following any link."""
-    flags = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0)
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
     fd = os.open("/", flags)
     try:
         for part in os.path.dirname(os.path.abspath(path)).strip("/").split("/"):
