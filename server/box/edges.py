@@ -27,7 +27,7 @@ from .bwrap import render
 from .host import PrivateCwd, TooManySecrets, gather
 from .plan import BoxPlan
 from .policy import BOX_TMP, build_plan, missing_persistence, project_of, within
-from .run import BoxRequest, NoBox, Prepared
+from .run import BoxRequest, NoBox, Prepared, watch_of
 
 # A walk's plan is reused for this long per base: ``gather`` scans the project for secret-looking
 # files (up to 20,000 entries), and an agent often greps the same tree many times in a row. The
@@ -158,7 +158,7 @@ def server_box(
     programs = [t for t in [program_tree(argv[0])] if t]
     plan = _reopen(plan, programs + _scripts(argv[1:]) + _packages(argv))
     missing = missing_persistence(view, project_of(view))
-    return Prepared(plan, tuple(render(plan, host, argv)), missing)
+    return Prepared(plan, tuple(render(plan, host, argv)), missing, watch_of(view))
 
 
 SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".py", ".rb", ".pl", ".sh", ".jar")

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import glob
 import os
+import struct
 import sys
 from collections.abc import Iterable
 
@@ -271,6 +272,80 @@ def _scan(top: str, home: str) -> Scan:
                 continue
     scan.masks = coalesce(scan.masks, top, SCAN_MAX_MASKS)
     return scan
+
+
+MAX_GITLINKS = 1000  # gitlinks read from one index (a monorepo of submodules has fewer)
+
+
+def _gitlinks(index: str) -> list[str]:
+    """The paths of the gitlinks (mode 160000: submodules) in a git index, v2 to v4; those are
+    what ``git status`` enters and runs git in. Unknown formats: none."""
+    try:
+        with open(index, "rb") as f:
+            data = f.read(64 << 20)
+    except OSError:
+        return []
+    if len(data) < 12 or data[:4] != b"DIRC":
+        return []
+    version, count = struct.unpack(">II", data[4:12])
+    if version not in (2, 3, 4):
+        return []
+    out: list[str] = []
+    pos, prev = 12, b""
+    try:
+        for _ in range(count):
+            start = pos
+            mode = struct.unpack(">I", data[pos + 24 : pos + 28])[0]
+            flags = struct.unpack(">H", data[pos + 60 : pos + 62])[0]
+            pos += 62
+            if version >= 3 and flags & 0x4000:
+                pos += 2
+            if version == 4:
+                strip = data[pos] & 0x7F  # git's varint: 7 bits a byte, +1 per continuation
+                while data[pos] & 0x80:
+                    pos += 1
+                    strip = ((strip + 1) << 7) | (data[pos] & 0x7F)
+                pos += 1
+                end = data.index(b"\0", pos)
+                name = prev[: len(prev) - strip] + data[pos:end]
+                pos = end + 1
+            else:
+                end = data.index(b"\0", pos)
+                name = data[pos:end]
+                pos = start + ((end - start + 8) // 8) * 8
+            prev = name
+            if mode == 0o160000:
+                out.append(name.decode("utf-8", "surrogateescape"))
+                if len(out) >= MAX_GITLINKS:
+                    break
+    except (struct.error, ValueError, IndexError):
+        return out
+    return out
+
+
+def made_repositories(project: str, home: str, known: Iterable[str]) -> list[str]:
+    """Git dirs in ``project`` that are not in ``known`` (what the tree held before a call):
+    those the project scan finds, the submodules and worktrees of every known repository,
+    and every gitlink's repository in those repositories' indexes (wherever it lies: a nested
+    repository in ``node_modules`` registered as a submodule is entered by ``git status``)."""
+    known = set(known)
+    try:
+        found = set(_scan(project, home).git_dirs)
+    except TooManySecrets:
+        found = set()
+    for git_dir in list(known):
+        found.update(_nested(git_dir))
+    tops = [(os.path.dirname(d), d) for d in known | found if os.path.basename(d) == ".git"]
+    for top, git_dir in tops:
+        for rel in _gitlinks(os.path.join(git_dir, "index")):
+            dot = os.path.join(top, rel, ".git")
+            if os.path.isdir(dot) and not os.path.islink(dot):
+                found.add(os.path.realpath(dot))
+            elif os.path.isfile(dot):
+                target = _read_gitdir(dot)
+                if target is not None:
+                    found.add(target)
+    return sorted(d for d in found if d not in known and within(d, project) and _is_git_dir(d))
 
 
 READ_ALLOW_SCAN = 64  # entries looked at per box.read_allow folder (a cache can be huge)

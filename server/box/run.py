@@ -17,9 +17,16 @@ from dataclasses import dataclass
 
 from . import probe
 from .bwrap import render
-from .host import SCAN_MAX_ENTRIES, SCAN_MAX_MASKS, PrivateCwd, TooManySecrets, gather
+from .host import (
+    SCAN_MAX_ENTRIES,
+    SCAN_MAX_MASKS,
+    PrivateCwd,
+    TooManySecrets,
+    gather,
+    made_repositories,
+)
 from .plan import BoxPlan
-from .policy import BoxConfig, build_plan, missing_persistence, project_of
+from .policy import BoxConfig, HostView, build_plan, missing_persistence, project_of
 
 HOW_TO_ASK = (
     'To run this command outside the box, call bash again with "box": false and a "reason" '
@@ -38,10 +45,25 @@ class BoxRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Watch:
+    """What a call's writable tree held before it ran, to find the repositories it made."""
+
+    project: str
+    home: str
+    known: frozenset[str]  # real paths of every git dir seen before the call
+
+
+@dataclass(frozen=True, slots=True)
 class Prepared:
     plan: BoxPlan
     argv: tuple[str, ...]
     missing: tuple[str, ...]  # persistence paths absent before the call (swept after it)
+    watch: Watch | None = None  # None: nothing writable to look through after the call
+
+
+def watch_of(view: HostView) -> Watch | None:
+    project = project_of(view)
+    return None if project is None else Watch(project, view.home, frozenset(view.git_dirs))
 
 
 class NoBox(Exception):
@@ -68,10 +90,10 @@ def prepare(request: BoxRequest, cwd: str, argv: Sequence[str]) -> Prepared:
         ) from None
     plan = build_plan(view, request.config)
     missing = missing_persistence(view, project_of(view))
-    return Prepared(plan, tuple(render(plan, bwrap, argv)), missing)
+    return Prepared(plan, tuple(render(plan, bwrap, argv)), missing, watch_of(view))
 
 
-def sweep(missing: Sequence[str]) -> tuple[str, ...]:
+def sweep(missing: Sequence[str], watch: Watch | None = None) -> tuple[str, ...]:
     """Blocking: remove the persistence paths a boxed call created (they did not exist before,
     so the box could not mount over them). Symlinks are removed, never followed: not the last
     component, and not any folder on the way — each path is reached from ``/`` one folder at a
@@ -83,6 +105,8 @@ def sweep(missing: Sequence[str]) -> tuple[str, ...]:
     are reset; a path that still exists after all that is returned with a ``!`` in front, so
     the note says so loudly."""
     removed: list[str] = []
+    if watch is not None:
+        missing = [*missing, *new_repositories(watch)]
     for path in missing:
         try:
             fd = _parent(path)
@@ -101,6 +125,22 @@ def sweep(missing: Sequence[str]) -> tuple[str, ...]:
         finally:
             os.close(fd)
     return tuple(removed)
+
+
+# What a repository the call made must lose: git runs its config and hooks (a nested repository
+# registered as a gitlink is entered by the human's next ``git status`` in the project, and its
+# ``core.fsmonitor`` runs). ``commondir``/``gitdir`` stay: a worktree the call added still works.
+NEW_REPO_PERSISTENCE = ("config", "config.worktree", "hooks", "info")
+
+
+def new_repositories(watch: Watch) -> list[str]:
+    """Blocking: the persistence of every git dir in the call's tree that was not there before
+    (``git init sub``, ``git submodule add``, a worktree), to be swept like the rest."""
+    return [
+        os.path.join(d, name)
+        for d in made_repositories(watch.project, watch.home, watch.known)
+        for name in NEW_REPO_PERSISTENCE
+    ]
 
 
 def _parent(path: str) -> int:

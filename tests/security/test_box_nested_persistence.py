@@ -308,3 +308,45 @@ def test_the_git_credential_store_beside_the_git_config_stays_private(world: Wor
         assert not failed and text == "Box Test", text  # the config itself still reads
     finally:
         os.unlink(store)
+
+
+NEW_REPOS = [
+    # a nested repository registered as a gitlink: the human's `git status` enters it
+    "git init -q sub && git -C sub commit -q --allow-empty -m s && "
+    "git -C sub config core.fsmonitor 'touch {flag}; false' && "
+    "git update-index --add --cacheinfo 160000,$(git -C sub rev-parse HEAD),sub",
+    # the same, hidden where the project scan does not look
+    "mkdir -p node_modules && git init -q node_modules/sub && "
+    "git -C node_modules/sub commit -q --allow-empty -m s && "
+    "git -C node_modules/sub config core.fsmonitor 'touch {flag}; false' && "
+    "git update-index --add --cacheinfo "
+    "160000,$(git -C node_modules/sub rev-parse HEAD),node_modules/sub",
+    # a submodule's git dir under .git/modules, with a hook
+    "git init -q /tmp/s && git -C /tmp/s commit -q --allow-empty -m s && "
+    "git -c protocol.file.allow=always submodule -q add /tmp/s sub && "
+    "git -C sub config core.fsmonitor 'touch {flag}; false'",
+]
+
+
+@pytest.mark.parametrize("command", NEW_REPOS)
+def test_a_repository_the_call_makes_runs_nothing_at_the_humans_git_status(
+    world: World, command: str
+) -> None:
+    """A boxed call made a repository with ``core.fsmonitor`` and registered it in the
+    project's index: the human's next ``git status`` in their own project ran it, outside the
+    box (git enters every gitlink). The config and hooks of what the call made are swept."""
+    flag = os.path.join(world.base, "fsmonitor-ran")
+    env = {**os.environ, "HOME": world.home}
+    try:
+        _, text = world.bash(command.format(flag=flag))
+        subprocess.run(["git", "status"], cwd=world.project, env=env, capture_output=True)
+        assert not os.path.exists(flag), text
+    finally:
+        subprocess.run(
+            ["git", "rm", "-q", "--cached", "-f", "sub", "node_modules/sub"],
+            cwd=world.project,
+            env=env,
+            capture_output=True,
+        )
+        for p in ("sub", "node_modules", ".gitmodules", ".git/modules", flag):
+            subprocess.run(["rm", "-rf", os.path.join(world.project, p)], check=False)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from omp_a2a_bridge.server.box.host import _is_git_dir
 from omp_a2a_bridge.server.policy.private import _config_entries, git_named
 
@@ -63,3 +65,32 @@ def test_folders_on_the_bridges_path_are_never_a_project(tmp_path, monkeypatch):
     plan = build_plan(gather(str(proj), [str(home)], BoxConfig(), []), BoxConfig())
     assert plan.write == (str(proj),)
     assert f"{proj}/node_modules/.bin" in plan.write_protected
+
+
+@pytest.mark.parametrize("version", ["2", "3", "4"])
+def test_gitlinks_are_read_from_every_index_version(tmp_path, version):
+    import subprocess
+
+    from omp_a2a_bridge.server.box.host import _gitlinks
+
+    env = {**os.environ, "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git(*argv: str) -> str:
+        return subprocess.run(
+            ["git", *argv], cwd=tmp_path, env=env, check=True, capture_output=True, text=True
+        ).stdout
+
+    git("init", "-q")
+    sha = "1" * 40
+    names = ["a.txt", "deps/lib-one", "deps/lib-two", "node_modules/x/y"]
+    (tmp_path / "a.txt").write_text("a")
+    git("add", "a.txt")
+    for name in names[1:]:
+        git("update-index", "--add", "--cacheinfo", f"160000,{sha},{name}")
+    if version == "3":
+        git("update-index", "--index-version", "3")
+        git("update-index", "--skip-worktree", "a.txt")  # an extended flag: v3's extra bytes
+    else:
+        git("update-index", "--index-version", version)
+    assert _gitlinks(str(tmp_path / ".git" / "index")) == names[1:]
+    assert _gitlinks(str(tmp_path / "absent")) == []
