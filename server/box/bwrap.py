@@ -47,7 +47,7 @@ def _mounts(plan: BoxPlan, host: BwrapHost) -> list[tuple[tuple[int, str], int, 
         how = ["--ro-bind", host.empty_file, p] if p in files else ["--tmpfs", p]
         out.append((_depth(p), 1, how))  # a tmpfs: writable but gone with the box
     out += [(_depth(p), 2, ["--ro-bind", p, p]) for p in plan.read_allow]
-    out += [(_depth(p), 3, ["--bind", p, p]) for p in plan.write]
+    out += [(_depth(p), 3, ["--bind", p, p]) for p in (*plan.write, *plan.pinned)]
     out += [(_depth(p), 4, ["--ro-bind", p, p]) for p in plan.write_protected]
     return sorted(out, key=lambda m: (m[0][0], m[1], m[0][1]))
 

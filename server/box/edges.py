@@ -27,7 +27,7 @@ from .bwrap import render
 from .host import PrivateCwd, TooManySecrets, gather
 from .plan import BoxPlan
 from .policy import BOX_TMP, build_plan, missing_persistence, project_of, within
-from .run import BoxRequest, NoBox, Prepared
+from .run import BoxRequest, NoBox, Prepared, watch_of
 
 # A walk's plan is reused for this long per base: ``gather`` scans the project for secret-looking
 # files (up to 20,000 entries), and an agent often greps the same tree many times in a row. The
@@ -108,7 +108,7 @@ def walk_plan(request: BoxRequest, base: str) -> BoxPlan:
     if view.cwd != base:
         raise BaseMoved(base)
     plan = build_plan(view, request.config)
-    plan = dataclasses.replace(plan, write=(), write_protected=(), network=False)
+    plan = dataclasses.replace(plan, write=(), write_protected=(), pinned=(), network=False)
     plan = _visible(plan, base)
     with _cache_lock:
         if len(_cache) >= _WALK_CACHE_MAX:
@@ -150,13 +150,15 @@ def server_box(
     except PrivateCwd as e:
         raise NoBox(f"its folder {e} is in the home's hidden tree, which the box hides") from None
     if view.git_top != view.cwd:  # the cwd is the project, never the repository around it
-        view = dataclasses.replace(view, git_top=None, git_file=None, git_dirs=())
+        # ...but the repositories nested in the cwd stay protected like any other.
+        nested = tuple(d for d in view.git_dirs if within(d, view.cwd))
+        view = dataclasses.replace(view, git_top=None, git_file=None, git_dirs=nested)
     plan = build_plan(view, request.config)
     plan = dataclasses.replace(plan, network=network)
     programs = [t for t in [program_tree(argv[0])] if t]
     plan = _reopen(plan, programs + _scripts(argv[1:]) + _packages(argv))
     missing = missing_persistence(view, project_of(view))
-    return Prepared(plan, tuple(render(plan, host, argv)), missing)
+    return Prepared(plan, tuple(render(plan, host, argv)), missing, watch_of(view))
 
 
 SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".py", ".rb", ".pl", ".sh", ".jar")

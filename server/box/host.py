@@ -12,11 +12,14 @@ import dataclasses
 import functools
 import glob
 import os
+import struct
 import sys
 from collections.abc import Iterable
 
+from ..policy.private import git_named
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold
 from .policy import (
+    NESTED_PERSISTENCE,
     SYSTEM_PRIVATE,
     SYSTEM_PRIVATE_FILES,
     SYSTEM_READABLE,
@@ -167,6 +170,16 @@ def _tmp_visible() -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
+def _is_git_dir(path: str) -> bool:
+    """A folder git itself made: ``HEAD`` and ``objects`` + ``refs``, or (a worktree's)
+    ``commondir``; never a symlink's or a ``.git`` file's word for any folder."""
+    if not os.path.isfile(os.path.join(path, "HEAD")):
+        return False
+    if os.path.isfile(os.path.join(path, "commondir")):
+        return True
+    return all(os.path.isdir(os.path.join(path, d)) for d in ("objects", "refs"))
+
+
 class PrivateCwd(Exception):
     """The call's folder lies in a private place (the home's hidden tree): no box hides
     that place from a call that runs in it, so a human decides."""
@@ -184,12 +197,40 @@ def _name_matcher() -> Matcher:
     return Matcher([loc for loc in TABLE if "/" not in loc.pattern], "/")
 
 
-def _secrets_in(top: str, home: str) -> list[HostEntry]:
+@dataclasses.dataclass
+class Scan:
+    """What the project scan found: masks, and the persistence anywhere in the tree."""
+
+    masks: list[HostEntry]
+    nested: list[str]  # existing persistence (``sub/.vscode``, a nested ``.git`` file...)
+    git_dirs: list[str]  # nested repositories' git dirs (and theirs: modules, worktrees)
+    repos: list[tuple[str, str]]  # (work tree or bare dir, common git dir) of each found
+
+
+def _found_git(path: str, is_dir: bool, scan: Scan) -> None:
+    """A ``.git`` below the top: a nested clone (dir) or a submodule or worktree (file)."""
+    if is_dir:
+        common = os.path.realpath(path)
+        scan.git_dirs += [common, *_nested(common)]
+        scan.repos.append((os.path.dirname(path), common))
+        return
+    scan.nested.append(path)  # the file itself: rewritten, it redirects the repository
+    git_dir = _read_gitdir(path)
+    if git_dir is not None:
+        common = _common_dir(git_dir)
+        scan.git_dirs += [git_dir, common, *_nested(common)]
+        scan.repos.append((os.path.dirname(path), common))
+
+
+def _scan(top: str, home: str) -> Scan:
     """Secret-looking files and hard-linked files under ``top`` (bounded walk): the box masks
-    them like the home's hidden files. Symlinks are not followed (their targets are judged
-    where they lie)."""
+    them like the home's hidden files; and the persistence anywhere in the tree (the table's
+    "anywhere" kind): nested repositories (a ``.git`` dir or file, a bare one: ``HEAD`` +
+    ``objects`` + ``refs``), ``.vscode``, ``.idea``, ``.envrc``, ``.direnv``, ``.husky``,
+    ``.githooks``, ``*.pth``, ``sitecustomize.py``. Symlinks are not followed (their targets
+    are judged where they lie)."""
     matcher = _name_matcher()
-    out: list[HostEntry] = []
+    scan = Scan([], [], [], [])
     seen = 0
     todo = [(top, 0)]
     while todo:
@@ -200,24 +241,160 @@ def _secrets_in(top: str, home: str) -> list[HostEntry]:
             entries = list(os.scandir(here))
         except OSError:
             continue
+        if here != top and {"HEAD", "objects", "refs"} <= {e.name for e in entries}:
+            scan.git_dirs += [os.path.realpath(here), *_nested(here)]  # a bare repository
+            scan.repos.append((here, os.path.realpath(here)))
+            continue
         for entry in entries:
             seen += 1
             if here == home and entry.name.startswith("."):
                 continue  # the home's hidden tree is masked whole (_hidden): nothing to scan
             try:
-                if entry.is_dir(follow_symlinks=False):
+                is_dir = entry.is_dir(follow_symlinks=False)
+                if entry.name == ".git":
+                    if here != top:
+                        _found_git(entry.path, is_dir, scan)
+                    continue
+                if entry.name in NESTED_PERSISTENCE:
+                    scan.nested.append(entry.path)  # read-only; a secret inside still masked
+                if is_dir:
                     if depth < SCAN_MAX_DEPTH and entry.name not in SCAN_SKIP:
                         todo.append((entry.path, depth + 1))
                     continue
                 if not entry.is_file(follow_symlinks=False):
                     continue
                 hit = matcher.name(fold(entry.name))
-                secret = hit is not None and hit.kind is not EscalationKind.PERSISTENCE
-                if secret or entry.stat(follow_symlinks=False).st_nlink > 1:
-                    out.append(HostEntry(entry.path, False))
+                if hit is not None and hit.kind is EscalationKind.PERSISTENCE:
+                    scan.nested.append(entry.path)  # x.pth, sitecustomize.py
+                elif hit is not None or entry.stat(follow_symlinks=False).st_nlink > 1:
+                    scan.masks.append(HostEntry(entry.path, False))
             except OSError:
                 continue
-    return coalesce(out, top, SCAN_MAX_MASKS)
+    scan.masks = coalesce(scan.masks, top, SCAN_MAX_MASKS)
+    return scan
+
+
+MAX_GITLINKS = 1000  # gitlinks read from one index (a monorepo of submodules has fewer)
+
+
+def _gitlinks(index: str) -> list[str]:
+    """The paths of the gitlinks (mode 160000: submodules) in a git index, v2 to v4; those are
+    what ``git status`` enters and runs git in. Unknown formats: none."""
+    try:
+        with open(index, "rb") as f:
+            data = f.read(64 << 20)
+    except OSError:
+        return []
+    if len(data) < 12 or data[:4] != b"DIRC":
+        return []
+    version, count = struct.unpack(">II", data[4:12])
+    if version not in (2, 3, 4):
+        return []
+    out: list[str] = []
+    pos, prev = 12, b""
+    try:
+        for _ in range(count):
+            start = pos
+            mode = struct.unpack(">I", data[pos + 24 : pos + 28])[0]
+            flags = struct.unpack(">H", data[pos + 60 : pos + 62])[0]
+            pos += 62
+            if version >= 3 and flags & 0x4000:
+                pos += 2
+            if version == 4:
+                strip = data[pos] & 0x7F  # git's varint: 7 bits a byte, +1 per continuation
+                while data[pos] & 0x80:
+                    pos += 1
+                    strip = ((strip + 1) << 7) | (data[pos] & 0x7F)
+                pos += 1
+                end = data.index(b"\0", pos)
+                name = prev[: len(prev) - strip] + data[pos:end]
+                pos = end + 1
+            else:
+                end = data.index(b"\0", pos)
+                name = data[pos:end]
+                pos = start + ((end - start + 8) // 8) * 8
+            prev = name
+            if mode == 0o160000:
+                out.append(name.decode("utf-8", "surrogateescape"))
+                if len(out) >= MAX_GITLINKS:
+                    break
+    except (struct.error, ValueError, IndexError):
+        return out
+    return out
+
+
+def made_repositories(project: str, home: str, known: Iterable[str]) -> list[str]:
+    """Git dirs in ``project`` that are not in ``known`` (what the tree held before a call):
+    those the project scan finds, the submodules and worktrees of every known repository,
+    and every gitlink's repository in those repositories' indexes (wherever it lies: a nested
+    repository in ``node_modules`` registered as a submodule is entered by ``git status``)."""
+    known = set(known)
+    try:
+        found = set(_scan(project, home).git_dirs)
+    except TooManySecrets:
+        found = set()
+    for git_dir in list(known):
+        found.update(_nested(git_dir))
+    tops = [(os.path.dirname(d), d) for d in known | found if os.path.basename(d) == ".git"]
+    for top, git_dir in tops:
+        for rel in _gitlinks(os.path.join(git_dir, "index")):
+            dot = os.path.join(top, rel, ".git")
+            if os.path.isdir(dot) and not os.path.islink(dot):
+                found.add(os.path.realpath(dot))
+            elif os.path.isfile(dot):
+                target = _read_gitdir(dot)
+                if target is not None:
+                    found.add(target)
+    return sorted(d for d in found if d not in known and within(d, project) and _is_git_dir(d))
+
+
+READ_ALLOW_SCAN = 64  # entries looked at per box.read_allow folder (a cache can be huge)
+
+
+def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
+    """Secret-looking files in the ``box.read_allow`` folders the box re-opens: git reads its
+    credential store from ``~/.config/git/credentials``, beside the config the box must show.
+    A small look per folder (:data:`READ_ALLOW_SCAN` entries, breadth first): config folders
+    are small, and the toolchain caches hold no credentials of their own."""
+    matcher = _name_matcher()
+    out: list[HostEntry] = []
+    for top in allowed:
+        todo, seen = [top], 0
+        while todo and seen < READ_ALLOW_SCAN:
+            here = todo.pop(0)
+            try:
+                entries = list(os.scandir(here))
+            except OSError:
+                continue
+            for entry in entries[: READ_ALLOW_SCAN - seen]:
+                seen += 1
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        todo.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        hit = matcher.name(fold(entry.name))
+                        if hit is not None and hit.kind is not EscalationKind.PERSISTENCE:
+                            out.append(HostEntry(entry.path, False))
+                except OSError:
+                    continue
+    return out
+
+
+@functools.cache
+def _on_path_patterns(path_var: str) -> tuple[str, ...]:
+    """The table's persistence folders in the home's visible tree (``~/bin``...), and every
+    folder on the ``PATH`` the bridge was started with (the human's own, ``~/tools/bin``): a
+    program planted there runs, outside the box, the next time the human types its name."""
+    table = [
+        loc.pattern
+        for loc in TABLE
+        if loc.kind is EscalationKind.PERSISTENCE
+        and loc.pattern.startswith("~/")
+        and not loc.pattern.startswith("~/.")
+        and not any(c in loc.pattern for c in "*?[")
+    ]
+    on_path = [p for p in path_var.split(os.pathsep) if os.path.isabs(p)]
+    return tuple(dict.fromkeys([*table, *on_path]))
 
 
 def coalesce(masks: list[HostEntry], top: str, limit: int) -> list[HostEntry]:
@@ -272,6 +449,17 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     # Never hide a folder that holds the project or a root ("/tmp/x" when the project is in it).
     own_real = [o for o in own_real if not any(within(r, o) for r in (cwd, *real_roots))]
     files = [f for f in files if not any(within(f.path, o) for o in own_real)]  # hidden with it
+    scan = _scan(project_top, home)
+    repos = list(scan.repos)
+    if top is not None and git_dirs:
+        repos.append((top, git_dirs[0] if git_file is None else _common_dir(git_dirs[0])))
+    # Only real git dirs: a ``.git`` file or symlink the agent wrote may name any folder
+    # (the home, a work tree), and the repository's git dirs outside the project are writable.
+    git_dirs = tuple(d for d in dict.fromkeys([*git_dirs, *scan.git_dirs]) if _is_git_dir(d))
+    folders = _on_path_patterns(os.environ.get("PATH", ""))
+    # (a PATH entry that holds the home, ``/``, would leave no project at all: its files are
+    # outside every project anyway)
+    on_path = tuple(r for r in (_real(p) for p in folders) if r and not within(home, r))
     wanted = (*config.read_allow, *SYSTEM_READABLE)
     allowed = tuple(r for r in (_real(p) for p in wanted) if r is not None)
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
@@ -279,7 +467,7 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         cwd=cwd,
         home=home,
         roots=real_roots,
-        hidden=(*hidden, *_secrets_in(project_top, home), *files),
+        hidden=(*hidden, *scan.masks, *files, *_secrets_allowed(allowed)),
         allowed=allowed,
         others=_others(home),
         own=tuple(dict.fromkeys(own_real)),
@@ -288,6 +476,9 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         git_dirs=git_dirs,
         write_allow=write_allow,
         tmp_visible=_tmp_visible(),
+        nested=tuple(dict.fromkeys(scan.nested)),
+        hooks=git_named(repos, home),
+        on_path=on_path,
     )
     candidates = persistence_paths(view, project_of(view))
     existing = frozenset(p for p in candidates if os.path.lexists(p))

@@ -43,6 +43,10 @@ class BoxPlan:
     # Roots under /tmp: the box's private /tmp would hide them; re-bound read-only first (the
     # private masks inside them still apply).
     read_visible: tuple[str, ...] = ()
+    # Folders inside ``write`` between a writable tree and what it masks or protects: each is
+    # its own mount point (bound onto itself), which cannot be renamed or removed, so nothing
+    # masked or read-only can be carried away with its folder and replaced.
+    pinned: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,9 @@ DEFAULT_READ_ALLOW = (
 # Startup and editor hooks a project may hold: read-only in the box when they exist, removed
 # after the call when the call created them (see :func:`missing_persistence`).
 PROJECT_PERSISTENCE = (".vscode", ".idea", ".envrc", ".direnv")
+# The same names anywhere in the writable tree, found by the project scan (the protected table's
+# "anywhere" persistence): hooks folders husky and friends point ``core.hooksPath`` at too.
+NESTED_PERSISTENCE = (*PROJECT_PERSISTENCE, ".husky", ".githooks")
 # ``commondir`` and ``gitdir`` point git at another directory (its config, its hooks): a new one
 # would redirect the repository, so they are persistence like the config itself.
 GIT_DIR_PERSISTENCE = ("hooks", "config", "config.worktree", "commondir", "gitdir", "info")
@@ -92,6 +95,15 @@ class HostView:
     # Read-only folders under /tmp the box shows through its private /tmp: the roots there and
     # the Python the bridge runs (a venv made in a temporary clone must still run).
     tmp_visible: tuple[str, ...] = ()
+    # Existing persistence the project scan found anywhere in the tree (``sub/.vscode``, a
+    # nested repository's or a submodule's ``.git`` file, ``.husky``, ``x.pth``...).
+    nested: tuple[str, ...] = ()
+    # What every repository's git config names in a work tree: ``core.hooksPath`` (existing or
+    # not), included files, scripts a value names (a filter, an ``sshCommand`` wrapper).
+    hooks: tuple[str, ...] = ()
+    # The table's persistence folders in the home's visible tree (``~/bin``, ``~/go/bin``,
+    # ``~/Library/LaunchAgents``): never a project, read-only inside one.
+    on_path: tuple[str, ...] = ()
 
 
 def within(path: str, top: str) -> bool:
@@ -104,6 +116,8 @@ def project_of(view: HostView) -> str | None:
     for candidate in (view.git_top, view.cwd):
         if candidate is None or candidate == view.home:
             continue
+        if any(within(candidate, p) for p in view.on_path):
+            continue  # ~/bin: a program there runs outside the box from the human's PATH
         if any(within(candidate, r) for r in view.roots) and not within(view.home, candidate):
             return candidate
     return None
@@ -123,13 +137,52 @@ def persistence_paths(view: HostView, project: str | None) -> tuple[str, ...]:
         out += [os.path.join(git_dir, name) for name in GIT_DIR_PERSISTENCE]
     if view.git_top is None or view.git_file is None:
         out += [os.path.join(project, ".git", name) for name in GIT_DIR_PERSISTENCE]
+    out += [p for p in (*view.nested, *view.hooks, *view.on_path) if within(p, project)]
     return tuple(dict.fromkeys(out))
+
+
+def pins(targets: list[str], trees: list[str]) -> list[str]:
+    """Every folder strictly between a writable tree and a path it masks or protects.
+
+    Each becomes a mount point (bound onto itself), and a mount point cannot be renamed or
+    removed: ``mv app app2 && mkdir -p app/.git`` would otherwise carry the read-only hooks and
+    config (or a masked ``.env``) away with ``app2`` and put a fresh, writable one where the
+    human's was, or move a masked secret where the next call's scan does not look."""
+    out: set[str] = set()
+    for target in targets:
+        holders = [t for t in trees if within(target, t) and target != t]
+        if not holders:
+            continue
+        tree = max(holders, key=len)
+        here = os.path.dirname(target)
+        while here != tree and within(here, tree):
+            out.add(here)
+            here = os.path.dirname(here)
+    return sorted(out)
 
 
 def missing_persistence(view: HostView, project: str | None) -> tuple[str, ...]:
     """Persistence paths that do not exist before the call: the box cannot mount over what is
     not there, so the runner removes whichever of these the call created (and says so)."""
     return tuple(p for p in persistence_paths(view, project) if p not in view.existing)
+
+
+def _may_write_outside(git_dir: str, project: str, view: HostView) -> bool:
+    """A git dir of the repository outside the project (a worktree's or submodule's) is
+    writable only where a project could be: inside a root, never holding the home, the
+    project or a root, never in a program folder on ``PATH``. A ``.git`` file the agent wrote
+    names it: ``gitdir: ~`` made the whole home writable (``~/.bash_login``, ``~/bin``)."""
+    if not any(within(git_dir, r) and git_dir != r for r in view.roots):
+        return False
+    if within(view.home, git_dir) or within(project, git_dir):
+        return False
+    if any(within(r, git_dir) for r in view.roots):
+        return False
+    return not any(within(git_dir, p) for p in view.on_path)
+
+
+def _masked(path: str, private: list[str]) -> bool:
+    return any(within(path, p) for p in private)
 
 
 def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
@@ -155,12 +208,20 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
         # Each git dir in the project is bound onto itself: a mount point cannot be renamed or
         # replaced, so ``mv .git x && mkdir .git`` cannot swap in a repository without the
         # read-only hooks and config below.
-        write += [d for d in view.git_dirs if within(d, project)]
+        inside = [d for d in view.git_dirs if within(d, project)]
         outside = [d for d in view.git_dirs if not within(d, project)]
-        write += [d for d in outside if any(within(d, r) for r in view.roots)]
+        inside += [d for d in outside if _may_write_outside(d, project, view)]
+        # Nothing a mask hides is bound again: a later bind of the real path would cover the
+        # mask (an ``.envrc`` is secret-looking *and* persistence: its read-only bind undid its
+        # empty-file mask, and the box read it). A mask is read-only already, or a tmpfs.
+        write += [d for d in inside if not _masked(d, private)]
     write += list(view.write_allow)
     protected = [p for p in persistence_paths(view, project) if p in view.existing]
     protected = [p for p in protected if any(within(p, w) for w in write)]
+    protected = [p for p in protected if not _masked(p, private)]
+    pinned = [
+        p for p in pins([*protected, *private, *write], list(write)) if not _masked(p, private)
+    ]
     return BoxPlan(
         cwd=view.cwd,
         read_private=tuple(private),
@@ -173,6 +234,7 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
         read_visible=tuple(
             sorted({r for r in (*view.roots, *view.tmp_visible) if within(r, BOX_TMP)})
         ),
+        pinned=tuple(p for p in pinned if p not in write),
     )
 
 

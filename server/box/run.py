@@ -9,15 +9,24 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import probe
 from .bwrap import render
-from .host import SCAN_MAX_ENTRIES, SCAN_MAX_MASKS, PrivateCwd, TooManySecrets, gather
+from .host import (
+    SCAN_MAX_ENTRIES,
+    SCAN_MAX_MASKS,
+    PrivateCwd,
+    TooManySecrets,
+    gather,
+    made_repositories,
+)
 from .plan import BoxPlan
-from .policy import BoxConfig, build_plan, missing_persistence, project_of
+from .policy import BoxConfig, HostView, build_plan, missing_persistence, project_of
 
 HOW_TO_ASK = (
     'To run this command outside the box, call bash again with "box": false and a "reason" '
@@ -36,10 +45,25 @@ class BoxRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Watch:
+    """What a call's writable tree held before it ran, to find the repositories it made."""
+
+    project: str
+    home: str
+    known: frozenset[str]  # real paths of every git dir seen before the call
+
+
+@dataclass(frozen=True, slots=True)
 class Prepared:
     plan: BoxPlan
     argv: tuple[str, ...]
     missing: tuple[str, ...]  # persistence paths absent before the call (swept after it)
+    watch: Watch | None = None  # None: nothing writable to look through after the call
+
+
+def watch_of(view: HostView) -> Watch | None:
+    project = project_of(view)
+    return None if project is None else Watch(project, view.home, frozenset(view.git_dirs))
 
 
 class NoBox(Exception):
@@ -66,36 +90,102 @@ def prepare(request: BoxRequest, cwd: str, argv: Sequence[str]) -> Prepared:
         ) from None
     plan = build_plan(view, request.config)
     missing = missing_persistence(view, project_of(view))
-    return Prepared(plan, tuple(render(plan, bwrap, argv)), missing)
+    return Prepared(plan, tuple(render(plan, bwrap, argv)), missing, watch_of(view))
 
 
-def sweep(missing: Sequence[str]) -> tuple[str, ...]:
+def sweep(missing: Sequence[str], watch: Watch | None = None) -> tuple[str, ...]:
     """Blocking: remove the persistence paths a boxed call created (they did not exist before,
-    so the box could not mount over them). Symlinks are removed, never followed. What cannot be
-    removed (a tree too deep for a recursive delete, a folder made read-only) is moved aside
-    first and removed by ``rm`` after its modes are reset; a path that still exists after all
-    that is returned with a ``!`` in front, so the note says so loudly."""
+    so the box could not mount over them). Symlinks are removed, never followed: not the last
+    component, and not any folder on the way — each path is reached from ``/`` one folder at a
+    time without following a link, because the call (or another call running beside it) may
+    have swapped a folder for a link to the home (``mv sub sub.old && ln -s ~ sub`` made
+    ``sub/.vscode`` name the human's ``~/.vscode``). A path behind such a link is left alone
+    and reported as not removed. What cannot be removed (a tree too deep for a recursive
+    delete, a folder made read-only) is moved aside first and removed by ``rm`` after its modes
+    are reset; a path that still exists after all that is returned with a ``!`` in front, so
+    the note says so loudly."""
     removed: list[str] = []
+    if watch is not None:
+        missing = [*missing, *new_repositories(watch)]
     for path in missing:
-        if not os.path.lexists(path):
+        try:
+            fd = _parent(path)
+        except FileNotFoundError:
+            continue  # its folder is gone: nothing was made there
+        except OSError:
+            removed.append("!" + path)  # a link (or worse) on the way: not ours to follow
             continue
-        with contextlib.suppress(Exception):  # whatever happened, the path is reported below
-            _remove(path)
-        removed.append(path if not os.path.lexists(path) else "!" + path)
+        try:
+            name = os.path.basename(path)
+            if not _exists_at(fd, name):
+                continue
+            with contextlib.suppress(Exception):  # whatever happened, it is reported below
+                _remove(fd, name)
+            removed.append(path if not _exists_at(fd, name) else "!" + path)
+        finally:
+            os.close(fd)
     return tuple(removed)
 
 
-def _remove(path: str) -> None:
-    if os.path.islink(path) or not os.path.isdir(path):
-        os.unlink(path)
+# What a repository the call made must lose: git runs its config and hooks (a nested repository
+# registered as a gitlink is entered by the human's next ``git status`` in the project, and its
+# ``core.fsmonitor`` runs). ``commondir``/``gitdir`` stay: a worktree the call added still works.
+NEW_REPO_PERSISTENCE = ("config", "config.worktree", "hooks", "info")
+
+
+def new_repositories(watch: Watch) -> list[str]:
+    """Blocking: the persistence of every git dir in the call's tree that was not there before
+    (``git init sub``, ``git submodule add``, a worktree), to be swept like the rest."""
+    return [
+        os.path.join(d, name)
+        for d in made_repositories(watch.project, watch.home, watch.known)
+        for name in NEW_REPO_PERSISTENCE
+    ]
+
+
+def _parent(path: str) -> int:
+    """A descriptor of ``path``'s folder, opened from ``/`` without following any link."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open("/", flags)
+    try:
+        for part in os.path.dirname(os.path.abspath(path)).strip("/").split("/"):
+            if part:
+                parent, fd = fd, os.open(part, flags, dir_fd=fd)
+                os.close(parent)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _exists_at(fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _remove(fd: int, name: str) -> None:
+    if not stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+        os.unlink(name, dir_fd=fd)
         return
-    aside = f"{path}.a2a-removing-{os.getpid()}"
-    os.rename(path, aside)  # atomic: the name is free at once, whatever the tree holds
-    subprocess.run(["chmod", "-R", "u+rwx", "--", aside], capture_output=True, check=False)
-    subprocess.run(["rm", "-rf", "--", aside], capture_output=True, check=False)
-    if os.path.lexists(aside):
-        os.rename(aside, path)  # put it back where the note names it
-        raise OSError(f"could not remove {path}")
+    aside = f"{name}.a2a-removing-{os.getpid()}"
+    # atomic: the name is free at once, whatever the tree holds
+    os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
+    if not stat.S_ISDIR(os.stat(aside, dir_fd=fd, follow_symlinks=False).st_mode):
+        os.unlink(aside, dir_fd=fd)  # swapped for a link between the look and the move
+        return
+    # ``chmod``/``rm`` run in the folder the descriptor holds, never by a path that a link
+    # could redirect; -R and -rf follow no link inside the tree.
+    where = f"/proc/self/fd/{fd}" if sys.platform.startswith("linux") else None
+    for argv in (["chmod", "-R", "u+rwx", "--", aside], ["rm", "-rf", "--", aside]):
+        if where is None:
+            break
+        subprocess.run(argv, cwd=where, pass_fds=(fd,), capture_output=True, check=False)
+    if _exists_at(fd, aside):
+        os.rename(aside, name, src_dir_fd=fd, dst_dir_fd=fd)  # back where the note names it
+        raise OSError(f"could not remove {name}")
 
 
 # "bash: line 1: .git/hooks/x: Read-only file system", "touch: cannot touch '/x': ...",

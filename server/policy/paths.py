@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from .entries import EVERY_CHILD, FolderRules
 from .hardlinks import IdentityIndex
-from .private import PrivateScope, git_dir_of
+from .private import PrivateScope, config_named, git_dir_of
 from .protected import (
     DEFAULT_PRIVATE_ALLOW,
     HIDDEN_HOME,
@@ -273,6 +273,10 @@ class PathPolicy:
             gitdir = git_dir_of(real)
             if gitdir is not None:
                 hit = Hit(f"git metadata in {gitdir}", EscalationKind.PERSISTENCE, real)
+            else:
+                named = config_named(real, self.home)
+                if named is not None:
+                    hit = Hit(f"named by git config: {named}", EscalationKind.PERSISTENCE, real)
         if hit is not None:
             return Escalation(hit.kind, hit.category, real)
         n = _norm(real)

@@ -19,12 +19,13 @@ fills one (the target of an agent-written ``.git`` file) always asks.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterable
 
 from .protected import HIDDEN_HOME, OTHER_HOME, fold
 
-__all__ = ["PrivateScope", "git_dir_of", "other_homes"]
+__all__ = ["PrivateScope", "config_named", "git_dir_of", "git_named", "other_homes"]
 
 APP_DATA = ("library", "appdata")  # folded names of the hidden app-data folders
 MAX_ANCESTORS = 64  # of a written path, probed for git dirs
@@ -189,4 +190,105 @@ def git_dir_of(real: str) -> str | None:
         if parent == d:
             return None
         d = parent
+    return None
+
+
+_SECTION = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\]|\\.)*)")?\s*\]\s*(.*)$')
+_ENTRY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*?))?\s*$")
+
+
+def _config_entries(config: str) -> list[tuple[str, str, str]]:
+    """(section, key, value) of a git config file, folded like git (a plain reading: no
+    continuation lines; a comment after a value ends it)."""
+    try:
+        with open(config, encoding="utf-8", errors="replace") as f:
+            text = f.read(1 << 20)
+    except OSError:
+        return []
+    out: list[tuple[str, str, str]] = []
+    section = ""
+    for line in text.splitlines():
+        head = _SECTION.match(line)
+        if head:
+            section, line = head.group(1).lower(), head.group(3)
+        entry = _ENTRY.match(line)
+        if entry is None or entry.group(2) is None:
+            continue
+        value = re.split(r"\s[#;]", entry.group(2), maxsplit=1)[0].strip()
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1]
+        out.append((section, entry.group(1).lower(), value))
+    return out
+
+
+def git_named(repos: Iterable[tuple[str, str]], home: str) -> tuple[str, ...]:
+    """What each repository's git config names in a work tree: its hooks folder
+    (``core.hooksPath``, existing or not), the files it includes (``include.path``), and every
+    existing file a value names (a filter's or a diff driver's script, an ``sshCommand``
+    wrapper). Git runs or reads these as it runs the config itself, which the box keeps
+    read-only: writing them would be writing the config."""
+    globals_ = [os.path.join(home, ".config", "git", "config"), os.path.join(home, ".gitconfig")]
+    out: list[str] = []
+    for top, common in repos:
+        for config in (*globals_, os.path.join(common, "config")):
+            for section, key, value in _config_entries(config):
+                if section in ("include", "includeif") and key == "path":
+                    out.append(_resolve(os.path.dirname(config), value, home))
+                elif section == "core" and key == "hookspath":
+                    out.append(_resolve(top, value, home))
+                else:
+                    for word in value.split():
+                        word = word.strip("'\"")
+                        if "/" in word and "://" not in word:
+                            path = _resolve(top, word, home)
+                            if os.path.isfile(path):
+                                out.append(path)
+    return tuple(dict.fromkeys(out))
+
+
+def _resolve(base: str, value: str, home: str) -> str:
+    if value == "~" or value.startswith("~/"):
+        value = home + value[1:]
+    return os.path.normpath(os.path.join(base, value))
+
+
+def _repository_of(real: str) -> tuple[str, str] | None:
+    """(work tree, common git dir) of the repository ``real`` lies in, or None: the nearest
+    ``.git`` above it (a dir, or a file naming one), bounded."""
+    d = os.path.dirname(real)
+    for _ in range(MAX_ANCESTORS):
+        dot = os.path.join(d, ".git")
+        if os.path.isdir(dot):
+            return d, os.path.realpath(dot)
+        if os.path.isfile(dot):
+            try:
+                with open(dot, encoding="utf-8", errors="replace") as f:
+                    line = f.read(4096).strip()
+            except OSError:
+                return None
+            if not line.startswith("gitdir:"):
+                return None
+            git_dir = os.path.realpath(os.path.join(d, line[len("gitdir:") :].strip()))
+            try:
+                with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
+                    git_dir = os.path.realpath(os.path.join(git_dir, f.read(4096).strip()))
+            except OSError:
+                pass
+            return d, git_dir
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+    return None
+
+
+def config_named(real: str, home: str) -> str | None:
+    """The path the git config of the repository ``real`` lies in names and ``real`` is (or is
+    below), or None: writing it is writing the config (:func:`git_named`)."""
+    repo = _repository_of(real)
+    if repo is None:
+        return None
+    for named in git_named([repo], home):
+        if real == named or real.startswith(named.rstrip(os.sep) + os.sep):
+            return named
     return None

@@ -455,7 +455,7 @@ class BashTool(Tool):
         text = run.output.text().rstrip("\n")
         refused = None
         if boxed is not None:  # the box's own words end the result (what it refused, how to ask)
-            removed = await pools.run(pools.Pool.PROCESS, sweep, boxed.missing)
+            removed = await pools.run(pools.Pool.PROCESS, sweep, boxed.missing, boxed.watch)
             refused = refused_note(text, boxed.plan, removed) if run.code or removed else None
         if ending is Ending.TIMEOUT:
             note = f"[timed out after {timeout:g} s; the process group was killed]"

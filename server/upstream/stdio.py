@@ -256,8 +256,9 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
             finally:
                 with anyio.CancelScope(shield=True):
                     await self._stop(proc)
-                    if self.boxed is not None and self.boxed.missing:
-                        await anyio.to_thread.run_sync(sweep, self.boxed.missing)
+                    if self.boxed is not None and (self.boxed.missing or self.boxed.watch):
+                        boxed = self.boxed
+                        await anyio.to_thread.run_sync(sweep, boxed.missing, boxed.watch)
                     for s in (read_recv, write_send, read_send, write_recv):
                         await s.aclose()
                 tg.cancel_scope.cancel()

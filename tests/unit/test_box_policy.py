@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from omp_a2a_bridge.server.box.bwrap import BwrapHost, render
@@ -285,3 +287,122 @@ def test_the_scans_name_matcher_says_what_the_whole_table_says():
     for name in names:
         key = fold(name.rsplit("/", 1)[-1])
         assert _name_matcher().name(key) == full.name(key), name
+
+
+def test_persistence_anywhere_in_the_project_stays_read_only_and_nested_git_dirs_too():
+    """An outside review (round 2): a cwd of ``~/src`` made every repository below writable."""
+    src = f"{H}/src"
+    v = view(
+        cwd=src,
+        git_top=None,
+        git_dirs=(f"{src}/app/.git", f"{src}/lib/.git"),
+        nested=(f"{src}/app/web/.vscode", f"{src}/app/sub/.git"),
+        hooks=(f"{src}/app/.husky", f"{src}/app/tools/hooks"),
+        existing=frozenset(
+            {f"{src}/app/.git/config", f"{src}/lib/.git/hooks", f"{src}/app/web/.vscode"}
+            | {f"{src}/app/sub/.git", f"{src}/app/.husky"}
+        ),
+    )
+    plan = build_plan(v, BoxConfig())
+    assert set(plan.write) == {src, f"{src}/app/.git", f"{src}/lib/.git"}
+    assert set(plan.write_protected) == {
+        f"{src}/app/.git/config",
+        f"{src}/lib/.git/hooks",
+        f"{src}/app/web/.vscode",
+        f"{src}/app/sub/.git",
+        f"{src}/app/.husky",
+    }
+    # Every folder between the project and what it protects is its own mount point.
+    assert set(plan.pinned) == {f"{src}/app", f"{src}/lib", f"{src}/app/web", f"{src}/app/sub"}
+    # The configured hooks path that does not exist yet, and the nested repos' hooks: swept.
+    missing = missing_persistence(v, project_of(v))
+    assert f"{src}/app/tools/hooks" in missing and f"{src}/app/.git/hooks" in missing
+    assert f"{src}/app/web/.vscode" not in missing
+
+
+def test_pins_cover_masks_and_render_before_them():
+    v = view(hidden=(HostEntry(f"{H}/proj/conf/prod/.env", False),))
+    plan = build_plan(v, BoxConfig())
+    assert set(plan.pinned) == {f"{H}/proj/conf", f"{H}/proj/conf/prod"}
+    argv = render(plan, BwrapHost("/usr/bin/bwrap", "/e"), ["true"])
+    pin = argv.index(f"{H}/proj/conf/prod") - 1
+    mask = argv.index(f"{H}/proj/conf/prod/.env") - 1
+    assert argv[pin] == "--bind" and pin < mask and argv[mask - 1] == "--ro-bind"
+
+
+def test_a_program_folder_on_path_is_never_the_project_and_read_only_inside_one():
+    on_path = (f"{H}/bin", f"{H}/go/bin")
+    assert project_of(view(cwd=f"{H}/bin", git_top=None, on_path=on_path)) is None
+    assert project_of(view(cwd=f"{H}/bin/sub", git_top=None, on_path=on_path)) is None
+    v = view(cwd=f"{H}/go", git_top=None, on_path=on_path, existing=frozenset({f"{H}/go/bin"}))
+    plan = build_plan(v, BoxConfig())
+    assert plan.write == (f"{H}/go",) and f"{H}/go/bin" in plan.write_protected
+
+
+def test_nothing_a_mask_hides_is_bound_again():
+    """``.envrc`` is secret-looking and persistence: its read-only bind came after its mask
+    and showed the real file (round 2 of the outside review)."""
+    envrc, many = f"{H}/proj/.envrc", f"{H}/proj/many"
+    v = view(
+        hidden=(HostEntry(envrc, False), HostEntry(many, True)),
+        nested=(envrc, f"{many}/x/.vscode"),
+        git_dirs=(f"{H}/proj/.git", f"{many}/y/.git"),
+        existing=frozenset({envrc, f"{many}/x/.vscode"}),
+    )
+    plan = build_plan(v, BoxConfig())
+    assert envrc in plan.read_private and envrc not in plan.write_protected
+    bound = [*plan.write, *plan.write_protected, *plan.pinned]
+    assert not [p for p in bound if p == many or p.startswith(many + "/")]
+    argv = render(plan, BwrapHost("/usr/bin/bwrap", "/e"), ["true"])
+    assert [argv[i - 1] for i, a in enumerate(argv) if a == envrc] == ["/e"]
+
+
+@pytest.mark.parametrize(
+    ("git_dir", "writable"),
+    [
+        (f"{H}/proj/.git/worktrees/wt", True),  # a worktree's git dir in the main repository
+        (H, False),  # `gitdir: ~` in a planted .git file: the whole home
+        (f"{H}/bin", False),  # a program folder on PATH
+        ("/", False),  # holds the home
+        (f"{H}/src", False),  # holds the project
+        ("/srv/repo/.git", False),  # outside every root
+    ],
+)
+def test_a_git_dir_outside_the_project_is_writable_only_where_a_project_could_be(git_dir, writable):
+    v = view(
+        cwd=f"{H}/src/wt/sub",
+        git_top=f"{H}/src/wt",
+        git_file=f"{H}/src/wt/.git",
+        git_dirs=(git_dir,),
+        on_path=(f"{H}/bin",),
+    )
+    assert (git_dir in build_plan(v, BoxConfig()).write) is writable
+
+
+def test_sweep_removes_deep_trees_and_follows_no_link(tmp_path):
+    from omp_a2a_bridge.server.box.run import sweep
+
+    proj, home = tmp_path / "proj", tmp_path / "home"
+    (home / ".vscode").mkdir(parents=True)
+    (home / ".vscode" / "keep.json").write_text("{}")
+    deep = proj / "a" / ".vscode"
+    d = deep
+    for _ in range(300):
+        d = d / "d"
+    d.mkdir(parents=True)
+    (proj / "a" / ".envrc").write_text("evil")
+    (proj / "b").symlink_to(home)  # a folder swapped for a link to the home
+    (proj / "c").mkdir()
+    (proj / "c" / ".idea").symlink_to(home / ".vscode")  # a link as the last component
+    missing = [str(p) for p in (deep, proj / "a" / ".envrc", proj / "b" / ".vscode")]
+    missing += [str(proj / "c" / ".idea"), str(proj / "gone" / ".vscode")]
+    out = sweep(missing)
+    assert out == (
+        str(deep),
+        str(proj / "a" / ".envrc"),
+        "!" + str(proj / "b" / ".vscode"),
+        str(proj / "c" / ".idea"),
+    )
+    assert not deep.exists() and not (proj / "a" / ".envrc").exists()
+    assert (home / ".vscode" / "keep.json").read_text() == "{}"
+    assert not os.path.lexists(proj / "c" / ".idea")

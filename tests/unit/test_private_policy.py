@@ -218,3 +218,25 @@ def test_other_homes_never_include_this_users_home(tmp_path):
     real_home = os.path.realpath(os.path.expanduser("~"))
     assert real_home not in other_homes(real_home)
     assert all(not real_home.startswith(h + "/") for h in other_homes(real_home))
+
+
+def test_a_write_to_what_the_git_config_names_is_persistence(tmp_path):
+    """``include.path``, ``core.hooksPath`` and a filter's script are the config (round 2)."""
+    home = tmp_path / "home"
+    app = home / "app"
+    git = app / ".git"
+    (git / "objects").mkdir(parents=True)
+    (git / "refs").mkdir()
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    (app / "scripts").mkdir()
+    (app / "scripts" / "tidy.sh").write_text("cat\n")
+    (git / "config").write_text(
+        "[include]\n\tpath = ../.gitconfig\n[core]\n\thooksPath = tools/hooks\n"
+        '[filter "tidy"]\n\tclean = ./scripts/tidy.sh\n'
+    )
+    pol = PathPolicy([str(home)], home=str(home), scan_identities=False)
+    for rel in (".gitconfig", "tools/hooks/pre-commit", "scripts/tidy.sh"):
+        esc = pol.judge(str(app / rel), write=True, probe=True)
+        assert esc is not None and esc.kind is EscalationKind.PERSISTENCE, rel
+    assert pol.judge(str(app / "scripts" / "other.sh"), write=True, probe=True) is None
+    assert pol.judge(str(app / ".gitconfig"), write=False) is None  # reading it is fine

@@ -1,0 +1,96 @@
+"""The box's look at the disk (``server/box/host.py``): the parts a plan's safety rests on."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from omp_a2a_bridge.server.box.host import _is_git_dir
+from omp_a2a_bridge.server.policy.private import _config_entries, git_named
+
+
+def test_config_entries_read_sections_quotes_and_comments(tmp_path):
+    config = tmp_path / "config"
+    config.write_text(
+        '[core]\n\thooksPath = "my hooks" ; a comment\n[includeIf "gitdir:~/w/"]\n'
+        '  path = ../shared.cfg\n[filter "tidy"] clean = ./tidy.sh # inline\n\tbare\n'
+    )
+    assert _config_entries(str(config)) == [
+        ("core", "hookspath", "my hooks"),
+        ("includeif", "path", "../shared.cfg"),
+        ("filter", "clean", "./tidy.sh"),
+    ]
+    assert _config_entries(str(tmp_path / "absent")) == []
+
+
+def test_git_named_finds_hooks_includes_and_scripts(tmp_path):
+    home, top = tmp_path / "home", tmp_path / "home" / "app"
+    git = top / ".git"
+    (git / "objects").mkdir(parents=True)
+    (git / "refs").mkdir()
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    (top / "tools").mkdir()
+    (top / "tools" / "wrap").write_text("#!/bin/sh\n")
+    (git / "config").write_text(
+        "[core]\n\thooksPath = .husky\n\tsshCommand = tools/wrap -o X=1\n"
+        '[include]\n\tpath = ../.gitconfig\n[remote "o"]\n\turl = https://x/y.git\n'
+        "\tfetch = +refs/heads/*:refs/remotes/o/*\n"
+    )
+    (home / ".gitconfig").write_text("[core]\n\thooksPath = ~/hooks\n")
+    assert _is_git_dir(str(git)) and not _is_git_dir(str(top))
+    named = git_named([(str(top), str(git))], str(home))
+    assert set(named) == {
+        str(home / "hooks"),
+        str(top / ".husky"),
+        str(top / "tools" / "wrap"),
+        os.path.normpath(str(git / ".." / ".gitconfig")),
+    }
+
+
+def test_folders_on_the_bridges_path_are_never_a_project(tmp_path, monkeypatch):
+    """``~/tools/bin`` on the human's PATH: a ``git`` planted there by a boxed call in it runs
+    outside the box at the human's next ``git`` (round 2 of the outside review)."""
+    from omp_a2a_bridge.server.box.host import gather
+    from omp_a2a_bridge.server.box.policy import BoxConfig, build_plan
+
+    home = tmp_path / "home"
+    tools, proj = home / "tools" / "bin", home / "proj"
+    tools.mkdir(parents=True)
+    (proj / "node_modules" / ".bin").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PATH", f"{tools}:{proj}/node_modules/.bin:/usr/bin:/:{home}")
+    view = gather(str(tools), [str(home)], BoxConfig(), [])
+    assert build_plan(view, BoxConfig()).write == ()
+    plan = build_plan(gather(str(proj), [str(home)], BoxConfig(), []), BoxConfig())
+    assert plan.write == (str(proj),)
+    assert f"{proj}/node_modules/.bin" in plan.write_protected
+
+
+@pytest.mark.parametrize("version", ["2", "3", "4"])
+def test_gitlinks_are_read_from_every_index_version(tmp_path, version):
+    import subprocess
+
+    from omp_a2a_bridge.server.box.host import _gitlinks
+
+    env = {**os.environ, "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git(*argv: str) -> str:
+        return subprocess.run(
+            ["git", *argv], cwd=tmp_path, env=env, check=True, capture_output=True, text=True
+        ).stdout
+
+    git("init", "-q")
+    sha = "1" * 40
+    names = ["a.txt", "deps/lib-one", "deps/lib-two", "node_modules/x/y"]
+    (tmp_path / "a.txt").write_text("a")
+    git("add", "a.txt")
+    for name in names[1:]:
+        git("update-index", "--add", "--cacheinfo", f"160000,{sha},{name}")
+    if version == "3":
+        git("update-index", "--index-version", "3")
+        git("update-index", "--skip-worktree", "a.txt")  # an extended flag: v3's extra bytes
+    else:
+        git("update-index", "--index-version", version)
+    assert _gitlinks(str(tmp_path / ".git" / "index")) == names[1:]
+    assert _gitlinks(str(tmp_path / "absent")) == []
