@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import enum
 import functools
+import logging
 import math
 import os
 import shutil
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from ..infra.config import Limits
     from ..policy.paths import CallPaths, Escalation, PathPolicy
     from .supervisor import Started
+
+log = logging.getLogger(__name__)
 
 DRAIN_AFTER_EXIT_S = 0.2
 SUPERVISOR_EXIT_S = 2.0  # the supervisor ends everything in ~0.3 s; this only bounds a bug
@@ -449,6 +452,13 @@ class BashTool(Tool):
             ending = await run.wait(timeout)
         except asyncio.CancelledError:
             await asyncio.shield(run.kill())  # a second cancel must not leave processes behind
+            if boxed is not None:  # what it planted before the cancel is swept all the same
+                try:
+                    await asyncio.shield(
+                        pools.run(pools.Pool.PROCESS, sweep, boxed.missing, boxed.watch)
+                    )
+                except Exception:
+                    log.exception("the box's sweep after a cancelled call failed")
             raise
         except OSError as e:  # the supervisor could not start it (the cwd went away...)
             raise io_error(e, "cannot start the shell") from None

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from ..support.boxworld import World, world_fixture
+from ..support.helpers import Mcp
 
 RULES = {
     "allow": [
@@ -234,3 +235,31 @@ def test_system_secrets_and_the_bridge_files_are_private(world: World) -> None:
     )
     assert "root:" not in text and "PRIVATE KEY" not in text, text
     assert '"tool"' not in text and "config.json" not in text, text
+
+
+@pytest.mark.parametrize("how", ["cancelled", "timed out"])
+def test_persistence_is_swept_when_the_call_is_cancelled_or_times_out(world: World, how: str):
+    """The sweep after a boxed call runs however the call ends: a client that cancels its
+    own call (or lets it time out) right after planting must not skip it."""
+    from ..support.helpers import in_thread, sleeping_pids, wait_for
+
+    plant = "mkdir -p .vscode && echo '{\"evil\": 1}' > .vscode/settings.json; sleep 7311"
+    c = world.client()
+    try:
+        args: dict[str, object] = {"command": plant, "cwd": world.project}
+        if how == "timed out":
+            args["timeout_s"] = 3
+        t, _ = in_thread(c.call, "bash", args, 9311)
+        wait_for(lambda: sleeping_pids("7311"), timeout=30)
+        if how == "cancelled":
+            other = Mcp(world.port)  # the held POST keeps the first connection busy
+            other.sid = c.sid
+            assert other.rpc("notifications/cancelled", {"requestId": 9311}, req_id=None).status
+            other.close()
+        t.join(60)
+        assert not t.is_alive()
+        wait_for(lambda: not sleeping_pids("7311"), timeout=30)
+    finally:
+        c.close()
+    settings = os.path.join(world.project, ".vscode", "settings.json")
+    wait_for(lambda: not os.path.exists(settings), timeout=30)
