@@ -22,7 +22,7 @@ import pytest
 
 from omp_a2a_bridge.server.tunnels.install import REMOTE_READ_MAX
 
-from ..support.helpers import in_thread, wait_for
+from ..support.helpers import in_thread, pids_where, wait_for
 from ..support.sshd import free_port
 
 WAIT_S = 90  # ssh's handshake under a loaded 2-core machine
@@ -53,17 +53,8 @@ def _start_agent(folder: Path) -> tuple[subprocess.Popen, str]:
 def _blocked_cat(fifo: str) -> int | None:
     """The remote side's ``cat`` of the client config, held by the FIFO there."""
     needle = fifo.encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        if args and os.path.basename(args[0]) == b"cat" and needle in args:
-            return int(entry)
-    return None
+    found = pids_where(lambda a: os.path.basename(a[0]) == b"cat" and needle in a)
+    return found[0] if found else None
 
 
 def _environ(pid: int) -> dict[str, str]:

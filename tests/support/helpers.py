@@ -195,19 +195,28 @@ def accepted_sockets(port: int) -> list[socket.socket]:
     return found
 
 
+def pids_where(match: Callable[[list[bytes]], bool]) -> list[int]:
+    """Live processes (not zombies) whose argv, read from ``/proc/PID/cmdline``, ``match``
+    accepts: how tests find the processes a bridge, a box or ssh started."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if match(argv) and not process_gone(int(entry)):
+            found.append(int(entry))
+    return found
+
+
 def sleeping_pids(*seconds: str) -> list[int]:
     """Host pids of live ``sleep N`` processes for these (unusual) N: bash runs in the box's
     own PID namespace, so the pids it prints are not the host's."""
-    wanted = {f"sleep\0{s}\0".encode() for s in seconds}
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if f.read() in wanted and not process_gone(int(entry)):
-                    found.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return found
+    wanted = {s.encode() for s in seconds}
+    return pids_where(lambda a: len(a) == 3 and a[0] == b"sleep" and a[1] in wanted and a[2] == b"")
 
 
 def path_with_rg(path: str) -> str:

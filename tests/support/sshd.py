@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .helpers import pids_where
+
 SSHD = "/usr/sbin/sshd"
 HOST_ALIAS = "testremote"
 
@@ -168,27 +170,7 @@ def _whoami() -> str:
 def tunnel_pids(remote_port: int) -> list[int]:
     """The ssh processes forwarding ``remote_port`` (found in /proc by their command line)."""
     needle = f"127.0.0.1:{remote_port}:127.0.0.1:".encode()
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        ours = args and os.path.basename(args[0]) == b"ssh" and any(needle in a for a in args)
-        if ours and not _zombie(int(entry)):
-            pids.append(int(entry))
-    return pids
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+    return pids_where(lambda a: os.path.basename(a[0]) == b"ssh" and any(needle in x for x in a))
 
 
 def parent_of(pid: int) -> int:
