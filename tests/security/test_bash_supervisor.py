@@ -19,7 +19,14 @@ from omp_a2a_bridge.server.tools import supervisor
 from omp_a2a_bridge.server.tools.shell import child_env
 from omp_a2a_bridge.server.vocab import Decision
 from tests.conftest import write_config
-from tests.support.helpers import Mcp, in_thread, process_gone, sleeping_pids, wait_for
+from tests.support.helpers import (
+    Mcp,
+    in_thread,
+    process_gone,
+    sleep_n,
+    sleeping_pids,
+    wait_for,
+)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
 
@@ -50,7 +57,9 @@ def test_a_supervisor_takes_the_next_call_only_after_the_last_ones_processes_are
     session: gone before the same supervisor starts the next call, which then is its only
     child."""
     cwd = str(tmp_path)
-    first, out, status = _run("(trap '' TERM; exec setsid sleep 311.71) & echo started", cwd)
+    first, out, status = _run(
+        f"(trap '' TERM; exec setsid sleep {sleep_n('311.71')}) & echo started", cwd
+    )
     assert out == "started\n" and status == "exit 0\n"
     assert not sleeping_pids("311.71")  # ended before the status pipe closed
     second, out, status = _run('echo "$(cat /proc/$PPID/task/*/children)"; echo $$', cwd)
@@ -138,10 +147,11 @@ def test_the_processes_of_a_running_call_end_when_the_bridge_is_killed(tmp_path)
     ends the shell, its setsid and double-forked children, and its nohup one."""
     pids = tmp_path / "pids"
     command = (
-        f"setsid sleep 312.71 & echo $! > {pids}; "
-        f"(setsid sh -c 'sleep 313.71 & echo $! >> {pids}' &); "
-        f"nohup sleep 314.71 > /dev/null 2>&1 & echo $! >> {pids}; "
-        f"while [ $(wc -l < {pids}) -lt 3 ]; do sleep 0.01; done; echo ready; sleep 315.71"
+        f"setsid sleep {sleep_n('312.71')} & echo $! > {pids}; "
+        f"(setsid sh -c 'sleep {sleep_n('313.71')} & echo $! >> {pids}' &); "
+        f"nohup sleep {sleep_n('314.71')} > /dev/null 2>&1 & echo $! >> {pids}; "
+        f"while [ $(wc -l < {pids}) -lt 3 ]; do sleep 0.01; done; echo ready; "
+        f"sleep {sleep_n('315.71')}"
     )
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(_HOLDER), command, str(tmp_path)],
@@ -199,7 +209,9 @@ def test_a_boxed_call_ends_with_the_bridge_process(serve_process, env, tmp_path)
     served = serve_process()
     c = Mcp(served.port)
     c.initialize()
-    t, _ = in_thread(c.call, "bash", {"command": "setsid sleep 316.71 & sleep 317.71"})
+    t, _ = in_thread(
+        c.call, "bash", {"command": f"setsid sleep {sleep_n('316.71')} & sleep {sleep_n('317.71')}"}
+    )
     wait_for(lambda: len(sleeping_pids("316.71", "317.71")) == 2, timeout=30)
     boxed = sleeping_pids("316.71", "317.71")
     served.proc.kill()

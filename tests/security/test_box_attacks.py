@@ -241,14 +241,15 @@ def test_system_secrets_and_the_bridge_files_are_private(world: World) -> None:
 def test_persistence_is_swept_when_the_call_is_cancelled_or_times_out(world: World, how: str):
     """The sweep after a boxed call runs however the call ends: a client that cancels its
     own call (or lets it time out) right after planting must not skip it."""
-    from ..support.helpers import in_thread, sleeping_pids, wait_for
+    from ..support.helpers import in_thread, sleep_n, sleeping_pids, wait_for
 
-    plant = "mkdir -p .vscode && echo '{\"evil\": 1}' > .vscode/settings.json; sleep 7311"
+    plant = "mkdir -p .vscode && echo '{\"evil\": 1}' > .vscode/settings.json; sleep "
+    plant += sleep_n("7311")
     c = world.client()
     try:
         args: dict[str, object] = {"command": plant, "cwd": world.project}
         if how == "timed out":
-            args["timeout_s"] = 3
+            args["timeout_s"] = 12  # past the box's start under load: the plant must run
         t, _ = in_thread(c.call, "bash", args, 9311)
         wait_for(lambda: sleeping_pids("7311"), timeout=30)
         if how == "cancelled":

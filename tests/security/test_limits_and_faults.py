@@ -37,6 +37,7 @@ from ..support.helpers import (
     in_thread,
     serve_fails,
     serve_process,
+    sleep_n,
     sleeping_pids,
     wait_for,
 )
@@ -184,7 +185,10 @@ def test_serve_stops_with_bash_and_approval_in_flight(env, tmp_path):
         runner, waiter = Mcp(s.port), Mcp(s.port)
         runner.initialize()
         waiter.initialize()
-        cmd = f"setsid sleep 300.72 & echo $! > {pids}; sleep 300.73 & echo $! >> {pids}; wait"
+        cmd = (
+            f"setsid sleep {sleep_n('300.72')} & echo $! > {pids}; "
+            f"sleep {sleep_n('300.73')} & echo $! >> {pids}; wait"
+        )
         t1, out1 = in_thread(runner.call, "bash", {"command": cmd})
         t2, out2 = in_thread(waiter.call, "write", {"path": "x.txt", "content": "x"})
         wait_for(lambda: ws.snapshots and ws.snapshots[-1]["pending"])
@@ -605,7 +609,7 @@ def test_bash_returns_when_the_shell_exits(bridge, root):
     c = bridge.client()
     pids = os.path.join(root, "bg")
     t0 = time.monotonic()
-    r = c.call("bash", {"command": f"sleep 300.71 & echo $! > {pids}; echo started"})
+    r = c.call("bash", {"command": f"sleep {sleep_n('300.71')} & echo $! > {pids}; echo started"})
     assert time.monotonic() - t0 < 5
     assert r.text == "started" and not r.result["isError"]
     assert len(read_pids(pids)) == 1
@@ -616,9 +620,9 @@ def test_bash_returns_when_the_shell_exits(bridge, root):
 def test_bash_setsid_and_double_forked_children_are_gone(bridge, root, how):
     pids = os.path.join(root, "pids")
     cmd = (
-        f"setsid sleep 301.71 & echo $! > {pids}; "
-        f"(setsid sh -c 'sleep 302.71 & echo $! >> {pids}' &); "
-        f"nohup sleep 303.71 > /dev/null 2>&1 & echo $! >> {pids}; sleep 300"
+        f"setsid sleep {sleep_n('301.71')} & echo $! > {pids}; "
+        f"(setsid sh -c 'sleep {sleep_n('302.71')} & echo $! >> {pids}' &); "
+        f"nohup sleep {sleep_n('303.71')} > /dev/null 2>&1 & echo $! >> {pids}; sleep 300"
     )
     c = bridge.client()
     if how == "timeout":

@@ -189,15 +189,17 @@ def test_a_revoked_machines_running_tools_are_cancelled(start_bridge, cli, memor
     """``machines rm`` also stops what the machine has running: its approved ``bash`` is
     killed (audited ``cancelled``), whatever request id its client used; another machine's
     running call is left alone."""
-    from ..support.helpers import sleeping_pids
+    from ..support.helpers import sleep_n, sleeping_pids
 
     running = start_bridge({"approval": {"tiers": {"bash": "allow"}}}, control=True)
     laptop, desk = add_machine(cli, "laptop"), add_machine(cli, "desk")
     a, d = Mcp(running.port, token=laptop), Mcp(running.port, token=desk)
     a.initialize()
     d.initialize()
-    ta, _ = in_thread(a.call, "bash", {"command": "sleep 7301", "box": True})
-    td, _ = in_thread(d.call, "bash", {"command": "sleep 7302; echo desk done", "box": True})
+    ta, _ = in_thread(a.call, "bash", {"command": f"sleep {sleep_n('7301')}", "box": True})
+    td, _ = in_thread(
+        d.call, "bash", {"command": f"sleep {sleep_n('7302')}; echo desk done", "box": True}
+    )
     wait_for(lambda: sleeping_pids("7301") and sleeping_pids("7302"), timeout=30)
     assert cli("machines", "rm", "laptop").returncode == 0
     ta.join(30)

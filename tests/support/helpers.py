@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -212,10 +213,21 @@ def pids_where(match: Callable[[list[bytes]], bool]) -> list[int]:
     return found
 
 
+# This test run's own digits: another suite on the same machine (a second CI run, a developer's
+# run) runs the same tests at the same moment, and its ``sleep 300.72`` must not count as ours.
+RUN_DIGITS = f"{random.SystemRandom().randrange(10**5):05d}"
+
+
+def sleep_n(seconds: str) -> str:
+    """``seconds`` (an unusual number, ``300.72``) made this run's own (``300.7204817``), for a
+    ``sleep`` the test then finds with :func:`sleeping_pids`."""
+    return f"{seconds}{RUN_DIGITS}" if "." in seconds else f"{seconds}.{RUN_DIGITS}"
+
+
 def sleeping_pids(*seconds: str) -> list[int]:
-    """Host pids of live ``sleep N`` processes for these (unusual) N: bash runs in the box's
-    own PID namespace, so the pids it prints are not the host's."""
-    wanted = {s.encode() for s in seconds}
+    """Host pids of live ``sleep N`` processes of this run (``N`` = :func:`sleep_n` of each):
+    bash runs in the box's own PID namespace, so the pids it prints are not the host's."""
+    wanted = {sleep_n(s).encode() for s in seconds}
     return pids_where(lambda a: len(a) == 3 and a[0] == b"sleep" and a[1] in wanted and a[2] == b"")
 
 
