@@ -1,7 +1,10 @@
 """The in-memory session table: 64 entries at most, 24 h idle TTL, least-recently-seen eviction.
 
 Sessions are not credentials (every request is authenticated on its own); they attribute calls
-to a client and carry what the tray shows as "live sessions".
+to a client and carry what the tray shows as "live sessions". When the table is full, the
+session evicted is the least recently seen one *of the machine holding the most*: one machine
+opening sessions in a loop evicts its own, never another machine's (machines are isolated from
+each other: a revoke, a rotation or a flood on one never cuts the others).
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ class SessionTable:
         """A new session; returns it and the one evicted to make room, if any."""
         evicted = None
         if len(self._sessions) >= self.max_sessions:
-            _, evicted = self._sessions.popitem(last=False)
+            evicted = self._sessions.pop(self._evictable(machine))
         name, version = _client_info(client_info)
         now = self.clock()
         s = Session(secrets.token_hex(16), name, version, time.time(), now, time.time())
@@ -82,6 +85,19 @@ class SessionTable:
         s.machine = machine
         self._sessions[s.sid] = s
         return s, evicted
+
+    def _evictable(self, machine: str) -> str:
+        """The session to drop for a new one of ``machine``: the least recently seen of the
+        machine with the most sessions (the new one counted; ties: the newcomer's machine)."""
+        counts: dict[str, int] = {machine: 1}
+        for s in self._sessions.values():
+            counts[s.machine] = counts.get(s.machine, 0) + 1
+        most = max(counts.values())
+        heaviest = machine if counts[machine] == most else max(counts, key=counts.__getitem__)
+        for sid, s in self._sessions.items():  # least recently seen first
+            if s.machine == heaviest:
+                return sid
+        return next(iter(self._sessions))  # the newcomer's machine had none: the oldest overall
 
     def one_call(
         self, name: str, version: str, protocol_version: str, machine: str = "default"

@@ -362,3 +362,15 @@ def test_always_allow_is_no_wider_than_the_machine_that_asked(live, cli):
         assert "denied by the user" in out[0].text
     finally:
         live.runner.detach_approver(handle)
+
+
+def test_a_machine_opening_sessions_in_a_loop_evicts_only_its_own(live, cli):
+    """The table holds 64 sessions; 80 initializes from ``laptop`` leave ``default``'s open
+    session alone (it used to be the least recently seen one, and the first to go)."""
+    d = session(live.port, TOKEN, claims="pytest")
+    laptop = added(cli, "laptop")
+    for _ in range(80):
+        session(live.port, laptop, claims="flood")
+    assert d.rpc("ping").status == 200
+    sessions = live.runner.snapshot().sessions
+    assert d.sid in [s.sid for s in sessions] and len(sessions) == 64
