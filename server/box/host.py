@@ -14,7 +14,7 @@ import glob
 import os
 import struct
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..policy.private import git_named
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold
@@ -30,6 +30,7 @@ from .policy import (
     project_of,
     within,
 )
+from .secrets import SecretIndex, index_for
 
 MAX_GIT_DIRS = 200
 # The project scan for secret-looking files (``.env``, ``*.pem``, ``id_rsa``...) and hard links
@@ -38,6 +39,7 @@ SCAN_MAX_ENTRIES = 20_000
 SCAN_MAX_DEPTH = 6
 SCAN_MAX_MASKS = 256  # each is one mount: past this the box is refused, not made leaky
 SCAN_SKIP = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", "target"})
+INDEX_MAX_MASKS = 128  # masks from the roots' index (outside the project): see _outside
 
 
 def _real(path: str) -> str | None:
@@ -397,22 +399,35 @@ def _on_path_patterns(path_var: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*table, *on_path]))
 
 
-def coalesce(masks: list[HostEntry], top: str, limit: int) -> list[HostEntry]:
+def coalesce(
+    masks: list[HostEntry],
+    top: str,
+    limit: int,
+    hideable: Callable[[str], bool] | None = None,
+) -> list[HostEntry]:
     """At most ``limit`` masks (each is one mount). Past it, the deepest folders that hold two
     or more masks become one mask each, level by level, so more is hidden rather than anything
     shown (600 ``many/*/credentials`` become one mask over ``many``; a lone ``.env`` beside
     them stays a file mask). ``top`` itself is never masked: a project whose secrets lie
-    straight in it beyond the limit is refused (:class:`TooManySecrets`)."""
+    straight in it beyond the limit is refused (:class:`TooManySecrets`).
+
+    With ``hideable`` (the masks outside the project), the folders it allows are the
+    candidates instead, and when none is left the masks stay as they are: more mounts, a
+    slower start, nothing shown."""
     paths = {m.path: m.is_dir for m in masks}
     while len(paths) > limit:
         counts: dict[str, int] = {}
         for path in paths:
             parent = os.path.dirname(path)
-            while parent != top and within(parent, top) and parent != os.path.dirname(parent):
+            while parent != os.path.dirname(parent) and (
+                hideable(parent) if hideable else parent != top and within(parent, top)
+            ):
                 counts[parent] = counts.get(parent, 0) + 1
                 parent = os.path.dirname(parent)
         groups = [folder for folder, n in counts.items() if n >= 2]
         if not groups:
+            if hideable is not None:
+                break
             raise TooManySecrets(top)
         deepest = max(folder.count(os.sep) for folder in groups)
         folders = {folder for folder in groups if folder.count(os.sep) == deepest}
@@ -422,6 +437,38 @@ def coalesce(masks: list[HostEntry], top: str, limit: int) -> list[HostEntry]:
             merged[folder] = True
         paths = merged
     return [HostEntry(p, d) for p, d in paths.items()]
+
+
+def _outside(
+    secrets: Iterable[str], hidden: Iterable[str], holds: Iterable[str], under: Iterable[str]
+) -> list[HostEntry]:
+    """The index's secret-looking files outside the project, as masks: none inside a folder
+    hidden whole already, at most :data:`INDEX_MAX_MASKS` (each mount makes every box start
+    slower: bubblewrap reads the mount table once per mount). Past it, folders holding several
+    become one mask, but never one that holds what the call needs (its project, cwd, a root,
+    the home) or lies inside what it must read whole (a git dir, ``read_allow``, ``PATH``, the
+    bridge's Python)."""
+    hidden, holds, under = tuple(hidden), tuple(holds), tuple(under)
+    masks = [HostEntry(p, False) for p in secrets if not any(within(p, h) for h in hidden)]
+
+    def hideable(folder: str) -> bool:
+        return not any(within(h, folder) for h in holds) and not any(
+            within(folder, u) for u in under
+        )
+
+    return coalesce(masks, "/", INDEX_MAX_MASKS, hideable)
+
+
+def _index(real_roots: Iterable[str], home: str) -> SecretIndex:
+    return index_for(tuple(sorted(real_roots)), home, _name_matcher())
+
+
+def warm(roots: Iterable[str]) -> None:
+    """Walk the roots' secret index now (a thread at start), not in the first boxed call."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    real_roots = [r for r in (_real(x) for x in roots) if r is not None]
+    with contextlib.suppress(OSError):
+        _index(real_roots, home).view()
 
 
 def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]) -> HostView:
@@ -463,19 +510,29 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     wanted = (*config.read_allow, *SYSTEM_READABLE)
     allowed = tuple(r for r in (_real(p) for p in wanted) if r is not None)
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
+    # Secret-looking files elsewhere in the roots (``~/otherproj/.env``): the kept index.
+    index = _index(real_roots, home).view()
+    python = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)]
+    others, tmp_visible = _others(home), _tmp_visible()
+    elsewhere = _outside(
+        (p for p in index.secrets if not within(p, project_top)),
+        hidden=[*(e.path for e in hidden if e.is_dir), *own_real, *others],
+        holds=[project_top, cwd, home, *real_roots],
+        under=[*git_dirs, *allowed, *on_path, *python, *tmp_visible],
+    )
     view = HostView(
         cwd=cwd,
         home=home,
         roots=real_roots,
-        hidden=(*hidden, *scan.masks, *files, *_secrets_allowed(allowed)),
+        hidden=(*hidden, *scan.masks, *files, *_secrets_allowed(allowed), *elsewhere),
         allowed=allowed,
-        others=_others(home),
+        others=others,
         own=tuple(dict.fromkeys(own_real)),
         git_top=top,
         git_file=git_file,
         git_dirs=git_dirs,
         write_allow=write_allow,
-        tmp_visible=_tmp_visible(),
+        tmp_visible=tmp_visible,
         nested=tuple(dict.fromkeys(scan.nested)),
         hooks=git_named(repos, home),
         on_path=on_path,

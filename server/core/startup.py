@@ -15,10 +15,12 @@ import logging
 import os
 import secrets
 import socket
+import threading
 from dataclasses import dataclass, field
 
 from tornado.netutil import bind_sockets
 
+from ..box import host as box_host
 from ..box import probe as box_probe
 from ..control.controlfile import (
     ControlInfo,
@@ -129,6 +131,10 @@ def prepare(opts: RunnerOptions, out: Prepared) -> None:
     tokens = _resolve_token(config, opts)
     host, bound, warnings = _listen(opts, config, tokens, out)
     bridge = _build_bridge(opts, config, tokens)
+    if box_probe.status().available:  # the roots' secret index, walked before the first call
+        threading.Thread(
+            target=box_host.warm, args=(bridge.pipeline.box.roots,), daemon=True
+        ).start()
     bridge.host, bridge.port = host, bound
     bridge.url = out.url = url_for(host, bound)
     bridge.warnings = warnings

@@ -75,6 +75,9 @@ READS = [
     "cat .env; grep -r FAKESECRET .; git diff --no-index /dev/null .env",
     # plain names
     "cat ~/.ssh/id_rsa ~/.aws/credentials ~/.netrc ~/.bash_history ~/.config/gh/hosts.yml",
+    # secret-looking files elsewhere in the home, outside the call's project
+    "cat ~/otherproj/.env ~/notes/keys/id_ed25519 ~/work/clients/acme/infra/terraform.tfstate",
+    "cd ../otherproj && cat .env; grep -r FAKESECRET ../work ../notes",
     # glued option values
     "grep -rFAKESECRET ~/.ssh; grep -hFAKESECRET -r ~/.aws",
     "sort -o/dev/stdout ~/.ssh/id_rsa",

@@ -35,6 +35,10 @@ SECRETS = {
     ".netrc": "machine x login y password FAKESECRET-netrc-11c4",
     ".config/gh/hosts.yml": "oauth_token: FAKESECRET-gh-5d0e",
     ".bash_history": "export API_KEY=FAKESECRET-history-0f3a",
+    # secret-looking files in the home's visible tree, outside the call's project: private too
+    "otherproj/.env": "DB_PASSWORD=FAKESECRET-otherproj-2b7c",
+    "notes/keys/id_ed25519": "FAKESECRET-notes-key-6d3e",
+    "work/clients/acme/infra/terraform.tfstate": '{"secret": "FAKESECRET-tfstate-81aa"}',
 }
 MARKER = "FAKESECRET"
 BASHRC = "# the user's own bashrc\n"

@@ -1,0 +1,327 @@
+"""Secret-looking files in the roots, outside the call's project: an index kept current.
+
+Why an index: the box reads the whole filesystem but private places (``shared/spec/box.md``),
+and "private" includes secret-looking names anywhere (``~/otherproj/.env``, ``~/notes/id_rsa``).
+The project is scanned on every call (:func:`server.box.host._scan`); the rest of the roots is
+far too big for that (a home holds tens of thousands of folders), so it is walked once and then
+kept current:
+
+- on Linux by inotify: every indexed folder is watched, and before each call the queued events
+  are read and only the folders they name are looked at again. The kernel queues an event
+  before the ``creat``/``rename`` returns, so a secret created before the call is hidden from it;
+- elsewhere (or for folders past the watch limit) by each folder's ``mtime``, checked per call.
+
+Bounded: the walk stops after :data:`MAX_DIRS` folders (breadth first: the shallow folders,
+where projects keep their ``.env``, come first) and skips what :data:`SCAN_SKIP` names
+(dependency and build trees). What it did not reach is reported (``complete`` is False) and
+written in the docs as the box's stated limit, not hidden.
+
+Blocking (scandir, stat, inotify reads): call it from a worker thread, as ``gather`` is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterable
+
+from ..policy.protected import EscalationKind, Matcher, fold
+from .policy import within
+
+MAX_DIRS = 20_000  # folders indexed (and watched) at most, over all the roots
+MAX_DEPTH = 16  # below a root
+RACY_NS = 2_000_000_000  # mtimes this close to a look are re-checked (coarse clocks, FAT: 2 s)
+# Dependency, build and toolchain trees, and git dirs (the project scan skips the first six
+# too): they hold no secrets of the user's, and would spend the budget.
+SCAN_SKIP = frozenset(
+    {
+        ".git",
+        "node_modules",
+        ".venv",
+        "venv",
+        "__pycache__",
+        "target",
+        ".tox",
+        "site-packages",
+        "dist-packages",
+        "go",
+        "anaconda3",
+        "miniconda3",
+        "snap",
+        "Library",
+        "AppData",
+    }
+)
+
+
+def _skipped(name: str) -> bool:
+    return name in SCAN_SKIP or "cache" in name.lower()
+
+
+@dataclasses.dataclass(slots=True)
+class _Dir:
+    mtime_ns: int
+    depth: int
+    secrets: frozenset[str]  # names of secret-looking files straight in this folder
+    subdirs: frozenset[str]  # names of the folders indexed below it
+    wd: int | None = None  # its inotify watch, if it has one
+    # Its mtime was too close to the look to be trusted (a change in the same clock tick
+    # leaves the mtime as it was): looked at again until it is older (git's "racy" files).
+    racy: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class IndexView:
+    """What the index holds at one moment."""
+
+    secrets: tuple[str, ...]  # real paths of secret-looking files
+    folders: int  # folders indexed
+    complete: bool  # False: the walk stopped at MAX_DIRS (folders past it are not looked at)
+
+
+def _watcher() -> object | None:
+    """An inotify instance on Linux, else None (per-call ``mtime`` checks)."""
+    if sys.platform != "linux":
+        return None
+    try:
+        import inotify_simple
+
+        return inotify_simple.INotify(nonblocking=True)
+    except (ImportError, OSError):
+        return None
+
+
+def _mask() -> int:
+    import inotify_simple
+
+    f = inotify_simple.flags
+    return int(
+        f.CREATE
+        | f.DELETE
+        | f.MOVED_FROM
+        | f.MOVED_TO
+        | f.DELETE_SELF
+        | f.MOVE_SELF
+        | f.ONLYDIR
+        | f.DONT_FOLLOW
+    )
+
+
+class SecretIndex:
+    """The secret-looking files in ``tops`` (real folders), minus the home's hidden tree
+    (the box hides it whole) and minus :data:`SCAN_SKIP` trees. Thread-safe."""
+
+    def __init__(
+        self, tops: Iterable[str], home: str, matcher: Matcher, max_dirs: int = MAX_DIRS
+    ) -> None:
+        self._tops = tuple(dict.fromkeys(tops))
+        self._home = home
+        self._matcher = matcher
+        self._max = max_dirs
+        self._lock = threading.Lock()
+        self._dirs: dict[str, _Dir] = {}
+        self._by_wd: dict[int, str] = {}
+        self._polled: set[str] = set()  # indexed folders without a watch: their mtime says
+        self._complete = True
+        self._built = False
+        self._view: IndexView | None = None  # what view() said last, while nothing changed
+        self._inotify = _watcher()
+        self._watch_mask = _mask() if self._inotify is not None else 0
+
+    def close(self) -> None:
+        """Stop watching (a call still using this index walks again, by mtimes)."""
+        with self._lock:
+            if self._inotify is not None:
+                with contextlib.suppress(OSError):
+                    self._inotify.close()  # type: ignore[attr-defined]
+                self._inotify = None
+            self._dirs.clear()
+            self._polled.clear()
+            self._by_wd.clear()
+            self._built = False
+            self._view = None
+
+    def view(self) -> IndexView:
+        """The index now: built on first use, then brought up to date (events or mtimes)."""
+        with self._lock:
+            if not self._built:
+                self._rebuild()
+                self._view = None
+            elif self._refresh():
+                self._view = None
+            if self._view is None:
+                found = [os.path.join(d, n) for d, rec in self._dirs.items() for n in rec.secrets]
+                self._view = IndexView(tuple(sorted(found)), len(self._dirs), self._complete)
+            return self._view
+
+    # -- building ---------------------------------------------------------------------------
+
+    def _rebuild(self) -> None:
+        for wd in list(self._by_wd):
+            self._drop_watch(wd)
+        self._dirs.clear()
+        self._polled.clear()
+        self._complete = True
+        self._built = True
+        self._walk([(top, 0) for top in self._tops])
+
+    def _walk(self, todo: list[tuple[str, int]]) -> None:
+        """Index ``todo`` and what lies below, breadth first, within the budget."""
+        queue = list(todo)
+        i = 0
+        while i < len(queue):
+            path, depth = queue[i]
+            i += 1
+            if path in self._dirs:
+                continue
+            if len(self._dirs) >= self._max:
+                self._complete = False
+                return
+            rec = self._look(path, depth)
+            if rec is None:
+                continue
+            self._put(path, rec)
+            if depth < MAX_DEPTH:
+                queue += [(os.path.join(path, n), depth + 1) for n in rec.subdirs]
+            elif rec.subdirs:
+                self._complete = False
+
+    def _look(self, path: str, depth: int) -> _Dir | None:
+        """One folder: watch it first (so nothing made while it is listed is missed), then
+        list it."""
+        wd: int | None = None
+        if self._inotify is not None:
+            try:
+                wd = self._inotify.add_watch(path, self._watch_mask)  # type: ignore[attr-defined]
+            except OSError:
+                wd = None  # past the watch limit, or gone: its mtime is checked per call
+            if wd is not None:
+                self._by_wd[wd] = path
+        try:
+            looked = time.time_ns()
+            mtime = os.stat(path, follow_symlinks=False).st_mtime_ns
+            entries = list(os.scandir(path))
+        except OSError:
+            if wd is not None:
+                self._drop_watch(wd)
+            return None
+        secrets: list[str] = []
+        subdirs: list[str] = []
+        for entry in entries:
+            name = entry.name
+            if path == self._home and name.startswith("."):
+                continue  # the home's hidden tree: hidden whole by the box
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if not _skipped(name):
+                        subdirs.append(name)
+                elif entry.is_file(follow_symlinks=False):
+                    hit = self._matcher.name(fold(name))
+                    if hit is not None and hit.kind is not EscalationKind.PERSISTENCE:
+                        secrets.append(name)
+            except OSError:
+                continue
+        racy = wd is None and mtime >= looked - RACY_NS
+        return _Dir(mtime, depth, frozenset(secrets), frozenset(subdirs), wd, racy)
+
+    # -- keeping current --------------------------------------------------------------------
+
+    def _refresh(self) -> bool:
+        """Bring the index up to date; whether anything was looked at again."""
+        dirty: set[str] = set()
+        if self._inotify is not None:
+            overflow = False
+            while True:
+                try:
+                    events = list(self._inotify.read(timeout=0))  # type: ignore[attr-defined]
+                except (BlockingIOError, OSError):
+                    events = []
+                if not events:
+                    break
+                for event in events:
+                    if event.wd == -1:  # IN_Q_OVERFLOW: events were lost
+                        overflow = True
+                    path = self._by_wd.get(event.wd)
+                    if path is not None:
+                        dirty.add(path)
+            if overflow:
+                self._rebuild()
+                return True
+        # Folders without a watch (no inotify here, or past its limit): their mtime says.
+        for path in list(self._polled):
+            rec = self._dirs[path]
+            try:
+                if rec.racy or os.stat(path, follow_symlinks=False).st_mtime_ns != rec.mtime_ns:
+                    dirty.add(path)
+            except OSError:
+                dirty.add(path)
+        # Parents first: a removed subtree is forgotten before a moved one is indexed again
+        # (a watch follows its inode, so a moved folder keeps its watch descriptor).
+        for path in sorted(dirty, key=lambda p: p.count(os.sep)):
+            self._again(path)
+        return bool(dirty)
+
+    def _again(self, path: str) -> None:
+        """Look at one indexed folder again: its secrets now, subfolders gone and new. Its
+        watch is asked for again: the same inode keeps its descriptor, a folder made anew in
+        its place (``rm -r x && mkdir x``) gets one."""
+        old = self._dirs.get(path)
+        if old is None:
+            return
+        new = self._look(path, old.depth)
+        if old.wd is not None and (new is None or new.wd != old.wd):
+            self._drop_watch(old.wd)
+        if new is None:
+            self._forget(path)
+            return
+        for gone in old.subdirs - new.subdirs:
+            self._forget(os.path.join(path, gone))
+        self._put(path, new)
+        if old.depth < MAX_DEPTH:
+            fresh = sorted(new.subdirs - old.subdirs)
+            self._walk([(os.path.join(path, n), old.depth + 1) for n in fresh])
+
+    def _put(self, path: str, rec: _Dir) -> None:
+        self._dirs[path] = rec
+        if rec.wd is None:
+            self._polled.add(path)
+        else:
+            self._polled.discard(path)
+
+    def _forget(self, path: str) -> None:
+        """Drop a folder and everything indexed below it."""
+        for sub in [p for p in self._dirs if within(p, path)]:
+            rec = self._dirs.pop(sub)
+            self._polled.discard(sub)
+            if rec.wd is not None:
+                self._drop_watch(rec.wd)
+
+    def _drop_watch(self, wd: int) -> None:
+        if self._by_wd.get(wd) is None:
+            return
+        del self._by_wd[wd]
+        if self._inotify is not None:
+            with contextlib.suppress(OSError):
+                self._inotify.rm_watch(wd)  # type: ignore[attr-defined]
+
+
+_INDEXES: dict[tuple[tuple[str, ...], str], SecretIndex] = {}
+_INDEXES_LOCK = threading.Lock()
+
+
+def index_for(tops: tuple[str, ...], home: str, matcher: Matcher) -> SecretIndex:
+    """The process's index for these roots (one at a time: a config with other roots closes
+    the old one, and its watches with it)."""
+    key = (tops, home)
+    with _INDEXES_LOCK:
+        found = _INDEXES.get(key)
+        if found is None:
+            for old in _INDEXES.values():
+                old.close()
+            _INDEXES.clear()
+            found = _INDEXES[key] = SecretIndex(tops, home, matcher)
+        return found

@@ -1,0 +1,78 @@
+"""Secret-looking files outside the call's project stay private in the box as the disk changes.
+
+A real bridge process in the box world (``tests/support/boxworld.py``, roots = the home): the
+human makes, renames and moves secret-looking files elsewhere in the home while the bridge runs
+and after its first boxed call (which builds the roots' index); every boxed call after that,
+run unasked, reads none of them, whatever the spelling.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from ..support.boxworld import World, world_fixture
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    yield from world_fixture(False)
+
+
+def _put(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text + "\n")
+
+
+def _reads(world: World, *paths: str) -> str:
+    words = " ".join(f"'{p}'" for p in paths)
+    _, text = world.bash(f"cat {words} 2>&1; grep -rh FAKESECRET ~ 2>/dev/null | head -20")
+    return text
+
+
+def test_a_secret_made_after_the_first_call_is_private(world: World) -> None:
+    world.bash("true")  # the index exists from here on
+    path = os.path.join(world.home, "late", "api", ".env.local")
+    _put(path, "TOKEN=FAKESECRET-late-1f2e")
+    assert world.leaks(_reads(world, path)) == []
+
+
+def test_a_file_renamed_to_a_secret_name_is_private(world: World) -> None:
+    plain = os.path.join(world.home, "drafts", "notes.txt")
+    _put(plain, "FAKESECRET-renamed-9c0d")
+    world.bash("true")
+    secret = os.path.join(world.home, "drafts", "prod.pem")
+    os.rename(plain, secret)
+    assert world.leaks(_reads(world, secret)) == []
+
+
+def test_a_moved_or_replaced_folder_keeps_its_secrets_private(world: World) -> None:
+    _put(os.path.join(world.home, "moving", "cfg", ".pgpass"), "*:*:*:u:FAKESECRET-pg-77ab")
+    world.bash("true")
+    os.rename(os.path.join(world.home, "moving"), os.path.join(world.home, "moved"))
+    shutil.rmtree(os.path.join(world.home, "moved", "cfg"))
+    _put(os.path.join(world.home, "moved", "cfg", "credentials"), "FAKESECRET-cred-5e5e")
+    _put(os.path.join(world.home, "moved", "cfg", "deeper", "id_rsa"), "FAKESECRET-key-0b0b")
+    text = _reads(
+        world,
+        os.path.join(world.home, "moved", "cfg", "credentials"),
+        os.path.join(world.home, "moved", "cfg", "deeper", "id_rsa"),
+    )
+    assert world.leaks(text) == []
+
+
+def test_hundreds_of_other_projects_with_secrets_hide_all_and_the_project_still_works(
+    world: World,
+) -> None:
+    for i in range(300):
+        _put(os.path.join(world.home, "src", f"p{i:03}", ".env"), f"K=FAKESECRET-many-{i}")
+    _, text = world.bash(
+        "cat ~/src/p000/.env ~/src/p299/.env 2>&1; grep -rh FAKESECRET ~/src | head; "
+        "git status --short; echo done-$((6*7))"
+    )
+    assert world.leaks(text) == [], text
+    assert "done-42" in text and "fatal" not in text, text

@@ -1,0 +1,143 @@
+"""The roots' index of secret-looking files (server/box/secrets.py), on a real folder tree.
+
+Both ways it keeps current are tested: inotify (Linux) and the per-call mtime check used
+elsewhere and for folders past the watch limit (forced here by giving the index no watcher).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from omp_a2a_bridge.server.box import secrets
+from omp_a2a_bridge.server.box.host import _name_matcher
+from omp_a2a_bridge.server.box.secrets import SecretIndex
+
+
+def _put(path: Path, text: str = "x") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+@pytest.fixture(params=["inotify", "mtime"])
+def make(request, monkeypatch) -> Callable[..., SecretIndex]:
+    if request.param == "mtime":
+        monkeypatch.setattr(secrets, "_watcher", lambda: None)
+    made: list[SecretIndex] = []
+
+    def build(*tops: Path, home: Path | None = None, max_dirs: int = 1000) -> SecretIndex:
+        index = SecretIndex([str(t) for t in tops], str(home or tops[0]), _name_matcher(), max_dirs)
+        made.append(index)
+        return index
+
+    yield build
+    for index in made:
+        index.close()
+
+
+def _found(index: SecretIndex, top: Path) -> set[str]:
+    return {os.path.relpath(p, top) for p in index.view().secrets}
+
+
+def test_finds_secret_names_not_templates_nor_the_hidden_home(tmp_path, make):
+    _put(tmp_path / "a" / ".env")
+    _put(tmp_path / "a" / ".env.example")
+    _put(tmp_path / "b" / "deep" / "er" / "id_ed25519")
+    _put(tmp_path / "b" / "deep" / "er" / "id_ed25519.pub")
+    _put(tmp_path / "c" / "prod.tfstate")
+    _put(tmp_path / "c" / "README.md")
+    _put(tmp_path / ".ssh" / "id_rsa")  # the hidden tree: hidden whole by the box
+    _put(tmp_path / "d" / "node_modules" / "x" / ".env")  # a dependency tree: skipped
+    (tmp_path / "e").mkdir()
+    os.symlink(tmp_path / "a" / ".env", tmp_path / "e" / ".env")  # judged where it points
+    index = make(tmp_path)
+    assert _found(index, tmp_path) == {"a/.env", "b/deep/er/id_ed25519", "c/prod.tfstate"}
+    assert index.view().complete
+
+
+def test_a_secret_made_later_is_found_before_the_next_call(tmp_path, make):
+    _put(tmp_path / "proj" / "README.md")
+    index = make(tmp_path)
+    assert _found(index, tmp_path) == set()
+    _put(tmp_path / "proj" / ".env")
+    _put(tmp_path / "new" / "sub" / "credentials.json")
+    assert _found(index, tmp_path) == {"proj/.env", "new/sub/credentials.json"}
+
+
+def test_a_rename_into_and_out_of_a_secret_name(tmp_path, make):
+    _put(tmp_path / "p" / "notes.txt")
+    _put(tmp_path / "q" / ".env")
+    index = make(tmp_path)
+    assert _found(index, tmp_path) == {"q/.env"}
+    os.rename(tmp_path / "p" / "notes.txt", tmp_path / "p" / ".env.production")
+    os.rename(tmp_path / "q" / ".env", tmp_path / "q" / "plain.txt")
+    assert _found(index, tmp_path) == {"p/.env.production"}
+
+
+def test_a_moved_and_a_replaced_folder(tmp_path, make):
+    _put(tmp_path / "a" / "sub" / ".env")
+    _put(tmp_path / "c" / "old.txt")
+    index = make(tmp_path)
+    assert _found(index, tmp_path) == {"a/sub/.env"}
+    os.rename(tmp_path / "a", tmp_path / "b")
+    shutil.rmtree(tmp_path / "c")
+    _put(tmp_path / "c" / "x" / "server.key")
+    assert _found(index, tmp_path) == {"b/sub/.env", "c/x/server.key"}
+    # the new folders are kept current too (their watches are new ones)
+    _put(tmp_path / "b" / "sub" / "more" / ".pgpass")
+    _put(tmp_path / "c" / "x" / ".netrc")
+    assert _found(index, tmp_path) == {
+        "b/sub/.env",
+        "b/sub/more/.pgpass",
+        "c/x/server.key",
+        "c/x/.netrc",
+    }
+    shutil.rmtree(tmp_path / "b")
+    assert _found(index, tmp_path) == {"c/x/server.key", "c/x/.netrc"}
+
+
+def test_several_roots_and_a_budget_that_says_it_stopped(tmp_path, make):
+    one, two = tmp_path / "one", tmp_path / "two"
+    _put(one / "x" / ".env")
+    _put(two / "y" / "id_rsa")
+    both = make(one, two, home=tmp_path / "home")
+    assert {os.path.relpath(p, tmp_path) for p in both.view().secrets} == {
+        "one/x/.env",
+        "two/y/id_rsa",
+    }
+    for i in range(10):
+        (tmp_path / "many" / f"d{i}" / "e").mkdir(parents=True)
+    small = make(tmp_path / "many", max_dirs=5)
+    assert small.view().folders == 5
+    assert not small.view().complete
+
+
+def test_one_index_per_set_of_roots(tmp_path, monkeypatch):
+    monkeypatch.setattr(secrets, "_INDEXES", {})
+    a = secrets.index_for((str(tmp_path),), str(tmp_path), _name_matcher())
+    assert secrets.index_for((str(tmp_path),), str(tmp_path), _name_matcher()) is a
+    other = tmp_path / "o"
+    other.mkdir()
+    b = secrets.index_for((str(other),), str(tmp_path), _name_matcher())
+    assert b is not a
+    assert secrets.index_for((str(other),), str(tmp_path), _name_matcher()) is b
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / ".env").write_text("s")
+    assert a.view().secrets == (str(tmp_path / "x" / ".env"),)  # closed: walks again
+    b.close()
+
+
+def test_a_lost_event_queue_walks_again(tmp_path, make):
+    """More events than the kernel queues (an overflow): the index walks the roots again."""
+    (tmp_path / "big").mkdir()
+    index = make(tmp_path)
+    assert _found(index, tmp_path) == set()
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    for i in range(limit + 10):
+        (tmp_path / "big" / f"f{i}").touch()
+    _put(tmp_path / "big" / "last" / ".env")
+    assert _found(index, tmp_path) == {"big/last/.env"}
