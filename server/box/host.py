@@ -440,22 +440,28 @@ def coalesce(
 
 
 def _outside(
-    secrets: Iterable[str], hidden: Iterable[str], holds: Iterable[str], under: Iterable[str]
+    secrets: Iterable[str],
+    unindexed: Iterable[str],
+    hidden: Iterable[str],
+    holds: Iterable[str],
+    under: Iterable[str],
 ) -> list[HostEntry]:
-    """The index's secret-looking files outside the project, as masks: none inside a folder
-    hidden whole already, at most :data:`INDEX_MAX_MASKS` (each mount makes every box start
-    slower: bubblewrap reads the mount table once per mount). Past it, folders holding several
-    become one mask, but never one that holds what the call needs (its project, cwd, a root,
-    the home) or lies inside what it must read whole (a git dir, ``read_allow``, ``PATH``, the
-    bridge's Python)."""
+    """The index's secret-looking files and the folders it did not look into, outside the
+    project, as masks: none inside a folder hidden whole already, at most
+    :data:`INDEX_MAX_MASKS` (each mount makes every box start slower: bubblewrap reads the
+    mount table once per mount). Past it, folders holding several become one mask. Never a
+    folder that holds what the call needs (its project, cwd, a root, the home) or lies inside
+    what it must read whole (a git dir, ``read_allow``, ``PATH``, the bridge's Python)."""
     hidden, holds, under = tuple(hidden), tuple(holds), tuple(under)
-    masks = [HostEntry(p, False) for p in secrets if not any(within(p, h) for h in hidden)]
 
     def hideable(folder: str) -> bool:
         return not any(within(h, folder) for h in holds) and not any(
             within(folder, u) for u in under
         )
 
+    masks = [HostEntry(p, False) for p in secrets]
+    masks += [HostEntry(p, True) for p in unindexed if hideable(p)]
+    masks = [m for m in masks if not any(within(m.path, h) for h in hidden)]
     return coalesce(masks, "/", INDEX_MAX_MASKS, hideable)
 
 
@@ -516,6 +522,7 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     others, tmp_visible = _others(home), _tmp_visible()
     elsewhere = _outside(
         (p for p in index.secrets if not within(p, project_top)),
+        (p for p in index.unindexed if not within(p, project_top)),
         hidden=[*(e.path for e in hidden if e.is_dir), *own_real, *others],
         holds=[project_top, cwd, home, *real_roots],
         under=[*git_dirs, *allowed, *on_path, *python, *tmp_visible],

@@ -80,7 +80,13 @@ class IndexView:
 
     secrets: tuple[str, ...]  # real paths of secret-looking files
     folders: int  # folders indexed
-    complete: bool  # False: the walk stopped at MAX_DIRS (folders past it are not looked at)
+    # Folders the index knows exist but did not look into (past MAX_DIRS or MAX_DEPTH): the box
+    # hides them whole, so a full budget hides more and shows nothing unlooked-at.
+    unindexed: tuple[str, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.unindexed
 
 
 def _watcher() -> object | None:
@@ -126,7 +132,7 @@ class SecretIndex:
         self._dirs: dict[str, _Dir] = {}
         self._by_wd: dict[int, str] = {}
         self._polled: set[str] = set()  # indexed folders without a watch: their mtime says
-        self._complete = True
+        self._frontier: dict[str, int] = {}  # unindexed folders -> depth
         self._built = False
         self._view: IndexView | None = None  # what view() said last, while nothing changed
         self._inotify = _watcher()
@@ -155,7 +161,9 @@ class SecretIndex:
                 self._view = None
             if self._view is None:
                 found = [os.path.join(d, n) for d, rec in self._dirs.items() for n in rec.secrets]
-                self._view = IndexView(tuple(sorted(found)), len(self._dirs), self._complete)
+                self._view = IndexView(
+                    tuple(sorted(found)), len(self._dirs), tuple(sorted(self._frontier))
+                )
             return self._view
 
     # -- building ---------------------------------------------------------------------------
@@ -165,7 +173,7 @@ class SecretIndex:
             self._drop_watch(wd)
         self._dirs.clear()
         self._polled.clear()
-        self._complete = True
+        self._frontier.clear()
         self._built = True
         self._walk([(top, 0) for top in self._tops])
 
@@ -178,17 +186,15 @@ class SecretIndex:
             i += 1
             if path in self._dirs:
                 continue
-            if len(self._dirs) >= self._max:
-                self._complete = False
-                return
+            if len(self._dirs) >= self._max or depth > MAX_DEPTH:
+                self._frontier[path] = depth  # known, not looked into: hidden whole
+                continue
+            self._frontier.pop(path, None)
             rec = self._look(path, depth)
             if rec is None:
                 continue
             self._put(path, rec)
-            if depth < MAX_DEPTH:
-                queue += [(os.path.join(path, n), depth + 1) for n in rec.subdirs]
-            elif rec.subdirs:
-                self._complete = False
+            queue += [(os.path.join(path, n), depth + 1) for n in rec.subdirs]
 
     def _look(self, path: str, depth: int) -> _Dir | None:
         """One folder: watch it first (so nothing made while it is listed is missed), then
@@ -263,6 +269,12 @@ class SecretIndex:
         # (a watch follows its inode, so a moved folder keeps its watch descriptor).
         for path in sorted(dirty, key=lambda p: p.count(os.sep)):
             self._again(path)
+        # Room again (folders went away): look into what the budget left out.
+        waiting = [(p, d) for p, d in self._frontier.items() if d <= MAX_DEPTH]
+        if waiting and len(self._dirs) < self._max:
+            before = len(self._frontier)
+            self._walk(sorted(waiting, key=lambda item: item[1]))
+            return True if len(self._frontier) != before else bool(dirty)
         return bool(dirty)
 
     def _again(self, path: str) -> None:
@@ -299,6 +311,8 @@ class SecretIndex:
             self._polled.discard(sub)
             if rec.wd is not None:
                 self._drop_watch(rec.wd)
+        for sub in [p for p in self._frontier if within(p, path)]:
+            del self._frontier[sub]
 
     def _drop_watch(self, wd: int) -> None:
         if self._by_wd.get(wd) is None:

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from omp_a2a_bridge.server.box import secrets
+
 from ..support.boxworld import World, world_fixture
 
 
@@ -76,3 +78,26 @@ def test_hundreds_of_other_projects_with_secrets_hide_all_and_the_project_still_
     )
     assert world.leaks(text) == [], text
     assert "done-42" in text and "fatal" not in text, text
+
+
+def test_an_agent_that_fills_the_index_budget_reads_nothing_more(world: World) -> None:
+    """The agent may make folders in any folder it runs in (each is a project); past the
+    index's budget a folder the index did not look into is hidden whole, so filling the
+    budget hides more and leaks nothing."""
+    world.bash("true")
+    half = secrets.MAX_DIRS // 2 + 10
+    fills = [os.path.join(world.home, f"fill{i}") for i in (1, 2)]
+    for fill in fills:
+        os.makedirs(fill)
+        is_error, text = world.bash(f"seq 1 {half} | xargs mkdir && echo ok", cwd=fill)
+        assert not is_error and "ok" in text, text
+    try:
+        path = os.path.join(world.home, "after-fill", "svc", ".env")
+        _put(path, "KEY=FAKESECRET-after-fill-3c3c")
+        is_error, text = world.bash(f"cat '{path}' 2>&1; echo still-works")
+        assert world.leaks(text) == [] and "still-works" in text, text
+    finally:
+        for fill in fills:
+            shutil.rmtree(fill)
+    text = _reads(world, path)  # room again: the folder is looked into, its .env masked
+    assert world.leaks(text) == [], text

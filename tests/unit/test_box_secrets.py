@@ -112,8 +112,28 @@ def test_several_roots_and_a_budget_that_says_it_stopped(tmp_path, make):
     for i in range(10):
         (tmp_path / "many" / f"d{i}" / "e").mkdir(parents=True)
     small = make(tmp_path / "many", max_dirs=5)
-    assert small.view().folders == 5
-    assert not small.view().complete
+    view = small.view()
+    assert view.folders == 5 and not view.complete
+    # what the budget left out is listed (the box hides it whole), never silently dropped
+    listed = {os.path.relpath(p, tmp_path / "many") for p in view.unindexed}
+    # many + 4 d* looked into: the 6 other d* and the 4 e below those looked into are listed
+    assert len(listed) == 10 and listed <= {f"d{i}" for i in range(10)} | {
+        f"d{i}/e" for i in range(10)
+    }
+    _put(tmp_path / "many" / "late" / ".env")  # a new folder while the budget is full
+    assert str(tmp_path / "many" / "late") in small.view().unindexed
+    for i in range(10):
+        shutil.rmtree(tmp_path / "many" / f"d{i}")
+    view = small.view()  # room again: the left-out folder is looked into
+    assert view.complete and view.secrets == (str(tmp_path / "many" / "late" / ".env"),)
+
+
+def test_past_the_depth_limit_a_folder_is_listed_not_looked_into(tmp_path, make):
+    deep = tmp_path.joinpath(*[f"l{i}" for i in range(secrets.MAX_DEPTH + 2)])
+    _put(deep / ".env")
+    view = make(tmp_path).view()
+    assert view.secrets == ()
+    assert view.unindexed == (str(tmp_path.joinpath(*[f"l{i}" for i in range(17)])),)
 
 
 def test_one_index_per_set_of_roots(tmp_path, monkeypatch):
