@@ -206,6 +206,36 @@ def test_an_edit_waits_with_its_diff_and_a_pipe_into_a_shell_with_its_cue(ctl):
         assert f.read() == "def main():\r\n    return 2\r\n"
 
 
+def test_force_push_recursive_delete_and_writes_outside_the_roots_wait_with_their_cues(
+    ctl, tmp_path
+):
+    """The other cues of item 6, on real waiting calls: what the approver is sent."""
+    outside = str(tmp_path / "elsewhere" / "notes.txt")
+    os.makedirs(os.path.dirname(outside))
+    calls = [
+        in_thread(slow_client(ctl, "claude-code").call, "bash", {"command": "git push -f"}),
+        in_thread(slow_client(ctl, "claude-code").call, "bash", {"command": "rm -rf build"}),
+        in_thread(
+            slow_client(ctl, "claude-code").call, "write", {"path": outside, "content": "x\n"}
+        ),
+    ]
+    snap = waiting(ctl, 3)
+    cues = {
+        (p["tool"], p["preview"].get("command")): [r["risk"] for r in p["preview"]["risks"]]
+        for p in snap["pending"]
+    }
+    assert cues == {
+        ("bash", "git push -f"): ["force_push"],
+        ("bash", "rm -rf build"): ["recursive_delete"],
+        ("write", None): ["outside_write"],
+    }
+    for p in snap["pending"]:
+        assert ctl.runner.decide(p["id"], "deny")
+    for t, _ in calls:
+        t.join(WAIT)
+    assert not os.path.exists(outside)
+
+
 class PtyWatch:
     """``a2a-bridge watch`` writing to a pseudo-terminal (so it redraws its prompt like on a real
     one), its input a pipe, or with ``keyboard`` the terminal itself (keys typed into it, as a
