@@ -63,3 +63,37 @@ def test_the_readme_stays_a_landing_page():
     assert command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     for target in re.findall(r"\]\(((?:docs/|CHANGELOG)[^)#]*)", readme):
         assert (ROOT / target).exists(), target
+
+
+FIRST_SCREEN = 45  # lines of the Quick start a reader sees before scrolling
+
+
+def test_the_readme_quick_start_shows_the_first_hour_on_its_first_screen():
+    """Issue 27: the Quick start's first screen shows what a headless start really prints (the
+    product's own start text, so the two cannot drift) and the rest of the first hour: a typo
+    stops the start, ``status`` says what is exposed, diffs, risk cues, several waiting calls,
+    ``client-config --install``."""
+    from omp_a2a_bridge.server.box.plan import BoxStatus, Mechanism
+    from omp_a2a_bridge.server.present.exposure import start_lines
+    from omp_a2a_bridge.server.types import Exposure
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick = readme[readme.index("## Quick start") :].splitlines()[:FIRST_SCREEN]
+    screen = "\n".join(quick)
+    home = "/home/ada"
+    box = BoxStatus(True, Mechanism.BWRAP, "bubblewrap")
+    printed = start_lines(
+        Exposure((home,)), box, f"{home}/.local/state/omp-a2a-bridge/log/bridge.log", home
+    )
+    start = quick.index("a2a-bridge listening on http://127.0.0.1:53917/")
+    assert quick[start + 1 : start + 4] == [f"  {line}" for line in printed]
+    for words in (
+        "config check",
+        "a2a-bridge status",
+        "diff",
+        "curl … | sh",
+        "Approve all N",
+        "--install",
+        "when the panel does",
+    ):
+        assert words in screen, words

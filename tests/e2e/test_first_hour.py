@@ -139,9 +139,10 @@ def test_config_check_passes_a_good_file_and_names_the_file_it_checked(env, cli,
     assert "unknown key 'limits.read_max_byte' (did you mean 'limits.read_max_bytes'?)" in r.stderr
 
 
-def test_the_log_file_is_private_and_holds_what_stderr_said_and_no_token(env, headless, cli):
+@pytest.mark.parametrize("argv", [[*SERVER, "serve"], PLAIN], ids=["serve", "plain a2a-bridge"])
+def test_the_log_file_is_private_and_holds_what_stderr_said_and_no_token(env, headless, cli, argv):
     write_config(env["config"], {"roots": [env["root"]]})
-    p, port = start([*SERVER, "serve"], headless)
+    p, port = start(argv, headless)
     try:
         Mcp(port, token="w" * 40).rpc("ping")  # a wrong token: a warning on stderr
         Mcp(port).initialize()

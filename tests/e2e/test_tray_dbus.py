@@ -91,7 +91,7 @@ def labels(node) -> list[str]:
 # -- the icon and the menu as the desktop sees them ------------------------------------------
 
 
-def test_item_registers_with_properties_pixmaps_and_menu(tray, watcher):
+def test_item_registers_with_properties_pixmaps_and_menu(tray, watcher, env):
     service = watcher.wait_item()
     assert service == f"org.kde.StatusNotifierItem-{os.getpid()}-1"
     assert watcher.prop("Category") == "ApplicationStatus"
@@ -102,6 +102,12 @@ def test_item_registers_with_properties_pixmaps_and_menu(tray, watcher):
         tooltip[2] == "omp A2A bridge"
         and tray.runner.url.removeprefix("http://")[:-1] in (tooltip[3])
     )
+    # What is exposed, as the panel shows it on hover: the roots, the tiers changed from the
+    # defaults (the fixture asks for bash), the box, the machines (once the box is probed).
+    text = wait_for(lambda: "\nbox: " in (t := watcher.prop("ToolTip")[3]) and t)
+    root = os.path.realpath(env["root"])
+    assert f"\nexposed: {root} · tiers changed: bash=prompt\n" in text, text
+    assert text.endswith("\nmachines: default"), text
     # Pixmaps: several sizes, ARGB32 in network byte order (A first), matching Pillow's pixels.
     pix = watcher.prop("IconPixmap")
     assert [(w, h) for w, h, _ in pix] == [(s, s) for s in (16, 22, 24, 32, 48, 64)]

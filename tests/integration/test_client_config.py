@@ -214,10 +214,18 @@ def test_install_refuses_a_file_it_cannot_parse_and_leaves_it(env, cli, tmp_path
 def test_install_vscode_writes_the_project_file_and_file_overrides(env, cli, tmp_path, monkeypatch):
     write_config(env["config"], {"roots": [env["root"]], "port": 41234})
     monkeypatch.chdir(tmp_path)
+    mine = {"type": "promptString", "id": "mine", "description": "my key", "password": True}
+    (tmp_path / ".vscode").mkdir()
+    (tmp_path / ".vscode" / "mcp.json").write_text(
+        json.dumps({"servers": {"docs": {"command": "docs"}}, "inputs": [mine]})
+    )
     r = cli("client-config", "--for", "vscode", "--install")
     assert r.returncode == 0, r.stderr
-    doc = json.loads((tmp_path / ".vscode" / "mcp.json").read_text())
+    path = tmp_path / ".vscode" / "mcp.json"
+    doc = json.loads(path.read_text())
     assert doc["servers"]["omp-host"]["type"] == "http"
+    assert doc["servers"]["docs"] == {"command": "docs"} and mine in doc["inputs"]  # merged
+    assert len(doc["inputs"]) == 2 and path.stat().st_mode & 0o777 == 0o600
     other = tmp_path / "elsewhere.json"
     r = cli("client-config", "--for", "cursor", "--install", "--file", str(other))
     assert (

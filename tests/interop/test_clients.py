@@ -398,6 +398,80 @@ def test_codex_lists_the_installed_config_with_its_bearer_token(peers: Peers, st
     assert text.startswith("# mine\n")
 
 
+def _codex_app_server(peers: Peers, exe: str, requests: list[dict[str, Any]]) -> list[dict]:
+    """Codex's own app server over stdio (JSON-RPC lines, no OpenAI login needed for MCP
+    status): ``initialize``, then ``requests`` in order; the response to each."""
+    p = subprocess.Popen(
+        [exe, "app-server"],
+        env=peers.env,
+        cwd=peers.home,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert p.stdin is not None and p.stdout is not None
+    timer = threading.Timer(240, p.kill)  # a hung client fails the test instead of hanging it
+    timer.start()
+    try:
+        answers = []
+        first = {"method": "initialize", "params": {"clientInfo": {"name": "t", "version": "1"}}}
+        for i, req in enumerate([first, *requests], start=1):
+            p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, **req}) + "\n")
+            p.stdin.flush()
+            if i == 1:
+                p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "initialized"}) + "\n")
+                p.stdin.flush()
+            while True:
+                line = p.stdout.readline()
+                assert line, (p.poll(), p.stderr.read()[-3000:] if p.poll() is not None else "")
+                msg = json.loads(line)
+                if msg.get("id") == i and "method" not in msg:
+                    break
+            assert "error" not in msg, msg
+            answers.append(msg["result"])
+        return answers[1:]
+    finally:
+        timer.cancel()
+        p.stdin.close()
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
+
+def test_codex_connects_with_the_installed_config_and_lists_the_bridges_tools(
+    peers: Peers, start_bridge
+):
+    """Codex says nothing of a connection in ``mcp list`` (it connects in a session, which needs
+    an OpenAI login), but its app server's ``mcpServerStatus/list`` connects to each server it
+    is configured with: the file ``--install`` wrote takes Codex to the bridge, through the
+    bearer token in it, and back with the bridge's tools. With a wrong token it reports the
+    401's own words."""
+    exe = tools.npm_bin("codex", "codex")
+    before = '# mine\nmodel = "o3"\n'
+    _installed_and_listed(peers, start_bridge, ClientKind.CODEX, ".codex/config.toml", before, exe)
+    peers.env.pop("A2A_BRIDGE_TOKEN", None)
+    (status,) = _codex_app_server(
+        peers, exe, [{"method": "mcpServerStatus/list", "params": {"serverName": "omp-host"}}]
+    )
+    (server,) = [s for s in status["data"] if s["name"] == "omp-host"]
+    assert server["serverInfo"]["name"] == "omp-a2a-bridge", server
+    assert server["authStatus"] == "bearerToken" and not server.get("toolsError"), server
+    assert {"read", "ls", "find", "grep", "write", "edit", "bash"} <= set(server["tools"])
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", server["httpOrigin"])
+    # A wrong token in the same file: no tools, and the bridge's hint in Codex's error.
+    config = peers.home / ".codex" / "config.toml"
+    config.write_text(config.read_text().replace(TOKEN, "w" * 43))
+    (status,) = _codex_app_server(
+        peers, exe, [{"method": "mcpServerStatus/list", "params": {"serverName": "omp-host"}}]
+    )
+    (server,) = [s for s in status["data"] if s["name"] == "omp-host"]
+    assert server["tools"] == {} and server["serverInfo"] is None, server
+    assert "wrong or missing bearer token" in server["toolsError"], server
+
+
 def test_claude_code_on_the_remote_side_connects_through_a_tunnel(
     peers: Peers, start_bridge, ssh_server, cli
 ):
