@@ -25,7 +25,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 TOKEN = "bench-token-" + "x" * 40
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,6 +46,39 @@ end
 
 
 MODERN_ROW = "tools/call read (2026-07-28)"
+
+
+def bench_env(
+    work: str,
+    config: dict[str, Any],
+    token: str = TOKEN,
+    base: Mapping[str, str] | None = None,
+    *,
+    log: bool = False,
+) -> dict[str, str]:
+    """The environment of a bridge that keeps every file of its own in ``work``: ``config``
+    written to ``work/config.json`` (0600), the audit and the runtime folder beside it (with
+    ``log``, its log too), ``token`` as its token; the rest from ``base`` (default: this
+    process's environment).
+
+    Why one helper: every section starts bridges of its own, and each must read none of the
+    user's config, keyring, audit or control file; written once, no section can forget one.
+    """
+    os.makedirs(work, exist_ok=True)
+    cfg = os.path.join(work, "config.json")
+    with open(cfg, "w") as f:
+        json.dump(config, f)
+    os.chmod(cfg, 0o600)  # a machines table holds token hashes: the bridge wants it private
+    env = dict(
+        os.environ if base is None else base,
+        A2A_BRIDGE_CONFIG=cfg,
+        A2A_BRIDGE_AUDIT=os.path.join(work, "audit.jsonl"),
+        A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
+        A2A_BRIDGE_TOKEN=token,
+    )
+    if log:
+        env["A2A_BRIDGE_LOG"] = os.path.join(work, "bridge.log")
+    return env
 
 
 def free_port() -> int:
@@ -363,19 +398,10 @@ def main() -> int:
         f.write(
             "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(20))
         )
-    cfg = os.path.join(work, "config.json")
-    with open(cfg, "w") as f:
-        # read: allow (throughput); ls: prompt, so approvals are timed without a tool's own
-        # cost (write would fsync).
-        json.dump({"roots": [root], "approval": {"tiers": {"read": "allow", "ls": "prompt"}}}, f)
-    env = dict(
-        os.environ,
-        A2A_BRIDGE_CONFIG=cfg,
-        A2A_BRIDGE_AUDIT=os.path.join(work, "audit.jsonl"),
-        A2A_BRIDGE_LOG=os.path.join(work, "bridge.log"),
-        A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
-        A2A_BRIDGE_TOKEN=TOKEN,
-    )
+    # read: allow (throughput); ls: prompt, so approvals are timed without a tool's own cost
+    # (write would fsync).
+    tiers = {"read": "allow", "ls": "prompt"}
+    env = bench_env(work, {"roots": [root], "approval": {"tiers": tiers}}, log=True)
     py = sys.executable
     ours_port, sdk_port, floor_port = free_port(), free_port(), free_port()
     ours = Server.start(

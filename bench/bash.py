@@ -280,20 +280,10 @@ class Approver:
 def _bridge(work: str, project: str, baseline: str | None = None) -> tuple[Any, Any, Approver]:
     """``a2a-bridge serve`` on ``project`` (from ``baseline`` when given: a folder holding an
     ``omp_a2a_bridge`` package, e.g. another commit's ``git archive``), a client, an approver."""
-    from bench.__main__ import TOKEN, Server, free_port, open_session
+    from bench.__main__ import TOKEN, Server, bench_env, free_port, open_session
     from bench.tools import Client
 
-    os.makedirs(work, exist_ok=True)
-    cfg = os.path.join(work, "config.json")
-    with open(cfg, "w") as f:
-        json.dump({"roots": [project]}, f)  # bash at its default tier: box
-    env = dict(
-        os.environ,
-        A2A_BRIDGE_CONFIG=cfg,
-        A2A_BRIDGE_AUDIT=os.path.join(work, "audit.jsonl"),
-        A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
-        A2A_BRIDGE_TOKEN=TOKEN,
-    )
+    env = bench_env(work, {"roots": [project]})  # bash at its default tier: box
     if baseline is not None:
         env["PYTHONPATH"] = os.path.abspath(baseline)
     port = free_port()

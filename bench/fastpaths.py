@@ -389,32 +389,23 @@ def _upstream_rows(
     """A bridge (this install's, and the ``A2A_BENCH_BEFORE_PY`` one's, interleaved in the same
     rounds) with the echo server over stdio (``srv``) and over HTTP (``web``), both at allow
     tier. Bridge CPU: the bridge process alone."""
-    from bench.__main__ import open_session
+    from bench.__main__ import bench_env, open_session
     from bench.tools import Client
 
     # The root in the home, as a user's project would be: an HTTP server's relative names are
     # judged from the root's ancestors too, and /tmp on a shared machine changes all the time
     # (its listing cannot be kept; 3,000 entries folded per call).
     work = tempfile.mkdtemp(prefix=".a2a-bench-up-", dir=os.path.expanduser("~"))
-    cfg = os.path.join(work, "config.json")
     stdio = {"command": sys.executable, "args": ["-m", "bench.echo_server"], "cwd": ROOT}
     servers = {"srv": {**stdio, "box": False}, "web": {"url": urls["web"]}}
     tiers = {"mcp__srv__echo": "allow", "mcp__web__echo": "allow"}
-    with open(cfg, "w") as f:
-        json.dump({"roots": [work], "mcp_servers": servers, "approval": {"tiers": tiers}}, f)
+    config = {"roots": [work], "mcp_servers": servers, "approval": {"tiers": tiers}}
     running: dict[str, Any] = {}
     try:
         for who, py in (("", None), ("before: ", BEFORE_PY)):
             if who and not py:
                 continue
-            run_dir = os.path.join(work, f"run{len(running)}")
-            env = dict(
-                os.environ,
-                A2A_BRIDGE_CONFIG=cfg,
-                A2A_BRIDGE_AUDIT=os.path.join(run_dir, "audit.jsonl"),
-                A2A_BRIDGE_RUNTIME_DIR=run_dir,
-                A2A_BRIDGE_TOKEN=token,
-            )
+            env = bench_env(os.path.join(work, f"run{len(running)}"), config, token)
             running[who] = start(env, py) if py else start(env)
         for server in running.values():
             auth = {"Authorization": f"Bearer {token}"}
@@ -477,23 +468,14 @@ def upstream_section(start: Any, token: str, rounds: int = 5, calls: int = 200) 
 
 def fastpaths_section(py: str, base_env: dict[str, str], token: str, start: Any) -> list[str]:
     """Every fast-path row in one run: markdown lines."""
-    from bench.__main__ import open_session
+    from bench.__main__ import bench_env, open_session
     from bench.tools import Client
 
     work = tempfile.mkdtemp(prefix="a2a-bench-fast-")
     root = os.path.join(work, "root")
     os.makedirs(root)
-    cfg = os.path.join(work, "config.json")
-    with open(cfg, "w") as f:
-        json.dump({"roots": [root], "approval": {"tiers": {"read": "allow"}}}, f)
-    env = dict(
-        base_env,
-        A2A_BRIDGE_CONFIG=cfg,
-        A2A_BRIDGE_AUDIT=os.path.join(work, "audit.jsonl"),
-        A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
-        A2A_BRIDGE_TOKEN=token,
-    )
-    server = start(env)
+    config = {"roots": [root], "approval": {"tiers": {"read": "allow"}}}
+    server = start(bench_env(work, config, token, base_env))
     try:
         cl = Client(server.port, open_session(server.port, {"Authorization": f"Bearer {token}"}))
         tail = tail_rows(cl, root, server.proc.pid)

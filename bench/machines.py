@@ -9,8 +9,6 @@ with the last machine's token. The cost must not grow with the number of machine
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import sys
 import tempfile
@@ -64,17 +62,8 @@ def http_rows(h: Any, duration: float, rounds: int) -> list[list[str]]:
         for n in SIZES:
             work = tempfile.mkdtemp(prefix=f"a2a-bench-machines-{n}-")
             records, tokens = _records(n)
-            cfg = os.path.join(work, "config.json")
-            with open(cfg, "w") as f:
-                json.dump({"machines": {r.name: r.to_json() for r in records}}, f)
-            os.chmod(cfg, 0o600)
-            env = dict(
-                os.environ,
-                A2A_BRIDGE_CONFIG=cfg,
-                A2A_BRIDGE_AUDIT=os.path.join(work, "audit.jsonl"),
-                A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
-                A2A_BRIDGE_TOKEN=main_token,
-            )
+            config = {"machines": {r.name: r.to_json() for r in records}}
+            env = h.bench_env(work, config, main_token)
             port = h.free_port()
             argv = [py, "-m", "omp_a2a_bridge.server", "serve", "--port", str(port)]
             server = h.Server.start(f"bridge-{n}", argv, env, port)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 import statistics
@@ -324,21 +323,14 @@ def run_peer_rows(
 
 def peers_section(base_env: dict[str, str], token: str, start: Any, rounds: int) -> list[str]:
     """Start a bridge with the walking tools at allow tier and run the peer rows."""
+    from bench.__main__ import bench_env
+
     peers = ensure_peers()
     work = tempfile.mkdtemp(prefix="a2a-bench-peers-")
     root = os.path.join(work, "root")
     os.makedirs(root)
-    cfg = os.path.join(work, "config.json")
-    with open(cfg, "w") as f:
-        json.dump({"roots": [root], "approval": {"tiers": {"ls": "allow", "find": "allow"}}}, f)
-    env = dict(
-        base_env,
-        A2A_BRIDGE_CONFIG=cfg,
-        A2A_BRIDGE_AUDIT=os.path.join(work, "audit.jsonl"),
-        A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
-        A2A_BRIDGE_TOKEN=token,
-    )
-    server = start(env)
+    config = {"roots": [root], "approval": {"tiers": {"ls": "allow", "find": "allow"}}}
+    server = start(bench_env(work, config, token, base_env))
     try:
         return run_peer_rows(server.port, server.proc.pid, token, root, rounds, peers)
     finally:

@@ -31,7 +31,7 @@ from tornado.websocket import websocket_connect
 
 from omp_a2a_bridge.server.present.delta import apply_event
 
-from .__main__ import TOKEN, Server, free_port, open_session, table
+from .__main__ import TOKEN, Server, bench_env, free_port, open_session, table
 
 ROTATING_LUA = """
 wrk.method = "POST"
@@ -242,17 +242,7 @@ def wakeups(pid: int) -> int:
 
 def start_bridge(work: str, name: str, config: dict) -> tuple[Server, dict[str, str]]:
     base = os.path.join(work, name)
-    os.makedirs(base)
-    cfg = os.path.join(base, "config.json")
-    with open(cfg, "w") as f:
-        json.dump(config, f)
-    env = dict(
-        os.environ,
-        A2A_BRIDGE_CONFIG=cfg,
-        A2A_BRIDGE_AUDIT=os.path.join(base, "audit.jsonl"),
-        A2A_BRIDGE_RUNTIME_DIR=os.path.join(base, "run"),
-        A2A_BRIDGE_TOKEN=TOKEN,
-    )
+    env = bench_env(base, config)
     port = free_port()
     argv = [sys.executable, "-m", "omp_a2a_bridge.server", "serve", "--port", str(port)]
     server = Server.start(name, argv, env, port)

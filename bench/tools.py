@@ -421,19 +421,11 @@ def tools_section(py: str, base_env: dict[str, str], token: str, start: Any) -> 
     work = tempfile.mkdtemp(prefix="a2a-bench-tools-")
     root = os.path.join(work, "root")
     os.makedirs(root)
-    cfg = os.path.join(work, "config.json")
+    from bench.__main__ import bench_env
+
     tiers = {t: "allow" for t in ("read", "ls", "find", "grep")}
-    with open(cfg, "w") as f:
-        json.dump({"roots": [root], "approval": {"tiers": tiers}}, f)
-    env = dict(
-        base_env,
-        A2A_BRIDGE_CONFIG=cfg,
-        A2A_BRIDGE_AUDIT=os.path.join(work, "audit.jsonl"),
-        A2A_BRIDGE_LOG=os.path.join(work, "bridge.log"),
-        A2A_BRIDGE_RUNTIME_DIR=os.path.join(work, "run"),
-        A2A_BRIDGE_TOKEN=token,
-    )
-    server = start(env)
+    config = {"roots": [root], "approval": {"tiers": tiers}}
+    server = start(bench_env(work, config, token, base_env, log=True))
     try:
         from bench.__main__ import open_session
 

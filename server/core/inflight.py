@@ -42,7 +42,8 @@ class InFlight:
         self.broker = broker
         self._calls: dict[tuple[str, Any], CallHandle] = {}
         # Every call in flight, registered under its request id or not (no id, a reused id):
-        # a revoked machine's tools are cancelled whatever ids its client chose.
+        # the one list of "everything running", so a revoke and the shutdown cancel every
+        # tool whatever ids its client chose.
         self._live: dict[int, CallHandle] = {}
 
     def __len__(self) -> int:
@@ -126,7 +127,11 @@ class InFlight:
         return n
 
     def cancel_running(self) -> None:
-        """The shutdown's grace period is over: cancel every tool still running."""
-        for handle in list(self._calls.values()):
+        """The shutdown's grace period is over: cancel every tool still running.
+
+        From ``_live``, not ``_calls``: a call with no request id, or whose client reused an id
+        still held, is only in ``_live``; left out, its tool outlived the stop (and its done
+        record came after the audit had closed)."""
+        for handle in list(self._live.values()):
             if handle.task is not None:
                 handle.task.cancel()

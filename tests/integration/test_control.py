@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from omp_a2a_bridge.server.present.ids import sid_hash
 
 from ..conftest import write_config
 from ..support.control_client import Api, WsApprover, login_page_code, with_control
-from ..support.helpers import Watch, accepted_sockets, in_thread, read_text, wait_for
+from ..support.helpers import Watch, assert_nagle_off, in_thread, read_text, wait_for
 
 
 @pytest.fixture
@@ -482,14 +481,7 @@ def test_events_socket_sends_without_nagle_delay(ctl):
     try:
         wait_for(lambda: ws.snapshots)
         port = urllib.parse.urlsplit(ctl.info.url).port
-        conns = accepted_sockets(port)
-        try:
-            assert conns, "the events connection was not found"
-            for s in conns:
-                assert s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
-        finally:
-            for s in conns:
-                s.close()
+        assert_nagle_off(port, "events connection")
     finally:
         ws.close()
 

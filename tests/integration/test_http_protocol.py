@@ -12,7 +12,7 @@ import pytest
 
 from omp_a2a_bridge.server.mcp.protocol import UNAUTHORIZED_HINT
 
-from ..support.helpers import TOKEN, Http, Mcp, accepted_sockets
+from ..support.helpers import TOKEN, Http, Mcp, assert_nagle_off
 
 
 @pytest.fixture
@@ -430,11 +430,4 @@ def test_connections_keep_nagle_off_between_responses(running):
     for _ in range(3):
         assert c.call("ls", {}).status == 200
         time.sleep(0.1)  # the server has finished the request (Tornado reset Nagle there)
-        conns = accepted_sockets(running.port)
-        try:
-            assert conns, "the MCP connection was not found"
-            for s in conns:
-                assert s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
-        finally:
-            for s in conns:
-                s.close()
+        assert_nagle_off(running.port, "MCP connection")

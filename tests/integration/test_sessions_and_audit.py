@@ -17,15 +17,7 @@ from omp_a2a_bridge.server.infra.audit import AuditLog, args_text, pair_calls, r
 from omp_a2a_bridge.server.mcp.sessions import SessionTable
 from omp_a2a_bridge.server.present.ids import sid_hash
 
-from ..support.helpers import TOKEN, Mcp, wait_for
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from ..support.helpers import TOKEN, Clock, Mcp, wait_for
 
 
 def test_session_cap_evicts_least_recently_seen(start_bridge):

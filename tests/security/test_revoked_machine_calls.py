@@ -6,6 +6,9 @@ Found in the outside review: revocation ended the machine's *sessions*, but a 20
 has no session in the table (a one-call session), so its approval kept waiting; the human
 (or an *Approve all N*) could still approve it and the tool ran for a machine whose token no
 longer existed.
+
+The bridge's stop is checked here beside the revoke: both must end every running tool, whatever
+request ids its client chose.
 """
 
 from __future__ import annotations
@@ -216,3 +219,33 @@ def test_a_revoked_machines_running_tools_are_cancelled(start_bridge, cli, memor
     )
     assert done[0]["outcome"] == "cancelled", done
     assert td.is_alive()  # the bridge's stop ends it
+
+
+def test_the_bridges_stop_cancels_every_running_tool_whatever_its_request_id(start_bridge):
+    """The stop cancels what still runs after its grace period, as a revoke does: two boxed
+    ``bash`` calls of one session sent with the same JSON-RPC id (a client reusing ids; only
+    the first is held under it, for a cancel) are both killed, and both audited ``cancelled``
+    before the audit closes. The stop used to cancel the calls held by id only: the second
+    ran on past it."""
+    from omp_a2a_bridge.server.infra.audit import read_records
+
+    from ..support.helpers import sleep_n, sleeping_pids
+
+    running = start_bridge({"approval": {"tiers": {"bash": "allow"}}})
+    first = running.client()
+    second = running.client(init=False)
+    second.sid = first.sid  # the same session: its own connection, for its own held POST
+    t1, _ = in_thread(first.call, "bash", {"command": f"sleep {sleep_n('7303')}", "box": True}, 5)
+    wait_for(lambda: sleeping_pids("7303"), timeout=30)
+    t2, _ = in_thread(second.call, "bash", {"command": f"sleep {sleep_n('7304')}", "box": True}, 5)
+    wait_for(lambda: sleeping_pids("7304"), timeout=30)
+    running.runner.stop()
+    t1.join(30)
+    t2.join(30)
+    wait_for(lambda: not sleeping_pids("7303", "7304"), timeout=30)
+    done = [
+        r
+        for r in read_records(running.env["audit"])
+        if r["phase"] == "done" and r["tool"] == "bash"
+    ]
+    assert [r["outcome"] for r in done] == ["cancelled", "cancelled"], done

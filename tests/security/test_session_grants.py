@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ..support.control_client import Api
-from ..support.helpers import in_thread
+from ..support.helpers import asks, held
 
 
 @pytest.fixture
@@ -37,14 +37,6 @@ def bridge(start_bridge, home):
     running.runner.detach_approver(handle)
 
 
-def _held(bridge, c, tool, args):
-    """Start a call that must wait for a human; return it pending and its thread."""
-    before = {p.id for p in bridge.runner.snapshot().pending}
-    t, out = in_thread(c.call, tool, args)
-    [p] = [p for p in bridge.pending(len(before) + 1) if p.id not in before]
-    return p, t, out
-
-
 def _runs_unattended(bridge, c, tool, args):
     r = c.call(tool, args)
     done = [x for x in bridge.audit() if x["phase"] == "done"][-1]
@@ -52,17 +44,8 @@ def _runs_unattended(bridge, c, tool, args):
     return r
 
 
-def _asks(bridge, c, tool, args):
-    """The call waits for a human (then is denied, so nothing runs)."""
-    p, t, out = _held(bridge, c, tool, args)
-    assert bridge.runner.decide(p.id, "deny")
-    t.join(10)
-    assert "denied by the user" in out[0].text
-    return p
-
-
 def _grant(bridge, c, tool, args, label, ok=True):
-    p, t, out = _held(bridge, c, tool, args)
+    p, t, out = held(bridge, c, tool, args)
     assert p.grant_label == label
     listed = bridge.api.call("GET", f"/api/pending/{p.id}").json
     assert listed["session_grant"] == label  # what the page and watch show
@@ -76,9 +59,9 @@ def test_allow_echo_one_for_the_session_does_not_run_rm(bridge, home):
     c = bridge.client("agent")
     _grant(bridge, c, "bash", {"command": "echo one"}, "Allow `echo one …` for this session")
     assert "one again" in _runs_unattended(bridge, c, "bash", {"command": "echo one again"}).text
-    _asks(bridge, c, "bash", {"command": "rm -rf ~/Documents"})
-    _asks(bridge, c, "bash", {"command": "echo one && rm -rf ~/Documents"})
-    _asks(bridge, c, "bash", {"command": "echo two"})
+    asks(bridge, c, "bash", {"command": "rm -rf ~/Documents"})
+    asks(bridge, c, "bash", {"command": "echo one && rm -rf ~/Documents"})
+    asks(bridge, c, "bash", {"command": "echo two"})
     assert (home / "Documents" / "keep.txt").read_text() == "precious\n"
     grants = bridge.api.call("GET", "/api/grants").json["grants"]
     assert [(g["tool"], g["scope"]) for g in grants] == [("bash", "`echo one …`")]
@@ -91,8 +74,8 @@ def test_allow_git_commit_for_the_session_does_not_run_git_push(bridge, home):
     # (projA's .git is a bare folder: git fails, and the grant stands all the same)
     _grant(bridge, c, "bash", args, "Allow `git commit …` for this session", ok=False)
     _runs_unattended(bridge, c, "bash", {**args, "command": "git commit --amend -m y"})
-    _asks(bridge, c, "bash", {**args, "command": "git push"})
-    _asks(bridge, c, "bash", {**args, "command": "git commit -m z; git push"})
+    asks(bridge, c, "bash", {**args, "command": "git push"})
+    asks(bridge, c, "bash", {**args, "command": "git commit -m z; git push"})
 
 
 def test_a_write_grant_covers_its_project_only(bridge, home):
@@ -102,11 +85,11 @@ def test_a_write_grant_covers_its_project_only(bridge, home):
     _grant(bridge, c, "write", first, "Allow writes in ~/projA for this session")
     _runs_unattended(bridge, c, "write", {"path": str(a / "two.txt"), "content": "2\n"})
     assert (a / "two.txt").read_text() == "2\n"
-    _asks(bridge, c, "write", {"path": str(b / "src" / "x.py"), "content": "x\n"})
-    _asks(bridge, c, "write", {"path": str(home / "top.txt"), "content": "x\n"})
+    asks(bridge, c, "write", {"path": str(b / "src" / "x.py"), "content": "x\n"})
+    asks(bridge, c, "write", {"path": str(home / "top.txt"), "content": "x\n"})
     assert not (b / "src" / "x.py").exists()
     # Edits are their own grant: "writes in ~/projA" does not let the agent edit there.
-    _asks(bridge, c, "edit", {"path": str(a / "two.txt"), "old_string": "2", "new_string": "3"})
+    asks(bridge, c, "edit", {"path": str(a / "two.txt"), "old_string": "2", "new_string": "3"})
 
 
 def test_outside_a_git_project_a_write_grant_is_the_files_folder(bridge, home):
@@ -114,7 +97,7 @@ def test_outside_a_git_project_a_write_grant_is_the_files_folder(bridge, home):
     args = {"path": str(home / "notes" / "a.md"), "content": "a\n"}
     _grant(bridge, c, "write", args, "Allow writes in ~/notes for this session")
     _runs_unattended(bridge, c, "write", {"path": str(home / "notes" / "b.md"), "content": "b"})
-    _asks(bridge, c, "write", {"path": str(home / "c.md"), "content": "c\n"})
+    asks(bridge, c, "write", {"path": str(home / "c.md"), "content": "c\n"})
 
 
 @pytest.mark.parametrize(
@@ -129,7 +112,7 @@ def test_outside_a_git_project_a_write_grant_is_the_files_folder(bridge, home):
 )
 def test_no_grant_is_offered_where_none_can_apply(bridge, home, tool, args):
     c = bridge.client("agent")
-    p, t, _out = _held(bridge, c, tool, args)
+    p, t, _out = held(bridge, c, tool, args)
     assert p.grant_label is None
     listed = bridge.api.call("GET", f"/api/pending/{p.id}").json
     assert listed["session_grant"] is None

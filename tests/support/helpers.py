@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 TOKEN = "test-token-0123456789-abcdefghijklmnopqrstuvwxyz"
@@ -161,6 +162,24 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.01) -> Any:
     raise AssertionError("condition not met in time")
 
 
+def held(running: Any, client: Mcp, tool: str, args: Any) -> tuple[Any, threading.Thread, list]:
+    """Start a call that must wait for a human (an approver is attached): its pending entry,
+    found among those already waiting, its thread and the list its response lands in."""
+    before = {p.id for p in running.runner.snapshot().pending}
+    t, out = in_thread(client.call, tool, args)
+    [p] = [p for p in running.pending(len(before) + 1) if p.id not in before]
+    return p, t, out
+
+
+def asks(running: Any, client: Mcp, tool: str, args: Any) -> Any:
+    """The call waits for a human; it is then denied, so nothing runs. Its pending entry."""
+    p, t, out = held(running, client, tool, args)
+    assert running.runner.decide(p.id, "deny")
+    t.join(10)
+    assert "denied by the user" in out[0].text
+    return p
+
+
 def process_gone(pid: int) -> bool:
     """True once `pid` has exited: no such process, or a zombie (dead, not yet reaped).
 
@@ -194,6 +213,19 @@ def accepted_sockets(port: int) -> list[socket.socket]:
             pass
         s.close()
     return found
+
+
+def assert_nagle_off(port: int, what: str) -> None:
+    """Every connection this process accepted on ``port`` (an in-process bridge's) has
+    ``TCP_NODELAY`` on, and there is at least one; ``what`` names it in the failure."""
+    conns = accepted_sockets(port)
+    try:
+        assert conns, f"the {what} was not found"
+        for s in conns:
+            assert s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0, what
+    finally:
+        for s in conns:
+            s.close()
 
 
 def pids_where(match: Callable[[list[bytes]], bool]) -> list[int]:
@@ -260,6 +292,28 @@ def put(root: str, rel: str, data: str | bytes) -> str:
     with open(path, "wb") as f:
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
     return path
+
+
+def git_repo(top: Path, config: str) -> Path:
+    """A repository's bare bones at ``top`` (``.git`` with objects, refs and HEAD) and
+    ``config`` as its ``.git/config``; returns the git dir. Why not ``git init``: the judges
+    know a git dir by what it holds, and a unit test needs no ``git`` on the machine."""
+    git = top / ".git"
+    (git / "objects").mkdir(parents=True)
+    (git / "refs").mkdir()
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    (git / "config").write_text(config)
+    return git
+
+
+class Clock:
+    """A clock that moves only when the test sets ``now`` (session tables take one)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def ok(r: Response) -> str:

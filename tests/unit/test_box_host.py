@@ -9,6 +9,8 @@ import pytest
 from omp_a2a_bridge.server.box.host import _is_git_dir
 from omp_a2a_bridge.server.policy.private import _config_entries, git_named
 
+from ..support.helpers import git_repo
+
 
 def test_config_entries_read_sections_quotes_and_comments(tmp_path):
     config = tmp_path / "config"
@@ -26,17 +28,14 @@ def test_config_entries_read_sections_quotes_and_comments(tmp_path):
 
 def test_git_named_finds_hooks_includes_and_scripts(tmp_path):
     home, top = tmp_path / "home", tmp_path / "home" / "app"
-    git = top / ".git"
-    (git / "objects").mkdir(parents=True)
-    (git / "refs").mkdir()
-    (git / "HEAD").write_text("ref: refs/heads/main\n")
-    (top / "tools").mkdir()
-    (top / "tools" / "wrap").write_text("#!/bin/sh\n")
-    (git / "config").write_text(
+    git = git_repo(
+        top,
         "[core]\n\thooksPath = .husky\n\tsshCommand = tools/wrap -o X=1\n"
         '[include]\n\tpath = ../.gitconfig\n[remote "o"]\n\turl = https://x/y.git\n'
-        "\tfetch = +refs/heads/*:refs/remotes/o/*\n"
+        "\tfetch = +refs/heads/*:refs/remotes/o/*\n",
     )
+    (top / "tools").mkdir()
+    (top / "tools" / "wrap").write_text("#!/bin/sh\n")
     (home / ".gitconfig").write_text("[core]\n\thooksPath = ~/hooks\n")
     assert _is_git_dir(str(git)) and not _is_git_dir(str(top))
     named = git_named([(str(top), str(git))], str(home))

@@ -15,6 +15,8 @@ from omp_a2a_bridge.server.policy.protected import (
     OTHER_HOME,
 )
 
+from ..support.helpers import git_repo
+
 P, W = EscalationKind.PROTECTED, EscalationKind.PERSISTENCE
 HOME = "/home/alice"
 
@@ -224,16 +226,13 @@ def test_a_write_to_what_the_git_config_names_is_persistence(tmp_path):
     """``include.path``, ``core.hooksPath`` and a filter's script are the config (round 2)."""
     home = tmp_path / "home"
     app = home / "app"
-    git = app / ".git"
-    (git / "objects").mkdir(parents=True)
-    (git / "refs").mkdir()
-    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    git_repo(
+        app,
+        "[include]\n\tpath = ../.gitconfig\n[core]\n\thooksPath = tools/hooks\n"
+        '[filter "tidy"]\n\tclean = ./scripts/tidy.sh\n',
+    )
     (app / "scripts").mkdir()
     (app / "scripts" / "tidy.sh").write_text("cat\n")
-    (git / "config").write_text(
-        "[include]\n\tpath = ../.gitconfig\n[core]\n\thooksPath = tools/hooks\n"
-        '[filter "tidy"]\n\tclean = ./scripts/tidy.sh\n'
-    )
     pol = PathPolicy([str(home)], home=str(home), scan_identities=False)
     for rel in (".gitconfig", "tools/hooks/pre-commit", "scripts/tidy.sh"):
         esc = pol.judge(str(app / rel), write=True, probe=True)

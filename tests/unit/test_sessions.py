@@ -4,13 +4,7 @@ from __future__ import annotations
 
 from omp_a2a_bridge.server.mcp.sessions import SessionTable
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from ..support.helpers import Clock
 
 
 def test_a_full_table_evicts_from_the_machine_holding_the_most():
