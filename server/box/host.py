@@ -16,7 +16,7 @@ import struct
 import sys
 from collections.abc import Callable, Iterable
 
-from ..policy.private import git_named
+from ..policy.private import git_named, gitdir_of_file
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold
 from .policy import (
     NESTED_PERSISTENCE,
@@ -99,15 +99,8 @@ def _others(home: str) -> tuple[str, ...]:
 
 
 def _read_gitdir(git_file: str) -> str | None:
-    try:
-        with open(git_file, encoding="utf-8", errors="replace") as f:
-            line = f.read(4096).strip()
-    except OSError:
-        return None
-    if not line.startswith("gitdir:"):
-        return None
-    target = os.path.join(os.path.dirname(git_file), line[len("gitdir:") :].strip())
-    return _real(target)
+    target = gitdir_of_file(git_file)
+    return None if target is None else _real(target)
 
 
 def _common_dir(git_dir: str) -> str:

@@ -252,6 +252,19 @@ def _resolve(base: str, value: str, home: str) -> str:
     return os.path.normpath(os.path.join(base, value))
 
 
+def gitdir_of_file(git_file: str) -> str | None:
+    """The folder a ``.git`` *file* names (``gitdir: ../x/.git/worktrees/y``), joined to the
+    file's folder but not resolved, or None when the file says nothing of the kind."""
+    try:
+        with open(git_file, encoding="utf-8", errors="replace") as f:
+            line = f.read(4096).strip()
+    except OSError:
+        return None
+    if not line.startswith("gitdir:"):
+        return None
+    return os.path.join(os.path.dirname(git_file), line[len("gitdir:") :].strip())
+
+
 def _repository_of(real: str) -> tuple[str, str] | None:
     """(work tree, common git dir) of the repository ``real`` lies in, or None: the nearest
     ``.git`` above it (a dir, or a file naming one), bounded."""
@@ -261,14 +274,10 @@ def _repository_of(real: str) -> tuple[str, str] | None:
         if os.path.isdir(dot):
             return d, os.path.realpath(dot)
         if os.path.isfile(dot):
-            try:
-                with open(dot, encoding="utf-8", errors="replace") as f:
-                    line = f.read(4096).strip()
-            except OSError:
+            named = gitdir_of_file(dot)
+            if named is None:
                 return None
-            if not line.startswith("gitdir:"):
-                return None
-            git_dir = os.path.realpath(os.path.join(d, line[len("gitdir:") :].strip()))
+            git_dir = os.path.realpath(named)
             try:
                 with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
                     git_dir = os.path.realpath(os.path.join(git_dir, f.read(4096).strip()))
