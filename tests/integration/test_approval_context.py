@@ -79,14 +79,9 @@ def test_batch_approve_runs_exactly_the_five_listed_and_nothing_after(ctl, outsi
     assert sorted(r["outcome"] for r in done) == ["denied"] + ["ok"] * 5
 
 
-def test_batch_never_spans_clients_and_refuses_without_deciding(ctl, outside):
-    calls = [
-        in_thread(slow_client(ctl, name).call, "read", {"path": f"{outside}/f{i}.txt"})
-        for i, name in enumerate(["claude-code", "claude-code", "codex", "codex"])
-    ]
-    snap = waiting(ctl, 4)
-    groups = sorted((b["client"], b["count"]) for b in snap["batches"])
-    assert groups == [("claude-code", 2), ("codex", 2)]
+def _mixed_refused_then_each_denied(ctl, snap, calls) -> None:
+    """A batch naming one call of each group is refused with nothing decided; each group's
+    own batch then denies exactly its two calls."""
     mixed = [snap["batches"][0]["ids"][0], snap["batches"][1]["ids"][0]]
     r = ctl.api.call("POST", "/api/batch", {"ids": mixed, "decision": "approve"})
     assert r.status == 400 and "not of one kind" in r.json["error"]
@@ -97,6 +92,17 @@ def test_batch_never_spans_clients_and_refuses_without_deciding(ctl, outside):
     for t, out in calls:
         t.join(WAIT)
         assert out[0].text.startswith("denied by the user")
+
+
+def test_batch_never_spans_clients_and_refuses_without_deciding(ctl, outside):
+    calls = [
+        in_thread(slow_client(ctl, name).call, "read", {"path": f"{outside}/f{i}.txt"})
+        for i, name in enumerate(["claude-code", "claude-code", "codex", "codex"])
+    ]
+    snap = waiting(ctl, 4)
+    groups = sorted((b["client"], b["count"]) for b in snap["batches"])
+    assert groups == [("claude-code", 2), ("codex", 2)]
+    _mixed_refused_then_each_denied(ctl, snap, calls)
 
 
 def test_batch_never_spans_machines_even_when_the_clients_claim_one_name(
@@ -127,16 +133,7 @@ def test_batch_never_spans_machines_even_when_the_clients_claim_one_name(
         for b in snap["batches"]
     )
     assert groups == [("claude-code", ["default"], 2), ("claude-code", ["laptop"], 2)]
-    mixed = [snap["batches"][0]["ids"][0], snap["batches"][1]["ids"][0]]
-    r = ctl.api.call("POST", "/api/batch", {"ids": mixed, "decision": "approve"})
-    assert r.status == 400 and "not of one kind" in r.json["error"]
-    assert len(status(ctl)["pending"]) == 4  # nothing was decided
-    for b in snap["batches"]:
-        r = ctl.api.call("POST", "/api/batch", {"ids": b["ids"], "decision": "deny"})
-        assert r.status == 200 and len(r.json["decided"]) == 2
-    for t, out in calls:
-        t.join(WAIT)
-        assert out[0].text.startswith("denied by the user")
+    _mixed_refused_then_each_denied(ctl, snap, calls)
 
 
 def test_bash_outside_the_box_is_never_batched(ctl):
