@@ -414,3 +414,39 @@ def test_the_tunnel_signs_in_with_the_users_own_ssh_agent(
     finally:
         os.killpg(agent.pid, signal.SIGTERM)
         agent.wait(10)
+
+
+def test_install_with_no_bridge_running_keeps_the_token_off_every_command_line(
+    env, ssh_server, cli, start_bridge
+):
+    """``connect --install`` with no bridge: the CLI itself writes the remote config (not the
+    bridge's worker), under the same /proc scan. ``--name default`` writes the bridge's own
+    token, known before the run, so the scan can look for it; the next start brings the tunnel
+    up and the file's token reaches the bridge through it."""
+    from ..conftest import write_config
+
+    write_config(env["config"], {"roots": [env["root"]], "port": free_port()})
+    rport = free_port()
+    with CmdlineScanner(TOKEN) as scan:
+        r = cli("connect", "--name", "default", "--client", "generic", "--install",
+                "--remote-port", str(rport), ssh_server.target)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "starts with the bridge" in r.stdout and TOKEN not in r.stdout + r.stderr
+    assert scan.found == [], scan.found
+    assert scan.seen_writes > 0  # it looked while the token was on its way
+    path = _remote_file(ssh_server, ".config/omp-a2a-bridge/mcp.json")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with open(path) as f:
+        entry = json.load(f)["mcpServers"]["omp-host"]
+    assert entry == {
+        "type": "http",
+        "url": f"http://127.0.0.1:{rport}/",
+        "headers": {"Authorization": f"Bearer {TOKEN}"},
+    }
+    with open(env["config"]) as f:
+        saved = json.load(f)
+    assert "machines" not in saved  # default is the bridge's own token: nothing enrolled
+    running = start_bridge({"tunnels": saved["tunnels"]})
+    _up(running, "default")
+    assert _remote_client_works(rport)
+    assert [x.machine for x in running.runner.snapshot().sessions] == ["default"]
