@@ -366,6 +366,13 @@ def test_install_for_a_new_machine_enrolls_it_with_its_own_token(tunnel_bridge, 
     assert mtoken != TOKEN and mtoken not in r.stdout + r.stderr
     _up(tunnel_bridge)
     assert _remote_client_works(rport, mtoken)
+    # machines list shows the machine's tunnel state beside its sessions and calls
+    rows = json.loads(cli("machines", "list", "--json").stdout)["machines"]
+    assert [(m["name"], m["tunnel"], m["sessions"]) for m in rows] == [
+        ("default", None, 0),
+        ("testremote", "up", 1),
+    ]
+    assert cli("machines", "list").stdout.splitlines()[2].split()[-1] == "up"
     assert cli("machines", "rm", "testremote").returncode == 0
     c = Mcp(rport, token=mtoken)
     try:
