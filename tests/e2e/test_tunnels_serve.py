@@ -4,8 +4,10 @@ restart on another port the remote side's URL still reaches the bridge."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 
 from ..conftest import write_config
@@ -54,6 +56,60 @@ def test_a_saved_tunnel_lives_and_dies_with_serve_and_follows_its_port(
     proc2.send_signal(signal.SIGKILL)
     proc2.wait(10)
     wait_for(lambda: not tunnel_pids(rport), 30)
+
+
+def test_a_picked_port_that_moved_is_followed_by_the_tunnel_and_every_client_config(
+    env, ssh_server, serve_process, cli
+):
+    """Issue 25's last bullet in one real run: the port the bridge picked (and saved) is taken
+    by someone else before the next start, so the start moves it; the saved tunnel forwards to
+    the port the bridge listens on now (the remote URL stays the same), and ``url``,
+    ``client-config`` and ``machines add`` hand out the live port, never the saved one."""
+    rport = free_port()
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))  # someone else holds the port the bridge picked last time
+    taken.listen(1)
+    picked = taken.getsockname()[1]
+    tunnel = {"name": "remote", "target": ssh_server.target, "remote_port": rport}
+    config = {
+        "roots": [env["root"]],
+        "port": picked,
+        "picked_port": picked,  # written by the bridge: a port it chose, so it may move
+        "token_store": "file",
+        "tunnels": [tunnel],
+    }
+    write_config(env["config"], config)
+    try:
+        proc, live = serve_process(args=())  # no --port: the saved one
+        assert live != picked
+        wait_for(lambda: _reaches(rport), UP_S, 0.2)
+        (pid,) = tunnel_pids(rport)
+        assert f"127.0.0.1:{rport}:127.0.0.1:{live}".encode() in _cmdline(pid)
+        assert parent_of(pid) == proc.pid
+        url = f"http://127.0.0.1:{live}/"
+        assert cli("url").stdout.strip() == url
+        server = json.loads(cli("client-config").stdout)["mcpServers"]["omp-host"]
+        assert server["url"] == url
+        added = cli("machines", "add", "laptop", "--json")
+        assert added.returncode == 0, added.stderr
+        minted = json.loads(added.stdout)
+        assert minted["config"]["mcpServers"]["omp-host"]["url"] == url
+        # that machine's token reaches the moved bridge through the tunnel, as laptop
+        c = Mcp(rport, token=minted["token"])
+        try:
+            assert c.initialize().status == 200
+        finally:
+            c.close()
+        listed = json.loads(cli("sessions", "--json").stdout)["sessions"]
+        assert "laptop" in [s["machine"] for s in listed]
+        tunnels = json.loads(cli("tunnels", "--json").stdout)["tunnels"]
+        assert [(t["name"], t["state"], t["local_port"]) for t in tunnels] == [
+            ("remote", "up", live)
+        ]
+    finally:
+        taken.close()
+    with open(env["config"]) as f:
+        assert json.load(f)["port"] == live  # the moved port is the saved one from now on
 
 
 def _cmdline(pid: int) -> bytes:

@@ -5,6 +5,7 @@ token, its name on sessions and audit records whatever ``clientInfo`` says, revo
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -48,6 +49,8 @@ def test_two_machines_get_their_own_names_whatever_client_info_says(live, cli, m
     with open(live.env["config"]) as f:
         raw = f.read()
     assert laptop not in raw and desk not in raw
+    for token in (laptop, desk):  # ... the digest the bridge checks a request against
+        assert hashlib.sha256(token.encode()).hexdigest() in raw
     cfg = load_config(live.env["config"])
     assert {m.name for m in cfg.machines} == {"laptop", "desk"}
 
@@ -114,6 +117,12 @@ def test_list_never_prints_a_token(live, cli):
     lines = plain.stdout.splitlines()
     assert lines[0].split() == ["NAME", "ADDED", "LAST", "SEEN", "CALLS", "SESSIONS", "TUNNEL"]
     assert lines[2].split()[0] == "laptop"
+    # nor does the API the CLI reads (the CLI's own filter is not what keeps it out)
+    from ..support.control_client import Api
+
+    raw = Api(api).call("GET", "/api/machines")
+    assert raw.status == 200 and "laptop" in raw.raw.decode()
+    assert laptop not in raw.raw.decode() and TOKEN not in raw.raw.decode()
     # the status snapshot (what the page and the tray read) never carries one either
     from omp_a2a_bridge.server.present.views import snapshot_json
 
@@ -137,7 +146,14 @@ def test_a_removed_token_never_works_again_across_a_restart(env, serve_process, 
     stop_process(proc)
     wait_for(lambda: cli("machines", "list").stderr.startswith("a2a-bridge: no bridge"), 30)
     # when desk was last seen outlives the process (saved at its stop)
-    offline = json.loads(cli("machines", "list", "--json").stdout)["machines"]
+    listed = cli("machines", "list", "--json")
+    offline = json.loads(listed.stdout)["machines"]
+    # token_store "file": desk's secret sits in the config the offline listing reads, and
+    # still never reaches its output (nor the plain table's)
+    with open(env["config"]) as f:
+        assert desk in f.read()
+    for out in (listed, cli("machines", "list")):
+        assert desk not in out.stdout + out.stderr and TOKEN not in out.stdout + out.stderr
     assert [m["name"] for m in offline] == ["default", "desk"]
     assert offline[1]["last_seen"] is not None
     _, port2 = serve_process()
@@ -374,3 +390,44 @@ def test_a_machine_opening_sessions_in_a_loop_evicts_only_its_own(live, cli):
     assert d.rpc("ping").status == 200
     sessions = live.runner.snapshot().sessions
     assert d.sid in [s.sid for s in sessions] and len(sessions) == 64
+
+
+def test_a_name_added_again_gets_a_new_token_and_the_removed_one_stays_dead(live, cli):
+    """Revoked for good means also after the same name comes back: ``machines add laptop``
+    again mints a new secret (the keyring entry of the old one is not reused), so a copy of the
+    old token, still in a client config on the old laptop, is a 401."""
+    old = added(cli, "laptop")
+    a = session(live.port, old, claims="pytest")
+    assert cli("machines", "rm", "laptop").returncode == 0
+    new = added(cli, "laptop")
+    assert new != old
+    assert a.rpc("tools/list").status == 401
+    assert Mcp(live.port, token=old).rpc("initialize", {}).status == 401
+    b = session(live.port, new, claims="pytest")
+    assert b.rpc("tools/list").status == 200
+    assert [s.machine for s in live.runner.snapshot().sessions] == ["laptop"]
+
+
+def test_watch_names_the_machine_from_the_token_beside_the_claim(live, cli):
+    """``a2a-bridge watch`` (a real process, as a user runs it) says which machine a waiting
+    call comes from: the token's name, whatever ``clientInfo`` claims; deciding it there
+    answers that machine's call."""
+    from omp_a2a_bridge.server.cli.watch import PROMPT
+
+    from ..support.helpers import Watch, in_thread
+
+    laptop = added(cli, "laptop")
+    w = Watch()
+    try:
+        wait_for(lambda: "terminal (watch)" in live.runner.snapshot().approvers, 30)
+        a = session(live.port, laptop, claims="desk")  # lies about itself
+        t, out = in_thread(a.call, "bash", {"command": "echo from-laptop"})
+        text = w.wait_out(PROMPT, timeout=30)
+        assert "from desk on laptop (session" in text, text
+        w.send("a")
+        t.join(30)
+        assert "from-laptop" in out[0].text
+    finally:
+        w.close()
+    done = [r for r in live.audit() if r["phase"] == "done"][-1]
+    assert (done["machine"], done["client"], done["decided_by"]) == ("laptop", "desk", "user")

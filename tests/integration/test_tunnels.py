@@ -217,6 +217,7 @@ def test_install_writes_a_private_merged_config_and_no_command_line_shows_the_to
     assert r.returncode == 0, r.stdout + r.stderr
     assert scan.found == [], scan.found
     assert scan.scans > 3 and scan.seen_ssh > 0  # it looked while ssh ran
+    assert scan.seen_writes > 0  # ... and while the ssh carrying the token ran, there and here
     assert TOKEN not in r.stdout + r.stderr and mtoken not in r.stdout + r.stderr
     assert f"testremote:~/{rel}:" in r.stdout and "omp-host added" in r.stdout
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
@@ -365,6 +366,13 @@ def test_install_for_a_new_machine_enrolls_it_with_its_own_token(tunnel_bridge, 
     assert mtoken != TOKEN and mtoken not in r.stdout + r.stderr
     _up(tunnel_bridge)
     assert _remote_client_works(rport, mtoken)
+    # machines list shows the machine's tunnel state beside its sessions and calls
+    rows = json.loads(cli("machines", "list", "--json").stdout)["machines"]
+    assert [(m["name"], m["tunnel"], m["sessions"]) for m in rows] == [
+        ("default", None, 0),
+        ("testremote", "up", 1),
+    ]
+    assert cli("machines", "list").stdout.splitlines()[2].split()[-1] == "up"
     assert cli("machines", "rm", "testremote").returncode == 0
     c = Mcp(rport, token=mtoken)
     try:
@@ -373,3 +381,79 @@ def test_install_for_a_new_machine_enrolls_it_with_its_own_token(tunnel_bridge, 
     finally:
         c.close()
     assert _remote_client_works(rport)  # the default token still works through it
+
+
+def test_the_tunnel_signs_in_with_the_users_own_ssh_agent(
+    start_bridge, ssh_server, tmp_path, monkeypatch
+):
+    """The user's agent (``SSH_AUTH_SOCK``) reaches the app's ssh as it reaches a terminal's:
+    here the only key sshd accepts is held by an agent, and the client config names no key
+    file, so the forward comes up only if the app's ssh asked that agent."""
+    import subprocess
+
+    key = ssh_server.client_config.parent / "user_key"  # the one authorized key
+    sock = str(tmp_path / "agent.sock")
+    agent = subprocess.Popen(
+        ["ssh-agent", "-D", "-a", sock],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: os.path.exists(sock), 30)
+        env = {**os.environ, "SSH_AUTH_SOCK": sock}
+        subprocess.run(["ssh-add", str(key)], check=True, capture_output=True, env=env, timeout=30)
+        kept = [
+            line
+            for line in ssh_server.client_config.read_text().splitlines()
+            if not line.strip().startswith(("IdentityFile", "IdentitiesOnly", "IdentityAgent"))
+        ]
+        ssh_server.client_config.write_text("\n".join(kept) + "\n")
+        os.rename(key, str(key) + ".moved")  # nor a default key file ssh could fall back on
+        monkeypatch.setenv("SSH_AUTH_SOCK", sock)
+        running = start_bridge(control=True)
+        rport = free_port()
+        running.runner.add_tunnel("agented", ssh_server.target, rport)
+        _up(running, "agented")
+        assert _remote_client_works(rport)
+        assert running.runner.remove_tunnel("agented") is True
+    finally:
+        os.killpg(agent.pid, signal.SIGTERM)
+        agent.wait(10)
+
+
+def test_install_with_no_bridge_running_keeps_the_token_off_every_command_line(
+    env, ssh_server, cli, start_bridge
+):
+    """``connect --install`` with no bridge: the CLI itself writes the remote config (not the
+    bridge's worker), under the same /proc scan. ``--name default`` writes the bridge's own
+    token, known before the run, so the scan can look for it; the next start brings the tunnel
+    up and the file's token reaches the bridge through it."""
+    from ..conftest import write_config
+
+    write_config(env["config"], {"roots": [env["root"]], "port": free_port()})
+    rport = free_port()
+    with CmdlineScanner(TOKEN) as scan:
+        r = cli("connect", "--name", "default", "--client", "generic", "--install",
+                "--remote-port", str(rport), ssh_server.target)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "starts with the bridge" in r.stdout and TOKEN not in r.stdout + r.stderr
+    assert scan.found == [], scan.found
+    assert scan.seen_writes > 0  # it looked while the token was on its way
+    path = _remote_file(ssh_server, ".config/omp-a2a-bridge/mcp.json")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    with open(path) as f:
+        entry = json.load(f)["mcpServers"]["omp-host"]
+    assert entry == {
+        "type": "http",
+        "url": f"http://127.0.0.1:{rport}/",
+        "headers": {"Authorization": f"Bearer {TOKEN}"},
+    }
+    with open(env["config"]) as f:
+        saved = json.load(f)
+    assert "machines" not in saved  # default is the bridge's own token: nothing enrolled
+    running = start_bridge({"tunnels": saved["tunnels"]})
+    _up(running, "default")
+    assert _remote_client_works(rport)
+    assert [x.machine for x in running.runner.snapshot().sessions] == ["default"]

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omp_a2a_bridge.server.tunnels.install import WRITE_SCRIPT
+
 from .helpers import pids_where
 
 SSHD = "/usr/sbin/sshd"
@@ -178,6 +180,11 @@ def parent_of(pid: int) -> int:
         return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
+# A piece of ``server/tunnels/install.py``'s WRITE_SCRIPT: on the command line of the ssh that
+# carries the token on its stdin, and of the remote ``sh`` that writes it.
+WRITE_MARK = WRITE_SCRIPT.encode()[:40]
+
+
 class CmdlineScanner:
     """Reads every process's command line over and over (a thread) and keeps any that holds
     ``secret``: what another user's ``ps`` would have seen."""
@@ -189,6 +196,9 @@ class CmdlineScanner:
         self.found: list[str] = []
         self.scans = 0
         self.seen_ssh = 0  # ssh processes seen while scanning (the scan saw the install run)
+        # processes seen that run ``--install``'s write script (the local ssh, and the remote
+        # ``sh`` sshd started): the scan looked while the token was on its way through stdin
+        self.seen_writes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -221,6 +231,8 @@ class CmdlineScanner:
                     continue
                 if self.secret in raw:
                     self.found.append(raw.replace(b"\0", b" ").decode("utf-8", "replace"))
+                if WRITE_MARK in raw:
+                    self.seen_writes += 1
                 if os.path.basename(raw.split(b"\0", 1)[0]) == b"ssh":
                     self.seen_ssh += 1
                     self._check_environ(entry)
