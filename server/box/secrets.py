@@ -169,8 +169,8 @@ class SecretIndex:
     # -- building ---------------------------------------------------------------------------
 
     def _rebuild(self) -> None:
-        for wd in list(self._by_wd):
-            self._drop_watch(wd)
+        for wd, path in list(self._by_wd.items()):
+            self._drop_watch(wd, path)
         self._dirs.clear()
         self._polled.clear()
         self._frontier.clear()
@@ -213,7 +213,7 @@ class SecretIndex:
             entries = list(os.scandir(path))
         except OSError:
             if wd is not None:
-                self._drop_watch(wd)
+                self._drop_watch(wd, path)
             return None
         secrets: list[str] = []
         subdirs: list[str] = []
@@ -286,16 +286,15 @@ class SecretIndex:
             return
         new = self._look(path, old.depth)
         if old.wd is not None and (new is None or new.wd != old.wd):
-            self._drop_watch(old.wd)
+            self._drop_watch(old.wd, path)
         if new is None:
             self._forget(path)
             return
         for gone in old.subdirs - new.subdirs:
             self._forget(os.path.join(path, gone))
         self._put(path, new)
-        if old.depth < MAX_DEPTH:
-            fresh = sorted(new.subdirs - old.subdirs)
-            self._walk([(os.path.join(path, n), old.depth + 1) for n in fresh])
+        fresh = sorted(new.subdirs - old.subdirs)  # past MAX_DEPTH: listed, hidden whole
+        self._walk([(os.path.join(path, n), old.depth + 1) for n in fresh])
 
     def _put(self, path: str, rec: _Dir) -> None:
         self._dirs[path] = rec
@@ -310,12 +309,15 @@ class SecretIndex:
             rec = self._dirs.pop(sub)
             self._polled.discard(sub)
             if rec.wd is not None:
-                self._drop_watch(rec.wd)
+                self._drop_watch(rec.wd, sub)
         for sub in [p for p in self._frontier if within(p, path)]:
             del self._frontier[sub]
 
-    def _drop_watch(self, wd: int) -> None:
-        if self._by_wd.get(wd) is None:
+    def _drop_watch(self, wd: int, path: str) -> None:
+        """Drop ``path``'s watch, unless the descriptor now belongs to another path: a watch
+        follows its inode, so a folder moved away (``mv a b``) and indexed again under its
+        new name holds the same descriptor."""
+        if self._by_wd.get(wd) != path:
             return
         del self._by_wd[wd]
         if self._inotify is not None:

@@ -161,3 +161,28 @@ def test_a_lost_event_queue_walks_again(tmp_path, make):
         (tmp_path / "big" / f"f{i}").touch()
     _put(tmp_path / "big" / "last" / ".env")
     assert _found(index, tmp_path) == {"big/last/.env"}
+
+
+def test_two_folders_swapped_by_name_stay_watched(tmp_path, make):
+    """``mv a t; mv b a``: the watch of the old ``a`` now belongs to ``t``; looking at the new
+    ``a`` again must not take it away (a later secret in ``t`` went unseen)."""
+    _put(tmp_path / "a" / "x" / "one.txt")
+    _put(tmp_path / "b" / "y" / "two.txt")
+    index = make(tmp_path)
+    assert _found(index, tmp_path) == set()
+    os.rename(tmp_path / "a", tmp_path / "t")
+    os.rename(tmp_path / "b", tmp_path / "a")
+    assert _found(index, tmp_path) == set()
+    _put(tmp_path / "t" / ".env")
+    _put(tmp_path / "t" / "x" / "id_rsa")
+    _put(tmp_path / "a" / "y" / "server.key")
+    assert _found(index, tmp_path) == {"t/.env", "t/x/id_rsa", "a/y/server.key"}
+
+
+def test_a_folder_made_at_the_depth_limit_later_is_listed(tmp_path, make):
+    edge = tmp_path.joinpath(*[f"l{i}" for i in range(secrets.MAX_DEPTH)])  # at the limit
+    edge.mkdir(parents=True)
+    index = make(tmp_path)
+    assert index.view().complete
+    _put(edge / "deeper" / ".env")
+    assert index.view().unindexed == (str(edge / "deeper"),)
