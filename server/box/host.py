@@ -14,6 +14,8 @@ import glob
 import os
 import struct
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterable
 
 from ..policy.private import git_named, gitdir_of_file
@@ -30,7 +32,7 @@ from .policy import (
     project_of,
     within,
 )
-from .secrets import SecretIndex, index_for
+from .secrets import RACY_NS, SecretIndex, index_for
 
 MAX_GIT_DIRS = 200
 # The project scan for secret-looking files (``.env``, ``*.pem``, ``id_rsa``...) and hard links
@@ -272,14 +274,39 @@ def _scan(top: str, home: str) -> Scan:
 MAX_GITLINKS = 1000  # gitlinks read from one index (a monorepo of submodules has fewer)
 
 
+# The last answer per index file, keyed by what changes when the file does: a monorepo's
+# index (tens of MiB) was read after every boxed call. ``st_ctime`` cannot be set back by a
+# process (``touch -d`` sets only atime and mtime), and an answer read within RACY_NS of the
+# file's last change is not kept (a change in the same clock tick leaves the key as it was).
+_GITLINKS: dict[str, tuple[tuple[int, int, int, int], list[str]]] = {}
+_GITLINKS_MAX = 64
+_GITLINKS_LOCK = threading.Lock()  # gather runs in several worker threads
+
+
 def _gitlinks(index: str) -> list[str]:
     """The paths of the gitlinks (mode 160000: submodules) in a git index, v2 to v4; those are
     what ``git status`` enters and runs git in. Unknown formats: none."""
     try:
         with open(index, "rb") as f:
+            st = os.fstat(f.fileno())
+            key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            with _GITLINKS_LOCK:
+                cached = _GITLINKS.get(index)
+            if cached is not None and cached[0] == key:
+                return list(cached[1])
             data = f.read(64 << 20)
     except OSError:
         return []
+    out = _parse_gitlinks(data)
+    if st.st_ctime_ns < time.time_ns() - RACY_NS:
+        with _GITLINKS_LOCK:
+            if len(_GITLINKS) >= _GITLINKS_MAX:
+                _GITLINKS.pop(next(iter(_GITLINKS)))
+            _GITLINKS[index] = (key, out)
+    return list(out)
+
+
+def _parse_gitlinks(data: bytes) -> list[str]:
     if len(data) < 12 or data[:4] != b"DIRC":
         return []
     version, count = struct.unpack(">II", data[4:12])

@@ -93,3 +93,34 @@ def test_gitlinks_are_read_from_every_index_version(tmp_path, version):
         git("update-index", "--index-version", version)
     assert _gitlinks(str(tmp_path / ".git" / "index")) == names[1:]
     assert _gitlinks(str(tmp_path / "absent")) == []
+
+
+def test_gitlinks_are_read_again_whenever_the_index_changed(tmp_path, monkeypatch):
+    """The answer is kept per index file, but any change (even one that restores the size
+    and the mtime, as an agent could with ``touch -d``) makes it read again."""
+    import subprocess
+
+    from omp_a2a_bridge.server.box.host import _gitlinks, _parse_gitlinks
+
+    here = "omp_a2a_bridge.server.box.host"
+    monkeypatch.setattr(f"{here}.RACY_NS", 0)  # keep answers at once (no clock-tick guard)
+    env = {**os.environ, "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git(*argv: str) -> None:
+        subprocess.run(["git", *argv], cwd=tmp_path, env=env, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("update-index", "--add", "--cacheinfo", f"160000,{'1' * 40},deps/aaa")
+    index = tmp_path / ".git" / "index"
+    assert _gitlinks(str(index)) == ["deps/aaa"]
+    reads: list[bytes] = []
+    monkeypatch.setattr(
+        f"{here}._parse_gitlinks", lambda data: reads.append(data) or _parse_gitlinks(data)
+    )
+    assert _gitlinks(str(index)) == ["deps/aaa"] and reads == []  # unchanged: kept
+    before = index.stat()
+    data = index.read_bytes()
+    with open(index, "r+b") as f:  # the same size, in place, then the old mtime put back
+        f.write(data.replace(b"deps/aaa", b"deps/bbb"))
+    os.utime(index, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert _gitlinks(str(index)) == ["deps/bbb"] and len(reads) == 1
