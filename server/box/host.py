@@ -402,6 +402,82 @@ def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
     return out
 
 
+# Top-level folders an OS makes: programs, libraries, config, the homes, its own runtime and
+# temporary places (each judged further by the rest of the policy). Any other top-level folder
+# (``/srv``, ``/mnt``, ``/media``, ``/data``, a backup disk at ``/backup``) holds data, not the
+# system: outside every root, the box hides it whole unless it holds what the call needs.
+SYSTEM_TOPS = frozenset(
+    {
+        "bin",
+        "boot",
+        "dev",
+        "etc",
+        "gnu",
+        "home",
+        "lib",
+        "lib32",
+        "lib64",
+        "libx32",
+        "lost+found",
+        "nix",
+        "opt",
+        "proc",
+        "root",
+        "run",
+        "sbin",
+        "snap",
+        "sys",
+        "tmp",
+        "usr",
+        "var",
+    }
+)
+
+
+def _foreign_tops(needed: Iterable[str], root: str = "/") -> list[HostEntry]:
+    """The top-level folders no OS makes (:data:`SYSTEM_TOPS`) that hold nothing the call
+    needs: masked whole (private by default: the roots are what the human shared)."""
+    needed = tuple(needed)
+    out: list[HostEntry] = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(root):
+            try:
+                if entry.name in SYSTEM_TOPS or not entry.is_dir(follow_symlinks=False):
+                    continue  # a symlink at the top leads to a folder judged on its own
+            except OSError:
+                continue
+            if not any(within(n, entry.path) for n in needed):
+                out.append(HostEntry(entry.path, True))
+    return out
+
+
+def _link_targets(folders: tuple[str, ...]) -> tuple[str, ...]:
+    """Where the programs on ``PATH`` that are symlinks lead (``/usr/local/bin/x ->
+    /srv/tools/x``): the folders holding those targets must stay visible. Kept per folder
+    while its mtime (a link added or removed) stays the same."""
+    out: list[str] = []
+    for folder in folders:
+        try:
+            mtime = os.stat(folder).st_mtime_ns
+        except OSError:
+            continue
+        racy = mtime >= time.time_ns() - RACY_NS  # changed within a clock tick: look now
+        out += _links_in.__wrapped__(folder, mtime) if racy else _links_in(folder, mtime)
+    return tuple(dict.fromkeys(out))
+
+
+@functools.lru_cache(maxsize=64)
+def _links_in(folder: str, mtime: int) -> tuple[str, ...]:
+    del mtime  # part of the cache key only
+    out: set[str] = set()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            with contextlib.suppress(OSError):
+                if entry.is_symlink():
+                    out.add(os.path.dirname(os.path.realpath(entry.path)))
+    return tuple(sorted(out))
+
+
 @functools.cache
 def _on_path_patterns(path_var: str) -> tuple[str, ...]:
     """The table's persistence folders in the home's visible tree (``~/bin``...), and every
@@ -538,7 +614,11 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
     # Secret-looking files elsewhere in the roots (``~/otherproj/.env``): the kept index.
     index = _index(real_roots, home).view()
-    python = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)]
+    path_real = tuple(
+        r for r in (_real(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p) if r
+    )
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    python = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, package)]
     others, tmp_visible = _others(home), _tmp_visible()
     elsewhere = _outside(
         (p for p in index.secrets if not within(p, project_top)),
@@ -551,7 +631,28 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         cwd=cwd,
         home=home,
         roots=real_roots,
-        hidden=(*hidden, *scan.masks, *files, *_secrets_allowed(allowed), *elsewhere),
+        hidden=(
+            *hidden,
+            *scan.masks,
+            *files,
+            *_secrets_allowed(allowed),
+            *elsewhere,
+            *_foreign_tops(
+                [
+                    *real_roots,
+                    cwd,
+                    project_top,
+                    home,
+                    *python,
+                    *path_real,
+                    *_link_targets(path_real),
+                    *allowed,
+                    *write_allow,
+                    *git_dirs,
+                    *tmp_visible,
+                ]
+            ),
+        ),
         allowed=allowed,
         others=others,
         own=tuple(dict.fromkeys(own_real)),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -101,3 +102,30 @@ def test_an_agent_that_fills_the_index_budget_reads_nothing_more(world: World) -
             shutil.rmtree(fill)
     text = _reads(world, path)  # room again: the folder is looked into, its .env masked
     assert world.leaks(text) == [], text
+
+
+@pytest.fixture
+def data_disk() -> Iterator[str]:
+    """A top-level data folder (as a mounted disk or ``/srv`` is): made as root, removed after."""
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("this test makes a top-level folder: CI runs as root")
+        pytest.skip("makes a top-level folder: needs root")
+    top = tempfile.mkdtemp(prefix="a2a-data-", dir="/")
+    os.chmod(top, 0o755)  # noqa: S103 - readable by the desktop user, as a data disk is
+    try:
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_data_folder_outside_the_roots_is_private(world: World, data_disk: str) -> None:
+    """Outside the roots the box shows the system (programs, libraries, config), not the
+    user's data: a top-level folder no OS makes is hidden whole, any file name."""
+    _put(os.path.join(data_disk, "backup", "home", "notes.txt"), "FAKESECRET-disk-4d4d")
+    _put(os.path.join(data_disk, "backup", "home", ".ssh", "id_rsa"), "FAKESECRET-disk-key")
+    _, text = world.bash(
+        f"cat {data_disk}/backup/home/notes.txt 2>&1; grep -r FAKESECRET {data_disk} 2>&1; "
+        "ls / >/dev/null && git --version && echo still-works"
+    )
+    assert world.leaks(text) == [] and "still-works" in text, text

@@ -124,3 +124,29 @@ def test_gitlinks_are_read_again_whenever_the_index_changed(tmp_path, monkeypatc
         f.write(data.replace(b"deps/aaa", b"deps/bbb"))
     os.utime(index, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert _gitlinks(str(index)) == ["deps/bbb"] and len(reads) == 1
+
+
+def test_top_level_folders_no_os_makes_are_hidden_unless_the_call_needs_them(tmp_path):
+    from omp_a2a_bridge.server.box.host import _foreign_tops
+
+    for name in ("usr", "etc", "opt", "var", "home", "srv", "mnt", "media", "data", "work"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "backup").symlink_to(tmp_path / "mnt")  # a link leads to a folder judged alone
+    (tmp_path / "swapfile").write_text("")
+    needed = [str(tmp_path / "work" / "me" / "proj"), str(tmp_path / "usr" / "bin")]
+    hidden = sorted(os.path.basename(e.path) for e in _foreign_tops(needed, str(tmp_path)))
+    assert hidden == ["data", "media", "mnt", "srv"]
+    assert all(e.is_dir for e in _foreign_tops(needed, str(tmp_path)))
+
+
+def test_programs_linked_from_path_keep_their_folder(tmp_path):
+    from omp_a2a_bridge.server.box.host import _link_targets
+
+    bin_dir, tools = tmp_path / "bin", tmp_path / "srv" / "tools"
+    bin_dir.mkdir()
+    tools.mkdir(parents=True)
+    (tools / "x").write_text("#!/bin/sh\n")
+    (bin_dir / "plain").write_text("")
+    assert _link_targets((str(bin_dir),)) == ()
+    (bin_dir / "x").symlink_to(tools / "x")  # the folder's mtime changes: looked at again
+    assert _link_targets((str(bin_dir),)) == (str(tools),)
