@@ -20,11 +20,14 @@ import functools
 import logging
 import math
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from ..box.run import BoxRequest, NoBox, Prepared, prepare, refused_note, sweep
@@ -133,6 +136,27 @@ def _abandon(work: asyncio.Future[Started | None]) -> None:
             started.close()
 
 
+def _end_started(started: Started) -> None:
+    """Blocking: end a shell whose start was abandoned and wait until its supervisor has
+    exited (EOF on the status pipe, which only it holds), then close every end."""
+    if sys.platform == "win32":  # no supervisor there
+        return
+    try:
+        os.close(started.kill)  # EOF on the kill pipe: the supervisor ends the whole group
+        deadline = time.monotonic() + SUPERVISOR_EXIT_S
+        while (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([started.status], [], [], left)
+            if ready and not os.read(started.status, 4096):
+                return
+        kill_group(started.pid, signal.SIGKILL)  # never expected: the supervisor is stuck
+    except OSError:
+        return
+    finally:
+        for fd in (started.output, started.status):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 class ShellRun:
     """One shell under its supervisor (POSIX) or in a new process group (Windows).
 
@@ -165,6 +189,8 @@ class ShellRun:
         self._transports: list[asyncio.BaseTransport] = []
         self._reader: asyncio.Future[None] | None = None
         self._owned: list[int] = []  # descriptors no transport has taken over
+        self._abandoned: asyncio.Future[Started | None] | None = None  # a cancelled start
+        self._ending_abandoned = False
 
     async def start(self) -> None:
         """Start the shell. OSError when it cannot start; ValueError for an argument no
@@ -208,7 +234,8 @@ class ShellRun:
             started = await asyncio.shield(work)
         except asyncio.CancelledError:
             abandoned.set()  # not sent yet: never sent; sent: its kill pipe closes
-            work.add_done_callback(_abandon)
+            self._abandoned = work
+            work.add_done_callback(lambda w: None if self._ending_abandoned else _abandon(w))
             raise
         assert started is not None
         self.started = started
@@ -307,6 +334,24 @@ class ShellRun:
         _CLOSING.add(task)
         task.add_done_callback(_CLOSING.discard)
 
+    def end_abandoned(self) -> Awaitable[None]:
+        """After a cancelled :meth:`start`: the shell it may have started ends, and what it
+        planted is all on the disk when this returns (a sweep may follow). Called at once in
+        the ``except`` (the flag is set before the start's worker can finish)."""
+        work, self._abandoned = self._abandoned, None
+        if work is None:
+            return asyncio.sleep(0)
+        self._ending_abandoned = True
+        return self._end_abandoned(work)
+
+    async def _end_abandoned(self, work: asyncio.Future[Started | None]) -> None:
+        try:
+            started = await work  # bounded: the box's plan and a socket round trip
+        except Exception:
+            return
+        if started is not None:
+            await pools.run(pools.Pool.PROCESS, _end_started, started)
+
     async def kill(self) -> None:
         """End every process of this run (timeout, cancel, output limit, shutdown)."""
         await self._close(ask=True)
@@ -348,6 +393,16 @@ class ShellRun:
         assert self._status is not None
         while await self._status.read(4096):
             pass
+
+
+async def _sweep_cancelled(boxed: Prepared | None) -> None:
+    """What a cancelled boxed call planted is swept all the same (its shell has ended)."""
+    if boxed is None:
+        return
+    try:
+        await asyncio.shield(pools.run(pools.Pool.PROCESS, sweep, boxed.missing, boxed.watch))
+    except Exception:
+        log.exception("the box's sweep after a cancelled call failed")
 
 
 class BashTool(Tool):
@@ -441,6 +496,10 @@ class BashTool(Tool):
         run = ShellRun(shell_argv(args["command"]), cwd, limits, dict(ctx.env or child_env()), box)
         try:
             await run.start()
+        except asyncio.CancelledError:  # a start cancelled on its way may have planted too
+            await asyncio.shield(run.end_abandoned())
+            await _sweep_cancelled(run.boxed)
+            raise
         except NoBox as e:
             raise ToolError(f"no box is available here: {e}") from None
         except OSError as e:
@@ -452,13 +511,7 @@ class BashTool(Tool):
             ending = await run.wait(timeout)
         except asyncio.CancelledError:
             await asyncio.shield(run.kill())  # a second cancel must not leave processes behind
-            if boxed is not None:  # what it planted before the cancel is swept all the same
-                try:
-                    await asyncio.shield(
-                        pools.run(pools.Pool.PROCESS, sweep, boxed.missing, boxed.watch)
-                    )
-                except Exception:
-                    log.exception("the box's sweep after a cancelled call failed")
+            await _sweep_cancelled(boxed)
             raise
         except OSError as e:  # the supervisor could not start it (the cwd went away...)
             raise io_error(e, "cannot start the shell") from None
