@@ -51,6 +51,19 @@ def program_tree(program: str) -> str | None:
     return os.path.dirname(folder) if os.path.basename(folder) == "bin" else real
 
 
+def _venv_of(program: str) -> str | None:
+    """The virtual environment a program is named in (``/srv/x/.venv/bin/python``, whose real
+    path is the base interpreter elsewhere): its packages lie there, not beside the real
+    interpreter."""
+    if os.sep not in program:
+        return None
+    folder = os.path.dirname(os.path.abspath(program))
+    venv = os.path.dirname(folder)
+    if os.path.basename(folder) == "bin" and os.path.isfile(os.path.join(venv, "pyvenv.cfg")):
+        return venv
+    return None
+
+
 def _reopen(plan: BoxPlan, paths: Sequence[str]) -> BoxPlan:
     """Re-open read-only what the box must run when a private mask hides it (an ``rg`` or a
     server installed under ``~/.local/share``, ``~/.cache`` or ``~/.pyenv``). Only what the
@@ -155,7 +168,7 @@ def server_box(
         view = dataclasses.replace(view, git_top=None, git_file=None, git_dirs=nested)
     plan = build_plan(view, request.config)
     plan = dataclasses.replace(plan, network=network)
-    programs = [t for t in [program_tree(argv[0])] if t]
+    programs = [t for t in [program_tree(argv[0]), _venv_of(argv[0])] if t]
     plan = _reopen(plan, programs + _scripts(argv[1:]) + _packages(argv))
     missing = missing_persistence(view, project_of(view))
     return Prepared(plan, tuple(render(plan, host, argv)), missing, watch_of(view))

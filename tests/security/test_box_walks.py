@@ -201,6 +201,57 @@ def test_a_boxed_server_cannot_read_ssh_nor_write_bashrc(home, start_bridge):
     assert r.text == "CONTENT:PUBLIC needle\n", r.text
 
 
+def test_a_boxed_server_installed_in_a_top_level_data_folder_still_runs(home, start_bridge):
+    """Outside the roots the box hides top-level folders no OS makes (``/srv``...), but never
+    the program the human configured: a server whose script lies in one runs, and its
+    neighbour files stay hidden."""
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("this test makes a top-level folder: CI runs as root")
+        pytest.skip("makes a top-level folder: needs root")
+    top = tempfile.mkdtemp(prefix="a2a-srv-", dir="/")
+    try:
+        os.chmod(top, 0o755)  # noqa: S103 - readable by the desktop user, as /srv is
+        script = os.path.join(top, "tools", "fs_server.py")
+        os.makedirs(os.path.dirname(script))
+        shutil.copy(os.path.join(REPO, "tests", "security", "fs_server.py"), script)
+        other = os.path.join(top, "data", "report.txt")
+        os.makedirs(os.path.dirname(other))
+        with open(other, "w") as f:
+            f.write("PLANTED-DATA-DISK\n")
+        venv = os.path.join(top, "tools", ".venv")  # its own venv: packages beside it
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", venv],
+            check=True,
+        )
+        import sysconfig
+
+        here = sysconfig.get_paths()["purelib"]  # the SDK the test server imports
+        ours = subprocess.run(
+            [
+                os.path.join(venv, "bin", "python"),
+                "-c",
+                "import site; print(site.getsitepackages()[0])",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        with open(os.path.join(ours, "deps.pth"), "w") as f:  # read from the venv, in the box
+            f.write(here + "\n")
+        python = os.path.join(venv, "bin", "python")
+        c = _upstream(start_bridge, home, command=python, args=[script])
+        r = c.call("mcp__fs__read_file", {"hex": _hex(home / "project" / "sub" / "plain.txt")})
+        assert r.text == "CONTENT:PUBLIC needle\n", r.text
+        r = c.call("mcp__fs__read_file", {"hex": _hex(other)})
+        assert "PLANTED-DATA-DISK" not in r.text, r.text
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
 def test_control_a_server_outside_the_box_can(home, start_bridge):
     c = _upstream(start_bridge, home, box=False)
     r = c.call("mcp__fs__read_file", {"hex": _hex(home / ".ssh" / "id_rsa")})
