@@ -646,7 +646,6 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
                     *python,
                     *path_real,
                     *_link_targets(path_real),
-                    *allowed,
                     *write_allow,
                     *git_dirs,
                     *tmp_visible,

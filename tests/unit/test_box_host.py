@@ -150,3 +150,29 @@ def test_programs_linked_from_path_keep_their_folder(tmp_path):
     assert _link_targets((str(bin_dir),)) == ()
     (bin_dir / "x").symlink_to(tools / "x")  # the folder's mtime changes: looked at again
     assert _link_targets((str(bin_dir),)) == (str(tools),)
+
+
+def test_read_allow_reopens_a_folder_inside_a_hidden_top_level_folder_not_the_whole(tmp_path):
+    """``box.read_allow: ["/srv/tools"]`` shows /srv/tools, and /srv stays hidden around it."""
+    import shutil
+    import tempfile
+
+    from omp_a2a_bridge.server.box.host import gather
+    from omp_a2a_bridge.server.box.policy import BoxConfig, build_plan
+
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("this test makes a top-level folder: CI runs as root")
+        pytest.skip("makes a top-level folder: needs root")
+    top = tempfile.mkdtemp(prefix="a2a-srv-", dir="/")
+    try:
+        tools = os.path.join(top, "tools")
+        os.makedirs(tools)
+        root = tmp_path / "root"
+        root.mkdir()
+        config = BoxConfig(read_allow=(tools,))
+        plan = build_plan(gather(str(root), [str(root)], config, []), config)
+        assert top in plan.read_private
+        assert tools in plan.read_allow
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
