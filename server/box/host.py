@@ -573,6 +573,28 @@ def warm(roots: Iterable[str]) -> None:
         _index(real_roots, home).view()
 
 
+def _elsewhere(view: HostView, project_top: str, hidden_dirs: list[str]) -> list[HostEntry]:
+    """What the box hides beyond the project and the home's hidden tree: secret-looking files
+    elsewhere in the roots (``~/otherproj/.env``) and the folders the kept index did not look
+    into, then the top-level folders no OS makes (``/srv``, ``/mnt``...)."""
+    index = _index(view.roots, view.home).view()
+    path_real = tuple(
+        r for r in (_real(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p) if r
+    )
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    python = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, package)]
+    masks = _outside(
+        (p for p in index.secrets if not within(p, project_top)),
+        (p for p in index.unindexed if not within(p, project_top)),
+        hidden=hidden_dirs,
+        holds=[project_top, view.cwd, view.home, *view.roots],
+        under=[*view.git_dirs, *view.allowed, *view.on_path, *python, *view.tmp_visible],
+    )
+    needed = [*view.roots, view.cwd, project_top, view.home, *python, *path_real]
+    needed += [*_link_targets(path_real), *view.write_allow, *view.git_dirs, *view.tmp_visible]
+    return [*masks, *_foreign_tops(needed)]
+
+
 def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]) -> HostView:
     """What the disk says for a call in ``cwd`` (a real, existing folder)."""
     home = os.path.realpath(os.path.expanduser("~"))
@@ -612,46 +634,12 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     wanted = (*config.read_allow, *SYSTEM_READABLE)
     allowed = tuple(r for r in (_real(p) for p in wanted) if r is not None)
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
-    # Secret-looking files elsewhere in the roots (``~/otherproj/.env``): the kept index.
-    index = _index(real_roots, home).view()
-    path_real = tuple(
-        r for r in (_real(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p) if r
-    )
-    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    python = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, package)]
     others, tmp_visible = _others(home), _tmp_visible()
-    elsewhere = _outside(
-        (p for p in index.secrets if not within(p, project_top)),
-        (p for p in index.unindexed if not within(p, project_top)),
-        hidden=[*(e.path for e in hidden if e.is_dir), *own_real, *others],
-        holds=[project_top, cwd, home, *real_roots],
-        under=[*git_dirs, *allowed, *on_path, *python, *tmp_visible],
-    )
     view = HostView(
         cwd=cwd,
         home=home,
         roots=real_roots,
-        hidden=(
-            *hidden,
-            *scan.masks,
-            *files,
-            *_secrets_allowed(allowed),
-            *elsewhere,
-            *_foreign_tops(
-                [
-                    *real_roots,
-                    cwd,
-                    project_top,
-                    home,
-                    *python,
-                    *path_real,
-                    *_link_targets(path_real),
-                    *write_allow,
-                    *git_dirs,
-                    *tmp_visible,
-                ]
-            ),
-        ),
+        hidden=(*hidden, *scan.masks, *files, *_secrets_allowed(allowed)),
         allowed=allowed,
         others=others,
         own=tuple(dict.fromkeys(own_real)),
@@ -663,6 +651,10 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         nested=tuple(dict.fromkeys(scan.nested)),
         hooks=git_named(repos, home),
         on_path=on_path,
+    )
+    hidden_dirs = [*(e.path for e in hidden if e.is_dir), *own_real, *others]
+    view = dataclasses.replace(
+        view, hidden=(*view.hidden, *_elsewhere(view, project_top, hidden_dirs))
     )
     candidates = persistence_paths(view, project_of(view))
     existing = frozenset(p for p in candidates if os.path.lexists(p))
