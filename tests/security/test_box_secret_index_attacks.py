@@ -1,0 +1,94 @@
+"""An outside review of the roots' index (``server/box/secrets.py``, ``host._outside``).
+
+A real bridge process in the box world (``tests/support/boxworld.py``, roots = the home), real
+HTTP, real bubblewrap. The human (this test) makes, moves and links secret-looking files
+elsewhere in the home; the agent (a boxed ``bash`` call, run unasked) tries to read them. Each
+test is one attack the review found or tried; a secret returned is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from omp_a2a_bridge.server.box import secrets
+
+from ..support.boxworld import World, world_fixture
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    yield from world_fixture(False)
+
+
+def _put(path: str, text: str) -> str:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text + "\n")
+    return path
+
+
+def _reads(world: World, *paths: str, cwd: str | None = None) -> str:
+    words = " ".join(f"'{p}'" for p in paths)
+    _, text = world.bash(f"cat {words} 2>&1; grep -rh FAKESECRET ~ 2>/dev/null | head -20", cwd)
+    return text
+
+
+def _chain(top: str, prefix: str, levels: int) -> str:
+    """A folder ``levels`` below ``top`` (``top/prefix1/prefix2/...``)."""
+    return os.path.join(top, *[f"{prefix}{i}" for i in range(1, levels + 1)])
+
+
+def test_a_folder_moved_up_a_level_is_still_watched(world: World) -> None:
+    """The human moves ``~/downloads/newapp`` to ``~/newapp``: the index looks the moved
+    folder up again at its new path (its inode keeps its watch: the same descriptor), then
+    forgets the old path and with it dropped that shared watch; ``~/newapp`` went deaf, and a
+    ``.env`` made in it later was readable."""
+    os.makedirs(os.path.join(world.home, "downloads", "newapp", "config"))
+    world.bash("true")  # the index watches ~/downloads/newapp and its config folder
+    os.rename(os.path.join(world.home, "downloads", "newapp"), os.path.join(world.home, "newapp"))
+    world.bash("true")  # the move is seen
+    made = [
+        _put(os.path.join(world.home, "newapp", ".env"), "KEY=FAKESECRET-moved-up-1a1a"),
+        _put(os.path.join(world.home, "newapp", "config", "id_rsa"), "FAKESECRET-moved-up-2b2b"),
+    ]
+    text = _reads(world, *made)
+    assert world.leaks(text) == [], text
+
+
+def test_a_call_in_a_folder_the_index_did_not_look_into_reads_nothing_beside_it(
+    world: World,
+) -> None:
+    """A folder past the index's depth is hidden whole, unless it holds the call's cwd (the
+    box must show the project): then nothing in it was masked, and the agent picks its cwd.
+    The same holds for a folder past the budget (an agent can fill the budget)."""
+    deep = _chain(world.home, "d", secrets.MAX_DEPTH + 1)  # not looked into
+    work = os.path.join(deep, "work", "app")
+    os.makedirs(work)
+    made = [
+        _put(os.path.join(deep, ".env"), "K=FAKESECRET-unlooked-top-3c3c"),
+        _put(os.path.join(deep, "other", "credentials"), "FAKESECRET-unlooked-sib-4d4d"),
+        _put(os.path.join(deep, "work", "id_ed25519"), "FAKESECRET-unlooked-up-5e5e"),
+    ]
+    world.bash("true")
+    is_error, text = world.bash(
+        "cat ../../.env ../../other/credentials ../id_ed25519 2>&1; ls ../..; "
+        "grep -rh FAKESECRET ../.. 2>/dev/null | head; echo done-$((6*7))",
+        cwd=work,
+    )
+    assert world.leaks(text) == [], text
+    assert "done-42" in text, text
+    assert world.leaks(_reads(world, *made)) == []
+
+
+def test_a_folder_made_at_the_depth_bound_later_is_hidden(world: World) -> None:
+    """A folder made below one at the last indexed level, after the index was built, was
+    neither looked into nor listed as unlooked-at (so never hidden): its secrets were
+    readable."""
+    last = _chain(world.home, "e", secrets.MAX_DEPTH)
+    os.makedirs(last)
+    world.bash("true")  # the chain is indexed down to the last level
+    made = _put(os.path.join(last, "late", ".env"), "K=FAKESECRET-past-depth-6f6f")
+    assert world.leaks(_reads(world, made)) == []
