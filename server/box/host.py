@@ -31,6 +31,7 @@ from .policy import (
     within,
 )
 from .secrets import SecretIndex, index_for
+from .secrets import skipped as _index_skips
 
 MAX_GIT_DIRS = 200
 # The project scan for secret-looking files (``.env``, ``*.pem``, ``id_rsa``...) and hard links
@@ -439,6 +440,54 @@ def coalesce(
     return [HostEntry(p, d) for p, d in paths.items()]
 
 
+def _unlooked(
+    folder: str, project: str, hideable: Callable[[str], bool], hidden: tuple[str, ...]
+) -> list[HostEntry]:
+    """Masks for a folder the index did not look into (past its budget or depth) that the
+    box cannot hide whole: it holds the call's project or ``cwd`` (or lies in, or holds, what
+    the box must read whole). Hiding nothing in it showed every secret beside the call (the
+    agent picks its ``cwd``: a folder below one the index left out read that folder's
+    ``.env``). Looked into now, for this call: its secret-looking files are masked, each
+    subfolder it may hide is hidden whole, the others are looked into the same way; the
+    project is left to the project scan, and dependency trees are skipped as the index skips
+    them. Bounded: past :data:`SCAN_MAX_ENTRIES` entries or :data:`SCAN_MAX_MASKS` masks the
+    box is refused (:class:`TooManySecrets`), not made leaky."""
+    matcher = _name_matcher()
+    out: list[HostEntry] = []
+    seen = 0
+    todo = [folder]
+    while todo:
+        here = todo.pop()
+        try:
+            entries = list(os.scandir(here))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > SCAN_MAX_ENTRIES:
+                raise TooManySecrets(folder)
+            path = entry.path
+            if within(path, project) or any(within(path, h) for h in hidden):
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if _index_skips(entry.name):
+                        continue
+                    if hideable(path):
+                        out.append(HostEntry(path, True))
+                    else:
+                        todo.append(path)
+                elif entry.is_file(follow_symlinks=False):
+                    hit = matcher.name(fold(entry.name))
+                    if hit is not None and hit.kind is not EscalationKind.PERSISTENCE:
+                        out.append(HostEntry(path, False))
+            except OSError:
+                continue
+    if len(out) > SCAN_MAX_MASKS:
+        raise TooManySecrets(folder)
+    return out
+
+
 def _outside(
     secrets: Iterable[str],
     unindexed: Iterable[str],
@@ -450,18 +499,28 @@ def _outside(
     project, as masks: none inside a folder hidden whole already, at most
     :data:`INDEX_MAX_MASKS` (each mount makes every box start slower: bubblewrap reads the
     mount table once per mount). Past it, folders holding several become one mask. Never a
-    folder that holds what the call needs (its project, cwd, a root, the home) or lies inside
-    what it must read whole (a git dir, ``read_allow``, ``PATH``, the bridge's Python)."""
+    folder that holds what the call needs (its project, cwd, a root, the home) or what it
+    must read whole (a git dir, ``read_allow``, ``PATH``, the bridge's Python), nor one inside
+    those; a folder the index did not look into that is such a folder is looked into now
+    (:func:`_unlooked`). ``holds[0]`` is the project."""
     hidden, holds, under = tuple(hidden), tuple(holds), tuple(under)
+    keep = (*holds, *under)
 
     def hideable(folder: str) -> bool:
-        return not any(within(h, folder) for h in holds) and not any(
+        return not any(within(k, folder) for k in keep) and not any(
             within(folder, u) for u in under
         )
 
+    def shown(path: str) -> bool:
+        return not any(within(path, h) for h in hidden)
+
     masks = [HostEntry(p, False) for p in secrets]
-    masks += [HostEntry(p, True) for p in unindexed if hideable(p)]
-    masks = [m for m in masks if not any(within(m.path, h) for h in hidden)]
+    for folder in (p for p in unindexed if shown(p)):
+        if hideable(folder):
+            masks.append(HostEntry(folder, True))
+        else:
+            masks += _unlooked(folder, holds[0], hideable, hidden)
+    masks = [m for m in masks if shown(m.path)]
     return coalesce(masks, "/", INDEX_MAX_MASKS, hideable)
 
 

@@ -58,7 +58,8 @@ SCAN_SKIP = frozenset(
 )
 
 
-def _skipped(name: str) -> bool:
+def skipped(name: str) -> bool:
+    """A folder name the index does not look into (a dependency or toolchain tree)."""
     return name in SCAN_SKIP or "cache" in name.lower()
 
 
@@ -130,7 +131,9 @@ class SecretIndex:
         self._max = max_dirs
         self._lock = threading.Lock()
         self._dirs: dict[str, _Dir] = {}
-        self._by_wd: dict[int, str] = {}
+        # Each watch's folders: a watch belongs to an inode, so one folder known at two paths
+        # (moved, and its old path not forgotten yet; a bind mount) shares one descriptor.
+        self._by_wd: dict[int, set[str]] = {}
         self._polled: set[str] = set()  # indexed folders without a watch: their mtime says
         self._frontier: dict[str, int] = {}  # unindexed folders -> depth
         self._built = False
@@ -206,14 +209,14 @@ class SecretIndex:
             except OSError:
                 wd = None  # past the watch limit, or gone: its mtime is checked per call
             if wd is not None:
-                self._by_wd[wd] = path
+                self._by_wd.setdefault(wd, set()).add(path)
         try:
             looked = time.time_ns()
             mtime = os.stat(path, follow_symlinks=False).st_mtime_ns
             entries = list(os.scandir(path))
         except OSError:
             if wd is not None:
-                self._drop_watch(wd)
+                self._drop_watch(wd, path)
             return None
         secrets: list[str] = []
         subdirs: list[str] = []
@@ -223,7 +226,7 @@ class SecretIndex:
                 continue  # the home's hidden tree: hidden whole by the box
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if not _skipped(name):
+                    if not skipped(name):
                         subdirs.append(name)
                 elif entry.is_file(follow_symlinks=False):
                     hit = self._matcher.name(fold(name))
@@ -251,9 +254,7 @@ class SecretIndex:
                 for event in events:
                     if event.wd == -1:  # IN_Q_OVERFLOW: events were lost
                         overflow = True
-                    path = self._by_wd.get(event.wd)
-                    if path is not None:
-                        dirty.add(path)
+                    dirty.update(self._by_wd.get(event.wd, ()))
             if overflow:
                 self._rebuild()
                 return True
@@ -286,16 +287,18 @@ class SecretIndex:
             return
         new = self._look(path, old.depth)
         if old.wd is not None and (new is None or new.wd != old.wd):
-            self._drop_watch(old.wd)
+            self._drop_watch(old.wd, path)
         if new is None:
             self._forget(path)
             return
         for gone in old.subdirs - new.subdirs:
             self._forget(os.path.join(path, gone))
         self._put(path, new)
-        if old.depth < MAX_DEPTH:
-            fresh = sorted(new.subdirs - old.subdirs)
-            self._walk([(os.path.join(path, n), old.depth + 1) for n in fresh])
+        # Past the depth bound too: ``_walk`` lists those as not looked into (hidden whole).
+        # Skipping them left a folder made later below the last level neither looked into
+        # nor hidden, and its secrets readable.
+        fresh = sorted(new.subdirs - old.subdirs)
+        self._walk([(os.path.join(path, n), old.depth + 1) for n in fresh])
 
     def _put(self, path: str, rec: _Dir) -> None:
         self._dirs[path] = rec
@@ -310,13 +313,24 @@ class SecretIndex:
             rec = self._dirs.pop(sub)
             self._polled.discard(sub)
             if rec.wd is not None:
-                self._drop_watch(rec.wd)
+                self._drop_watch(rec.wd, sub)
         for sub in [p for p in self._frontier if within(p, path)]:
             del self._frontier[sub]
 
-    def _drop_watch(self, wd: int) -> None:
-        if self._by_wd.get(wd) is None:
+    def _drop_watch(self, wd: int, path: str | None = None) -> None:
+        """``path`` no longer uses the watch ``wd`` (None: nothing does); removed with its last
+        path. A watch belongs to an inode, not a path: a folder moved elsewhere in the roots
+        is looked into again at its new path *with the same descriptor* (``add_watch`` on a
+        watched inode returns it), and forgetting the old path then removed the new path's
+        watch: the moved folder (``mv ~/downloads/app ~/app``) went deaf, and a ``.env`` made
+        in it later was readable."""
+        owners = self._by_wd.get(wd)
+        if owners is None:
             return
+        if path is not None:
+            owners.discard(path)
+            if owners:
+                return  # another path still owns it
         del self._by_wd[wd]
         if self._inotify is not None:
             with contextlib.suppress(OSError):

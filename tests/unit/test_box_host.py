@@ -93,3 +93,34 @@ def test_gitlinks_are_read_from_every_index_version(tmp_path, version):
         git("update-index", "--index-version", version)
     assert _gitlinks(str(tmp_path / ".git" / "index")) == names[1:]
     assert _gitlinks(str(tmp_path / "absent")) == []
+
+
+def test_a_folder_the_index_did_not_look_into_that_holds_the_cwd_is_looked_into(tmp_path):
+    """An outside review: a folder the index left out is hidden whole, but not one that
+    holds the call's project: then nothing in it was masked. It is looked into per call: its
+    secrets masked, each folder beside the project hidden whole, the project left to the
+    project scan; a folder too big to look into refuses the box."""
+    from omp_a2a_bridge.server.box.host import SCAN_MAX_MASKS, TooManySecrets, _outside
+    from omp_a2a_bridge.server.box.policy import HostEntry
+
+    top = tmp_path / "top"
+    (top / "work" / "app" / "src").mkdir(parents=True)
+    (top / "other" / "x").mkdir(parents=True)
+    (top / "node_modules" / "m").mkdir(parents=True)
+    for rel in (".env", "README.md", "work/id_ed25519", "work/app/.env"):
+        (top / rel).write_text("x")
+    project, home = str(top / "work" / "app"), str(tmp_path)
+    masks = _outside([], [str(top)], [], [project, project, home, home], [])
+    assert {(os.path.relpath(m.path, top), m.is_dir) for m in masks} == {
+        (".env", False),
+        ("other", True),
+        ("work/id_ed25519", False),
+    }
+    # one it may hide is hidden whole, as before
+    elsewhere = str(tmp_path / "elsewhere")
+    out = _outside([], [str(top)], [], [elsewhere, elsewhere, home, home], [])
+    assert out == [HostEntry(str(top), True)]
+    for i in range(SCAN_MAX_MASKS + 1):
+        (top / f"k{i}.pem").write_text("x")
+    with pytest.raises(TooManySecrets):
+        _outside([], [str(top)], [], [project, project, home, home], [])

@@ -161,3 +161,30 @@ def test_a_lost_event_queue_walks_again(tmp_path, make):
         (tmp_path / "big" / f"f{i}").touch()
     _put(tmp_path / "big" / "last" / ".env")
     assert _found(index, tmp_path) == {"big/last/.env"}
+
+
+def test_a_folder_moved_to_another_parent_stays_watched(tmp_path, make):
+    """An outside review: a folder moved up a level is looked into at its new path with the
+    same watch (a watch is its inode's); forgetting the old path removed it, and the moved
+    folder went deaf. Both orders: the new parent first (up a level) and last."""
+    for src, dst in (("down/app", "app"), ("a/app", "z/app")):
+        (tmp_path / src / "cfg").mkdir(parents=True)
+        (tmp_path / dst).parent.mkdir(parents=True, exist_ok=True)
+    index = make(tmp_path)
+    assert _found(index, tmp_path) == set()
+    os.rename(tmp_path / "down" / "app", tmp_path / "app")
+    os.rename(tmp_path / "a" / "app", tmp_path / "z" / "app")
+    assert _found(index, tmp_path) == set()
+    _put(tmp_path / "app" / ".env")
+    _put(tmp_path / "app" / "cfg" / "id_rsa")
+    _put(tmp_path / "z" / "app" / "cfg" / ".pgpass")
+    assert _found(index, tmp_path) == {"app/.env", "app/cfg/id_rsa", "z/app/cfg/.pgpass"}
+
+
+def test_a_folder_made_below_the_last_level_later_is_listed_as_not_looked_into(tmp_path, make):
+    last = tmp_path.joinpath(*[f"l{i}" for i in range(secrets.MAX_DEPTH)])
+    last.mkdir(parents=True)
+    index = make(tmp_path)
+    assert index.view().complete
+    _put(last / "late" / ".env")
+    assert index.view().unindexed == (str(last / "late"),)
