@@ -92,3 +92,23 @@ def test_a_folder_made_at_the_depth_bound_later_is_hidden(world: World) -> None:
     world.bash("true")  # the chain is indexed down to the last level
     made = _put(os.path.join(last, "late", ".env"), "K=FAKESECRET-past-depth-6f6f")
     assert world.leaks(_reads(world, made)) == []
+
+
+def test_a_secret_looking_link_hides_what_it_points_to(world: World) -> None:
+    """``~/svc/.env -> ~/vault/svc-settings``: the name the human gave the secret is the
+    link's; the file it points to has a plain name. The index and the project scan judged
+    only regular files (a link "is judged where it points"), so neither path was masked. In
+    the project too (``.env.production`` a link the human made)."""
+    vault = os.path.join(world.home, "vault")
+    _put(os.path.join(vault, "svc-settings"), "K=FAKESECRET-linked-7a7a")
+    _put(os.path.join(vault, "proj-settings"), "K=FAKESECRET-linked-proj-8b8b")
+    os.makedirs(os.path.join(world.home, "svc"))
+    os.symlink(os.path.join(vault, "svc-settings"), os.path.join(world.home, "svc", ".env"))
+    os.symlink("../vault/proj-settings", os.path.join(world.project, ".env.production"))
+    text = _reads(
+        world,
+        os.path.join(world.home, "svc", ".env"),
+        os.path.join(world.project, ".env.production"),
+        os.path.join(vault, "svc-settings"),
+    )
+    assert world.leaks(text) == [], text
