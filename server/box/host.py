@@ -208,6 +208,7 @@ class Scan:
     nested: list[str]  # existing persistence (``sub/.vscode``, a nested ``.git`` file...)
     git_dirs: list[str]  # nested repositories' git dirs (and theirs: modules, worktrees)
     repos: list[tuple[str, str]]  # (work tree or bare dir, common git dir) of each found
+    links: list[str] = dataclasses.field(default_factory=list)  # secret-looking symlinks
 
 
 def _found_git(path: str, is_dir: bool, scan: Scan) -> None:
@@ -265,6 +266,8 @@ def _scan(top: str, home: str) -> Scan:
                         todo.append((entry.path, depth + 1))
                     continue
                 if not entry.is_file(follow_symlinks=False):
+                    if entry.is_symlink() and _secret_name(matcher, entry.name):
+                        scan.links.append(entry.path)  # what it points to is masked
                     continue
                 hit = matcher.name(fold(entry.name))
                 if hit is not None and hit.kind is EscalationKind.PERSISTENCE:
@@ -524,6 +527,28 @@ def _outside(
     return coalesce(masks, "/", INDEX_MAX_MASKS, hideable)
 
 
+def _secret_name(matcher: Matcher, name: str) -> bool:
+    hit = matcher.name(fold(name))
+    return hit is not None and hit.kind is not EscalationKind.PERSISTENCE
+
+
+MAX_LINKS = 256  # secret-looking symlinks resolved per call (each is a few stats)
+
+
+def _link_targets(links: Iterable[str]) -> list[str]:
+    """The real files secret-looking symlinks point to (``~/svc/.env -> ~/vault/settings``):
+    the name the human gave the secret is the link's, and the box reads through a link, so the
+    target is masked wherever it lies (a link is never masked itself: a mount follows it).
+    Resolved per call, at most :data:`MAX_LINKS` (the rest: their targets are judged by name
+    where they lie, as before)."""
+    out: list[str] = []
+    for link in list(dict.fromkeys(links))[:MAX_LINKS]:
+        real = os.path.realpath(link)
+        if real != link and os.path.isfile(real):
+            out.append(real)
+    return out
+
+
 def _index(real_roots: Iterable[str], home: str) -> SecretIndex:
     return index_for(tuple(sorted(real_roots)), home, _name_matcher())
 
@@ -577,10 +602,17 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
     # Secret-looking files elsewhere in the roots (``~/otherproj/.env``): the kept index.
     index = _index(real_roots, home).view()
+    # What secret-looking links point to: inside the project beside the scan's masks (never
+    # coalesced into a folder of the project), elsewhere with the index's secrets.
+    targets = _link_targets([*scan.links, *index.links])
+    scan.masks += [HostEntry(t, False) for t in targets if within(t, project_top)]
     python = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)]
     others, tmp_visible = _others(home), _tmp_visible()
     elsewhere = _outside(
-        (p for p in index.secrets if not within(p, project_top)),
+        [
+            *(p for p in index.secrets if not within(p, project_top)),
+            *(t for t in targets if not within(t, project_top)),
+        ],
         (p for p in index.unindexed if not within(p, project_top)),
         hidden=[*(e.path for e in hidden if e.is_dir), *own_real, *others],
         holds=[project_top, cwd, home, *real_roots],

@@ -73,6 +73,7 @@ class _Dir:
     # Its mtime was too close to the look to be trusted (a change in the same clock tick
     # leaves the mtime as it was): looked at again until it is older (git's "racy" files).
     racy: bool = False
+    links: frozenset[str] = frozenset()  # names of secret-looking symlinks straight in it
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -84,6 +85,10 @@ class IndexView:
     # Folders the index knows exist but did not look into (past MAX_DIRS or MAX_DEPTH): the box
     # hides them whole, so a full budget hides more and shows nothing unlooked-at.
     unindexed: tuple[str, ...] = ()
+    # Secret-looking symlinks (``~/svc/.env -> ~/vault/settings``): the secret's name is the
+    # link's, so what it points to is hidden; resolved per call (a link's target can change
+    # with no event in the link's folder).
+    links: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -164,8 +169,12 @@ class SecretIndex:
                 self._view = None
             if self._view is None:
                 found = [os.path.join(d, n) for d, rec in self._dirs.items() for n in rec.secrets]
+                links = [os.path.join(d, n) for d, rec in self._dirs.items() for n in rec.links]
                 self._view = IndexView(
-                    tuple(sorted(found)), len(self._dirs), tuple(sorted(self._frontier))
+                    tuple(sorted(found)),
+                    len(self._dirs),
+                    tuple(sorted(self._frontier)),
+                    tuple(sorted(links)),
                 )
             return self._view
 
@@ -220,6 +229,7 @@ class SecretIndex:
             return None
         secrets: list[str] = []
         subdirs: list[str] = []
+        links: list[str] = []
         for entry in entries:
             name = entry.name
             if path == self._home and name.startswith("."):
@@ -232,10 +242,16 @@ class SecretIndex:
                     hit = self._matcher.name(fold(name))
                     if hit is not None and hit.kind is not EscalationKind.PERSISTENCE:
                         secrets.append(name)
+                elif entry.is_symlink():
+                    hit = self._matcher.name(fold(name))
+                    if hit is not None and hit.kind is not EscalationKind.PERSISTENCE:
+                        links.append(name)
             except OSError:
                 continue
         racy = wd is None and mtime >= looked - RACY_NS
-        return _Dir(mtime, depth, frozenset(secrets), frozenset(subdirs), wd, racy)
+        return _Dir(
+            mtime, depth, frozenset(secrets), frozenset(subdirs), wd, racy, frozenset(links)
+        )
 
     # -- keeping current --------------------------------------------------------------------
 

@@ -124,3 +124,17 @@ def test_a_folder_the_index_did_not_look_into_that_holds_the_cwd_is_looked_into(
         (top / f"k{i}.pem").write_text("x")
     with pytest.raises(TooManySecrets):
         _outside([], [str(top)], [], [project, project, home, home], [])
+
+
+def test_what_a_secret_looking_link_points_to_is_masked(tmp_path):
+    """An outside review: ``~/svc/.env -> ~/vault/svc-settings`` was read through in the box
+    (the scan and the index judged only regular files)."""
+    from omp_a2a_bridge.server.box.host import _link_targets
+
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "settings").write_text("x")
+    os.symlink(tmp_path / "vault" / "settings", tmp_path / ".env")
+    os.symlink(tmp_path / "vault", tmp_path / "credentials")  # a folder: not a file's name
+    os.symlink(tmp_path / "gone", tmp_path / ".env.old")  # dangling: nothing to mask
+    links = [str(tmp_path / n) for n in (".env", "credentials", ".env.old")]
+    assert _link_targets(links) == [str(tmp_path / "vault" / "settings")]

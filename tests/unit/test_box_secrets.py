@@ -57,6 +57,8 @@ def test_finds_secret_names_not_templates_nor_the_hidden_home(tmp_path, make):
     index = make(tmp_path)
     assert _found(index, tmp_path) == {"a/.env", "b/deep/er/id_ed25519", "c/prod.tfstate"}
     assert index.view().complete
+    # a secret-looking link is listed: the box hides what it points to, per call
+    assert index.view().links == (str(tmp_path / "e" / ".env"),)
 
 
 def test_a_secret_made_later_is_found_before_the_next_call(tmp_path, make):
