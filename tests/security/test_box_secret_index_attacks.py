@@ -112,3 +112,46 @@ def test_a_secret_looking_link_hides_what_it_points_to(world: World) -> None:
         os.path.join(vault, "svc-settings"),
     )
     assert world.leaks(text) == [], text
+
+
+def test_a_secret_deeper_in_the_project_than_its_scan_looks_is_private(world: World) -> None:
+    """The project scan looks 6 levels deep, the index 16; the index's secrets inside the
+    project were left to the scan, so a ``.env`` 7 levels down the project was readable
+    (and the call could move it anywhere)."""
+    deep = _chain(world.project, "p", 7)
+    made = _put(os.path.join(deep, ".env"), "K=FAKESECRET-deep-in-project-9c9c")
+    world.bash("true")
+    _, text = world.bash(f"cat '{made}' 2>&1; mv '{made}' moved.txt 2>&1; cat moved.txt 2>&1")
+    assert world.leaks(text) == [], text
+    assert os.path.exists(made)
+
+
+def test_a_link_to_a_folder_in_the_roots_reads_the_masked_real_path(world: World) -> None:
+    """Held: the index does not follow links, but a link resolves to the real path in the
+    box, and that is where the mask is."""
+    target = os.path.join(world.home, "deep", "place")
+    made = _put(os.path.join(target, ".env"), "K=FAKESECRET-via-link-0d0d")
+    os.symlink(target, os.path.join(world.home, "shortcut"))
+    text = _reads(world, os.path.join(world.home, "shortcut", ".env"), made)
+    assert world.leaks(text) == [], text
+
+
+def test_any_spelling_of_a_secret_name_and_odd_folder_names_are_private(world: World) -> None:
+    """Held: names are folded (``.ENV``, ``ID_RSA``); a folder named with a newline or bytes
+    that are not UTF-8 is masked like any other (and the box still starts)."""
+    world.bash("true")
+    made = [
+        _put(os.path.join(world.home, "caps", ".ENV"), "K=FAKESECRET-caps-1e1e"),
+        _put(os.path.join(world.home, "caps", "ID_RSA"), "FAKESECRET-caps-2f2f"),
+        _put(os.path.join(world.home, "new\nline", ".env"), "K=FAKESECRET-newline-3a3a"),
+    ]
+    odd = os.path.join(os.fsencode(world.home), b"bad\xffname")
+    os.makedirs(odd)
+    with open(os.path.join(odd, b".env"), "w") as f:
+        f.write("K=FAKESECRET-not-utf8-4b4b\n")
+    _, text = world.bash(
+        "cat ~/caps/.ENV ~/caps/ID_RSA ~/new*line/.env ~/bad*name/.env 2>&1; "
+        "grep -rh FAKESECRET ~ 2>/dev/null | head; echo done-$((6*7))"
+    )
+    assert world.leaks(text) == [] and "done-42" in text, text
+    assert world.leaks(_reads(world, *made)) == []
