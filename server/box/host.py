@@ -453,7 +453,8 @@ def _unlooked(
     ``.env``). Looked into now, for this call: its secret-looking files are masked, each
     subfolder it may hide is hidden whole, the others are looked into the same way; the
     project is left to the project scan, and dependency trees are skipped as the index skips
-    them. Bounded: past :data:`SCAN_MAX_ENTRIES` entries or :data:`SCAN_MAX_MASKS` masks the
+    them; what a secret-looking link there points to is masked too. Bounded: past
+    :data:`SCAN_MAX_ENTRIES` entries or :data:`SCAN_MAX_MASKS` masks the
     box is refused (:class:`TooManySecrets`), not made leaky."""
     matcher = _name_matcher()
     out: list[HostEntry] = []
@@ -480,10 +481,11 @@ def _unlooked(
                         out.append(HostEntry(path, True))
                     else:
                         todo.append(path)
-                elif entry.is_file(follow_symlinks=False):
-                    hit = matcher.name(fold(entry.name))
-                    if hit is not None and hit.kind is not EscalationKind.PERSISTENCE:
+                elif _secret_name(matcher, entry.name):
+                    if entry.is_file(follow_symlinks=False):
                         out.append(HostEntry(path, False))
+                    elif entry.is_symlink():
+                        out += [HostEntry(t, False) for t in _link_targets([path])]
             except OSError:
                 continue
     if len(out) > SCAN_MAX_MASKS:
@@ -602,10 +604,16 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
     # Secret-looking files elsewhere in the roots (``~/otherproj/.env``): the kept index.
     index = _index(real_roots, home).view()
-    # What secret-looking links point to: inside the project beside the scan's masks (never
-    # coalesced into a folder of the project), elsewhere with the index's secrets.
+    # What secret-looking links point to, and the index's secrets: inside the project with the
+    # scan's masks (coalesced by the project's rule), elsewhere through ``_outside``.
     targets = _link_targets([*scan.links, *index.links])
-    scan.masks += [HostEntry(t, False) for t in targets if within(t, project_top)]
+    # (The scan looks 6 levels deep, the index 16: a ``.env`` 7 levels down the project was
+    # readable, and movable anywhere, while the index knew it.)
+    inside = [p for p in (*index.secrets, *targets) if within(p, project_top)]
+    if inside:
+        folders = [m.path for m in scan.masks if m.is_dir]
+        more = [HostEntry(p, False) for p in inside if not any(within(p, f) for f in folders)]
+        scan.masks = coalesce([*scan.masks, *more], project_top, SCAN_MAX_MASKS)
     python = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)]
     others, tmp_visible = _others(home), _tmp_visible()
     elsewhere = _outside(

@@ -9,7 +9,9 @@ kept current:
 - on Linux by inotify: every indexed folder is watched, and before each call the queued events
   are read and only the folders they name are looked at again. The kernel queues an event
   before the ``creat``/``rename`` returns, so a secret created before the call is hidden from it;
-- elsewhere (or for folders past the watch limit) by each folder's ``mtime``, checked per call.
+- elsewhere (or for folders past the watch limit) by each folder's ``mtime`` and ``ctime``,
+  checked per call (``tar``, ``rsync -a``, ``touch -d`` set an ``mtime`` back; nothing but the
+  kernel sets a ``ctime``).
 
 Bounded: the walk stops after :data:`MAX_DIRS` folders (breadth first: the shallow folders,
 where projects keep their ``.env``, come first) and skips what :data:`SCAN_SKIP` names
@@ -34,7 +36,7 @@ from .policy import within
 
 MAX_DIRS = 20_000  # folders indexed (and watched) at most, over all the roots
 MAX_DEPTH = 16  # below a root
-RACY_NS = 2_000_000_000  # mtimes this close to a look are re-checked (coarse clocks, FAT: 2 s)
+RACY_NS = 2_000_000_000  # times this close to a look are re-checked (coarse clocks, FAT: 2 s)
 # Dependency, build and toolchain trees, and git dirs (the project scan skips the first six
 # too): they hold no secrets of the user's, and would spend the budget.
 SCAN_SKIP = frozenset(
@@ -65,7 +67,7 @@ def skipped(name: str) -> bool:
 
 @dataclasses.dataclass(slots=True)
 class _Dir:
-    mtime_ns: int
+    stamp: tuple[int, int]  # its (mtime, ctime) in ns when looked at
     depth: int
     secrets: frozenset[str]  # names of secret-looking files straight in this folder
     subdirs: frozenset[str]  # names of the folders indexed below it
@@ -139,7 +141,7 @@ class SecretIndex:
         # Each watch's folders: a watch belongs to an inode, so one folder known at two paths
         # (moved, and its old path not forgotten yet; a bind mount) shares one descriptor.
         self._by_wd: dict[int, set[str]] = {}
-        self._polled: set[str] = set()  # indexed folders without a watch: their mtime says
+        self._polled: set[str] = set()  # indexed folders without a watch: their times say
         self._frontier: dict[str, int] = {}  # unindexed folders -> depth
         self._built = False
         self._view: IndexView | None = None  # what view() said last, while nothing changed
@@ -216,12 +218,13 @@ class SecretIndex:
             try:
                 wd = self._inotify.add_watch(path, self._watch_mask)  # type: ignore[attr-defined]
             except OSError:
-                wd = None  # past the watch limit, or gone: its mtime is checked per call
+                wd = None  # past the watch limit, or gone: its times are checked per call
             if wd is not None:
                 self._by_wd.setdefault(wd, set()).add(path)
         try:
             looked = time.time_ns()
-            mtime = os.stat(path, follow_symlinks=False).st_mtime_ns
+            st = os.stat(path, follow_symlinks=False)
+            stamp = (st.st_mtime_ns, st.st_ctime_ns)
             entries = list(os.scandir(path))
         except OSError:
             if wd is not None:
@@ -248,9 +251,9 @@ class SecretIndex:
                         links.append(name)
             except OSError:
                 continue
-        racy = wd is None and mtime >= looked - RACY_NS
+        racy = wd is None and max(stamp) >= looked - RACY_NS
         return _Dir(
-            mtime, depth, frozenset(secrets), frozenset(subdirs), wd, racy, frozenset(links)
+            stamp, depth, frozenset(secrets), frozenset(subdirs), wd, racy, frozenset(links)
         )
 
     # -- keeping current --------------------------------------------------------------------
@@ -274,11 +277,12 @@ class SecretIndex:
             if overflow:
                 self._rebuild()
                 return True
-        # Folders without a watch (no inotify here, or past its limit): their mtime says.
+        # Folders without a watch (no inotify here, or past its limit): their times say.
         for path in list(self._polled):
             rec = self._dirs[path]
             try:
-                if rec.racy or os.stat(path, follow_symlinks=False).st_mtime_ns != rec.mtime_ns:
+                st = os.stat(path, follow_symlinks=False)
+                if rec.racy or (st.st_mtime_ns, st.st_ctime_ns) != rec.stamp:
                     dirty.add(path)
             except OSError:
                 dirty.add(path)

@@ -190,3 +190,18 @@ def test_a_folder_made_below_the_last_level_later_is_listed_as_not_looked_into(t
     assert index.view().complete
     _put(last / "late" / ".env")
     assert index.view().unindexed == (str(last / "late"),)
+
+
+def test_a_folder_whose_mtime_is_set_back_is_still_looked_at_again(tmp_path, make, monkeypatch):
+    """An outside review: where a folder has no watch, its ``mtime`` said whether it changed,
+    and ``tar``, ``rsync -a``, ``cp -a`` and ``touch -d`` set a folder's ``mtime`` back after
+    writing into it. Its ``ctime`` cannot be set: both are compared."""
+    monkeypatch.setattr(secrets, "RACY_NS", 0)  # no "too recent to trust" re-looks here
+    (tmp_path / "d").mkdir()
+    old = 1_600_000_000_000_000_000
+    os.utime(tmp_path / "d", ns=(old, old))
+    index = make(tmp_path)
+    assert _found(index, tmp_path) == set()
+    _put(tmp_path / "d" / ".env")
+    os.utime(tmp_path / "d", ns=(old, old))
+    assert _found(index, tmp_path) == {"d/.env"}
