@@ -155,3 +155,20 @@ def test_any_spelling_of_a_secret_name_and_odd_folder_names_are_private(world: W
     )
     assert world.leaks(text) == [] and "done-42" in text, text
     assert world.leaks(_reads(world, *made)) == []
+
+
+def test_a_folder_replaced_by_a_new_one_of_the_same_name_is_watched_anew(world: World) -> None:
+    """``mv ~/app ~/app.old && git clone … ~/app``: the new ``~/app`` holds folders with the
+    old names, so the index saw nothing gone and nothing new below it and kept the old
+    folders' watches, which follow the old inodes to ``~/app.old``: the new ``~/app/cfg``
+    went deaf, and a ``.env`` made in it later was readable."""
+    os.makedirs(os.path.join(world.home, "app", "cfg", "sub"))
+    world.bash("true")
+    os.rename(os.path.join(world.home, "app"), os.path.join(world.home, "app.old"))
+    os.makedirs(os.path.join(world.home, "app", "cfg", "sub"))
+    world.bash("true")  # the swap is seen
+    made = [
+        _put(os.path.join(world.home, "app", "cfg", ".env"), "K=FAKESECRET-swapped-5c5c"),
+        _put(os.path.join(world.home, "app", "cfg", "sub", "id_rsa"), "FAKESECRET-swapped-6d6d"),
+    ]
+    assert world.leaks(_reads(world, *made)) == []
