@@ -68,6 +68,7 @@ def skipped(name: str) -> bool:
 @dataclasses.dataclass(slots=True)
 class _Dir:
     stamp: tuple[int, int]  # its (mtime, ctime) in ns when looked at
+    inode: tuple[int, int]  # (st_dev, st_ino): which folder this path named when looked at
     depth: int
     secrets: frozenset[str]  # names of secret-looking files straight in this folder
     subdirs: frozenset[str]  # names of the folders indexed below it
@@ -225,6 +226,7 @@ class SecretIndex:
             looked = time.time_ns()
             st = os.stat(path, follow_symlinks=False)
             stamp = (st.st_mtime_ns, st.st_ctime_ns)
+            inode = (st.st_dev, st.st_ino)
             entries = list(os.scandir(path))
         except OSError:
             if wd is not None:
@@ -253,7 +255,7 @@ class SecretIndex:
                 continue
         racy = wd is None and max(stamp) >= looked - RACY_NS
         return _Dir(
-            stamp, depth, frozenset(secrets), frozenset(subdirs), wd, racy, frozenset(links)
+            stamp, inode, depth, frozenset(secrets), frozenset(subdirs), wd, racy, frozenset(links)
         )
 
     # -- keeping current --------------------------------------------------------------------
@@ -282,7 +284,11 @@ class SecretIndex:
             rec = self._dirs[path]
             try:
                 st = os.stat(path, follow_symlinks=False)
-                if rec.racy or (st.st_mtime_ns, st.st_ctime_ns) != rec.stamp:
+                if (
+                    rec.racy
+                    or (st.st_mtime_ns, st.st_ctime_ns) != rec.stamp
+                    or (st.st_dev, st.st_ino) != rec.inode
+                ):
                     dirty.add(path)
             except OSError:
                 dirty.add(path)
@@ -311,13 +317,17 @@ class SecretIndex:
         if new is None:
             self._forget(path)
             return
-        for gone in old.subdirs - new.subdirs:
+        # Another folder under the same name (``mv app app.old && git clone … app``): its
+        # folders are new ones whatever their names. Keeping the old records kept their
+        # watches, which follow the old inodes away: the new ``app/cfg`` went deaf.
+        replaced = new.inode != old.inode
+        for gone in old.subdirs if replaced else old.subdirs - new.subdirs:
             self._forget(os.path.join(path, gone))
         self._put(path, new)
         # Past the depth bound too: ``_walk`` lists those as not looked into (hidden whole).
         # Skipping them left a folder made later below the last level neither looked into
         # nor hidden, and its secrets readable.
-        fresh = sorted(new.subdirs - old.subdirs)
+        fresh = sorted(new.subdirs if replaced else new.subdirs - old.subdirs)
         self._walk([(os.path.join(path, n), old.depth + 1) for n in fresh])
 
     def _put(self, path: str, rec: _Dir) -> None:

@@ -205,3 +205,19 @@ def test_a_folder_whose_mtime_is_set_back_is_still_looked_at_again(tmp_path, mak
     _put(tmp_path / "d" / ".env")
     os.utime(tmp_path / "d", ns=(old, old))
     assert _found(index, tmp_path) == {"d/.env"}
+
+
+def test_a_folder_replaced_under_the_same_name_is_looked_into_anew(tmp_path, make):
+    """``mv app app.old && mkdir -p app/cfg``: the new ``app/cfg`` is another folder (the old
+    records' watches follow the old inodes to ``app.old``)."""
+    (tmp_path / "app" / "cfg" / "sub").mkdir(parents=True)
+    index = make(tmp_path)
+    assert _found(index, tmp_path) == set()
+    os.rename(tmp_path / "app", tmp_path / "app.old")
+    (tmp_path / "app" / "cfg" / "sub").mkdir(parents=True)
+    assert _found(index, tmp_path) == set()
+    _put(tmp_path / "app" / "cfg" / ".env")
+    _put(tmp_path / "app" / "cfg" / "sub" / "id_rsa")
+    assert _found(index, tmp_path) == {"app/cfg/.env", "app/cfg/sub/id_rsa"}
+    _put(tmp_path / "app.old" / "cfg" / ".pgpass")  # the old folders are watched as theirs
+    assert _found(index, tmp_path) == {"app/cfg/.env", "app/cfg/sub/id_rsa", "app.old/cfg/.pgpass"}
