@@ -9,6 +9,7 @@ test is one attack the review found or tried; a secret returned is a failure.
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -172,3 +173,32 @@ def test_a_folder_replaced_by_a_new_one_of_the_same_name_is_watched_anew(world: 
         _put(os.path.join(world.home, "app", "cfg", "sub", "id_rsa"), "FAKESECRET-swapped-6d6d"),
     ]
     assert world.leaks(_reads(world, *made)) == []
+
+
+def _mount_tmpfs(path: str) -> bool:
+    """A filesystem mounted on ``path`` the way a vault or a network drive appears in a home
+    (Cryptomator, VeraCrypt, sshfs, rclone): root only, which these tests are when they can."""
+    if os.geteuid() != 0:
+        return False
+    return subprocess.run(["mount", "-t", "tmpfs", "vault", path], check=False).returncode == 0
+
+
+def test_a_filesystem_mounted_in_the_roots_is_looked_into(world: World) -> None:
+    """A vault mounted on ``~/Vault`` after the index was built: its watch is on the folder
+    under the mount, so nothing in the vault made an event or was ever looked into."""
+    vault = os.path.join(world.home, "Vault")
+    os.makedirs(vault)
+    world.bash("true")  # ~/Vault is indexed (empty, watched)
+    if not _mount_tmpfs(vault):
+        if os.environ.get("CI"):
+            pytest.fail("mounting a tmpfs needs root here")
+        pytest.skip("mounting a tmpfs needs root here")
+    try:
+        world.bash("true")
+        made = [
+            _put(os.path.join(vault, "prod", ".env"), "K=FAKESECRET-vault-7e7e"),
+            _put(os.path.join(vault, "id_ed25519"), "FAKESECRET-vault-8f8f"),
+        ]
+        assert world.leaks(_reads(world, *made)) == []
+    finally:
+        subprocess.run(["umount", "-l", vault], check=False)
