@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import sys
 import threading
 import time
@@ -58,6 +59,9 @@ SCAN_SKIP = frozenset(
         "AppData",
     }
 )
+
+
+_OCTAL = re.compile(rb"\\([0-7]{3})")  # mountinfo's escapes: \040 a space, \012 a newline
 
 
 def skipped(name: str) -> bool:
@@ -147,6 +151,8 @@ class SecretIndex:
         self._built = False
         self._view: IndexView | None = None  # what view() said last, while nothing changed
         self._inotify = _watcher()
+        self._mount_raw = b""  # /proc/self/mountinfo when last read
+        self._mounted: frozenset[tuple[bytes, str]] = frozenset()  # (mount id, point) in tops
         self._watch_mask = _mask() if self._inotify is not None else 0
 
     def close(self) -> None:
@@ -190,6 +196,7 @@ class SecretIndex:
         self._polled.clear()
         self._frontier.clear()
         self._built = True
+        self._mounts_changed()
         self._walk([(top, 0) for top in self._tops])
 
     def _walk(self, todo: list[tuple[str, int]]) -> None:
@@ -292,10 +299,23 @@ class SecretIndex:
                     dirty.add(path)
             except OSError:
                 dirty.add(path)
+        # A filesystem mounted or unmounted in the roots (a vault, a network drive): inotify
+        # says nothing (the watch is on the folder under the mount), so the mount table does.
+        # The folder's inode changes with it: it is looked into anew (see ``_again``).
+        unwatched: list[tuple[str, int]] = []
+        for point in self._mounts_changed():
+            parent = os.path.dirname(point)
+            if point in self._dirs:
+                dirty.add(point)
+            elif parent in self._dirs and self._listed(parent, os.path.basename(point)):
+                unwatched.append((point, self._dirs[parent].depth + 1))
         # Parents first: a removed subtree is forgotten before a moved one is indexed again
         # (a watch follows its inode, so a moved folder keeps its watch descriptor).
         for path in sorted(dirty, key=lambda p: p.count(os.sep)):
             self._again(path)
+        if unwatched:
+            self._walk(unwatched)
+            dirty.update(p for p, _ in unwatched)
         # Room again (folders went away): look into what the budget left out.
         waiting = [(p, d) for p, d in self._frontier.items() if d <= MAX_DEPTH]
         if waiting and len(self._dirs) < self._max:
@@ -303,6 +323,34 @@ class SecretIndex:
             self._walk(sorted(waiting, key=lambda item: item[1]))
             return True if len(self._frontier) != before else bool(dirty)
         return bool(dirty)
+
+    def _listed(self, parent: str, name: str) -> bool:
+        """Whether the index looks into folder ``name`` of ``parent`` (not skipped, not the
+        home's hidden tree)."""
+        return not skipped(name) and not (parent == self._home and name.startswith("."))
+
+    def _mounts_changed(self) -> set[str]:
+        """The mount points in the roots mounted or unmounted since the last look (Linux:
+        ``/proc/self/mountinfo``; elsewhere none are seen)."""
+        try:
+            with open("/proc/self/mountinfo", "rb") as f:
+                raw = f.read()
+        except OSError:
+            return set()
+        if raw == self._mount_raw:
+            return set()
+        self._mount_raw = raw
+        now: set[tuple[bytes, str]] = set()
+        for line in raw.splitlines():
+            fields = line.split(b" ")
+            if len(fields) < 5:
+                continue
+            point = os.fsdecode(_OCTAL.sub(lambda m: bytes([int(m[1], 8)]), fields[4]))
+            if any(within(point, top) for top in self._tops):
+                now.add((fields[0], point))
+        changed = {point for _, point in now ^ self._mounted}
+        self._mounted = frozenset(now)
+        return changed
 
     def _again(self, path: str) -> None:
         """Look at one indexed folder again: its secrets now, subfolders gone and new. Its
