@@ -202,3 +202,31 @@ def test_a_filesystem_mounted_in_the_roots_is_looked_into(world: World) -> None:
         assert world.leaks(_reads(world, *made)) == []
     finally:
         subprocess.run(["umount", "-l", vault], check=False)
+
+
+@pytest.fixture(scope="module")
+def user_world() -> Iterator[World]:
+    """The bridge as a desktop user: file modes bind it (root reads every folder)."""
+    yield from world_fixture(True)
+
+
+def test_a_folder_the_bridge_cannot_list_is_hidden_until_it_can(user_world: World) -> None:
+    """A folder the bridge may enter but not list (``--x``: another user's drop folder) was
+    left out of the index and not hidden: the box read ``~/drop/.env`` by its name. One it
+    could not even enter, opened later (``chmod 700``), was never looked into."""
+    world = user_world
+    drop, later = os.path.join(world.home, "drop"), os.path.join(world.home, "later-open")
+    made = [
+        _put(os.path.join(drop, ".env"), "K=FAKESECRET-drop-9a9a"),
+        _put(os.path.join(later, "svc", ".env"), "K=FAKESECRET-later-open-0b0b"),
+    ]
+    os.chmod(drop, 0o100)
+    os.chmod(later, 0o000)
+    try:
+        world.bash("true")
+        assert world.leaks(_reads(world, made[0])) == []
+        os.chmod(later, 0o700)
+        assert world.leaks(_reads(world, *made)) == []
+    finally:
+        os.chmod(drop, 0o700)
+        os.chmod(later, 0o700)
