@@ -454,8 +454,8 @@ def _unlooked(
     subfolder it may hide is hidden whole, the others are looked into the same way; the
     project is left to the project scan, and dependency trees are skipped as the index skips
     them; what a secret-looking link there points to is masked too. Bounded: past
-    :data:`SCAN_MAX_ENTRIES` entries or :data:`SCAN_MAX_MASKS` masks the
-    box is refused (:class:`TooManySecrets`), not made leaky."""
+    :data:`SCAN_MAX_ENTRIES` entries or :data:`SCAN_MAX_MASKS` masks, or a folder on the way
+    that may not be listed, the box is refused (:class:`TooManySecrets`), not made leaky."""
     matcher = _name_matcher()
     out: list[HostEntry] = []
     seen = 0
@@ -464,8 +464,10 @@ def _unlooked(
         here = todo.pop()
         try:
             entries = list(os.scandir(here))
-        except OSError:
+        except (FileNotFoundError, NotADirectoryError):
             continue
+        except OSError:
+            raise TooManySecrets(here) from None  # there, not listable: nothing to mask by
         for entry in entries:
             seen += 1
             if seen > SCAN_MAX_ENTRIES:

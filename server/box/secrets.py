@@ -69,6 +69,13 @@ def skipped(name: str) -> bool:
     return name in SCAN_SKIP or "cache" in name.lower()
 
 
+class _Shut(Exception):
+    """A folder that is there but may not be listed (``chmod 000``, another user's ``--x``
+    drop folder). It was left out of the index and not hidden, while the box may still open
+    a file in it by name (``~/drop/.env``); now it is listed as not looked into (hidden whole)
+    and tried again per call, so one opened later (``chmod 700``) is looked into."""
+
+
 @dataclasses.dataclass(slots=True)
 class _Dir:
     stamp: tuple[int, int]  # its (mtime, ctime) in ns when looked at
@@ -212,7 +219,11 @@ class SecretIndex:
                 self._frontier[path] = depth  # known, not looked into: hidden whole
                 continue
             self._frontier.pop(path, None)
-            rec = self._look(path, depth)
+            try:
+                rec = self._look(path, depth)
+            except _Shut:
+                self._frontier[path] = depth  # hidden whole while it cannot be listed
+                continue
             if rec is None:
                 continue
             self._put(path, rec)
@@ -220,7 +231,8 @@ class SecretIndex:
 
     def _look(self, path: str, depth: int) -> _Dir | None:
         """One folder: watch it first (so nothing made while it is listed is missed), then
-        list it."""
+        list it. None: it is gone (or no folder); :class:`_Shut`: it is there but may not be
+        listed."""
         wd: int | None = None
         if self._inotify is not None:
             try:
@@ -234,11 +246,18 @@ class SecretIndex:
             st = os.stat(path, follow_symlinks=False)
             stamp = (st.st_mtime_ns, st.st_ctime_ns)
             inode = (st.st_dev, st.st_ino)
-            entries = list(os.scandir(path))
         except OSError:
             if wd is not None:
                 self._drop_watch(wd, path)
             return None
+        try:
+            entries = list(os.scandir(path))
+        except OSError as e:
+            if wd is not None:
+                self._drop_watch(wd, path)
+            if isinstance(e, (FileNotFoundError, NotADirectoryError)):
+                return None
+            raise _Shut(path) from None
         secrets: list[str] = []
         subdirs: list[str] = []
         links: list[str] = []
@@ -359,11 +378,16 @@ class SecretIndex:
         old = self._dirs.get(path)
         if old is None:
             return
-        new = self._look(path, old.depth)
+        try:
+            new, shut = self._look(path, old.depth), False
+        except _Shut:
+            new, shut = None, True
         if old.wd is not None and (new is None or new.wd != old.wd):
             self._drop_watch(old.wd, path)
         if new is None:
             self._forget(path)
+            if shut:  # hidden whole until it can be listed again (looked at per call)
+                self._frontier[path] = old.depth
             return
         # Another folder under the same name (``mv app app.old && git clone … app``): its
         # folders are new ones whatever their names. Keeping the old records kept their
