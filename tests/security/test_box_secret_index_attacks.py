@@ -8,8 +8,11 @@ test is one attack the review found or tried; a secret returned is a failure.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -230,3 +233,39 @@ def test_a_folder_the_bridge_cannot_list_is_hidden_until_it_can(user_world: Worl
     finally:
         os.chmod(drop, 0o700)
         os.chmod(later, 0o700)
+
+
+def test_links_the_agent_makes_to_a_secret_elsewhere_read_nothing(world: World) -> None:
+    """Held: a hard link from the project or the box's /tmp crosses a mount (refused), and a
+    symlink resolves to the masked real path."""
+    secret = os.path.join(world.home, "otherproj", ".env")  # planted by the box world
+    _, text = world.bash(
+        f"ln '{secret}' stolen 2>&1; ln '{secret}' /tmp/stolen 2>&1; ln -s '{secret}' sym; "
+        "cat stolen /tmp/stolen sym 2>&1; cp sym copied 2>&1; cat copied; rm -f stolen sym copied"
+    )
+    assert world.leaks(text) == [], text
+
+
+@pytest.fixture(scope="module")
+def linked_root_world() -> Iterator[World]:
+    """A second root outside the home, configured by a symlink's path."""
+    base = tempfile.mkdtemp(prefix="a2a-root-", dir="/var/tmp")
+    real = os.path.join(base, "data")
+    _put(os.path.join(real, "svc", "api", ".env"), "K=FAKESECRET-other-root-1c1c")
+    os.symlink(real, os.path.join(base, "link"))
+    try:
+        yield from world_fixture(False, {"roots": ["~", os.path.join(base, "link")]})
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_root_outside_the_home_named_by_a_link_is_indexed(linked_root_world: World) -> None:
+    """Held: a root is indexed by its real path, and the box resolves the link to it."""
+    world = linked_root_world
+    with open(world.config) as f:
+        link = json.load(f)["roots"][1]
+    made = os.path.join(os.path.realpath(link), "svc", "api", ".env")
+    text = _reads(world, os.path.join(link, "svc", "api", ".env"), made)
+    assert world.leaks(text) == [] and "No such file" not in text, text
+    _, listing = world.bash(f"ls -a '{link}/svc/api'")
+    assert ".env" in listing, listing  # there, and empty in the box
