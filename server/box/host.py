@@ -30,7 +30,7 @@ from .policy import (
     project_of,
     within,
 )
-from .secrets import SecretIndex, index_for
+from .secrets import IndexView, SecretIndex, index_for
 from .secrets import skipped as _index_skips
 
 MAX_GIT_DIRS = 200
@@ -553,6 +553,20 @@ def _link_targets(links: Iterable[str]) -> list[str]:
     return out
 
 
+def _in_project(scan: Scan, index: IndexView, project: str) -> list[str]:
+    """Add the index's secrets and what secret-looking links point to that lie in the project
+    to the scan's masks (coalesced by the project's rule); return those elsewhere. The scan
+    looks 6 levels deep, the index 16: a ``.env`` 7 levels down the project was readable, and
+    movable anywhere, while the index knew it."""
+    found = [*index.secrets, *_link_targets([*scan.links, *index.links])]
+    inside = [p for p in found if within(p, project)]
+    if inside:
+        folders = [m.path for m in scan.masks if m.is_dir]
+        more = [HostEntry(p, False) for p in inside if not any(within(p, f) for f in folders)]
+        scan.masks = coalesce([*scan.masks, *more], project, SCAN_MAX_MASKS)
+    return [p for p in found if not within(p, project)]
+
+
 def _index(real_roots: Iterable[str], home: str) -> SecretIndex:
     return index_for(tuple(sorted(real_roots)), home, _name_matcher())
 
@@ -606,23 +620,11 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
     # Secret-looking files elsewhere in the roots (``~/otherproj/.env``): the kept index.
     index = _index(real_roots, home).view()
-    # What secret-looking links point to, and the index's secrets: inside the project with the
-    # scan's masks (coalesced by the project's rule), elsewhere through ``_outside``.
-    targets = _link_targets([*scan.links, *index.links])
-    # (The scan looks 6 levels deep, the index 16: a ``.env`` 7 levels down the project was
-    # readable, and movable anywhere, while the index knew it.)
-    inside = [p for p in (*index.secrets, *targets) if within(p, project_top)]
-    if inside:
-        folders = [m.path for m in scan.masks if m.is_dir]
-        more = [HostEntry(p, False) for p in inside if not any(within(p, f) for f in folders)]
-        scan.masks = coalesce([*scan.masks, *more], project_top, SCAN_MAX_MASKS)
+    elsewhere_secrets = _in_project(scan, index, project_top)
     python = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)]
     others, tmp_visible = _others(home), _tmp_visible()
     elsewhere = _outside(
-        [
-            *(p for p in index.secrets if not within(p, project_top)),
-            *(t for t in targets if not within(t, project_top)),
-        ],
+        elsewhere_secrets,
         (p for p in index.unindexed if not within(p, project_top)),
         hidden=[*(e.path for e in hidden if e.is_dir), *own_real, *others],
         holds=[project_top, cwd, home, *real_roots],
