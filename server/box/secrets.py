@@ -27,10 +27,12 @@ import contextlib
 import dataclasses
 import os
 import re
+import select
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import BinaryIO
 
 from ..policy.protected import EscalationKind, Matcher, fold
 from .policy import within
@@ -121,6 +123,22 @@ def _watcher() -> object | None:
         return None
 
 
+_Poll = Callable[[float], list[tuple[int, int]]]
+
+
+def _mount_table() -> tuple[BinaryIO | None, _Poll | None]:
+    """``/proc/self/mountinfo`` kept open, with a poll that says when it changed (Linux)."""
+    if sys.platform != "linux":
+        return None, None
+    try:
+        f = open("/proc/self/mountinfo", "rb")  # noqa: SIM115 - kept open with the index
+    except OSError:
+        return None, None
+    watcher = select.poll()
+    watcher.register(f.fileno(), select.POLLPRI)
+    return f, watcher.poll
+
+
 def _mask() -> int:
     import inotify_simple
 
@@ -159,12 +177,16 @@ class SecretIndex:
         self._view: IndexView | None = None  # what view() said last, while nothing changed
         self._inotify = _watcher()
         self._mount_raw = b""  # /proc/self/mountinfo when last read
+        self._mount_file, self._mount_poll = _mount_table()
         self._mounted: frozenset[tuple[bytes, str]] = frozenset()  # (mount id, point) in tops
         self._watch_mask = _mask() if self._inotify is not None else 0
 
     def close(self) -> None:
         """Stop watching (a call still using this index walks again, by mtimes)."""
         with self._lock:
+            if self._mount_file is not None:
+                self._mount_file.close()
+                self._mount_file, self._mount_poll, self._mount_raw = None, None, b""
             if self._inotify is not None:
                 with contextlib.suppress(OSError):
                     self._inotify.close()  # type: ignore[attr-defined]
@@ -351,9 +373,15 @@ class SecretIndex:
     def _mounts_changed(self) -> set[str]:
         """The mount points in the roots mounted or unmounted since the last look (Linux:
         ``/proc/self/mountinfo``; elsewhere none are seen)."""
+        if self._mount_file is None or self._mount_poll is None:
+            return set()
+        # The kernel marks the table "changed" for poll(): a call reads it only then (0.5 µs
+        # against ~40 µs for a read).
+        if self._mount_raw and not self._mount_poll(0):
+            return set()
         try:
-            with open("/proc/self/mountinfo", "rb") as f:
-                raw = f.read()
+            self._mount_file.seek(0)
+            raw = self._mount_file.read()
         except OSError:
             return set()
         if raw == self._mount_raw:
