@@ -8,11 +8,13 @@ test is one attack the review found or tried; a secret returned is a failure.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -269,3 +271,44 @@ def test_a_root_outside_the_home_named_by_a_link_is_indexed(linked_root_world: W
     assert world.leaks(text) == [] and "No such file" not in text, text
     _, listing = world.bash(f"ls -a '{link}/svc/api'")
     assert ".env" in listing, listing  # there, and empty in the box
+
+
+def _serve_fifo(path: str, text: str) -> threading.Thread:
+    """A named pipe that hands out a secret to whoever opens it (how a password manager can
+    "mount" a ``.env``): the writer waits for a reader."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.mkfifo(path, 0o600)
+
+    def serve() -> None:
+        with contextlib.suppress(OSError), open(path, "w") as f:
+            f.write(text + "\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def _release(path: str, thread: threading.Thread) -> None:
+    """Open the pipe ourselves (nonblocking) so a writer nobody read from ends."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        thread.join(10)
+        os.close(fd)
+    thread.join(10)
+    os.unlink(path)
+
+
+def test_a_secret_looking_named_pipe_is_masked(world: World) -> None:
+    """A ``.env`` that is a named pipe (not a regular file) was judged no file at all, by the
+    index and by the project scan: the box opened it and got the secret."""
+    pipes = [os.path.join(world.home, "piped", ".env"), os.path.join(world.project, ".env.local")]
+    threads = [_serve_fifo(p, f"K=FAKESECRET-fifo-{i}-2d2d") for i, p in enumerate(pipes)]
+    try:
+        world.bash("true")
+        _, text = world.bash(
+            "for p in " + " ".join(f"'{p}'" for p in pipes) + '; do timeout 5 cat "$p"; done'
+        )
+        assert world.leaks(text) == [], text
+    finally:
+        for path, thread in zip(pipes, threads, strict=True):
+            _release(path, thread)
