@@ -266,8 +266,12 @@ def _scan(top: str, home: str) -> Scan:
                         todo.append((entry.path, depth + 1))
                     continue
                 if not entry.is_file(follow_symlinks=False):
-                    if entry.is_symlink() and _secret_name(matcher, entry.name):
+                    if not _secret_name(matcher, entry.name):
+                        continue
+                    if entry.is_symlink():
                         scan.links.append(entry.path)  # what it points to is masked
+                    else:  # a named pipe (a password manager's ``.env``), a socket
+                        scan.masks.append(HostEntry(entry.path, False))
                     continue
                 hit = matcher.name(fold(entry.name))
                 if hit is not None and hit.kind is EscalationKind.PERSISTENCE:
@@ -377,10 +381,8 @@ def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         todo.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False):
-                        hit = matcher.name(fold(entry.name))
-                        if hit is not None and hit.kind is not EscalationKind.PERSISTENCE:
-                            out.append(HostEntry(entry.path, False))
+                    elif not entry.is_symlink() and _secret_name(matcher, entry.name):
+                        out.append(HostEntry(entry.path, False))  # a file, a named pipe
                 except OSError:
                     continue
     return out
@@ -484,10 +486,10 @@ def _unlooked(
                     else:
                         todo.append(path)
                 elif _secret_name(matcher, entry.name):
-                    if entry.is_file(follow_symlinks=False):
-                        out.append(HostEntry(path, False))
-                    elif entry.is_symlink():
+                    if entry.is_symlink():
                         out += [HostEntry(t, False) for t in _link_targets([path])]
+                    else:  # a file, a named pipe
+                        out.append(HostEntry(path, False))
             except OSError:
                 continue
     if len(out) > SCAN_MAX_MASKS:
@@ -548,8 +550,8 @@ def _link_targets(links: Iterable[str]) -> list[str]:
     out: list[str] = []
     for link in list(dict.fromkeys(links))[:MAX_LINKS]:
         real = os.path.realpath(link)
-        if real != link and os.path.isfile(real):
-            out.append(real)
+        if real != link and os.path.exists(real) and not os.path.isdir(real):
+            out.append(real)  # a file, a named pipe
     return out
 
 

@@ -83,7 +83,7 @@ class _Dir:
     stamp: tuple[int, int]  # its (mtime, ctime) in ns when looked at
     inode: tuple[int, int]  # (st_dev, st_ino): which folder this path named when looked at
     depth: int
-    secrets: frozenset[str]  # names of secret-looking files straight in this folder
+    secrets: frozenset[str]  # names of secret-looking files (pipes too) straight in it
     subdirs: frozenset[str]  # names of the folders indexed below it
     wd: int | None = None  # its inotify watch, if it has one
     # Its mtime was too close to the look to be trusted (a change in the same clock tick
@@ -291,14 +291,10 @@ class SecretIndex:
                 if entry.is_dir(follow_symlinks=False):
                     if not skipped(name):
                         subdirs.append(name)
-                elif entry.is_file(follow_symlinks=False):
+                else:  # a file, a named pipe (a password manager's ``.env``), a socket
                     hit = self._matcher.name(fold(name))
                     if hit is not None and hit.kind is not EscalationKind.PERSISTENCE:
-                        secrets.append(name)
-                elif entry.is_symlink():
-                    hit = self._matcher.name(fold(name))
-                    if hit is not None and hit.kind is not EscalationKind.PERSISTENCE:
-                        links.append(name)
+                        (links if entry.is_symlink() else secrets).append(name)
             except OSError:
                 continue
         racy = wd is None and max(stamp) >= looked - RACY_NS

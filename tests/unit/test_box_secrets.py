@@ -54,8 +54,15 @@ def test_finds_secret_names_not_templates_nor_the_hidden_home(tmp_path, make):
     _put(tmp_path / "d" / "node_modules" / "x" / ".env")  # a dependency tree: skipped
     (tmp_path / "e").mkdir()
     os.symlink(tmp_path / "a" / ".env", tmp_path / "e" / ".env")  # judged where it points
+    (tmp_path / "f").mkdir()
+    os.mkfifo(tmp_path / "f" / ".env")  # a password manager's pipe: a secret all the same
     index = make(tmp_path)
-    assert _found(index, tmp_path) == {"a/.env", "b/deep/er/id_ed25519", "c/prod.tfstate"}
+    assert _found(index, tmp_path) == {
+        "a/.env",
+        "b/deep/er/id_ed25519",
+        "c/prod.tfstate",
+        "f/.env",
+    }
     assert index.view().complete
     # a secret-looking link is listed: the box hides what it points to, per call
     assert index.view().links == (str(tmp_path / "e" / ".env"),)
