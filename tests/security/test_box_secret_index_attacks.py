@@ -312,3 +312,24 @@ def test_a_secret_looking_named_pipe_is_masked(world: World) -> None:
     finally:
         for path, thread in zip(pipes, threads, strict=True):
             _release(path, thread)
+
+
+def test_the_agent_cannot_move_a_secret_into_a_folder_the_index_skips(world: World) -> None:
+    """Held: a call in another project (the agent may pick any cwd in the roots) cannot carry
+    the human's ``.env`` into ``node_modules`` or a ``cache`` folder, where the index does not
+    look: a masked file and the folders holding it are mount points."""
+    other = os.path.join(world.home, "otherproj")  # its .env is planted by the box world
+    _put(os.path.join(other, "cfg", "credentials"), "FAKESECRET-cfg-3e3e")
+    world.bash(
+        "mkdir -p node_modules/x my-cache; mv .env node_modules/x/ 2>&1; "
+        "mv cfg node_modules/x/ 2>&1; mv cfg/credentials my-cache/ 2>&1; "
+        "cp .env my-cache/copy 2>&1; ln cfg/credentials my-cache/link 2>&1; true",
+        cwd=other,
+    )
+    _, text = world.bash(
+        "cat ~/otherproj/node_modules/x/.env ~/otherproj/node_modules/x/cfg/credentials "
+        "~/otherproj/my-cache/* 2>&1; grep -rh FAKESECRET ~/otherproj 2>/dev/null"
+    )
+    assert world.leaks(text) == [], text
+    assert os.path.exists(os.path.join(other, ".env"))
+    assert os.path.exists(os.path.join(other, "cfg", "credentials"))
