@@ -333,3 +333,18 @@ def test_the_agent_cannot_move_a_secret_into_a_folder_the_index_skips(world: Wor
     assert world.leaks(text) == [], text
     assert os.path.exists(os.path.join(other, ".env"))
     assert os.path.exists(os.path.join(other, "cfg", "credentials"))
+
+
+def test_a_project_named_like_a_cache_or_a_toolchain_is_indexed(world: World) -> None:
+    """The index skipped every folder whose name held "cache" and every ``go``, ``snap``,
+    ``AppData`` anywhere: ``~/work/cache-service/.env`` and ``~/work/api/go/.env`` (a
+    project's Go tree) were readable. Toolchain names are skipped straight in a root or the
+    home now (``~/go``), cache names only as caches name themselves (``.mypy_cache``,
+    ``cache``, ``Caches``)."""
+    world.bash("true")
+    made = [
+        _put(os.path.join(world.home, "work", "cache-service", ".env"), "K=FAKESECRET-c-4f4f"),
+        _put(os.path.join(world.home, "work", "api", "go", ".env"), "K=FAKESECRET-go-5a5a"),
+        _put(os.path.join(world.home, "work", "memcached-ops", "id_rsa"), "FAKESECRET-m-6b6b"),
+    ]
+    assert world.leaks(_reads(world, *made)) == []
