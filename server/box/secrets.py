@@ -40,8 +40,8 @@ from .policy import within
 MAX_DIRS = 20_000  # folders indexed (and watched) at most, over all the roots
 MAX_DEPTH = 16  # below a root
 RACY_NS = 2_000_000_000  # times this close to a look are re-checked (coarse clocks, FAT: 2 s)
-# Dependency, build and toolchain trees, and git dirs (the project scan skips the first six
-# too): they hold no secrets of the user's, and would spend the budget.
+# Dependency and build trees, and git dirs (the project scan skips the first six too): they
+# hold no secrets of the user's, and would spend the budget. Skipped wherever they lie.
 SCAN_SKIP = frozenset(
     {
         ".git",
@@ -53,22 +53,27 @@ SCAN_SKIP = frozenset(
         ".tox",
         "site-packages",
         "dist-packages",
-        "go",
-        "anaconda3",
-        "miniconda3",
-        "snap",
-        "Library",
-        "AppData",
+        "Library",  # macOS's ~/Library; a Unity project's build cache
     }
 )
+# Toolchains, skipped only straight in a root or the home (``~/go``, ``~/snap``): anywhere
+# else the name is a project's (``~/work/api/go`` is Go code, and its ``.env`` was readable).
+TOP_SKIP = frozenset({"go", "anaconda3", "miniconda3", "snap", "AppData"})
+# Caches by the names caches give themselves (``.cache``, ``.mypy_cache``, ``.parcel-cache``,
+# ``cache``, ``Caches``); "cache" anywhere in a name skipped projects (``cache-service``).
+CACHE_NAMES = frozenset({"cache", "caches", "cachedata"})
 
 
 _OCTAL = re.compile(rb"\\([0-7]{3})")  # mountinfo's escapes: \040 a space, \012 a newline
 
 
-def skipped(name: str) -> bool:
-    """A folder name the index does not look into (a dependency or toolchain tree)."""
-    return name in SCAN_SKIP or "cache" in name.lower()
+def skipped(name: str, top: bool = False) -> bool:
+    """A folder name the index does not look into (a dependency, cache or toolchain tree);
+    ``top``: the folder lies straight in a root or the home."""
+    if name in SCAN_SKIP or (top and name in TOP_SKIP):
+        return True
+    low = name.lower()
+    return low in CACHE_NAMES or low.endswith("_cache") or (low[:1] == "." and "cache" in low)
 
 
 class _Shut(Exception):
@@ -289,7 +294,7 @@ class SecretIndex:
                 continue  # the home's hidden tree: hidden whole by the box
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if not skipped(name):
+                    if self._listed(path, name):
                         subdirs.append(name)
                 else:  # a file, a named pipe (a password manager's ``.env``), a socket
                     hit = self._matcher.name(fold(name))
@@ -364,7 +369,8 @@ class SecretIndex:
     def _listed(self, parent: str, name: str) -> bool:
         """Whether the index looks into folder ``name`` of ``parent`` (not skipped, not the
         home's hidden tree)."""
-        return not skipped(name) and not (parent == self._home and name.startswith("."))
+        top = parent == self._home or parent in self._tops
+        return not skipped(name, top) and not (parent == self._home and name.startswith("."))
 
     def _mounts_changed(self) -> set[str]:
         """The mount points in the roots mounted or unmounted since the last look (Linux:

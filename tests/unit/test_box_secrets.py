@@ -228,3 +228,21 @@ def test_a_folder_replaced_under_the_same_name_is_looked_into_anew(tmp_path, mak
     assert _found(index, tmp_path) == {"app/cfg/.env", "app/cfg/sub/id_rsa"}
     _put(tmp_path / "app.old" / "cfg" / ".pgpass")  # the old folders are watched as theirs
     assert _found(index, tmp_path) == {"app/cfg/.env", "app/cfg/sub/id_rsa", "app.old/cfg/.pgpass"}
+
+
+@pytest.mark.parametrize(
+    ("name", "top", "skipped"),
+    [
+        ("node_modules", False, True),
+        (".mypy_cache", False, True),
+        (".parcel-cache", False, True),
+        ("Caches", False, True),
+        ("go", True, True),  # ~/go: GOPATH
+        ("go", False, False),  # a project's Go tree
+        ("cache-service", False, False),  # a project named like a cache
+        ("memcached-ops", True, False),
+        ("snap", False, False),
+    ],
+)
+def test_which_folder_names_the_index_skips(name, top, skipped):
+    assert secrets.skipped(name, top) is skipped
