@@ -446,7 +446,11 @@ def coalesce(
 
 
 def _unlooked(
-    folder: str, project: str, hideable: Callable[[str], bool], hidden: tuple[str, ...]
+    folder: str,
+    project: str,
+    hideable: Callable[[str], bool],
+    hidden: tuple[str, ...],
+    strict: bool = True,
 ) -> list[HostEntry]:
     """Masks for a folder the index did not look into (past its budget or depth) that the
     box cannot hide whole: it holds the call's project or ``cwd`` (or lies in, or holds, what
@@ -457,7 +461,12 @@ def _unlooked(
     project is left to the project scan, and dependency trees are skipped as the index skips
     them; what a secret-looking link there points to is masked too. Bounded: past
     :data:`SCAN_MAX_ENTRIES` entries or :data:`SCAN_MAX_MASKS` masks, or a folder on the way
-    that may not be listed, the box is refused (:class:`TooManySecrets`), not made leaky."""
+    that may not be listed, the box is refused (:class:`TooManySecrets`), not made leaky.
+
+    Not ``strict`` (a folder that holds the project's way is strict; one that only lies in,
+    or holds, what the box must read whole — a ``read_allow`` folder, a git dir — is not):
+    what the bound leaves out stays as it is. Refusing there would refuse every call, in
+    every project, for a big folder the human chose to show."""
     matcher = _name_matcher()
     out: list[HostEntry] = []
     seen = 0
@@ -469,10 +478,14 @@ def _unlooked(
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError:
+            if not strict:
+                continue
             raise TooManySecrets(here) from None  # there, not listable: nothing to mask by
         for entry in entries:
             seen += 1
             if seen > SCAN_MAX_ENTRIES:
+                if not strict:
+                    return out[:SCAN_MAX_MASKS]
                 raise TooManySecrets(folder)
             path = entry.path
             if within(path, project) or any(within(path, h) for h in hidden):
@@ -493,6 +506,8 @@ def _unlooked(
             except OSError:
                 continue
     if len(out) > SCAN_MAX_MASKS:
+        if not strict:
+            return out[:SCAN_MAX_MASKS]
         raise TooManySecrets(folder)
     return out
 
@@ -528,7 +543,8 @@ def _outside(
         if hideable(folder):
             masks.append(HostEntry(folder, True))
         else:
-            masks += _unlooked(folder, holds[0], hideable, hidden)
+            strict = any(within(h, folder) for h in holds)
+            masks += _unlooked(folder, holds[0], hideable, hidden, strict)
     masks = [m for m in masks if shown(m.path)]
     return coalesce(masks, "/", INDEX_MAX_MASKS, hideable)
 

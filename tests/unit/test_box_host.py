@@ -138,3 +138,18 @@ def test_what_a_secret_looking_link_points_to_is_masked(tmp_path):
     os.symlink(tmp_path / "gone", tmp_path / ".env.old")  # dangling: nothing to mask
     links = [str(tmp_path / n) for n in (".env", "credentials", ".env.old")]
     assert _link_targets(links) == [str(tmp_path / "vault" / "settings")]
+
+
+def test_a_folder_not_looked_into_inside_what_the_box_reads_whole_never_refuses(tmp_path):
+    """A ``read_allow`` folder (or a git dir) the index left out is looked into, bounded, and
+    never refuses the box: that would refuse every call in every project."""
+    from omp_a2a_bridge.server.box.host import SCAN_MAX_MASKS, _outside
+
+    shown = tmp_path / "datasets"
+    (shown / "a").mkdir(parents=True)
+    (shown / "a" / ".env").write_text("x")
+    for i in range(SCAN_MAX_MASKS + 5):
+        (shown / f"k{i}.pem").write_text("x")
+    project, home = str(tmp_path / "proj"), str(tmp_path)
+    masks = _outside([], [str(shown)], [], [project, project, home, home], [str(shown)])
+    assert len(masks) == SCAN_MAX_MASKS and all(not m.is_dir for m in masks)
