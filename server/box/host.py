@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import glob
 import os
+import stat
 import struct
 import sys
 from collections.abc import Callable, Iterable
@@ -451,6 +452,7 @@ def _unlooked(
     hideable: Callable[[str], bool],
     hidden: tuple[str, ...],
     strict: bool = True,
+    roots: tuple[str, ...] = (),
 ) -> list[HostEntry]:
     """Masks for a folder the index did not look into (past its budget or depth) that the
     box cannot hide whole: it holds the call's project or ``cwd`` (or lies in, or holds, what
@@ -500,7 +502,7 @@ def _unlooked(
                         todo.append(path)
                 elif _secret_name(matcher, entry.name):
                     if entry.is_symlink():
-                        out += [HostEntry(t, False) for t in _link_targets([path])]
+                        out += [HostEntry(t, False) for t in _link_targets([path], roots)]
                     else:  # a file, a named pipe
                         out.append(HostEntry(path, False))
             except OSError:
@@ -518,6 +520,7 @@ def _outside(
     hidden: Iterable[str],
     holds: Iterable[str],
     under: Iterable[str],
+    roots: tuple[str, ...] = (),
 ) -> list[HostEntry]:
     """The index's secret-looking files and the folders it did not look into, outside the
     project, as masks: none inside a folder hidden whole already, at most
@@ -544,7 +547,7 @@ def _outside(
             masks.append(HostEntry(folder, True))
         else:
             strict = any(within(h, folder) for h in holds)
-            masks += _unlooked(folder, holds[0], hideable, hidden, strict)
+            masks += _unlooked(folder, holds[0], hideable, hidden, strict, roots)
     masks = [m for m in masks if shown(m.path)]
     return coalesce(masks, "/", INDEX_MAX_MASKS, hideable)
 
@@ -557,26 +560,34 @@ def _secret_name(matcher: Matcher, name: str) -> bool:
 MAX_LINKS = 256  # secret-looking symlinks resolved per call (each is a few stats)
 
 
-def _link_targets(links: Iterable[str]) -> list[str]:
+def _link_targets(links: Iterable[str], roots: Iterable[str]) -> list[str]:
     """The real files secret-looking symlinks point to (``~/svc/.env -> ~/vault/settings``):
     the name the human gave the secret is the link's, and the box reads through a link, so the
     target is masked wherever it lies (a link is never masked itself: a mount follows it).
     Resolved per call, at most :data:`MAX_LINKS` (the rest: their targets are judged by name
-    where they lie, as before)."""
+    where they lie, as before). Only targets in the roots (what the index covers): a link the
+    agent plants (``.env -> /usr/lib/…/libc.so.6``) must not mask what every box runs."""
+    roots = tuple(roots)
     out: list[str] = []
     for link in list(dict.fromkeys(links))[:MAX_LINKS]:
         real = os.path.realpath(link)
-        if real != link and os.path.exists(real) and not os.path.isdir(real):
-            out.append(real)  # a file, a named pipe
+        if real == link or not any(within(real, r) for r in roots):
+            continue  # outside the roots: not indexed, as any file there
+        try:
+            mode = os.stat(real).st_mode
+        except OSError:
+            continue
+        if stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            out.append(real)
     return out
 
 
-def _in_project(scan: Scan, index: IndexView, project: str) -> list[str]:
+def _in_project(scan: Scan, index: IndexView, project: str, roots: tuple[str, ...]) -> list[str]:
     """Add the index's secrets and what secret-looking links point to that lie in the project
     to the scan's masks (coalesced by the project's rule); return those elsewhere. The scan
     looks 6 levels deep, the index 16: a ``.env`` 7 levels down the project was readable, and
     movable anywhere, while the index knew it."""
-    found = [*index.secrets, *_link_targets([*scan.links, *index.links])]
+    found = [*index.secrets, *_link_targets([*scan.links, *index.links], roots)]
     inside = [p for p in found if within(p, project)]
     if inside:
         folders = [m.path for m in scan.masks if m.is_dir]
@@ -638,7 +649,7 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
     # Secret-looking files elsewhere in the roots (``~/otherproj/.env``): the kept index.
     index = _index(real_roots, home).view()
-    elsewhere_secrets = _in_project(scan, index, project_top)
+    elsewhere_secrets = _in_project(scan, index, project_top, real_roots)
     python = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)]
     others, tmp_visible = _others(home), _tmp_visible()
     elsewhere = _outside(
@@ -647,6 +658,7 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         hidden=[*(e.path for e in hidden if e.is_dir), *own_real, *others],
         holds=[project_top, cwd, home, *real_roots],
         under=[*git_dirs, *allowed, *on_path, *python, *tmp_visible],
+        roots=real_roots,
     )
     view = HostView(
         cwd=cwd,

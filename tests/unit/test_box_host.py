@@ -136,8 +136,10 @@ def test_what_a_secret_looking_link_points_to_is_masked(tmp_path):
     os.symlink(tmp_path / "vault" / "settings", tmp_path / ".env")
     os.symlink(tmp_path / "vault", tmp_path / "credentials")  # a folder: not a file's name
     os.symlink(tmp_path / "gone", tmp_path / ".env.old")  # dangling: nothing to mask
-    links = [str(tmp_path / n) for n in (".env", "credentials", ".env.old")]
-    assert _link_targets(links) == [str(tmp_path / "vault" / "settings")]
+    os.symlink("/dev/null", tmp_path / "id_rsa")  # not in the roots (and no file)
+    links = [str(tmp_path / n) for n in (".env", "credentials", ".env.old", "id_rsa")]
+    assert _link_targets(links, [str(tmp_path)]) == [str(tmp_path / "vault" / "settings")]
+    assert _link_targets(links, ["/elsewhere"]) == []  # only what lies in the roots
 
 
 def test_a_folder_not_looked_into_inside_what_the_box_reads_whole_never_refuses(tmp_path):
