@@ -465,10 +465,11 @@ def _unlooked(
     :data:`SCAN_MAX_ENTRIES` entries or :data:`SCAN_MAX_MASKS` masks, or a folder on the way
     that may not be listed, the box is refused (:class:`TooManySecrets`), not made leaky.
 
-    Not ``strict`` (a folder that holds the project's way is strict; one that only lies in,
-    or holds, what the box must read whole — a ``read_allow`` folder, a git dir — is not):
-    what the bound leaves out stays as it is. Refusing there would refuse every call, in
-    every project, for a big folder the human chose to show."""
+    Not ``strict`` (a folder on the way to the project or ``cwd`` is strict; one that only
+    lies in, or holds, a root, the home or what the box must read whole — a ``read_allow``
+    folder, a git dir — is not): what the bound leaves out stays as it is. Refusing there
+    would refuse every call, in every project, for a big folder the human chose to show (or
+    a root that cannot be listed, a network drive gone away)."""
     matcher = _name_matcher()
     out: list[HostEntry] = []
     seen = 0
@@ -529,7 +530,7 @@ def _outside(
     folder that holds what the call needs (its project, cwd, a root, the home) or what it
     must read whole (a git dir, ``read_allow``, ``PATH``, the bridge's Python), nor one inside
     those; a folder the index did not look into that is such a folder is looked into now
-    (:func:`_unlooked`). ``holds[0]`` is the project."""
+    (:func:`_unlooked`). ``holds[0]`` is the project, ``holds[1]`` the cwd."""
     hidden, holds, under = tuple(hidden), tuple(holds), tuple(under)
     keep = (*holds, *under)
 
@@ -546,7 +547,7 @@ def _outside(
         if hideable(folder):
             masks.append(HostEntry(folder, True))
         else:
-            strict = any(within(h, folder) for h in holds)
+            strict = any(within(h, folder) for h in holds[:2])  # the project's or cwd's way
             masks += _unlooked(folder, holds[0], hideable, hidden, strict, roots)
     masks = [m for m in masks if shown(m.path)]
     return coalesce(masks, "/", INDEX_MAX_MASKS, hideable)
