@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import glob
 import os
+import stat
 import struct
 import sys
 import threading
@@ -32,7 +33,8 @@ from .policy import (
     project_of,
     within,
 )
-from .secrets import RACY_NS, SecretIndex, index_for
+from .secrets import RACY_NS, IndexView, SecretIndex, index_for
+from .secrets import skipped as _index_skips
 
 MAX_GIT_DIRS = 200
 # The project scan for secret-looking files (``.env``, ``*.pem``, ``id_rsa``...) and hard links
@@ -202,6 +204,7 @@ class Scan:
     nested: list[str]  # existing persistence (``sub/.vscode``, a nested ``.git`` file...)
     git_dirs: list[str]  # nested repositories' git dirs (and theirs: modules, worktrees)
     repos: list[tuple[str, str]]  # (work tree or bare dir, common git dir) of each found
+    links: list[str] = dataclasses.field(default_factory=list)  # secret-looking symlinks
 
 
 def _found_git(path: str, is_dir: bool, scan: Scan) -> None:
@@ -259,6 +262,12 @@ def _scan(top: str, home: str) -> Scan:
                         todo.append((entry.path, depth + 1))
                     continue
                 if not entry.is_file(follow_symlinks=False):
+                    if not _secret_name(matcher, entry.name):
+                        continue
+                    if entry.is_symlink():
+                        scan.links.append(entry.path)  # what it points to is masked
+                    else:  # a named pipe (a password manager's ``.env``), a socket
+                        scan.masks.append(HostEntry(entry.path, False))
                     continue
                 hit = matcher.name(fold(entry.name))
                 if hit is not None and hit.kind is EscalationKind.PERSISTENCE:
@@ -393,10 +402,8 @@ def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         todo.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False):
-                        hit = matcher.name(fold(entry.name))
-                        if hit is not None and hit.kind is not EscalationKind.PERSISTENCE:
-                            out.append(HostEntry(entry.path, False))
+                    elif not entry.is_symlink() and _secret_name(matcher, entry.name):
+                        out.append(HostEntry(entry.path, False))  # a file, a named pipe
                 except OSError:
                     continue
     return out
@@ -451,7 +458,7 @@ def _foreign_tops(needed: Iterable[str], root: str = "/") -> list[HostEntry]:
     return out
 
 
-def _link_targets(folders: tuple[str, ...]) -> tuple[str, ...]:
+def _path_link_targets(folders: tuple[str, ...]) -> tuple[str, ...]:
     """Where the programs on ``PATH`` that are symlinks lead (``/usr/local/bin/x ->
     /srv/tools/x``): the folders holding those targets must stay visible. Kept per folder
     while its mtime (a link added or removed) stays the same."""
@@ -535,30 +542,155 @@ def coalesce(
     return [HostEntry(p, d) for p, d in paths.items()]
 
 
+def _unlooked(
+    folder: str,
+    project: str,
+    hideable: Callable[[str], bool],
+    hidden: tuple[str, ...],
+    strict: bool = True,
+    roots: tuple[str, ...] = (),
+) -> list[HostEntry]:
+    """Masks for a folder the index did not look into (past its budget or depth) that the
+    box cannot hide whole: it holds the call's project or ``cwd`` (or lies in, or holds, what
+    the box must read whole). Hiding nothing in it showed every secret beside the call (the
+    agent picks its ``cwd``: a folder below one the index left out read that folder's
+    ``.env``). Looked into now, for this call: its secret-looking files are masked, each
+    subfolder it may hide is hidden whole, the others are looked into the same way; the
+    project is left to the project scan, and dependency trees are skipped as the index skips
+    them; what a secret-looking link there points to is masked too. Bounded: past
+    :data:`SCAN_MAX_ENTRIES` entries or :data:`SCAN_MAX_MASKS` masks, or a folder on the way
+    that may not be listed, the box is refused (:class:`TooManySecrets`), not made leaky.
+
+    Not ``strict`` (a folder on the way to the project or ``cwd`` is strict; one that only
+    lies in, or holds, a root, the home or what the box must read whole — a ``read_allow``
+    folder, a git dir — is not): what the bound leaves out stays as it is. Refusing there
+    would refuse every call, in every project, for a big folder the human chose to show (or
+    a root that cannot be listed, a network drive gone away)."""
+    matcher = _name_matcher()
+    out: list[HostEntry] = []
+    seen = 0
+    todo = [folder]
+    while todo:
+        here = todo.pop()
+        try:
+            entries = list(os.scandir(here))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            if not strict:
+                continue
+            raise TooManySecrets(here) from None  # there, not listable: nothing to mask by
+        for entry in entries:
+            seen += 1
+            if seen > SCAN_MAX_ENTRIES:
+                if not strict:
+                    return out[:SCAN_MAX_MASKS]
+                raise TooManySecrets(folder)
+            path = entry.path
+            if within(path, project) or any(within(path, h) for h in hidden):
+                continue
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if _index_skips(entry.name):
+                        continue
+                    if hideable(path):
+                        out.append(HostEntry(path, True))
+                    else:
+                        todo.append(path)
+                elif _secret_name(matcher, entry.name):
+                    if entry.is_symlink():
+                        out += [HostEntry(t, False) for t in _link_targets([path], roots)]
+                    else:  # a file, a named pipe
+                        out.append(HostEntry(path, False))
+            except OSError:
+                continue
+    if len(out) > SCAN_MAX_MASKS:
+        if not strict:
+            return out[:SCAN_MAX_MASKS]
+        raise TooManySecrets(folder)
+    return out
+
+
 def _outside(
     secrets: Iterable[str],
     unindexed: Iterable[str],
     hidden: Iterable[str],
     holds: Iterable[str],
     under: Iterable[str],
+    roots: tuple[str, ...] = (),
 ) -> list[HostEntry]:
     """The index's secret-looking files and the folders it did not look into, outside the
     project, as masks: none inside a folder hidden whole already, at most
     :data:`INDEX_MAX_MASKS` (each mount makes every box start slower: bubblewrap reads the
     mount table once per mount). Past it, folders holding several become one mask. Never a
-    folder that holds what the call needs (its project, cwd, a root, the home) or lies inside
-    what it must read whole (a git dir, ``read_allow``, ``PATH``, the bridge's Python)."""
+    folder that holds what the call needs (its project, cwd, a root, the home) or what it
+    must read whole (a git dir, ``read_allow``, ``PATH``, the bridge's Python), nor one inside
+    those; a folder the index did not look into that is such a folder is looked into now
+    (:func:`_unlooked`). ``holds[0]`` is the project, ``holds[1]`` the cwd."""
     hidden, holds, under = tuple(hidden), tuple(holds), tuple(under)
+    keep = (*holds, *under)
 
     def hideable(folder: str) -> bool:
-        return not any(within(h, folder) for h in holds) and not any(
+        return not any(within(k, folder) for k in keep) and not any(
             within(folder, u) for u in under
         )
 
+    def shown(path: str) -> bool:
+        return not any(within(path, h) for h in hidden)
+
     masks = [HostEntry(p, False) for p in secrets]
-    masks += [HostEntry(p, True) for p in unindexed if hideable(p)]
-    masks = [m for m in masks if not any(within(m.path, h) for h in hidden)]
+    for folder in (p for p in unindexed if shown(p)):
+        if hideable(folder):
+            masks.append(HostEntry(folder, True))
+        else:
+            strict = any(within(h, folder) for h in holds[:2])  # the project's or cwd's way
+            masks += _unlooked(folder, holds[0], hideable, hidden, strict, roots)
+    masks = [m for m in masks if shown(m.path)]
     return coalesce(masks, "/", INDEX_MAX_MASKS, hideable)
+
+
+def _secret_name(matcher: Matcher, name: str) -> bool:
+    hit = matcher.name(fold(name))
+    return hit is not None and hit.kind is not EscalationKind.PERSISTENCE
+
+
+MAX_LINKS = 256  # secret-looking symlinks resolved per call (each is a few stats)
+
+
+def _link_targets(links: Iterable[str], roots: Iterable[str]) -> list[str]:
+    """The real files secret-looking symlinks point to (``~/svc/.env -> ~/vault/settings``):
+    the name the human gave the secret is the link's, and the box reads through a link, so the
+    target is masked wherever it lies (a link is never masked itself: a mount follows it).
+    Resolved per call, at most :data:`MAX_LINKS` (the rest: their targets are judged by name
+    where they lie, as before). Only targets in the roots (what the index covers): a link the
+    agent plants (``.env -> /usr/lib/…/libc.so.6``) must not mask what every box runs."""
+    roots = tuple(roots)
+    out: list[str] = []
+    for link in list(dict.fromkeys(links))[:MAX_LINKS]:
+        real = os.path.realpath(link)
+        if real == link or not any(within(real, r) for r in roots):
+            continue  # outside the roots: not indexed, as any file there
+        try:
+            mode = os.stat(real).st_mode
+        except OSError:
+            continue
+        if stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            out.append(real)
+    return out
+
+
+def _in_project(scan: Scan, index: IndexView, project: str, roots: tuple[str, ...]) -> list[str]:
+    """Add the index's secrets and what secret-looking links point to that lie in the project
+    to the scan's masks (coalesced by the project's rule); return those elsewhere. The scan
+    looks 6 levels deep, the index 16: a ``.env`` 7 levels down the project was readable, and
+    movable anywhere, while the index knew it."""
+    found = [*index.secrets, *_link_targets([*scan.links, *index.links], roots)]
+    inside = [p for p in found if within(p, project)]
+    if inside:
+        folders = [m.path for m in scan.masks if m.is_dir]
+        more = [HostEntry(p, False) for p in inside if not any(within(p, f) for f in folders)]
+        scan.masks = coalesce([*scan.masks, *more], project, SCAN_MAX_MASKS)
+    return [p for p in found if not within(p, project)]
 
 
 def _index(real_roots: Iterable[str], home: str) -> SecretIndex:
@@ -573,25 +705,31 @@ def warm(roots: Iterable[str]) -> None:
         _index(real_roots, home).view()
 
 
-def _elsewhere(view: HostView, project_top: str, hidden_dirs: list[str]) -> list[HostEntry]:
+def _elsewhere(
+    view: HostView,
+    project_top: str,
+    hidden_dirs: list[str],
+    index: IndexView,
+    secrets: list[str],
+) -> list[HostEntry]:
     """What the box hides beyond the project and the home's hidden tree: secret-looking files
-    elsewhere in the roots (``~/otherproj/.env``) and the folders the kept index did not look
-    into, then the top-level folders no OS makes (``/srv``, ``/mnt``...)."""
-    index = _index(view.roots, view.home).view()
+    elsewhere in the roots (``~/otherproj/.env``, ``secrets``) and the folders the kept index
+    did not look into, then the top-level folders no OS makes (``/srv``, ``/mnt``...)."""
     path_real = tuple(
         r for r in (_real(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p) if r
     )
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     python = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, package)]
     masks = _outside(
-        (p for p in index.secrets if not within(p, project_top)),
+        secrets,
         (p for p in index.unindexed if not within(p, project_top)),
         hidden=hidden_dirs,
         holds=[project_top, view.cwd, view.home, *view.roots],
         under=[*view.git_dirs, *view.allowed, *view.on_path, *python, *view.tmp_visible],
+        roots=view.roots,
     )
     needed = [*view.roots, view.cwd, project_top, view.home, *python, *path_real]
-    needed += [*_link_targets(path_real), *view.write_allow, *view.git_dirs, *view.tmp_visible]
+    needed += [*_path_link_targets(path_real), *view.write_allow, *view.git_dirs, *view.tmp_visible]
     return [*masks, *_foreign_tops(needed)]
 
 
@@ -635,6 +773,10 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     allowed = tuple(r for r in (_real(p) for p in wanted) if r is not None)
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
     others, tmp_visible = _others(home), _tmp_visible()
+    # Secret-looking files elsewhere in the roots (``~/otherproj/.env``): the kept index; those
+    # in the project join the scan's masks.
+    index = _index(real_roots, home).view()
+    elsewhere_secrets = _in_project(scan, index, project_top, real_roots)
     view = HostView(
         cwd=cwd,
         home=home,
@@ -654,7 +796,11 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     )
     hidden_dirs = [*(e.path for e in hidden if e.is_dir), *own_real, *others]
     view = dataclasses.replace(
-        view, hidden=(*view.hidden, *_elsewhere(view, project_top, hidden_dirs))
+        view,
+        hidden=(
+            *view.hidden,
+            *_elsewhere(view, project_top, hidden_dirs, index, elsewhere_secrets),
+        ),
     )
     candidates = persistence_paths(view, project_of(view))
     existing = frozenset(p for p in candidates if os.path.lexists(p))

@@ -140,16 +140,16 @@ def test_top_level_folders_no_os_makes_are_hidden_unless_the_call_needs_them(tmp
 
 
 def test_programs_linked_from_path_keep_their_folder(tmp_path):
-    from omp_a2a_bridge.server.box.host import _link_targets
+    from omp_a2a_bridge.server.box.host import _path_link_targets
 
     bin_dir, tools = tmp_path / "bin", tmp_path / "srv" / "tools"
     bin_dir.mkdir()
     tools.mkdir(parents=True)
     (tools / "x").write_text("#!/bin/sh\n")
     (bin_dir / "plain").write_text("")
-    assert _link_targets((str(bin_dir),)) == ()
+    assert _path_link_targets((str(bin_dir),)) == ()
     (bin_dir / "x").symlink_to(tools / "x")  # the folder's mtime changes: looked at again
-    assert _link_targets((str(bin_dir),)) == (str(tools),)
+    assert _path_link_targets((str(bin_dir),)) == (str(tools),)
 
 
 def test_read_allow_reopens_a_folder_inside_a_hidden_top_level_folder_not_the_whole(tmp_path):
@@ -176,3 +176,65 @@ def test_read_allow_reopens_a_folder_inside_a_hidden_top_level_folder_not_the_wh
         assert tools in plan.read_allow
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_folder_the_index_did_not_look_into_that_holds_the_cwd_is_looked_into(tmp_path):
+    """An outside review: a folder the index left out is hidden whole, but not one that
+    holds the call's project: then nothing in it was masked. It is looked into per call: its
+    secrets masked, each folder beside the project hidden whole, the project left to the
+    project scan; a folder too big to look into refuses the box."""
+    from omp_a2a_bridge.server.box.host import SCAN_MAX_MASKS, TooManySecrets, _outside
+    from omp_a2a_bridge.server.box.policy import HostEntry
+
+    top = tmp_path / "top"
+    (top / "work" / "app" / "src").mkdir(parents=True)
+    (top / "other" / "x").mkdir(parents=True)
+    (top / "node_modules" / "m").mkdir(parents=True)
+    for rel in (".env", "README.md", "work/id_ed25519", "work/app/.env"):
+        (top / rel).write_text("x")
+    project, home = str(top / "work" / "app"), str(tmp_path)
+    masks = _outside([], [str(top)], [], [project, project, home, home], [])
+    assert {(os.path.relpath(m.path, top), m.is_dir) for m in masks} == {
+        (".env", False),
+        ("other", True),
+        ("work/id_ed25519", False),
+    }
+    # one it may hide is hidden whole, as before
+    elsewhere = str(tmp_path / "elsewhere")
+    out = _outside([], [str(top)], [], [elsewhere, elsewhere, home, home], [])
+    assert out == [HostEntry(str(top), True)]
+    for i in range(SCAN_MAX_MASKS + 1):
+        (top / f"k{i}.pem").write_text("x")
+    with pytest.raises(TooManySecrets):
+        _outside([], [str(top)], [], [project, project, home, home], [])
+
+
+def test_what_a_secret_looking_link_points_to_is_masked(tmp_path):
+    """An outside review: ``~/svc/.env -> ~/vault/svc-settings`` was read through in the box
+    (the scan and the index judged only regular files)."""
+    from omp_a2a_bridge.server.box.host import _link_targets
+
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "settings").write_text("x")
+    os.symlink(tmp_path / "vault" / "settings", tmp_path / ".env")
+    os.symlink(tmp_path / "vault", tmp_path / "credentials")  # a folder: not a file's name
+    os.symlink(tmp_path / "gone", tmp_path / ".env.old")  # dangling: nothing to mask
+    os.symlink("/dev/null", tmp_path / "id_rsa")  # not in the roots (and no file)
+    links = [str(tmp_path / n) for n in (".env", "credentials", ".env.old", "id_rsa")]
+    assert _link_targets(links, [str(tmp_path)]) == [str(tmp_path / "vault" / "settings")]
+    assert _link_targets(links, ["/elsewhere"]) == []  # only what lies in the roots
+
+
+def test_a_folder_not_looked_into_inside_what_the_box_reads_whole_never_refuses(tmp_path):
+    """A ``read_allow`` folder (or a git dir) the index left out is looked into, bounded, and
+    never refuses the box: that would refuse every call in every project."""
+    from omp_a2a_bridge.server.box.host import SCAN_MAX_MASKS, _outside
+
+    shown = tmp_path / "datasets"
+    (shown / "a").mkdir(parents=True)
+    (shown / "a" / ".env").write_text("x")
+    for i in range(SCAN_MAX_MASKS + 5):
+        (shown / f"k{i}.pem").write_text("x")
+    project, home = str(tmp_path / "proj"), str(tmp_path)
+    masks = _outside([], [str(shown)], [], [project, project, home, home], [str(shown)])
+    assert len(masks) == SCAN_MAX_MASKS and all(not m.is_dir for m in masks)

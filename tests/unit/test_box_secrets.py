@@ -54,9 +54,18 @@ def test_finds_secret_names_not_templates_nor_the_hidden_home(tmp_path, make):
     _put(tmp_path / "d" / "node_modules" / "x" / ".env")  # a dependency tree: skipped
     (tmp_path / "e").mkdir()
     os.symlink(tmp_path / "a" / ".env", tmp_path / "e" / ".env")  # judged where it points
+    (tmp_path / "f").mkdir()
+    os.mkfifo(tmp_path / "f" / ".env")  # a password manager's pipe: a secret all the same
     index = make(tmp_path)
-    assert _found(index, tmp_path) == {"a/.env", "b/deep/er/id_ed25519", "c/prod.tfstate"}
+    assert _found(index, tmp_path) == {
+        "a/.env",
+        "b/deep/er/id_ed25519",
+        "c/prod.tfstate",
+        "f/.env",
+    }
     assert index.view().complete
+    # a secret-looking link is listed: the box hides what it points to, per call
+    assert index.view().links == (str(tmp_path / "e" / ".env"),)
 
 
 def test_a_secret_made_later_is_found_before_the_next_call(tmp_path, make):
@@ -186,3 +195,79 @@ def test_a_folder_made_at_the_depth_limit_later_is_listed(tmp_path, make):
     assert index.view().complete
     _put(edge / "deeper" / ".env")
     assert index.view().unindexed == (str(edge / "deeper"),)
+
+
+def test_a_folder_moved_to_another_parent_stays_watched(tmp_path, make):
+    """An outside review: a folder moved up a level is looked into at its new path with the
+    same watch (a watch is its inode's); forgetting the old path removed it, and the moved
+    folder went deaf. Both orders: the new parent first (up a level) and last."""
+    for src, dst in (("down/app", "app"), ("a/app", "z/app")):
+        (tmp_path / src / "cfg").mkdir(parents=True)
+        (tmp_path / dst).parent.mkdir(parents=True, exist_ok=True)
+    index = make(tmp_path)
+    assert _found(index, tmp_path) == set()
+    os.rename(tmp_path / "down" / "app", tmp_path / "app")
+    os.rename(tmp_path / "a" / "app", tmp_path / "z" / "app")
+    assert _found(index, tmp_path) == set()
+    _put(tmp_path / "app" / ".env")
+    _put(tmp_path / "app" / "cfg" / "id_rsa")
+    _put(tmp_path / "z" / "app" / "cfg" / ".pgpass")
+    assert _found(index, tmp_path) == {"app/.env", "app/cfg/id_rsa", "z/app/cfg/.pgpass"}
+
+
+def test_a_folder_made_below_the_last_level_later_is_listed_as_not_looked_into(tmp_path, make):
+    last = tmp_path.joinpath(*[f"l{i}" for i in range(secrets.MAX_DEPTH)])
+    last.mkdir(parents=True)
+    index = make(tmp_path)
+    assert index.view().complete
+    _put(last / "late" / ".env")
+    assert index.view().unindexed == (str(last / "late"),)
+
+
+def test_a_folder_whose_mtime_is_set_back_is_still_looked_at_again(tmp_path, make, monkeypatch):
+    """An outside review: where a folder has no watch, its ``mtime`` said whether it changed,
+    and ``tar``, ``rsync -a``, ``cp -a`` and ``touch -d`` set a folder's ``mtime`` back after
+    writing into it. Its ``ctime`` cannot be set: both are compared."""
+    monkeypatch.setattr(secrets, "RACY_NS", 0)  # no "too recent to trust" re-looks here
+    (tmp_path / "d").mkdir()
+    old = 1_600_000_000_000_000_000
+    os.utime(tmp_path / "d", ns=(old, old))
+    index = make(tmp_path)
+    assert _found(index, tmp_path) == set()
+    _put(tmp_path / "d" / ".env")
+    os.utime(tmp_path / "d", ns=(old, old))
+    assert _found(index, tmp_path) == {"d/.env"}
+
+
+def test_a_folder_replaced_under_the_same_name_is_looked_into_anew(tmp_path, make):
+    """``mv app app.old && mkdir -p app/cfg``: the new ``app/cfg`` is another folder (the old
+    records' watches follow the old inodes to ``app.old``)."""
+    (tmp_path / "app" / "cfg" / "sub").mkdir(parents=True)
+    index = make(tmp_path)
+    assert _found(index, tmp_path) == set()
+    os.rename(tmp_path / "app", tmp_path / "app.old")
+    (tmp_path / "app" / "cfg" / "sub").mkdir(parents=True)
+    assert _found(index, tmp_path) == set()
+    _put(tmp_path / "app" / "cfg" / ".env")
+    _put(tmp_path / "app" / "cfg" / "sub" / "id_rsa")
+    assert _found(index, tmp_path) == {"app/cfg/.env", "app/cfg/sub/id_rsa"}
+    _put(tmp_path / "app.old" / "cfg" / ".pgpass")  # the old folders are watched as theirs
+    assert _found(index, tmp_path) == {"app/cfg/.env", "app/cfg/sub/id_rsa", "app.old/cfg/.pgpass"}
+
+
+@pytest.mark.parametrize(
+    ("name", "top", "skipped"),
+    [
+        ("node_modules", False, True),
+        (".mypy_cache", False, True),
+        (".parcel-cache", False, True),
+        ("Caches", False, True),
+        ("go", True, True),  # ~/go: GOPATH
+        ("go", False, False),  # a project's Go tree
+        ("cache-service", False, False),  # a project named like a cache
+        ("memcached-ops", True, False),
+        ("snap", False, False),
+    ],
+)
+def test_which_folder_names_the_index_skips(name, top, skipped):
+    assert secrets.skipped(name, top) is skipped
