@@ -389,21 +389,12 @@ def test_the_tunnel_signs_in_with_the_users_own_ssh_agent(
     """The user's agent (``SSH_AUTH_SOCK``) reaches the app's ssh as it reaches a terminal's:
     here the only key sshd accepts is held by an agent, and the client config names no key
     file, so the forward comes up only if the app's ssh asked that agent."""
-    import subprocess
+
+    from ..support.sshd import start_agent
 
     key = ssh_server.client_config.parent / "user_key"  # the one authorized key
-    sock = str(tmp_path / "agent.sock")
-    agent = subprocess.Popen(
-        ["ssh-agent", "-D", "-a", sock],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    agent, sock = start_agent(tmp_path, key)
     try:
-        wait_for(lambda: os.path.exists(sock), 30)
-        env = {**os.environ, "SSH_AUTH_SOCK": sock}
-        subprocess.run(["ssh-add", str(key)], check=True, capture_output=True, env=env, timeout=30)
         kept = [
             line
             for line in ssh_server.client_config.read_text().splitlines()

@@ -10,25 +10,19 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 
 import pytest
 
 from omp_a2a_bridge.server.box import secrets
 
-from ..support.boxworld import World, world_fixture
+from ..support.boxworld import World, top_level_folder, world_fixture
+from ..support.boxworld import put as _put
 
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
     yield from world_fixture(False)
-
-
-def _put(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text + "\n")
 
 
 def _reads(world: World, *paths: str) -> str:
@@ -106,17 +100,8 @@ def test_an_agent_that_fills_the_index_budget_reads_nothing_more(world: World) -
 
 @pytest.fixture
 def data_disk() -> Iterator[str]:
-    """A top-level data folder (as a mounted disk or ``/srv`` is): made as root, removed after."""
-    if os.geteuid() != 0:
-        if os.environ.get("CI"):
-            pytest.fail("this test makes a top-level folder: CI runs as root")
-        pytest.skip("makes a top-level folder: needs root")
-    top = tempfile.mkdtemp(prefix="a2a-data-", dir="/")
-    os.chmod(top, 0o755)  # noqa: S103 - readable by the desktop user, as a data disk is
-    try:
+    with top_level_folder("a2a-data-") as top:
         yield top
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_a_data_folder_outside_the_roots_is_private(world: World, data_disk: str) -> None:

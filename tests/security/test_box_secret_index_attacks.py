@@ -22,18 +22,12 @@ import pytest
 from omp_a2a_bridge.server.box import secrets
 
 from ..support.boxworld import World, world_fixture
+from ..support.boxworld import put as _put
 
 
 @pytest.fixture(scope="module")
 def world() -> Iterator[World]:
     yield from world_fixture(False)
-
-
-def _put(path: str, text: str) -> str:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text + "\n")
-    return path
 
 
 def _reads(world: World, *paths: str, cwd: str | None = None) -> str:

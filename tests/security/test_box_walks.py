@@ -206,15 +206,10 @@ def test_a_boxed_server_installed_in_a_top_level_data_folder_still_runs(home, st
     the program the human configured: a server whose script lies in one runs, and its
     neighbour files stay hidden."""
     import shutil
-    import tempfile
 
-    if os.geteuid() != 0:
-        if os.environ.get("CI"):
-            pytest.fail("this test makes a top-level folder: CI runs as root")
-        pytest.skip("makes a top-level folder: needs root")
-    top = tempfile.mkdtemp(prefix="a2a-srv-", dir="/")
-    try:
-        os.chmod(top, 0o755)  # noqa: S103 - readable by the desktop user, as /srv is
+    from ..support.boxworld import top_level_folder
+
+    with top_level_folder("a2a-srv-") as top:
         script = os.path.join(top, "tools", "fs_server.py")
         os.makedirs(os.path.dirname(script))
         shutil.copy(os.path.join(REPO, "tests", "security", "fs_server.py"), script)
@@ -248,8 +243,6 @@ def test_a_boxed_server_installed_in_a_top_level_data_folder_still_runs(home, st
         assert r.text == "CONTENT:PUBLIC needle\n", r.text
         r = c.call("mcp__fs__read_file", {"hex": _hex(other)})
         assert "PLANTED-DATA-DISK" not in r.text, r.text
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_control_a_server_outside_the_box_can(home, start_bridge):

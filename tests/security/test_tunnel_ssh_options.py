@@ -23,31 +23,20 @@ import pytest
 from omp_a2a_bridge.server.tunnels.install import REMOTE_READ_MAX
 
 from ..support.helpers import in_thread, pids_where, wait_for
-from ..support.sshd import free_port
+from ..support.sshd import free_port, start_agent
 
 WAIT_S = 90  # ssh's handshake under a loaded 2-core machine
 
 
 def _start_agent(folder: Path) -> tuple[subprocess.Popen, str]:
     """A private ssh-agent holding one key (the user's keys, as far as the attack goes)."""
-    sock = str(folder / "agent.sock")
-    proc = subprocess.Popen(
-        ["ssh-agent", "-D", "-a", sock],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    wait_for(lambda: os.path.exists(sock), 30)
     key = folder / "users_key"
     subprocess.run(
         ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "users-key", "-f", str(key)],
         check=True,
         capture_output=True,
     )
-    env = {**os.environ, "SSH_AUTH_SOCK": sock}
-    subprocess.run(["ssh-add", str(key)], check=True, capture_output=True, env=env, timeout=30)
-    return proc, sock
+    return start_agent(folder, key)
 
 
 def _blocked_cat(fifo: str) -> int | None:

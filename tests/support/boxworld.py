@@ -12,6 +12,7 @@ things in a sandbox that a desktop user cannot), the way
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -59,6 +60,30 @@ def desktop_user() -> list[str]:
             pytest.fail("running as root and 'unshare --user' does not work here")
         pytest.skip("running as root and 'unshare --user' does not work here")
     return argv
+
+
+def put(path: str, text: str) -> str:
+    """Write ``text`` (and a newline) to ``path``, its folders made: a file the human has."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text + "\n")
+    return path
+
+
+@contextlib.contextmanager
+def top_level_folder(prefix: str) -> Iterator[str]:
+    """A folder made at ``/`` (as ``/srv`` or a mounted disk is), readable by everyone, removed
+    after. Needs root: CI runs as root; elsewhere the test is skipped."""
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("this test makes a top-level folder: CI runs as root")
+        pytest.skip("makes a top-level folder: needs root")
+    top = tempfile.mkdtemp(prefix=prefix, dir="/")
+    try:
+        os.chmod(top, 0o755)  # noqa: S103 - readable by the desktop user, as /srv is
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def require_bwrap() -> None:

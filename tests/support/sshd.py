@@ -163,6 +163,24 @@ def start_sshd(folder: Path, timeout: float = 60) -> SshServer:
     raise RuntimeError(f"sshd did not start in {timeout} s: {log.read_text()[-2000:]}")
 
 
+def start_agent(folder: Path, key: Path) -> tuple[subprocess.Popen, str]:
+    """A private ssh-agent (its own session: ``os.killpg`` ends it) holding ``key``."""
+    sock = str(folder / "agent.sock")
+    proc = subprocess.Popen(
+        ["ssh-agent", "-D", "-a", sock],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while not os.path.exists(sock) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    env = {**os.environ, "SSH_AUTH_SOCK": sock}
+    subprocess.run(["ssh-add", str(key)], check=True, capture_output=True, env=env, timeout=30)
+    return proc, sock
+
+
 def _whoami() -> str:
     import pwd
 

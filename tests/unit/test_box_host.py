@@ -154,18 +154,12 @@ def test_programs_linked_from_path_keep_their_folder(tmp_path):
 
 def test_read_allow_reopens_a_folder_inside_a_hidden_top_level_folder_not_the_whole(tmp_path):
     """``box.read_allow: ["/srv/tools"]`` shows /srv/tools, and /srv stays hidden around it."""
-    import shutil
-    import tempfile
-
     from omp_a2a_bridge.server.box.host import gather
     from omp_a2a_bridge.server.box.policy import BoxConfig, build_plan
 
-    if os.geteuid() != 0:
-        if os.environ.get("CI"):
-            pytest.fail("this test makes a top-level folder: CI runs as root")
-        pytest.skip("makes a top-level folder: needs root")
-    top = tempfile.mkdtemp(prefix="a2a-srv-", dir="/")
-    try:
+    from ..support.boxworld import top_level_folder
+
+    with top_level_folder("a2a-srv-") as top:
         tools = os.path.join(top, "tools")
         os.makedirs(tools)
         root = tmp_path / "root"
@@ -174,8 +168,6 @@ def test_read_allow_reopens_a_folder_inside_a_hidden_top_level_folder_not_the_wh
         plan = build_plan(gather(str(root), [str(root)], config, []), config)
         assert top in plan.read_private
         assert tools in plan.read_allow
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_a_folder_the_index_did_not_look_into_that_holds_the_cwd_is_looked_into(tmp_path):
