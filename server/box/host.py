@@ -441,11 +441,27 @@ SYSTEM_TOPS = frozenset(
 )
 
 
-def _foreign_tops(needed: Iterable[str], root: str = "/") -> list[HostEntry]:
-    """The top-level folders no OS makes (:data:`SYSTEM_TOPS`) that hold nothing the call
-    needs: masked whole (private by default: the roots are what the human shared)."""
-    needed = tuple(needed)
-    out: list[HostEntry] = []
+def _foreign_tops(
+    needed: Iterable[str], programs: Iterable[str] = (), root: str = "/"
+) -> tuple[list[HostEntry], list[str]]:
+    """The top-level folders no OS makes (:data:`SYSTEM_TOPS`): masked whole (private by
+    default: the roots are what the human shared), and what the call needs inside one
+    (``needed``: a root, the cwd, the bridge's Python...) re-opened on its own, read-only, so
+    the rest of that top stays hidden: a root at ``/srv/www/app`` used to show every sibling
+    (``/srv/backup``). A top that *is* needed (or lies inside what is) stays as it is.
+
+    ``programs`` (the folders on ``PATH`` and where their links lead) re-open their install
+    prefix when they are a ``bin`` folder (``/srv/tools/node/bin`` -> ``/srv/tools/node``:
+    its ``lib`` beside it). Returns (masks, re-opened paths)."""
+    needed = [n for n in needed if n != os.sep]  # "/" holds every top: only a root may
+    for folder in programs:
+        if folder == os.sep:
+            continue
+        base = os.path.basename(folder.rstrip(os.sep))
+        parent = os.path.dirname(folder.rstrip(os.sep))
+        needed.append(parent if base in ("bin", "sbin") and parent != os.sep else folder)
+    masks: list[HostEntry] = []
+    reopened: list[str] = []
     with contextlib.suppress(OSError):
         for entry in os.scandir(root):
             try:
@@ -453,9 +469,11 @@ def _foreign_tops(needed: Iterable[str], root: str = "/") -> list[HostEntry]:
                     continue  # a symlink at the top leads to a folder judged on its own
             except OSError:
                 continue
-            if not any(within(n, entry.path) for n in needed):
-                out.append(HostEntry(entry.path, True))
-    return out
+            if any(within(entry.path, n) for n in needed):
+                continue  # the top itself is needed (a root at /srv)
+            masks.append(HostEntry(entry.path, True))
+            reopened += [n for n in needed if within(n, entry.path)]
+    return masks, sorted(set(reopened))
 
 
 def _path_link_targets(folders: tuple[str, ...]) -> tuple[str, ...]:
@@ -711,7 +729,7 @@ def _elsewhere(
     hidden_dirs: list[str],
     index: IndexView,
     secrets: list[str],
-) -> list[HostEntry]:
+) -> tuple[list[HostEntry], list[str]]:
     """What the box hides beyond the project and the home's hidden tree: secret-looking files
     elsewhere in the roots (``~/otherproj/.env``, ``secrets``) and the folders the kept index
     did not look into, then the top-level folders no OS makes (``/srv``, ``/mnt``...)."""
@@ -728,9 +746,13 @@ def _elsewhere(
         under=[*view.git_dirs, *view.allowed, *view.on_path, *python, *view.tmp_visible],
         roots=view.roots,
     )
-    needed = [*view.roots, view.cwd, project_top, view.home, *python, *path_real]
-    needed += [*_path_link_targets(path_real), *view.write_allow, *view.git_dirs, *view.tmp_visible]
-    return [*masks, *_foreign_tops(needed)]
+    needed = [*view.roots, view.cwd, project_top, view.home, *python]
+    needed += [*view.write_allow, *view.git_dirs, *view.tmp_visible]
+    programs = [*path_real, *_path_link_targets(path_real)]
+    tops, reopened = _foreign_tops(needed, programs)
+    if any(r == os.sep for r in view.roots):
+        tops, reopened = [], []  # the human shared everything
+    return [*masks, *tops], reopened
 
 
 def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]) -> HostView:
@@ -795,13 +817,8 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         on_path=on_path,
     )
     hidden_dirs = [*(e.path for e in hidden if e.is_dir), *own_real, *others]
-    view = dataclasses.replace(
-        view,
-        hidden=(
-            *view.hidden,
-            *_elsewhere(view, project_top, hidden_dirs, index, elsewhere_secrets),
-        ),
-    )
+    beyond, reopened = _elsewhere(view, project_top, hidden_dirs, index, elsewhere_secrets)
+    view = dataclasses.replace(view, hidden=(*view.hidden, *beyond), reopened=tuple(reopened))
     candidates = persistence_paths(view, project_of(view))
     existing = frozenset(p for p in candidates if os.path.lexists(p))
     return dataclasses.replace(view, existing=existing)

@@ -1,0 +1,83 @@
+"""Outside review of "outside the roots the box shows the system, not data" (a top-level folder
+no OS makes is hidden whole unless it holds what the call needs), over a real bridge process.
+
+A folder the call needs inside such a top (a root on a data disk, ``/srv/www/app``) used to
+keep the *whole* top visible: every sibling of the root on that disk (``/srv/backup``) was
+readable from the box. Only the path to what is needed may show.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+
+from ..support.boxworld import World, make_world, require_bwrap, serve, stop
+
+
+def _put(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text + "\n")
+
+
+@pytest.fixture(scope="module")
+def disk_world() -> Iterator[tuple[World, str]]:
+    """The box world with a second root on a top-level data folder (as ``/srv`` or a disk at
+    ``/data`` is): made as root, removed after."""
+    require_bwrap()
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("this test makes a top-level folder: CI runs as root")
+        pytest.skip("makes a top-level folder: needs root")
+    top = tempfile.mkdtemp(prefix="a2a-data-", dir="/")
+    os.chmod(top, 0o755)  # noqa: S103 - readable by the desktop user, as a data disk is
+    world = make_world()
+    try:
+        projects = os.path.join(top, "projects")
+        os.makedirs(os.path.join(projects, "app"))
+        with open(world.config, encoding="utf-8") as f:
+            config = json.load(f)
+        config["roots"] = [world.home, projects]
+        with open(world.config, "w", encoding="utf-8") as f:
+            json.dump(config, f)
+        serve(world, False)
+        yield world, top
+    finally:
+        stop(world)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_root_on_a_data_folder_does_not_show_the_rest_of_that_folder(
+    disk_world: tuple[World, str],
+) -> None:
+    """The root ``/data/projects`` is needed; ``/data/backup`` beside it is not a root and
+    holds no secret-looking name (the index never looks there): it stays hidden. The call
+    still reads and writes its project on that disk."""
+    world, top = disk_world
+    _put(os.path.join(top, "backup", "home", "notes.txt"), "FAKESECRET-disk-sibling-5e5e")
+    _put(os.path.join(top, "loose.txt"), "FAKESECRET-disk-loose-6f6f")
+    app = os.path.join(top, "projects", "app")
+    _, text = world.bash(
+        f"cat {top}/backup/home/notes.txt {top}/loose.txt 2>&1; grep -r FAKESECRET {top} 2>&1; "
+        "echo made > made.txt && cat made.txt && git --version >/dev/null && echo still-works",
+        cwd=app,
+    )
+    assert world.leaks(text) == [] and "still-works" in text and "made" in text, text
+    assert os.path.exists(os.path.join(app, "made.txt"))
+
+
+def test_a_call_in_the_home_does_not_see_the_data_folder_either(
+    disk_world: tuple[World, str],
+) -> None:
+    """A call in the home's project needs nothing on the disk but its other root is there:
+    the root stays readable (it is shared), what lies beside it does not."""
+    world, top = disk_world
+    _put(os.path.join(top, "backup2", "dump.sql"), "FAKESECRET-disk-dump-7a7a")
+    _put(os.path.join(top, "projects", "app", "README"), "shared readme")
+    _, text = world.bash(f"cat {top}/backup2/dump.sql {top}/projects/app/README 2>&1")
+    assert world.leaks(text) == [] and "shared readme" in text, text
