@@ -81,3 +81,20 @@ def test_a_call_in_the_home_does_not_see_the_data_folder_either(
     _put(os.path.join(top, "projects", "app", "README"), "shared readme")
     _, text = world.bash(f"cat {top}/backup2/dump.sql {top}/projects/app/README 2>&1")
     assert world.leaks(text) == [] and "shared readme" in text, text
+
+
+def test_a_cwd_chosen_in_a_data_folder_does_not_open_it_unasked(
+    disk_world: tuple[World, str],
+) -> None:
+    """The agent names a ``cwd`` in the hidden folder, outside every root, to make it "what
+    the call needs": the path policy asks a human for that (none here: denied), so nothing
+    there is read."""
+    world, top = disk_world
+    _put(os.path.join(top, "backup3", "notes.txt"), "FAKESECRET-disk-cwd-8b8b")
+    c = world.client()
+    try:
+        r = c.call("bash", {"command": "cat notes.txt", "cwd": os.path.join(top, "backup3")})
+    finally:
+        c.close()
+    assert r.status == 200, r
+    assert r.result["isError"] and world.leaks(r.text) == [], r.text
