@@ -746,8 +746,12 @@ def _elsewhere(
         under=[*view.git_dirs, *view.allowed, *view.on_path, *python, *view.tmp_visible],
         roots=view.roots,
     )
+    # A git dir counts only inside a root: a ``.git`` file in the project (which the agent can
+    # write) names any folder, and ``gitdir: /srv/backup/repo/.git`` re-opened that backup's
+    # whole history. A worktree whose common dir lies in such a folder needs box.read_allow.
+    git_dirs = [d for d in view.git_dirs if any(within(d, r) for r in view.roots)]
     needed = [*view.roots, view.cwd, project_top, view.home, *python]
-    needed += [*view.write_allow, *view.git_dirs, *view.tmp_visible]
+    needed += [*view.write_allow, *git_dirs, *view.tmp_visible]
     programs = [*path_real, *_path_link_targets(path_real)]
     tops, reopened = _foreign_tops(needed, programs)
     if any(r == os.sep for r in view.roots):

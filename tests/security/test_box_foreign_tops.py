@@ -98,3 +98,30 @@ def test_a_cwd_chosen_in_a_data_folder_does_not_open_it_unasked(
         c.close()
     assert r.status == 200, r
     assert r.result["isError"] and world.leaks(r.text) == [], r.text
+
+
+def test_a_git_file_naming_a_repository_in_a_data_folder_opens_nothing_there(
+    disk_world: tuple[World, str],
+) -> None:
+    """A git dir is "what the call needs": one call writes ``sub/.git`` naming a repository
+    in the hidden folder (a backup of one), the next runs in ``sub`` and reads that
+    repository's history through git."""
+    import subprocess
+
+    world, top = disk_world
+    repo = os.path.join(top, "backup4", "repo")
+    _put(os.path.join(repo, "notes.txt"), "FAKESECRET-disk-gitdir-9c9c")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", repo]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    project = os.path.join(world.home, "gitfile")
+    os.makedirs(os.path.join(project, "sub"), exist_ok=True)
+    world.bash(f"printf 'gitdir: {repo}/.git\\n' > sub/.git; cat sub/.git", cwd=project)
+    sub = os.path.join(project, "sub")
+    _, text = world.bash(
+        f"git -c safe.directory='*' log -p 2>&1 | head -40; cat {repo}/notes.txt 2>&1; "
+        f"grep -r FAKESECRET {repo}/.git 2>&1 | head",
+        cwd=sub,
+    )
+    assert world.leaks(text) == [], text
