@@ -794,7 +794,16 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     folders = _on_path_patterns(os.environ.get("PATH", ""))
     # (a PATH entry that holds the home, ``/``, would leave no project at all: its files are
     # outside every project anyway)
-    on_path = tuple(r for r in (_real(p) for p in folders) if r and not within(home, r))
+    # A PATH folder that does not exist yet counts too (by where it would be): made in a
+    # project (``~/tools/bin`` on PATH, the call in ``~/tools``), a program there ran outside
+    # the box the next time the human typed its name, and it was never swept.
+    path_dirs = [p for p in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    later = [os.path.realpath(p) for p in path_dirs if not os.path.lexists(p)]
+    on_path = tuple(
+        dict.fromkeys(
+            r for r in (*(_real(p) for p in folders), *later) if r and not within(home, r)
+        )
+    )
     wanted = (*config.read_allow, *SYSTEM_READABLE)
     allowed = tuple(r for r in (_real(p) for p in wanted) if r is not None)
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)

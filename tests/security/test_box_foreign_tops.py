@@ -125,3 +125,48 @@ def test_a_git_file_naming_a_repository_in_a_data_folder_opens_nothing_there(
         cwd=sub,
     )
     assert world.leaks(text) == [], text
+
+
+@pytest.fixture(scope="module")
+def path_world() -> Iterator[tuple[World, str]]:
+    """The box world whose bridge has a ``PATH`` folder that does not exist yet, inside a
+    folder the agent may write (``~/tools/bin``: ``export PATH=$PATH:~/tools/bin`` in a
+    profile, made later), and a top-level data folder."""
+    require_bwrap()
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("this test makes a top-level folder: CI runs as root")
+        pytest.skip("makes a top-level folder: needs root")
+    top = tempfile.mkdtemp(prefix="a2a-data-", dir="/")
+    os.chmod(top, 0o755)  # noqa: S103 - readable by the desktop user, as a data disk is
+    world = make_world()
+    before = os.environ["PATH"]
+    try:
+        os.makedirs(os.path.join(world.home, "tools"))
+        os.environ["PATH"] = f"{before}{os.pathsep}{os.path.join(world.home, 'tools', 'bin')}"
+        serve(world, False)
+        os.environ["PATH"] = before
+        yield world, top
+    finally:
+        os.environ["PATH"] = before
+        stop(world)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_path_folder_made_in_the_project_is_swept_and_opens_nothing(
+    path_world: tuple[World, str],
+) -> None:
+    """The agent makes the missing ``PATH`` folder in its project: a program there runs
+    outside the box the next time the human types its name (persistence), and a link there is
+    "where a program on PATH leads" for the next call (a hidden data folder re-opened)."""
+    world, top = path_world
+    _put(os.path.join(top, "backup5", "notes.txt"), "FAKESECRET-disk-pathlink-adad")
+    tools = os.path.join(world.home, "tools")
+    world.bash(
+        f"mkdir -p bin && printf '#!/bin/sh\\necho owned\\n' > bin/git && chmod +x bin/git && "
+        f"ln -s {top}/backup5/notes.txt bin/notes",
+        cwd=tools,
+    )
+    assert not os.path.lexists(os.path.join(tools, "bin", "git"))
+    _, text = world.bash(f"cat {top}/backup5/notes.txt 2>&1", cwd=tools)
+    assert world.leaks(text) == [], text
