@@ -465,15 +465,25 @@ def _foreign_tops(
     with contextlib.suppress(OSError):
         for entry in os.scandir(root):
             try:
-                if entry.name in SYSTEM_TOPS or not entry.is_dir(follow_symlinks=False):
+                if entry.name in SYSTEM_TOPS or entry.is_symlink():
                     continue  # a symlink at the top leads to a folder judged on its own
+                if entry.is_file(follow_symlinks=False):
+                    # A file straight in / (a dump a script left: /backup.sql) is data too:
+                    # an empty file in its place, when this user can read it at all.
+                    if os.access(entry.path, os.R_OK) and entry.path not in needed:
+                        masks.append(HostEntry(entry.path, False))
+                    continue
+                if not entry.is_dir(follow_symlinks=False):
+                    continue  # a socket, a device: nothing to read
             except OSError:
                 continue
             if any(within(entry.path, n) for n in needed):
                 continue  # the top itself is needed (a root at /srv)
             masks.append(HostEntry(entry.path, True))
             reopened += [n for n in needed if within(n, entry.path)]
-    return masks, sorted(set(reopened))
+    # one mount each: what lies inside another re-opened path shows with it
+    outer = [r for r in set(reopened) if not any(within(r, o) and r != o for o in reopened)]
+    return masks, sorted(outer)
 
 
 def _path_link_targets(folders: tuple[str, ...]) -> tuple[str, ...]:

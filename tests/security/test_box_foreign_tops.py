@@ -170,3 +170,17 @@ def test_a_path_folder_made_in_the_project_is_swept_and_opens_nothing(
     assert not os.path.lexists(os.path.join(tools, "bin", "git"))
     _, text = world.bash(f"cat {top}/backup5/notes.txt 2>&1", cwd=tools)
     assert world.leaks(text) == [], text
+
+
+def test_a_data_file_at_the_top_level_is_private(disk_world: tuple[World, str]) -> None:
+    """A file straight in ``/`` (a dump a script left there: ``/backup.sql``) is data no OS
+    makes, like a top-level folder: hidden (an empty file in its place)."""
+    world, top = disk_world
+    dump = f"{top}.sql"  # /a2a-data-xxxx.sql
+    _put(dump, "FAKESECRET-top-file-bebe")
+    os.chmod(dump, 0o644)
+    try:
+        _, text = world.bash(f"cat {dump} 2>&1; ls / >/dev/null && echo still-works")
+    finally:
+        os.unlink(dump)
+    assert world.leaks(text) == [] and "still-works" in text, text
