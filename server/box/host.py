@@ -441,21 +441,49 @@ SYSTEM_TOPS = frozenset(
 )
 
 
-def _foreign_tops(needed: Iterable[str], root: str = "/") -> list[HostEntry]:
-    """The top-level folders no OS makes (:data:`SYSTEM_TOPS`) that hold nothing the call
-    needs: masked whole (private by default: the roots are what the human shared)."""
-    needed = tuple(needed)
-    out: list[HostEntry] = []
+def _foreign_tops(
+    needed: Iterable[str], programs: Iterable[str] = (), root: str = "/"
+) -> tuple[list[HostEntry], list[str]]:
+    """The top-level folders no OS makes (:data:`SYSTEM_TOPS`): masked whole (private by
+    default: the roots are what the human shared), and what the call needs inside one
+    (``needed``: a root, the cwd, the bridge's Python...) re-opened on its own, read-only, so
+    the rest of that top stays hidden: a root at ``/srv/www/app`` used to show every sibling
+    (``/srv/backup``). A top that *is* needed (or lies inside what is) stays as it is.
+
+    ``programs`` (the folders on ``PATH`` and where their links lead) re-open their install
+    prefix when they are a ``bin`` folder (``/srv/tools/node/bin`` -> ``/srv/tools/node``:
+    its ``lib`` beside it). Returns (masks, re-opened paths)."""
+    needed = [n for n in needed if n != os.sep]  # "/" holds every top: only a root may
+    for folder in programs:
+        if folder == os.sep:
+            continue
+        base = os.path.basename(folder.rstrip(os.sep))
+        parent = os.path.dirname(folder.rstrip(os.sep))
+        needed.append(parent if base in ("bin", "sbin") and parent != os.sep else folder)
+    masks: list[HostEntry] = []
+    reopened: list[str] = []
     with contextlib.suppress(OSError):
         for entry in os.scandir(root):
             try:
-                if entry.name in SYSTEM_TOPS or not entry.is_dir(follow_symlinks=False):
+                if entry.name in SYSTEM_TOPS or entry.is_symlink():
                     continue  # a symlink at the top leads to a folder judged on its own
+                if entry.is_file(follow_symlinks=False):
+                    # A file straight in / (a dump a script left: /backup.sql) is data too:
+                    # an empty file in its place, when this user can read it at all.
+                    if os.access(entry.path, os.R_OK) and entry.path not in needed:
+                        masks.append(HostEntry(entry.path, False))
+                    continue
+                if not entry.is_dir(follow_symlinks=False):
+                    continue  # a socket, a device: nothing to read
             except OSError:
                 continue
-            if not any(within(n, entry.path) for n in needed):
-                out.append(HostEntry(entry.path, True))
-    return out
+            if any(within(entry.path, n) for n in needed):
+                continue  # the top itself is needed (a root at /srv)
+            masks.append(HostEntry(entry.path, True))
+            reopened += [n for n in needed if within(n, entry.path)]
+    # one mount each: what lies inside another re-opened path shows with it
+    outer = [r for r in set(reopened) if not any(within(r, o) and r != o for o in reopened)]
+    return masks, sorted(outer)
 
 
 def _path_link_targets(folders: tuple[str, ...]) -> tuple[str, ...]:
@@ -711,7 +739,7 @@ def _elsewhere(
     hidden_dirs: list[str],
     index: IndexView,
     secrets: list[str],
-) -> list[HostEntry]:
+) -> tuple[list[HostEntry], list[str]]:
     """What the box hides beyond the project and the home's hidden tree: secret-looking files
     elsewhere in the roots (``~/otherproj/.env``, ``secrets``) and the folders the kept index
     did not look into, then the top-level folders no OS makes (``/srv``, ``/mnt``...)."""
@@ -728,9 +756,17 @@ def _elsewhere(
         under=[*view.git_dirs, *view.allowed, *view.on_path, *python, *view.tmp_visible],
         roots=view.roots,
     )
-    needed = [*view.roots, view.cwd, project_top, view.home, *python, *path_real]
-    needed += [*_path_link_targets(path_real), *view.write_allow, *view.git_dirs, *view.tmp_visible]
-    return [*masks, *_foreign_tops(needed)]
+    # A git dir counts only inside a root: a ``.git`` file in the project (which the agent can
+    # write) names any folder, and ``gitdir: /srv/backup/repo/.git`` re-opened that backup's
+    # whole history. A worktree whose common dir lies in such a folder needs box.read_allow.
+    git_dirs = [d for d in view.git_dirs if any(within(d, r) for r in view.roots)]
+    needed = [*view.roots, view.cwd, project_top, view.home, *python]
+    needed += [*view.write_allow, *git_dirs, *view.tmp_visible]
+    programs = [*path_real, *_path_link_targets(path_real)]
+    tops, reopened = _foreign_tops(needed, programs)
+    if any(r == os.sep for r in view.roots):
+        tops, reopened = [], []  # the human shared everything
+    return [*masks, *tops], reopened
 
 
 def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]) -> HostView:
@@ -768,7 +804,16 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     folders = _on_path_patterns(os.environ.get("PATH", ""))
     # (a PATH entry that holds the home, ``/``, would leave no project at all: its files are
     # outside every project anyway)
-    on_path = tuple(r for r in (_real(p) for p in folders) if r and not within(home, r))
+    # A PATH folder that does not exist yet counts too (by where it would be): made in a
+    # project (``~/tools/bin`` on PATH, the call in ``~/tools``), a program there ran outside
+    # the box the next time the human typed its name, and it was never swept.
+    path_dirs = [p for p in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    later = [os.path.realpath(p) for p in path_dirs if not os.path.lexists(p)]
+    on_path = tuple(
+        dict.fromkeys(
+            r for r in (*(_real(p) for p in folders), *later) if r and not within(home, r)
+        )
+    )
     wanted = (*config.read_allow, *SYSTEM_READABLE)
     allowed = tuple(r for r in (_real(p) for p in wanted) if r is not None)
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)
@@ -795,13 +840,8 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         on_path=on_path,
     )
     hidden_dirs = [*(e.path for e in hidden if e.is_dir), *own_real, *others]
-    view = dataclasses.replace(
-        view,
-        hidden=(
-            *view.hidden,
-            *_elsewhere(view, project_top, hidden_dirs, index, elsewhere_secrets),
-        ),
-    )
+    beyond, reopened = _elsewhere(view, project_top, hidden_dirs, index, elsewhere_secrets)
+    view = dataclasses.replace(view, hidden=(*view.hidden, *beyond), reopened=tuple(reopened))
     candidates = persistence_paths(view, project_of(view))
     existing = frozenset(p for p in candidates if os.path.lexists(p))
     return dataclasses.replace(view, existing=existing)

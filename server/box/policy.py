@@ -104,6 +104,9 @@ class HostView:
     # The table's persistence folders in the home's visible tree (``~/bin``, ``~/go/bin``,
     # ``~/Library/LaunchAgents``): never a project, read-only inside one.
     on_path: tuple[str, ...] = ()
+    # What the call needs inside a top-level folder no OS makes, which the box hides whole (a
+    # root at ``/srv/www/app`` in a hidden ``/srv``): re-opened read-only on its own.
+    reopened: tuple[str, ...] = ()
 
 
 def within(path: str, top: str) -> bool:
@@ -202,6 +205,11 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
     private = sorted(set(private))
     # Re-bound read-only only where a private folder hides them.
     reallow = tuple(a for a in allowed if any(within(a, p) and a != p for p in private))
+    # What the call needs inside a hidden top-level folder: re-opened unless a mask below that
+    # top (a secret folder the index found there) hides it too.
+    below_tops = [p for p in private if os.path.dirname(p) != os.sep]
+    reallow += tuple(r for r in view.reopened if _masked(r, private) and not _masked(r, below_tops))
+    reallow = tuple(sorted(set(reallow)))
     write: list[str] = []
     if project is not None:
         write.append(project)

@@ -35,6 +35,7 @@ from ..policy.rules import RuleError, RuleList, RuleSet, edit_raw_rules
 from ..present import clientconfig
 from ..present.textsafe import safe
 from ..present.views import audit_call_json
+from ..tools.shell import settle as settle_shells
 from ..tunnels.identity import machine_token
 from ..tunnels.install import install_remote
 from ..tunnels.plan import TunnelError, check_spec
@@ -65,6 +66,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SHUTDOWN_GRACE_S = 1.0
+# A cancelled boxed call's clean-up: its start's answer, its supervisor's exit (bounded by
+# SUPERVISOR_EXIT_S), the sweep. Only waited for when there is one.
+SETTLE_S = 6.0
 CALL_TIMEOUT_S = 10.0
 
 
@@ -195,6 +199,7 @@ class BridgeRunner:
         tunnels = asyncio.ensure_future(bridge.tunnels.stop())  # no ssh outlives the app
         if mcp.active:
             await asyncio.wait(set(mcp.active), timeout=0.5)
+        await settle_shells(SETTLE_S)  # cancelled calls' shells end, what they planted is swept
         await upstreams
         await tunnels
         await server.close_all_connections()

@@ -347,6 +347,9 @@ class ShellRun:
     async def _end_abandoned(self, work: asyncio.Future[Started | None]) -> None:
         try:
             started = await work  # bounded: the box's plan and a socket round trip
+        except asyncio.CancelledError:  # the loop's end: at least close its ends when it lands
+            work.add_done_callback(_abandon)
+            raise
         except Exception:
             return
         if started is not None:
@@ -400,9 +403,35 @@ async def _sweep_cancelled(boxed: Prepared | None) -> None:
     if boxed is None:
         return
     try:
-        await asyncio.shield(pools.run(pools.Pool.PROCESS, sweep, boxed.missing, boxed.watch))
+        await pools.run(pools.Pool.PROCESS, sweep, boxed.missing, boxed.watch)
     except Exception:
         log.exception("the box's sweep after a cancelled call failed")
+
+
+async def _end_then_sweep(ending: Awaitable[None], run: ShellRun) -> None:
+    await ending
+    await _sweep_cancelled(run.boxed)
+
+
+async def _clean_up_cancelled(ending: Awaitable[None], run: ShellRun) -> None:
+    """A cancelled call's shell ends, then what it planted is swept: one task of its own
+    (kept in ``_CLOSING``), so a second cancel of the call (the bridge's stop cancels every
+    running tool, this one again) ends only the wait for it, never the sweep; the bridge's
+    stop waits for it (:func:`settle`)."""
+    task = asyncio.ensure_future(_end_then_sweep(ending, run))
+    _CLOSING.add(task)
+    task.add_done_callback(_CLOSING.discard)
+    await asyncio.shield(task)
+
+
+async def settle(timeout: float) -> None:
+    """The bridge's stop: wait (at most ``timeout``) for the shells of answered or cancelled
+    calls to end and for what a cancelled call planted to be swept. Without it the loop's
+    end cancelled them half-way: a shell outlived the stop, ``.vscode/settings.json`` stayed."""
+    loop = asyncio.get_running_loop()
+    mine = {t for t in _CLOSING if t.get_loop() is loop}  # one per bridge in a process
+    if mine:
+        await asyncio.wait(mine, timeout=timeout)
 
 
 class BashTool(Tool):
@@ -497,8 +526,7 @@ class BashTool(Tool):
         try:
             await run.start()
         except asyncio.CancelledError:  # a start cancelled on its way may have planted too
-            await asyncio.shield(run.end_abandoned())
-            await _sweep_cancelled(run.boxed)
+            await _clean_up_cancelled(run.end_abandoned(), run)
             raise
         except NoBox as e:
             raise ToolError(f"no box is available here: {e}") from None
@@ -509,9 +537,8 @@ class BashTool(Tool):
         boxed = run.boxed
         try:
             ending = await run.wait(timeout)
-        except asyncio.CancelledError:
-            await asyncio.shield(run.kill())  # a second cancel must not leave processes behind
-            await _sweep_cancelled(boxed)
+        except asyncio.CancelledError:  # a second cancel must not leave processes or plants
+            await _clean_up_cancelled(run.kill(), run)
             raise
         except OSError as e:  # the supervisor could not start it (the cwd went away...)
             raise io_error(e, "cannot start the shell") from None

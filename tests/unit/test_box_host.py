@@ -133,10 +133,30 @@ def test_top_level_folders_no_os_makes_are_hidden_unless_the_call_needs_them(tmp
         (tmp_path / name).mkdir()
     (tmp_path / "backup").symlink_to(tmp_path / "mnt")  # a link leads to a folder judged alone
     (tmp_path / "swapfile").write_text("")
-    needed = [str(tmp_path / "work" / "me" / "proj"), str(tmp_path / "usr" / "bin")]
-    hidden = sorted(os.path.basename(e.path) for e in _foreign_tops(needed, str(tmp_path)))
-    assert hidden == ["data", "media", "mnt", "srv"]
-    assert all(e.is_dir for e in _foreign_tops(needed, str(tmp_path)))
+    proj = str(tmp_path / "work" / "me" / "proj")
+    needed = [proj, str(tmp_path / "usr" / "bin"), str(tmp_path / "data")]
+    masks, reopened = _foreign_tops(needed, root=str(tmp_path))
+    # /data is needed whole (a root there); /work only holds what is needed: hidden, and
+    # the project alone re-opened (its siblings on that disk are not the call's)
+    dirs = sorted(os.path.basename(e.path) for e in masks if e.is_dir)
+    assert dirs == ["media", "mnt", "srv", "work"] and reopened == [proj]
+    # a readable file straight in / is data too: masked as a file
+    files = [os.path.basename(e.path) for e in masks if not e.is_dir]
+    assert files == (["swapfile"] if os.access(tmp_path / "swapfile", os.R_OK) else [])
+
+
+def test_a_program_folder_inside_a_hidden_top_reopens_its_install_prefix(tmp_path):
+    """``/srv/tools/node/bin`` on PATH (or a link leading there) re-opens ``/srv/tools/node``
+    (its ``lib`` beside ``bin``), never ``/`` nor the whole top."""
+    from omp_a2a_bridge.server.box.host import _foreign_tops
+
+    node_bin = tmp_path / "srv" / "tools" / "node" / "bin"
+    node_bin.mkdir(parents=True)
+    (tmp_path / "mnt" / "x").mkdir(parents=True)
+    programs = [str(node_bin), str(tmp_path / "mnt" / "x"), "/"]
+    masks, reopened = _foreign_tops(["/"], programs, root=str(tmp_path))
+    assert sorted(os.path.basename(e.path) for e in masks) == ["mnt", "srv"]
+    assert reopened == sorted([str(tmp_path / "mnt" / "x"), str(node_bin.parent)])
 
 
 def test_programs_linked_from_path_keep_their_folder(tmp_path):

@@ -406,3 +406,22 @@ def test_sweep_removes_deep_trees_and_follows_no_link(tmp_path):
     assert not deep.exists() and not (proj / "a" / ".envrc").exists()
     assert (home / ".vscode" / "keep.json").read_text() == "{}"
     assert not os.path.lexists(proj / "c" / ".idea")
+
+
+def test_what_the_call_needs_in_a_hidden_top_is_reopened_alone():
+    """A root at /srv/www/app in a hidden /srv: re-bound read-only on its own (then written
+    as the project); one a mask below the top hides too (a secret folder there) stays hidden."""
+    v = view(
+        cwd="/srv/www/app",
+        git_top=None,
+        roots=(H, "/srv/www"),
+        hidden=(HostEntry("/srv", True), HostEntry("/srv/www/.keys", True)),
+        reopened=("/srv/www", "/srv/www/.keys/tool"),
+    )
+    plan = build_plan(v, BoxConfig())
+    assert "/srv" in plan.read_private and plan.read_allow == ("/srv/www",)
+    assert plan.write == ("/srv/www/app",)
+    argv = render(plan, BwrapHost("/usr/bin/bwrap", "/e"), ["true"])
+    joined = " ".join(argv)
+    assert joined.index("--tmpfs /srv ") < joined.index("--ro-bind /srv/www /srv/www")
+    assert joined.index("--ro-bind /srv/www /srv/www") < joined.index("--tmpfs /srv/www/.keys")
