@@ -37,6 +37,36 @@ def _kill(tag: str) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+def _cancelled_while_planting(start_bridge, env, tag: str, req_id: int):
+    """A boxed call that plants ``.vscode/settings.json`` and sleeps, cancelled by its client
+    while its start is still on its way: (the bridge, the call's thread, the planted file)."""
+    running = start_bridge({"approval": {"tiers": {"bash": "allow"}}})
+    project = os.path.join(env["root"], "proj")
+    os.makedirs(project)
+    settings = os.path.join(project, ".vscode", "settings.json")
+    c = running.client()
+    other = running.client(init=False)
+    other.sid = c.sid  # the held POST keeps the first connection busy
+    plant = f"mkdir -p .vscode && echo '{{}}' > .vscode/settings.json; sleep {sleep_n(tag)}"
+    t, _ = in_thread(c.call, "bash", {"command": plant, "cwd": project}, req_id)
+    wait_for(lambda: sleeping_pids(tag) and os.path.exists(settings), timeout=30)
+    assert other.rpc("notifications/cancelled", {"requestId": req_id}, req_id=None).status == 202
+    return running, t, settings
+
+
+def test_a_call_cancelled_while_its_shell_starts_is_swept(start_bridge, env, slow_start):
+    """The cancel ends the shell and sweeps what it planted, as a cancel of a running call
+    does. It used to do neither: ``.vscode/settings.json`` stayed in the project."""
+    tag = "7322"
+    try:
+        _, t, settings = _cancelled_while_planting(start_bridge, env, tag, 77)
+        t.join(60)
+        wait_for(lambda: not sleeping_pids(tag), timeout=30)
+        wait_for(lambda: not os.path.exists(settings), timeout=30)
+    finally:
+        _kill(tag)
+
+
 def test_a_cancel_then_the_bridges_stop_during_the_start_still_sweeps(
     start_bridge, env, slow_start
 ):
@@ -44,19 +74,9 @@ def test_a_cancel_then_the_bridges_stop_during_the_start_still_sweeps(
     period over, it cancels every running tool: this one a second time). The second cancel
     used to land while the call waited for its shell to end and skip the sweep:
     ``.vscode/settings.json`` stayed in the project, and the shell outlived the stop."""
-    running = start_bridge({"approval": {"tiers": {"bash": "allow"}}})
-    project = os.path.join(env["root"], "proj")
-    os.makedirs(project)
-    settings = os.path.join(project, ".vscode", "settings.json")
-    c = running.client()
-    other = running.client(init=False)
-    other.sid = c.sid
     tag = "7411"
-    plant = f"mkdir -p .vscode && echo '{{}}' > .vscode/settings.json; sleep {sleep_n(tag)}"
     try:
-        t, _ = in_thread(c.call, "bash", {"command": plant, "cwd": project}, 91)
-        wait_for(lambda: sleeping_pids(tag) and os.path.exists(settings), timeout=30)
-        assert other.rpc("notifications/cancelled", {"requestId": 91}, req_id=None).status == 202
+        running, t, settings = _cancelled_while_planting(start_bridge, env, tag, 91)
         stopping = threading.Thread(target=running.runner.stop, args=(30.0,))
         stopping.start()
         stopping.join(60)

@@ -10,19 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 
 import pytest
 
-from ..support.boxworld import World, make_world, require_bwrap, serve, stop
-
-
-def _put(path: str, text: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text + "\n")
+from ..support.boxworld import World, make_world, require_bwrap, serve, stop, top_level_folder
+from ..support.boxworld import put as _put
 
 
 @pytest.fixture(scope="module")
@@ -30,26 +23,20 @@ def disk_world() -> Iterator[tuple[World, str]]:
     """The box world with a second root on a top-level data folder (as ``/srv`` or a disk at
     ``/data`` is): made as root, removed after."""
     require_bwrap()
-    if os.geteuid() != 0:
-        if os.environ.get("CI"):
-            pytest.fail("this test makes a top-level folder: CI runs as root")
-        pytest.skip("makes a top-level folder: needs root")
-    top = tempfile.mkdtemp(prefix="a2a-data-", dir="/")
-    os.chmod(top, 0o755)  # noqa: S103 - readable by the desktop user, as a data disk is
-    world = make_world()
-    try:
-        projects = os.path.join(top, "projects")
-        os.makedirs(os.path.join(projects, "app"))
-        with open(world.config, encoding="utf-8") as f:
-            config = json.load(f)
-        config["roots"] = [world.home, projects]
-        with open(world.config, "w", encoding="utf-8") as f:
-            json.dump(config, f)
-        serve(world, False)
-        yield world, top
-    finally:
-        stop(world)
-        shutil.rmtree(top, ignore_errors=True)
+    with top_level_folder("a2a-data-") as top:
+        world = make_world()
+        try:
+            projects = os.path.join(top, "projects")
+            os.makedirs(os.path.join(projects, "app"))
+            with open(world.config, encoding="utf-8") as f:
+                config = json.load(f)
+            config["roots"] = [world.home, projects]
+            with open(world.config, "w", encoding="utf-8") as f:
+                json.dump(config, f)
+            serve(world, False)
+            yield world, top
+        finally:
+            stop(world)
 
 
 def test_a_root_on_a_data_folder_does_not_show_the_rest_of_that_folder(
@@ -133,24 +120,18 @@ def path_world() -> Iterator[tuple[World, str]]:
     folder the agent may write (``~/tools/bin``: ``export PATH=$PATH:~/tools/bin`` in a
     profile, made later), and a top-level data folder."""
     require_bwrap()
-    if os.geteuid() != 0:
-        if os.environ.get("CI"):
-            pytest.fail("this test makes a top-level folder: CI runs as root")
-        pytest.skip("makes a top-level folder: needs root")
-    top = tempfile.mkdtemp(prefix="a2a-data-", dir="/")
-    os.chmod(top, 0o755)  # noqa: S103 - readable by the desktop user, as a data disk is
-    world = make_world()
-    before = os.environ["PATH"]
-    try:
-        os.makedirs(os.path.join(world.home, "tools"))
-        os.environ["PATH"] = f"{before}{os.pathsep}{os.path.join(world.home, 'tools', 'bin')}"
-        serve(world, False)
-        os.environ["PATH"] = before
-        yield world, top
-    finally:
-        os.environ["PATH"] = before
-        stop(world)
-        shutil.rmtree(top, ignore_errors=True)
+    with top_level_folder("a2a-data-") as top:
+        world = make_world()
+        before = os.environ["PATH"]
+        try:
+            os.makedirs(os.path.join(world.home, "tools"))
+            os.environ["PATH"] = f"{before}{os.pathsep}{os.path.join(world.home, 'tools', 'bin')}"
+            serve(world, False)
+            os.environ["PATH"] = before
+            yield world, top
+        finally:
+            os.environ["PATH"] = before
+            stop(world)
 
 
 def test_a_path_folder_made_in_the_project_is_swept_and_opens_nothing(
