@@ -64,6 +64,26 @@ def redact(value: Any, depth: int = 0) -> Any:
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
+def _plain_encoder() -> Callable[[Any], str]:
+    """``_ENCODE`` for values :func:`_plain` vetted, without its per-call set-up: the C
+    encoder ``JSONEncoder.encode`` builds for every value, built once with the same options.
+    It keeps no circular-reference memo (``markers``), which a vetted value needs none of:
+    only JSON types, at most ``MAX_DEPTH`` deep, so no cycle. Without the C encoder (another
+    Python), ``_ENCODE`` itself."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is not None:
+        sample = {"a": [1, 2.5, None, True, 'é\n"\\'], "b": {}}
+        with contextlib.suppress(Exception):  # another signature in another Python: skip it
+            basestring = json.encoder.encode_basestring
+            encode = make(None, None, basestring, None, ":", ",", False, False, True)
+            if "".join(encode(sample, 0)) == _ENCODE(sample):
+                return lambda value: "".join(encode(value, 0))
+    return _ENCODE
+
+
+_ENCODE_PLAIN = _plain_encoder()
+
+
 def _dumps(value: Any) -> str:
     try:
         return _ENCODE(value)
@@ -169,11 +189,11 @@ def plain_line(rec: dict[str, Any], cap: int = RECORD_CAP) -> str | None:
         args = rec["args"]
         if str(rec.get("tool", "")) in VERBATIM_ARGS or not _plain(args):
             return None
-        text = _ENCODE(args)
+        text = _ENCODE_PLAIN(args)
         if len(text) > ARGS_CAP:
             return None
         fast = dict(rec, args=text)
-    line = _ENCODE(fast)
+    line = _ENCODE_PLAIN(fast)
     if len(line) * 4 < cap or len(line.encode("utf-8", "replace")) < cap:
         return line
     return None
