@@ -126,7 +126,7 @@ class ReadTool(Tool):
                 offset = 1
             else:
                 numbered = enumerate(lines[len(lines) + offset :], offset)
-        plain = None
+        plain: tuple[int, list[str], bool | str] | None = None
         if offset > 0:
             plain = _take_plain(lines, offset, limit, limits, b"\r" in data)
         if plain is not None:
@@ -239,7 +239,7 @@ class ReadTool(Tool):
 
 def _take_plain(
     lines: list[str], offset: int, limit: int, limits: Any, returns: bool = True
-) -> tuple[int, list[str], bool] | None:
+) -> tuple[int, list[str], bool | str] | None:
     """:meth:`ReadTool._take`'s answer for a small file read from a positive offset when no line
     is cut and the byte cap is not reached before the last line; else None.
 
