@@ -12,6 +12,9 @@ sockets.
   socket then retries in a tight loop: 201 MB of tracebacks were measured): it frees an idle
   connection if there is one, else stops accepting, logs one line, and retries with a growing
   back-off until descriptors are free again.
+- With :meth:`LimitedHTTPServer.sweep_idle` (the MCP listener), a connection that waits for a
+  request's headers longer than the idle timeout is closed by one timer for the listener
+  instead of Tornado's timer around every request.
 """
 
 from __future__ import annotations
