@@ -101,6 +101,7 @@ class McpServer(httputil.HTTPServerConnectionDelegate):
             xheaders=False,
         )
         server.configure_limits(max_connections, TOO_MANY_CONNECTIONS.body(), "MCP listener")
+        server.sweep_idle()  # one timer for idle connections, not one per request
         return server
 
     def stop(self) -> None:

@@ -12,10 +12,14 @@ sockets.
   socket then retries in a tight loop: 201 MB of tracebacks were measured): it frees an idle
   connection if there is one, else stops accepting, logs one line, and retries with a growing
   back-off until descriptors are free again.
+- With :meth:`LimitedHTTPServer.sweep_idle` (the MCP listener), a connection that waits for a
+  request's headers longer than the idle timeout is closed by one timer for the listener
+  instead of Tornado's timer around every request.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import logging
@@ -147,16 +151,58 @@ class LimitedHTTPServer(HTTPServer):
         self.evicted = 0
         self._last_log = -LOG_EVERY_S
         self._backoff = 0.0
-        # connection -> its current request connection, oldest wait first (re-inserted at
-        # every request start); a request connection without a start line yet is idle
-        self._waiting: dict[Any, Any] = {}
+        # connection -> its current request connection and when it began to wait for that
+        # request, oldest wait first (re-inserted at every request start); a request
+        # connection without a start line yet is idle
+        self._waiting: dict[Any, tuple[Any, float]] = {}
+        self._idle_timeout: float | None = None  # set by sweep_idle(): swept, not timed
+        self._idle_timer: asyncio.TimerHandle | None = None
         _SERVERS.add(self)
+
+    def sweep_idle(self) -> None:
+        """Close connections that wait longer than the idle timeout for a request's headers
+        with one timer for the listener, instead of Tornado's timer around every request's
+        headers. Call on the loop that serves, before the first connection.
+
+        Why: Tornado arms and cancels a timeout (``gen.with_timeout``: a future, a timer, a
+        callback chain) around the headers of every request on a keep-alive connection, ~6%
+        of a bare handler's CPU per request (docs/design/performance.md). Here the wait's
+        start is noted where the listener already notes the connection (``start_request``),
+        and one timer, due when the oldest wait times out, closes what is still waiting: an
+        idle keep-alive connection and headers that trickle in alike, as Tornado did.
+        """
+        timeout = self.conn_params.header_timeout
+        if timeout is None:
+            return
+        self._idle_timeout = timeout
+        self._loop = asyncio.get_running_loop()
+        self.conn_params.header_timeout = None  # every connection made from now on
 
     def start_request(self, server_conn: object, request_conn: Any) -> Any:
         waiting = self._waiting
         waiting.pop(server_conn, None)
-        waiting[server_conn] = request_conn
+        now = time.monotonic()
+        waiting[server_conn] = (request_conn, now)
+        if self._idle_timer is None and self._idle_timeout is not None:
+            self._idle_timer = self._loop.call_at(now + self._idle_timeout, self._sweep_idle)
         return super().start_request(server_conn, request_conn)
+
+    def _sweep_idle(self) -> None:
+        """Close the connections whose wait for headers outlasted the timeout; come back when
+        the oldest other wait would (none waiting: the next request arms it again)."""
+        self._idle_timer = None
+        timeout = self._idle_timeout
+        assert timeout is not None
+        limit = time.monotonic() - timeout
+        for server_conn, (request_conn, since) in list(self._waiting.items()):
+            if since > limit:  # in wait order: every later one waited less
+                self._idle_timer = self._loop.call_at(since + timeout, self._sweep_idle)
+                return
+            if getattr(request_conn, "_request_start_line", "unknown") is None:
+                del self._waiting[server_conn]
+                stream = getattr(server_conn, "stream", None)
+                if stream is not None:
+                    stream.close()  # as Tornado's header timeout did; its on_close follows
 
     def on_close(self, server_conn: object) -> None:
         self._waiting.pop(server_conn, None)
@@ -180,7 +226,7 @@ class LimitedHTTPServer(HTTPServer):
 
     def evict_idle(self) -> bool:
         """Close the connection idle the longest (no request headers yet); False if none."""
-        for server_conn, request_conn in self._waiting.items():
+        for server_conn, (request_conn, _since) in self._waiting.items():
             if getattr(request_conn, "_request_start_line", "unknown") is None:
                 del self._waiting[server_conn]
                 stream = getattr(server_conn, "stream", None)

@@ -80,21 +80,21 @@ METHOD_NOT_ALLOWED = Reject(405)
 INTERNAL = Reject(500, INTERNAL_ERROR, "internal error")
 
 
+# ``json.dumps`` with options builds a new encoder per call; every reply is encoded: the
+# same options, built once (the very same text).
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_ENCODE_ASCII = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def error_body(request_id: Any, code: int, message: str, data: str | None = None) -> bytes:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    return json.dumps(
-        {"jsonrpc": "2.0", "id": request_id, "error": error}, separators=(",", ":")
-    ).encode()
+    return _ENCODE_ASCII({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
 
 
 def result_body(request_id: Any, result: Any) -> bytes:
-    return json.dumps(
-        {"jsonrpc": "2.0", "id": request_id, "result": result},
-        separators=(",", ":"),
-        ensure_ascii=False,
-    ).encode()
+    return _ENCODE({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
 
 
 def bearer_token(authorization: str | None) -> str | None:

@@ -37,6 +37,7 @@ from .protected import (
     own_default_locations,
     removable,
 )
+from .safeopen import symlink_free
 
 __all__ = ["CallPaths", "Escalation", "EscalationKind", "PathPolicy", "is_within"]
 
@@ -205,6 +206,8 @@ class PathPolicy:
             p = os.path.join(self.roots[0], p)
         if "\\x" in p:  # a non-UTF-8 name as the walking tools show it (walkpolicy.shown_name)
             p = unescape_name(p)
+        if symlink_free(p):  # the common case in one syscall; else realpath's walk
+            return p
         for _ in range(5):
             try:
                 return os.path.realpath(p)

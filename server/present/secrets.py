@@ -16,7 +16,15 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-__all__ = ["MARKER", "forget_all", "known", "remember", "scrub", "scrub_value"]
+__all__ = [
+    "MARKER",
+    "absent_from_json",
+    "forget_all",
+    "known",
+    "remember",
+    "scrub",
+    "scrub_value",
+]
 
 PIECE = 16  # characters of a known secret that count as a piece of it
 MAX_SECRETS = 16  # the most recent ones (token rotations, restarts in one process)
@@ -32,14 +40,19 @@ _grams: tuple[tuple[str, str], ...] = ()  # (piece, marker): every PIECE-long ru
 # instead of one search per piece (a 1 MB text: ~ms, not ~0.5 s of the event loop).
 BLOCK = PIECE // 2
 _blocks: tuple[str, ...] = ()
+# The same blocks when none holds a character JSON may escape (``"``, ``\\``, controls,
+# non-ASCII), so a block in a string is still a block in that string's JSON text; None when
+# one does (then only a scrub of the values can tell). See :func:`absent_from_json`.
+_json_blocks: tuple[str, ...] | None = ()
 
 
 def remember(secret: str | None, marker: str = MARKER) -> None:
     """Register a secret the bridge holds; it is scrubbed from every shown or logged text."""
-    global _grams, _blocks
+    global _grams, _blocks, _json_blocks
     if not secret or len(secret) < MIN_SECRET:
         return
     with _lock:
+        _json_blocks = None  # until the new blocks are in place, no text is vouched for
         _secrets.pop(secret, None)
         _secrets[secret] = marker
         while len(_secrets) > MAX_SECRETS:
@@ -54,20 +67,42 @@ def remember(secret: str | None, marker: str = MARKER) -> None:
                 s[k : k + BLOCK] for s in _secrets for k in range(0, len(s) - BLOCK + 1, BLOCK)
             )
         )
+        escaped = any(c in '"\\' or c < " " or c > "\x7f" for b in _blocks for c in b)
+        _json_blocks = None if escaped else _blocks
 
 
 def forget_all() -> None:
     """Tests only: start from no known secret."""
-    global _grams, _blocks
+    global _grams, _blocks, _json_blocks
     with _lock:
         _secrets.clear()
         _grams = ()
         _blocks = ()
+        _json_blocks = ()
 
 
 def known() -> tuple[str, ...]:
     with _lock:
         return tuple(_secrets)
+
+
+def absent_from_json(text: str) -> bool:
+    """True when ``text``, the JSON of a value, proves :func:`scrub_value` would leave every
+    string in that value (keys included, at any depth it reaches) as it is; False when it
+    cannot tell.
+
+    Why: the audit writer checks a record's finished line with a few substring searches
+    instead of rebuilding the record string by string (docs/design/performance.md). A string
+    holding a piece of a secret holds one of its blocks (see ``BLOCK``), and a block without
+    a character JSON escapes appears unchanged in the string's JSON text, however deeply the
+    string is nested or re-encoded as a JSON string; so a text holding no block comes from a
+    value holding no piece. A block that spans two strings in the text only sends the caller
+    to the full scrub.
+    """
+    blocks = _json_blocks
+    if blocks is None:
+        return False
+    return not any(map(text.__contains__, blocks))
 
 
 def scrub(text: str) -> str:

@@ -239,3 +239,50 @@ def test_sigterm_with_calls_in_flight(env, serve_process):
 
 # A client that disconnects while its call waits for approval: test_approvals.py
 # (test_client_disconnect_withdraws_the_approval) - pending withdrawn, audited cancelled.
+
+
+def test_the_idle_sweep_closes_a_waiting_connection_and_spares_a_busy_one(start_bridge):
+    """One timer sweeps idle connections (server/mcp/netlimits.py): a connection that keeps
+    sending requests is never closed for idleness while one that sends nothing is."""
+    timeout = 1.0
+    running = start_bridge(idle_timeout_s=timeout)
+    busy = socket.create_connection(("127.0.0.1", running.port))
+    busy.settimeout(30)
+    idle = socket.create_connection(("127.0.0.1", running.port))
+    # The longest time between two sends: more than the connection ever waited idle.
+    longest_gap, last = 0.0, time.monotonic()
+
+    def ask() -> bool:
+        """One request on the busy connection: True when answered, False when closed."""
+        nonlocal longest_gap, last
+        now = time.monotonic()
+        longest_gap, last = max(longest_gap, now - last), now
+        try:
+            busy.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        except OSError:
+            return False
+        head = b""
+        while b"\r\n\r\n" not in head:
+            try:
+                chunk = busy.recv(4096)
+            except OSError:  # reset: closed as well
+                return False
+            if not chunk:
+                return False
+            head += chunk
+        assert head.startswith(b"HTTP/1.1 405"), head
+        return True
+
+    deadline = time.monotonic() + 60
+    answered = True
+    while answered and not _all_closed_by_peer([idle]):
+        assert time.monotonic() < deadline, "the idle connection was never closed"
+        answered = ask()
+        select.select([idle], [], [], 0.05)  # paced by the idle socket, not a sleep
+    answered = answered and ask() and ask()  # and the busy one still works after the sweep
+    # Closed for idleness is only right if it really waited that long (this test stalled
+    # under load), never while it kept sending.
+    assert answered or longest_gap >= timeout, "a connection in use was closed as idle"
+    assert _all_closed_by_peer([idle])
+    busy.close()
+    idle.close()

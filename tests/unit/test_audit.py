@@ -8,7 +8,7 @@ import hashlib
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from omp_a2a_bridge.server.infra import audit
@@ -21,8 +21,10 @@ from omp_a2a_bridge.server.infra.audit import (
     cap_record,
     fit_text,
     pair_calls,
+    plain_line,
     redact,
 )
+from omp_a2a_bridge.server.present import secrets
 
 
 def sha8(s: str) -> str:
@@ -126,6 +128,70 @@ def test_every_record_fits_the_cap_and_stays_valid_json(rec, tool):
     assert "\n" not in line
     assert line_bytes(line) <= RECORD_CAP
     json.loads(line)
+
+
+SECRET = "Zq7-audit-secret-token-4f9a1c2e8b7d6a5f3e2d1c0b9a8f7e6d"
+# Strings the records below are made of: pieces of the secret (whole, cut across its blocks),
+# characters JSON escapes, non-ASCII, and plain text of every length around the caps.
+_PARTS = st.sampled_from(
+    [
+        *(SECRET, SECRET[3:23], SECRET[:8], SECRET[8:16]),
+        *('"', "\\", "\n", "é", "\x01", "a" * 40, "/x"),
+        *("b" * (REDACT_OVER - 1), "c" * (FIELD_CAP - 1)),
+    ]
+)
+_TEXT = st.lists(_PARTS, max_size=3).map("".join) | st.text(max_size=40)
+_ARGS = st.recursive(
+    _TEXT | st.integers() | st.none() | st.booleans(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4),
+    max_leaves=8,
+)
+
+
+@pytest.fixture
+def a_secret():
+    secrets.forget_all()
+    secrets.remember(SECRET)
+    yield
+    secrets.forget_all()
+
+
+# The fixture's secret stays the same for every example: nothing to reset between them.
+@settings(
+    max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.dictionaries(st.sampled_from(["client", "reason", "n", "ts"]), _TEXT | st.integers()),
+    _ARGS,
+    st.sampled_from(["bash", "write", "read", "mcp__srv__echo"]),
+)
+def test_the_plain_line_is_the_scrubbed_capped_line(a_secret, rec, args, tool):
+    """The writer's fast path (docs/design/performance.md): whenever it answers, it is the
+    line the whole way (scrub every string, then cap) writes, byte for byte."""
+    full = {"id": "c1", "phase": "done", **rec, "tool": tool, "args": args}
+    line = plain_line(full)
+    expected = cap_record(secrets.scrub_value(full))
+    if line is not None and secrets.absent_from_json(line):
+        assert line == expected
+    if SECRET[:16] in json.dumps(full, ensure_ascii=False):
+        assert line is None or not secrets.absent_from_json(line)  # a piece: the whole way
+
+
+def test_a_plain_record_takes_the_fast_path_and_a_secret_does_not(a_secret):
+    rec = {"id": "c1", "phase": "done", "tool": "read", "args": {"path": "/r/a.txt"}, "ms": 3}
+    line = plain_line(rec)
+    assert line is not None and secrets.absent_from_json(line)
+    assert line == cap_record(rec)
+    leaky = plain_line(rec | {"args": {"path": f"/r/{SECRET[5:25]}"}})
+    assert leaky is not None and not secrets.absent_from_json(leaky)
+    for not_plain in (
+        {"args": {"path": "x" * (REDACT_OVER + 1)}},  # redacted
+        {"args": {"p": ["x" * 100] * 20}},  # cut at ARGS_CAP
+        {"tool": "bash", "args": {"command": "ls"}},  # verbatim fields
+        {"client": "c" * (FIELD_CAP + 1)},  # a capped field
+        {"extra": {"not": "a scalar"}},
+    ):
+        assert plain_line(rec | not_plain) is None
 
 
 def test_pair_calls_joins_by_id_in_order_and_keeps_hung_calls():

@@ -42,6 +42,18 @@ def test_whole_secrets_and_pieces_become_markers():
     assert secrets.scrub(TOKEN[: secrets.PIECE - 1]) == TOKEN[: secrets.PIECE - 1]  # too short
 
 
+def test_absent_from_json_vouches_only_for_texts_without_a_block():
+    assert secrets.absent_from_json(json.dumps({"path": "/r/a.txt"}))
+    assert not secrets.absent_from_json(json.dumps({"p": f"x{TOKEN[7:23]}y"}))
+    assert not secrets.absent_from_json(json.dumps(json.dumps([CONTROL[16:32]])))  # twice
+    # A secret with a character JSON escapes: its blocks may not appear as such in the text,
+    # so no text is vouched for.
+    secrets.remember('quote"in-a-secret-' + "k" * 20)
+    assert not secrets.absent_from_json(json.dumps({"path": "/r/a.txt"}))
+    secrets.forget_all()
+    assert secrets.absent_from_json(json.dumps({"path": TOKEN}))  # nothing known
+
+
 def test_short_strings_are_never_registered():
     secrets.remember("x" * (secrets.MIN_SECRET - 1))
     assert "x" * (secrets.MIN_SECRET - 1) not in secrets.known()

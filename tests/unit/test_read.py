@@ -13,6 +13,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from omp_a2a_bridge.server.infra.config import Limits
 from omp_a2a_bridge.server.policy.paths import PathPolicy
@@ -24,6 +26,7 @@ from omp_a2a_bridge.server.tools.read import (
     _bounded_lines,
     _line_start_from_end,
     _skip_lines,
+    _take_plain,
 )
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
@@ -339,3 +342,24 @@ def test_is_binary_and_io_error_texts():
 )
 def test_glob_regex(pattern, path, hit):
     assert (glob_regex(pattern).match(path) is not None) is hit
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(["", "a", "abc\r", "x" * 9, "é\r\r", "long line " * 2]), max_size=12),
+    st.integers(1, 14),
+    st.integers(1, 14),
+    st.integers(1, 12),
+    st.integers(1, 120),
+)
+def test_the_plain_take_is_the_loop_take_whenever_it_answers(lines, offset, limit, chars, cap):
+    """The small file's fast path (docs/design/performance.md): the same lines, numbers and
+    continuation as the loop that checks every cap on every line."""
+    limits = replace(Limits(), read_line_max_chars=chars, read_max_bytes=cap)
+    returns = any("\r" in line for line in lines)
+    plain = _take_plain(lines, offset, limit, limits, returns)
+    if plain is not None:
+        loop = ReadTool._take(enumerate(lines, 1), offset, limit, limits)  # noqa: SLF001
+        assert plain == loop
+    if lines[offset - 1 : offset - 1 + limit] and chars >= 20 and cap >= 120 * 12:
+        assert plain is not None  # no cap in reach: the fast path answers
