@@ -155,18 +155,21 @@ def _git(cwd: str) -> tuple[str | None, str | None, tuple[str, ...]]:
 
 
 @functools.cache
-def _tmp_visible() -> tuple[str, ...]:
-    """What the box shows read-only through its private /tmp: the bridge's own Python (its venv
-    and the base install) and its own install folder (for a checkout, the checkout), when they
-    lie under /tmp. Code, not secrets: outside /tmp a boxed command reads them anyway. Found
-    once: the running interpreter and package do not move."""
+def _own_code() -> tuple[str, ...]:
+    """The bridge's own Python (its venv, the base install) and its install folder (for a
+    checkout, the checkout), real paths. Found once: the running interpreter and package do
+    not move (it was four ``realpath`` walks per boxed call)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the server package
-    out = set()
-    for prefix in (sys.prefix, sys.base_prefix, os.path.dirname(here)):
-        real = os.path.realpath(prefix)
-        if within(real, "/tmp") and real != "/tmp" and os.path.isdir(real):  # noqa: S108
-            out.add(real)
-    return tuple(sorted(out))
+    prefixes = (sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(here))
+    return tuple(dict.fromkeys(os.path.realpath(p) for p in prefixes))
+
+
+@functools.cache
+def _tmp_visible() -> tuple[str, ...]:
+    """What the box shows read-only through its private /tmp: :func:`_own_code` where it lies
+    under /tmp. Code, not secrets: outside /tmp a boxed command reads it anyway."""
+    tmp = "/tmp"  # noqa: S108
+    return tuple(sorted(r for r in _own_code() if within(r, tmp) and r != tmp and os.path.isdir(r)))
 
 
 def _is_git_dir(path: str) -> bool:
@@ -739,15 +742,13 @@ def _elsewhere(
     hidden_dirs: list[str],
     index: IndexView,
     secrets: list[str],
+    path_real: tuple[str, ...],
 ) -> tuple[list[HostEntry], list[str]]:
     """What the box hides beyond the project and the home's hidden tree: secret-looking files
     elsewhere in the roots (``~/otherproj/.env``, ``secrets``) and the folders the kept index
-    did not look into, then the top-level folders no OS makes (``/srv``, ``/mnt``...)."""
-    path_real = tuple(
-        r for r in (_real(p) for p in os.environ.get("PATH", "").split(os.pathsep) if p) if r
-    )
-    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    python = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, package)]
+    did not look into, then the top-level folders no OS makes (``/srv``, ``/mnt``...).
+    ``path_real``: the real folders on ``PATH``."""
+    python = _own_code()
     masks = _outside(
         secrets,
         (p for p in index.unindexed if not within(p, project_top)),
@@ -809,10 +810,10 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     # the box the next time the human typed its name, and it was never swept.
     path_dirs = [p for p in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
     later = [os.path.realpath(p) for p in path_dirs if not os.path.lexists(p)]
+    real_of = {p: _real(p) for p in folders}  # each resolved once per call
+    path_real = tuple(dict.fromkeys(r for p in path_dirs if (r := real_of.get(p))))
     on_path = tuple(
-        dict.fromkeys(
-            r for r in (*(_real(p) for p in folders), *later) if r and not within(home, r)
-        )
+        dict.fromkeys(r for r in (*real_of.values(), *later) if r and not within(home, r))
     )
     wanted = (*config.read_allow, *SYSTEM_READABLE)
     allowed = tuple(r for r in (_real(p) for p in wanted) if r is not None)
@@ -840,7 +841,9 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         on_path=on_path,
     )
     hidden_dirs = [*(e.path for e in hidden if e.is_dir), *own_real, *others]
-    beyond, reopened = _elsewhere(view, project_top, hidden_dirs, index, elsewhere_secrets)
+    beyond, reopened = _elsewhere(
+        view, project_top, hidden_dirs, index, elsewhere_secrets, path_real
+    )
     view = dataclasses.replace(view, hidden=(*view.hidden, *beyond), reopened=tuple(reopened))
     candidates = persistence_paths(view, project_of(view))
     existing = frozenset(p for p in candidates if os.path.lexists(p))
