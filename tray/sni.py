@@ -94,6 +94,10 @@ class SniIcon:
         self._menu = menu or (lambda: ())
         self._perform = perform or (lambda action: None)
         self.attention_state = False
+        # What the panel is told: set on the loop just before NewStatus goes out, so a panel's
+        # Get of Status never answers ahead of the signal (the setter runs on another thread).
+        self.shown_attention = False
+        self.shown_title = title  # the same for the tooltip's text
         self.visible = False
         self.revision = 1
         self.ids = IdTable()
@@ -217,6 +221,8 @@ class SniIcon:
 
     async def _main(self) -> None:
         self.loop = asyncio.get_running_loop()
+        # Changes made before the loop existed were not published (nobody to tell yet).
+        self.shown_attention, self.shown_title = self.attention_state, self._title
         self._stop_event = asyncio.Event()
         try:
             bus = await asyncio.wait_for(
@@ -298,10 +304,12 @@ class SniIcon:
         self.item.emit_properties_changed({"IconPixmap": data, "AttentionIconPixmap": data})
 
     def _emit_title(self) -> None:
+        self.shown_title = self._title
         self.item.NewTitle()
         self.item.NewToolTip()
 
     def _emit_status(self) -> None:
+        self.shown_attention = self.attention_state
         self.item.NewStatus()
         self.item.emit_properties_changed({"Status": self.item.Status})
 

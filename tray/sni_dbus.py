@@ -304,7 +304,7 @@ class StatusNotifierItem(ServiceInterface):
 
     @dbus_property(access=PropertyAccess.READ)
     def Status(self) -> Str:
-        return "NeedsAttention" if self.owner.attention else "Active"
+        return "NeedsAttention" if self.owner.shown_attention else "Active"
 
     @dbus_property(access=PropertyAccess.READ)
     def WindowId(self) -> Int:
@@ -332,7 +332,7 @@ class StatusNotifierItem(ServiceInterface):
 
     @dbus_property(access=PropertyAccess.READ)
     def ToolTip(self) -> ToolTip:
-        return ["", [], "omp A2A bridge", self.owner.title]
+        return ["", [], "omp A2A bridge", self.owner.shown_title]
 
     @dbus_property(access=PropertyAccess.READ)
     def ItemIsMenu(self) -> Bool:
@@ -376,7 +376,7 @@ class StatusNotifierItem(ServiceInterface):
 
     @dbus_signal()
     def NewStatus(self) -> Str:
-        return "NeedsAttention" if self.owner.attention else "Active"
+        return "NeedsAttention" if self.owner.shown_attention else "Active"
 
 
 class DBusMenu(ServiceInterface):
@@ -396,7 +396,7 @@ class DBusMenu(ServiceInterface):
 
     @dbus_property(access=PropertyAccess.READ)
     def Status(self) -> Str:
-        return "notice" if self.owner.attention else "normal"
+        return "notice" if self.owner.shown_attention else "normal"
 
     @dbus_property(access=PropertyAccess.READ)
     def IconThemePath(self) -> StrList:

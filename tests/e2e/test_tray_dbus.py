@@ -133,11 +133,36 @@ def test_item_registers_with_properties_pixmaps_and_menu(tray, watcher, env):
     assert labels(sessions) == ["No live sessions"]
 
 
+def test_a_status_read_never_runs_ahead_of_its_signal(tray, watcher):
+    """A panel that reads Status has already had the NewStatus that announced it (the state is
+    set on another thread; the read once answered before the signal went out, and CI caught it).
+    The tooltip's text is published the same way."""
+    watcher.prop("Status")  # registered and answering
+    stop = threading.Event()
+
+    def toggle() -> None:
+        i = 0
+        while not stop.is_set():
+            tray.icon.attention = i % 2 == 0
+            i += 1
+            time.sleep(0.0005)
+
+    th = threading.Thread(target=toggle, daemon=True)
+    th.start()
+    try:
+        for _ in range(300):
+            status, told = watcher.prop_as_told("Status")
+            assert status == (told[-1][0] if told else "Active"), (status, told[-3:])
+    finally:
+        stop.set()
+        th.join(5)
+
+
 def test_approve_from_the_menu_reaches_the_bridge(tray, watcher):
     c = tray.client("claude-code")
     th, out = in_thread(c.call, "bash", {"command": "echo via-sni"})
     wait_for(lambda: watcher.prop("Status") == "NeedsAttention")
-    assert ["NeedsAttention"] in watcher.names("NewStatus")
+    assert watcher.names("NewStatus")[-1] == ["NeedsAttention"]
     item = wait_for(lambda: watcher.find("Approve: bash — echo via-sni (claude-code,"))
     assert item["props"]["children-display"] == "submenu"
     assert labels(item)[-5:-3] == ["Approve", "Allow `echo via-sni …` for this session"]

@@ -161,6 +161,7 @@ class FakeWatcher:
         self.refuse = refuse
         self.items: list[str] = []
         self.signals: list[tuple[str, str, list[Any]]] = []  # (interface, member, body)
+        self.replied: dict[int, int] = {}  # a reply's serial -> how many signals came before it
         self.t = LoopThread()
         self.bus: MessageBus = self.t.run(self._start())
 
@@ -182,6 +183,8 @@ class FakeWatcher:
         def on_message(msg: Message) -> None:
             if msg.message_type == MessageType.SIGNAL and msg.interface in (self.ITEM, self.MENU):
                 self.signals.append((msg.interface, msg.member, list(msg.body)))
+            elif msg.message_type == MessageType.METHOD_RETURN:
+                self.replied[msg.reply_serial] = len(self.signals)
 
         bus.add_message_handler(on_message)
         return bus
@@ -211,6 +214,22 @@ class FakeWatcher:
             )
         )
         return body[0].value
+
+    def prop_as_told(self, name: str) -> tuple[Any, list[list[Any]]]:
+        """An item property, with the ``New<name>`` signals that arrived before its answer (the
+        order on the wire, not when this thread looks)."""
+        get = Message(
+            destination=self.wait_item(),
+            path="/StatusNotifierItem",
+            interface="org.freedesktop.DBus.Properties",
+            member="Get",
+            signature="ss",
+            body=[self.ITEM, name],
+        )
+        reply = self.t.run(self.bus.call(get))
+        assert reply is not None and reply.message_type == MessageType.METHOD_RETURN
+        before = self.signals[: self.replied.pop(get.serial)]
+        return reply.body[0].value, [b for _, m, b in before if m == f"New{name}"]
 
     def prop(self, name: str) -> Any:
         return self._get(self.ITEM, "/StatusNotifierItem", name)
