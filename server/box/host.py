@@ -357,16 +357,37 @@ def _parse_gitlinks(data: bytes) -> list[str]:
     return out
 
 
-def made_repositories(project: str, home: str, known: Iterable[str]) -> list[str]:
+def made_by_call(
+    project: str, home: str, known: Iterable[str], had: Iterable[str]
+) -> tuple[list[str], list[str]]:
+    """What a call made in ``project``, from one look after it: the git dirs that are not in
+    ``known`` (see :func:`_made_repositories`), and the editor, direnv and hooks folders and
+    files (:data:`NESTED_PERSISTENCE`) anywhere the project scan looks that are not in
+    ``had`` (what the scan found before the call: ``lib/.envrc`` runs when the human enters
+    ``lib``). A tree too big to look through yields only the repositories its indexes name."""
+    try:
+        scan: Scan | None = _scan(project, home)
+    except TooManySecrets:
+        scan = None
+    repos = _made_repositories(project, known, scan.git_dirs if scan else [])
+    if scan is None:
+        return repos, []
+    had = set(had)
+    made = [
+        p
+        for p in dict.fromkeys(scan.nested)
+        if os.path.basename(p) in NESTED_PERSISTENCE and p not in had
+    ]
+    return repos, made
+
+
+def _made_repositories(project: str, known: Iterable[str], scanned: Iterable[str]) -> list[str]:
     """Git dirs in ``project`` that are not in ``known`` (what the tree held before a call):
     those the project scan finds, the submodules and worktrees of every known repository,
     and every gitlink's repository in those repositories' indexes (wherever it lies: a nested
     repository in ``node_modules`` registered as a submodule is entered by ``git status``)."""
     known = set(known)
-    try:
-        found = set(_scan(project, home).git_dirs)
-    except TooManySecrets:
-        found = set()
+    found = set(scanned)
     for git_dir in list(known):
         found.update(_nested(git_dir))
     tops = [(os.path.dirname(d), d) for d in known | found if os.path.basename(d) == ".git"]

