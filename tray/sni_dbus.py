@@ -261,10 +261,12 @@ class ExportedIcon(Protocol):
     def name(self) -> str: ...
 
     @property
-    def title(self) -> str: ...
+    def shown_title(self) -> str:
+        """The title as last announced (NewToolTip), set on the bus loop."""
 
     @property
-    def attention(self) -> bool: ...
+    def shown_attention(self) -> bool:
+        """Attention as last announced (NewStatus), set on the bus loop."""
 
     @property
     def pixmap_data(self) -> list[list[Any]]: ...
