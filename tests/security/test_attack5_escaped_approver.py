@@ -21,10 +21,21 @@ import pytest
 from omp_a2a_bridge.server.vocab import Decision
 
 from ..support.control_client import Api
-from ..support.helpers import in_thread, read_text, wait_for
+from ..support.helpers import in_thread, pids_where, read_text, wait_for
 from .test_self_approval import ATTACK
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
+
+
+def _reported(report: str) -> bool:
+    return os.path.exists(report) and "RESULT" in read_text(report)
+
+
+def _alive(*names: str) -> bool:
+    """The escaped child still runs (its ``sh -c`` names the ``go`` file), or the attack it
+    became (python running the script) still does."""
+    marks = [n.encode() for n in names]
+    return bool(pids_where(lambda argv: any(m in a for a in argv for m in marks)))
 
 
 @pytest.fixture
@@ -75,7 +86,11 @@ def test_a_child_that_kills_its_supervisor_cannot_approve_later(ctl, env):
         )
         with open(go, "w") as f:
             f.write(pending[0].id)
-        wait_for(lambda: os.path.exists(report) and "RESULT" in read_text(report), 60, 0.1)
+        # A fix may end the child with its call (then it never reports: nothing to approve).
+        wait_for(lambda: _reported(report) or not _alive(go, script), 60, 0.1)
+        if not _reported(report):
+            assert not os.path.exists(target)
+            return
         line = next(x for x in read_text(report).splitlines() if x.startswith("RESULT "))
         result = json.loads(line[len("RESULT ") :])
         allowed = {name: status for name, (status, _) in result.items() if status != 403}
