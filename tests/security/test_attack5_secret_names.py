@@ -8,7 +8,9 @@ Cloudflare Workers' ``.dev.vars``, Streamlit's ``.streamlit/secrets.toml``, Appl
 ``AuthKey_<id>.p8`` (App Store Connect / APNs private key), Google's OAuth
 ``client_secret_<id>.apps.googleusercontent.com.json`` and a service account's key file,
 s3cmd's ``.s3cfg``, a ``kubeconfig`` copied into a project, Azure Functions'
-``local.settings.json``, and the ``secrets.yaml`` of many deploy tools; and the home's own
+``local.settings.json``, the ``secrets.yaml`` of many deploy tools, the ``*.env`` files docker
+compose's ``env_file`` and systemd's ``EnvironmentFile`` read (``prod.env``) and
+cookiecutter-django's ``.envs/.production/.django``; and the home's own
 credential stores under their usual relative names inside a project (kubectl's ``.kube/config``,
 Docker's ``.docker/config.json``, Bundler's ``.bundle/config``, Composer's ``auth.json``).
 """
@@ -32,6 +34,11 @@ NAMES = [
     "kubeconfig",
     "local.settings.json",
     "secrets.yaml",
+    # docker compose's ``env_file`` and systemd's ``EnvironmentFile`` convention (``*.env``),
+    # and cookiecutter-django's ``.envs/.production/.django``
+    "prod.env",
+    "docker/app.env",
+    ".envs/.production/.django",
     # the home's credential stores, copied into a project (a devcontainer's, a cluster repo's):
     # the table knows ``~/.kube`` and ``~/.docker/config.json``, not the same file elsewhere
     ".kube/config",
