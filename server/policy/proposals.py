@@ -240,6 +240,13 @@ def _path_glob(real: str, home: str) -> str:
     return shown.rstrip("/") + "/**"
 
 
+def _holds_home(folder: str, home: str) -> bool:
+    """The folder is the home or holds it (``/home``, ``/``)."""
+    f = folder.replace(os.sep, "/").rstrip("/") + "/"
+    h = home.replace(os.sep, "/").rstrip("/") + "/"
+    return h.startswith(f)
+
+
 def propose(
     tool: str,
     args: Mapping[str, Any],
@@ -273,7 +280,13 @@ def propose(
         if real is None:
             return None
         folder = real if tool in WALK_TOOLS else os.path.dirname(real)
-        text = f"{tool}({_path_glob(folder, home)})"
+        if tool not in WALK_TOOLS and _holds_home(folder, home):
+            # A file straight in the home (or above it): its folder at any depth is every
+            # project, document and download of the home (``write(~/**)``), never "calls like
+            # this one". The file itself is the narrowest rule (as a grant never names the home).
+            text = f"{tool}({_path_glob(real, home).removesuffix('/**')})"
+        else:
+            text = f"{tool}({_path_glob(folder, home)})"
     else:
         proposal = _propose_args(tool, args)
         if proposal is None:

@@ -214,3 +214,26 @@ def test_why_no_rule_is_never_the_generic_text_for_the_common_causes():
     for command in ("cat x | sh", "echo $(id)", "rm -rf $DIR", "ls &"):
         why = why_no_rule("bash", {"command": command}, None, home="/h", base="/p")
         assert why is not None and why != NO_RULE_FALLBACK, command
+
+
+@pytest.mark.parametrize(
+    ("tool", "real", "expected"),
+    [
+        ("write", f"{HOME}/notes.txt", "write(~/notes.txt)"),
+        ("edit", f"{HOME}/todo*.md", "edit(~/todo\\*.md)"),
+        ("write", "/home/notes.txt", "write(/home/notes.txt)"),
+        ("write", "/x.txt", "write(/x.txt)"),
+        ("write", f"{HOME}/proj/a.py", "write(~/proj/**)"),
+        ("write", "/home/u2/a.txt", "write(/home/u2/**)"),
+    ],
+)
+def test_always_allow_on_a_file_in_the_home_names_the_file_not_the_home(tool, real, expected):
+    """Outside review (attack5): "Always allow" on a write of ``~/notes.txt`` proposed
+    ``write(~/**)``: every project, document and download of the home, unasked, for good."""
+    args = {"path": real, "content": "x"} if tool == "write" else {"path": real}
+    if tool == "edit":
+        args.update(old_string="a", new_string="b")
+    assert propose(tool, args, real, home=HOME) == expected
+    rules = RuleSet(allow=tuple(parse_rule_lines(expected, home=HOME)))
+    other = f"{HOME}/Documents/keep.txt"
+    assert evaluate(rules, tool, {**args, "path": other}, other).decision is not RuleList.ALLOW

@@ -1,0 +1,104 @@
+"""Outside review (attack5): a process an approved bash call started outlives its call and then
+approves calls over the control API.
+
+"Run outside the box" is one human decision for one call: the human lets ``npm install`` reach
+the network. The command (or a script it runs) kills its own supervisor (``kill -9 $PPID``:
+the same user, no box) after starting a ``setsid`` child that drops ``OMP_A2A_TOOL`` from its
+environment on ``exec``. With the supervisor gone, nothing ends the child (it left the
+supervisor's session, and the supervisor was the subreaper that kept it in reach); it is
+re-parented to init, so no process on its chain carries the tool marker, and the control API's
+peer check lets it approve, save rules, rotate the token.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from omp_a2a_bridge.server.vocab import Decision
+
+from ..support.control_client import Api
+from ..support.helpers import in_thread, pids_where, read_text, wait_for
+from .test_self_approval import ATTACK
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
+
+
+def _reported(report: str) -> bool:
+    return os.path.exists(report) and "RESULT" in read_text(report)
+
+
+def _alive(*names: str) -> bool:
+    """The escaped child still runs (its ``sh -c`` names the ``go`` file), or the attack it
+    became (python running the script) still does."""
+    marks = [n.encode() for n in names]
+    return bool(pids_where(lambda argv: any(m in a for a in argv for m in marks)))
+
+
+@pytest.fixture
+def ctl(start_bridge):
+    tiers = {"bash": "box", "write": "prompt"}
+    running = start_bridge({"approval": {"tiers": tiers, "timeout_s": 60}}, control=True)
+    running.info = running.runner.control
+    running.api = Api(running.info)
+    return running
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="attack5: a child of an approved outside-the-box call kills its supervisor, escapes "
+    "to init without the tool marker and approves a waiting call",
+)
+def test_a_child_that_kills_its_supervisor_cannot_approve_later(ctl, env):
+    script = os.path.join(env["root"], "attack.py")
+    with open(script, "w") as f:
+        f.write(ATTACK)
+    control_json = os.path.join(env["runtime"], "control.json").encode().hex()
+    report = os.path.join(env["root"], "report.txt")
+    go = os.path.join(env["root"], "go")
+    # Waits for the file ``go`` (made by the test once a call it wants approved is waiting),
+    # then drops the marker from its environment and runs the attack with the waiting id.
+    later = (
+        f"while [ ! -s {go} ]; do sleep 0.1; done; "
+        f'[ "$(cat {go})" = stop ] && exit 0; '
+        f'exec env -u OMP_A2A_TOOL {sys.executable} {script} {control_json} "$(cat {go})" '
+        f"> {report} 2>&1"
+    )
+    command = f"setsid sh -c '{later}' < /dev/null > /dev/null 2>&1 & sleep 0.5; kill -9 $PPID"
+    agent = ctl.client("agent")
+    human = ctl.runner.attach_approver("test human")
+    try:
+        args = {"command": command, "box": False, "reason": "npm install needs the network"}
+        thread, out = in_thread(agent.call, "bash", args)
+        mine = wait_for(lambda: [p for p in ctl.runner.snapshot().pending if p.tool == "bash"])
+        assert ctl.runner.decide(mine[0].id, Decision.APPROVE)  # the human's one decision
+        thread.join(60)
+        assert out, "the approved call did not end"
+        # The call is over. Now the agent asks for a write the human has not seen yet.
+        target = os.path.join(env["root"], "planted.txt")
+        waiting = ctl.client("agent-2")
+        wthread, _ = in_thread(waiting.call, "write", {"path": target, "content": "x"})
+        pending = wait_for(
+            lambda: [p for p in ctl.runner.snapshot().pending if p.tool == "write"], 30
+        )
+        with open(go, "w") as f:
+            f.write(pending[0].id)
+        # A fix may end the child with its call (then it never reports: nothing to approve).
+        wait_for(lambda: _reported(report) or not _alive(go, script), 60, 0.1)
+        if not _reported(report):
+            assert not os.path.exists(target)
+            return
+        line = next(x for x in read_text(report).splitlines() if x.startswith("RESULT "))
+        result = json.loads(line[len("RESULT ") :])
+        allowed = {name: status for name, (status, _) in result.items() if status != 403}
+        wthread.join(30)
+        assert allowed == {}, allowed
+        assert not os.path.exists(target)
+    finally:
+        ctl.runner.detach_approver(human)
+        if not os.path.exists(go):  # a child still waiting ends
+            with open(go, "w") as f:
+                f.write("stop")

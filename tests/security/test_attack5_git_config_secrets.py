@@ -1,0 +1,79 @@
+"""Outside review (attack5): credentials git keeps in its config files are handed out.
+
+``~/.gitconfig`` and ``~/.config/git`` are opened by default (``private.allow`` and
+``box.read_allow``: git needs them), and a repository's ``.git/config`` is an ordinary file to
+read. Git's own documentation puts secrets there: ``sendemail.smtpPass``, an
+``http.<url>.extraHeader`` with a bearer token (the usual way to reach a private forge from
+scripts), a ``url.<base>.insteadOf`` whose base holds ``user:token@``, and a remote cloned as
+``https://x-access-token:<token>@github.com/...`` keeps the token in ``remote.origin.url``. The
+``read`` tool (allow tier) and the box both hand them to the agent. A real bridge process, the
+default config.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from ..support.boxworld import World, make_world, put, require_bwrap, serve, stop
+
+GLOBAL = (
+    "[user]\n\tname = Box Test\n\temail = box@example.invalid\n"
+    "[sendemail]\n\tsmtpPass = FAKESECRET-smtp-pass\n"
+    '[http "https://git.corp.example"]\n'
+    "\textraHeader = Authorization: Bearer FAKESECRET-extra-header\n"
+    '[url "https://oauth2:FAKESECRET-url-token@gitlab.example/"]\n'
+    "\tinsteadOf = https://gitlab.example/"
+)
+XDG = "[github]\n\ttoken = FAKESECRET-xdg-github-token"
+REMOTE = "https://x-access-token:FAKESECRET-remote-token@github.com/acme/app.git"
+HOLE = "attack5: git's config files hand out the credentials git keeps there"
+
+
+@pytest.fixture(scope="module")
+def world() -> Iterator[World]:
+    require_bwrap()
+    world = make_world()
+    try:
+        put(os.path.join(world.home, ".gitconfig"), GLOBAL)
+        put(os.path.join(world.home, ".config", "git", "config"), XDG)
+        env = {**os.environ, "HOME": world.home}
+        subprocess.run(
+            ["git", "remote", "add", "origin", REMOTE], cwd=world.project, env=env, check=True
+        )
+        serve(world, False)
+        yield world
+    finally:
+        stop(world)
+
+
+@pytest.mark.xfail(strict=True, reason=HOLE)
+@pytest.mark.parametrize("rel", [".gitconfig", ".config/git/config", "proj/.git/config"])
+def test_the_read_tool_does_not_hand_over_git_credentials(world: World, rel: str) -> None:
+    c = world.client()
+    try:
+        r = c.call("read", {"path": os.path.join(world.home, rel)})
+    finally:
+        c.close()
+    assert r.status == 200, r
+    assert "FAKESECRET" not in r.raw.decode(), r.text[:300]
+
+
+@pytest.mark.xfail(strict=True, reason=HOLE)
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat ~/.gitconfig ~/.config/git/config",
+        "git config --global --list",
+        "git remote -v",
+    ],
+)
+def test_the_box_does_not_show_git_credentials(world: World, command: str) -> None:
+    """git itself still works in the box (``git log`` runs; a fix may hand git a copy with the
+    secret keys left out)."""
+    _, text = world.bash(f"{command} 2>&1; git log --oneline -1 >/dev/null && echo git-works")
+    assert "git-works" in text, text
+    assert world.leaks(text) == [], text
