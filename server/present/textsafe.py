@@ -11,6 +11,14 @@ menu and notifications, the approval page, ``watch``, ``pending``, ``sessions`` 
   (U+2800, U+3164, odd spaces), unassigned/private/surrogate code points become escapes
   (``\\u202e``) and set :attr:`Safe.hidden`, which every UI shows as "contains hidden
   characters". A long run of plain spaces becomes a visible marker and sets it too.
+- Look-alike letters: a word that mixes Latin letters with letters of a script that draws
+  like Latin (Cyrillic, Greek, Armenian, Cherokee, fullwidth and mathematical letters) is a
+  UTS #39 "mixed script" word: ``get.docker.com`` with its ``o`` a Cyrillic one (U+043E) is
+  another host that looks exactly like Docker's. The foreign letters of such a word are
+  escaped where they stand (``d\\u043ecker``) and set :attr:`Safe.hidden`. A word wholly
+  in one script (a Russian comment, Greek or Chinese text) is shown as is: only the *mix*
+  inside one word deceives. (Letters, combining marks and digits make up a word; anything
+  else separates words.)
 - :func:`shorten` never hides the end: head, ``…``, tail and the total length.
 - A secret the bridge knows (its token, the control secret), or a piece of one, becomes a
   marker first (:mod:`server.present.secrets`), before any cut.
@@ -47,6 +55,11 @@ BLANK = frozenset(
 # Categories shown escaped: controls, format, separators other than the plain space,
 # surrogates, private use and unassigned.
 ESCAPED_CATEGORIES = frozenset(["Cc", "Cf", "Zl", "Zp", "Zs", "Cs", "Co", "Cn"])
+# Scripts (the first word of a letter's Unicode name) with letters that draw like Latin ones.
+# A word mixing Latin with any of these is flagged; a word in one of them alone is not.
+LOOKALIKE_SCRIPTS = frozenset(
+    ["CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC", "LISU", "FULLWIDTH", "MATHEMATICAL"]
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,12 +104,90 @@ def _is_mark(ch: str) -> bool:
     return unicodedata.category(ch) in ("Mn", "Me")
 
 
+class _Kind:
+    """What a character is to the mixed-script check (ints: compared in a hot loop)."""
+
+    OTHER = 0  # not part of a word
+    WORD = 1  # a letter of another script, a combining mark or a digit: part of a word
+    LATIN = 2
+    LOOKALIKE = 3  # a letter of a script in LOOKALIKE_SCRIPTS
+
+
+@lru_cache(maxsize=4096)
+def _word_kind(ch: str) -> int:
+    cat = unicodedata.category(ch)
+    if cat[0] == "L":
+        script = unicodedata.name(ch, "").split(" ", 1)[0]
+        if script == "LATIN" or ch.isascii():
+            return _Kind.LATIN
+        return _Kind.LOOKALIKE if script in LOOKALIKE_SCRIPTS else _Kind.WORD
+    if cat[0] == "M" or cat == "Nd":
+        return _Kind.WORD
+    return _Kind.OTHER
+
+
+def _mixed_pattern(chars: set[str], bad: set[str]) -> str | None:
+    """A pattern matching each whole word that mixes Latin with look-alike letters, or None
+    when ``chars`` (the text's distinct characters) cannot hold one.
+
+    Possessive quantifiers and disjoint classes keep it linear in the text's length: each
+    word start is tried once per branch and nothing backtracks into a long word.
+    """
+    kinds: dict[int, list[str]] = {_Kind.WORD: [], _Kind.LATIN: [], _Kind.LOOKALIKE: []}
+    for c in chars:
+        k = _word_kind(c)
+        if k != _Kind.OTHER and c not in bad:
+            kinds[k].append(c)
+    if not kinds[_Kind.LATIN] or not kinds[_Kind.LOOKALIKE]:
+        return None
+
+    def cls(*ks: int) -> str:
+        return "[" + "".join(re.escape(c) for k in ks for c in sorted(kinds[k])) + "]"
+
+    n, a, b = cls(_Kind.WORD), cls(_Kind.LATIN), cls(_Kind.LOOKALIKE)
+    w = cls(_Kind.WORD, _Kind.LATIN, _Kind.LOOKALIKE)
+    lat = cls(_Kind.WORD, _Kind.LATIN)
+    look = cls(_Kind.WORD, _Kind.LOOKALIKE)
+    if not kinds[_Kind.WORD]:
+        n = "(?!)"  # an empty class is not a pattern: match nothing
+    return f"(?<!{w})(?:{n}*+{a}{lat}*+{b}|{n}*+{b}{look}*+{a}){w}*+"
+
+
+def _mixed_word(word: str) -> str:
+    """A mixed-script word shown with its look-alike letters escaped (and, as everywhere, a
+    stack of combining marks past :data:`MARK_RUN` escaped too)."""
+    if any(_is_mark(c) for c in word):
+        out: list[str] = []
+        marks = 0
+        for ch in word:
+            marks = marks + 1 if _is_mark(ch) else 0
+            lookalike = _word_kind(ch) == _Kind.LOOKALIKE
+            out.append(escape_char(ch) if lookalike or marks > MARK_RUN else ch)
+        return "".join(out)
+    return word.translate(_ESCAPE_TABLE)
+
+
+class _EscapeLookalikes(dict[int, str]):
+    """A ``str.translate`` table escaping look-alike letters (filled on first use, in C)."""
+
+    def __missing__(self, cp: int) -> str:
+        ch = chr(cp)
+        out = escape_char(ch) if _word_kind(ch) == _Kind.LOOKALIKE else ch
+        if len(self) < 8192:
+            self[cp] = out
+        return out
+
+
+_ESCAPE_TABLE = _EscapeLookalikes()
+
+
 def _scan(text: str, multiline: bool) -> tuple[re.Pattern[str] | None, bool]:
     """A pattern matching exactly what must be escaped in ``text``, and the hidden flag.
 
     Classifying the *distinct* characters (``set`` runs in C) keeps a 900 KB argument cheap.
     """
-    bad = {c for c in set(text) if _classify(c)}
+    chars = set(text)
+    bad = {c for c in chars if _classify(c)}
     hidden = any(c not in "\n\t" for c in bad)
     if multiline:
         bad -= {"\n", "\t"}
@@ -107,7 +198,11 @@ def _scan(text: str, multiline: bool) -> tuple[re.Pattern[str] | None, bool]:
         parts.append("[" + "".join(re.escape(c) for c in sorted(bad)) + "]")
     if runs:
         parts.append(f" {{{SPACE_RUN},}}")
-    marks = {c for c in set(text) if c not in bad and _is_mark(c)}
+    mixed = _mixed_pattern(chars, bad)
+    if mixed is not None and re.search(mixed, text):
+        parts.append(mixed)  # a whole word, before the mark stack (the word handles its own)
+        hidden = True
+    marks = {c for c in chars if c not in bad and _is_mark(c)}
     if marks:
         cls = "[" + "".join(re.escape(c) for c in sorted(marks)) + "]"
         stack = re.compile(f"(?<={cls}{{{MARK_RUN}}}){cls}")
@@ -120,6 +215,8 @@ def _scan(text: str, multiline: bool) -> tuple[re.Pattern[str] | None, bool]:
 def _token(m: str) -> str:
     if m[0] == " ":
         return f"⟨{len(m)} spaces⟩"
+    if len(m) > 1:  # only a mixed-script word is a match longer than one character
+        return _mixed_word(m)
     if m == "\n":
         return "\\n"
     if m == "\t":

@@ -90,6 +90,7 @@ def test_scope_is_the_proposed_rule_and_the_escalation_kind():
         read(1, esc=SSH),  # an escalation that always asks
         read(1, hidden=True),  # hidden characters: looked at one by one
         read(1, client="claude\u202ecode"),  # ... in the client's name too
+        read(1, client="claude-c\u043ede"),  # a look-alike letter (Cyrillic o) in a Latin word
         bash(1, inside=False),  # would run outside the box
         PendingCall(
             "c1", "s1", "x", "bash", {"command": "ls"}, "bash: ls", NOW, proposed_rule="bash(ls)"
