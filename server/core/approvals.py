@@ -32,6 +32,12 @@ from ..types import HumanDecision, PendingCall, UpstreamInfo
 from ..vocab import ApproverKind as ApproverKind
 from ..vocab import Decision as Decision
 
+# Why a waiting call was given up for another machine's (the agent reads it as the error).
+DISPLACED_TEXT = (
+    "too many calls waiting for approval from this machine: "
+    "another machine's call took this one's place"
+)
+
 
 class Ending(enum.StrEnum):
     """Why a wait ended; ``APPROVED`` is the only one after which the tool runs."""
@@ -149,11 +155,14 @@ class ApprovalBroker:
             return WaitResult(Ending.NO_APPROVER)
         if not self._machine_known(machine):
             return WaitResult(Ending.SESSION_ENDED)  # revoked since its request was checked
-        if len(self._pending) >= self.max_pending or (
-            sum(1 for p, _ in self._pending.values() if p.sid == sid)
-            >= self.max_pending_per_session
-        ):
+        live = [p for p, f in self._pending.values() if not f.done()]
+        if sum(1 for p in live if p.sid == sid) >= self.max_pending_per_session:
             return WaitResult(Ending.TOO_MANY)
+        if len(live) >= self.max_pending:
+            displaced = self._displaceable(live, machine)
+            if displaced is None:
+                return WaitResult(Ending.TOO_MANY)
+            self._end(displaced.id, WaitResult(Ending.TOO_MANY, reason=DISPLACED_TEXT))
         now = time.time()
         summary = summary_of(tool, arguments)
         preview = build_preview(tool, arguments, cwd)
@@ -196,6 +205,34 @@ class ApprovalBroker:
             if self._pending.pop(call.id, None) is not None:
                 self._on_change()
 
+    @staticmethod
+    def _displaceable(live: list[PendingCall], machine: str) -> PendingCall | None:
+        """The queue is full: the waiting call a call of ``machine`` takes the place of, or
+        None when it is refused itself.
+
+        The sessions table's fairness, for the queue: the call given up is the newest of the
+        machine holding the most waiting calls (the new one counted; ties: the newcomer's
+        machine, so it is refused). One machine's agent may fill the whole queue while it is
+        alone, but never keeps another machine's call from reaching the human: each one that
+        arrives takes a place from the flood, down to an even share. The newest is given up
+        (not the oldest), as the human is least likely to be reading it yet.
+        """
+        counts: dict[str, int] = {machine: 1}
+        for p in live:
+            counts[p.machine] = counts.get(p.machine, 0) + 1
+        most = max(counts.values())
+        if counts[machine] == most:
+            return None
+        heaviest = max(counts, key=counts.__getitem__)
+        return next(p for p in reversed(live) if p.machine == heaviest)
+
+    def _end(self, call_id: str, result: WaitResult) -> bool:
+        entry = self._pending.get(call_id)
+        if entry is None or entry[1].done():
+            return False
+        entry[1].set_result(result)
+        return True
+
     def decide(self, d: HumanDecision) -> bool:
         """Apply a human decision; False when the call is no longer pending."""
         entry = self._pending.get(d.call_id)
@@ -208,11 +245,7 @@ class ApprovalBroker:
         return True
 
     def end(self, call_id: str, ending: Ending) -> bool:
-        entry = self._pending.get(call_id)
-        if entry is None or entry[1].done():
-            return False
-        entry[1].set_result(WaitResult(ending))
-        return True
+        return self._end(call_id, WaitResult(ending))
 
     def end_where(self, ending: Ending, sid: str | None = None, machine: str | None = None) -> int:
         """End every pending call (of one session, when ``sid`` is given; of one machine,

@@ -151,6 +151,8 @@ def refusal_for(
         Ending.TOO_MANY: (TOO_MANY_TEXT, CallOutcome.LIMIT),
     }
     text, outcome = texts[e]
+    if e is Ending.TOO_MANY and v.reason:  # given up for another machine's call: says so
+        text = v.reason
     return refused(text, outcome)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from omp_a2a_bridge.server.core.approvals import (
+    DISPLACED_TEXT,
     ApprovalBroker,
     Decision,
     Ending,
@@ -222,6 +223,34 @@ def test_pending_caps_refuse_at_once():
         await asyncio.gather(*held)
 
     run(body, max_pending=3, max_pending_per_session=2)
+
+
+def test_a_full_queue_gives_the_flooding_machines_newest_call_up_for_another_machines():
+    async def body(b, loop):
+        b.attach("x")
+        flood = [wait(b, f"f{i}", machine="default") for i in range(4)]
+        await settle()
+        assert len(b.pending()) == 4  # alone, one machine may fill the whole queue
+        newest = b.pending()[-1]
+        assert await wait(b, "f9", machine="default") == WaitResult(Ending.TOO_MANY)
+        laptop = [wait(b, "l1", machine="laptop")]
+        await settle()
+        given_up = await flood[-1]  # the flood's newest call, not the one the human may read
+        assert given_up == WaitResult(Ending.TOO_MANY, reason=DISPLACED_TEXT)
+        assert newest.id not in [p.id for p in b.pending()]
+        assert [p.machine for p in b.pending()] == ["default"] * 3 + ["laptop"]
+        laptop.append(wait(b, "l2", machine="laptop"))  # down to an even share
+        await settle()
+        assert (await flood[-2]).reason == DISPLACED_TEXT
+        assert [p.machine for p in b.pending()].count("laptop") == 2
+        # An even share reached: the newcomer's machine holds as many as any: refused itself.
+        assert await wait(b, "l3", machine="laptop") == WaitResult(Ending.TOO_MANY)
+        assert await wait(b, "f8", machine="default") == WaitResult(Ending.TOO_MANY)
+        assert len(b.pending()) == 4
+        b.end_where(Ending.SHUTDOWN)
+        await asyncio.gather(*flood, *laptop)
+
+    run(body, max_pending=4, max_pending_per_session=2)
 
 
 def test_a_cancelled_waiter_leaves_no_pending_call_behind():
