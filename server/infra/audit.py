@@ -227,6 +227,115 @@ def cap_record(rec: dict[str, Any], cap: int = RECORD_CAP) -> str:
     return _dumps(out)
 
 
+# Refusals that cost the agent nothing: nothing ran and no human was asked or decided. Past
+# FULL_PER_WINDOW of them from one machine in WINDOW_S, the rest of the window's are counted
+# into one "repeated" record per (machine, outcome, decided_by) instead of a start/done pair
+# each, so a flood of them cannot rotate the record of what ran out of the log.
+FOLDABLE = frozenset(["no_approver", "not_exposed", "limit", "paused", "denied"])
+FULL_PER_WINDOW = 32
+WINDOW_S = 60.0
+REPEAT_TOOLS = 16  # tool names one "repeated" record counts by name (the rest: "other")
+
+
+class RefusalCounter:
+    """The writer thread's count of cheap refusals (see :data:`FOLDABLE`), per machine.
+
+    Only a start and its done found in the same batch are folded: a done alone would leave
+    its start looking like a call that never ended. A call that ran (``ok``, ``error``),
+    waited for a human (``timeout``, ``cancelled``) or was decided by one (``decided_by``
+    ``user``) is never folded.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._windows: dict[str, tuple[float, int]] = {}  # machine -> (window start, full)
+        self._repeats: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+    @staticmethod
+    def foldable(done: dict[str, Any]) -> bool:
+        return (
+            done.get("phase") == "done"
+            and done.get("outcome") in FOLDABLE
+            and done.get("decided_by") in ("policy", "rule")
+            and done.get("isError") is True
+        )
+
+    def fold(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The batch less the refusals counted; the repeats of closed windows appended."""
+        now = self.clock()
+        closed = self.due(now)  # before this batch opens a new window on the same key
+        starts = {r.get("id") for r in batch if r.get("phase") == "start"}
+        folded: set[Any] = set()
+        for rec in batch:
+            if not (self.foldable(rec) and rec.get("id") in starts):
+                continue
+            machine = str(rec.get("machine", ""))
+            began, full = self._windows.get(machine, (now, 0))
+            if now - began >= WINDOW_S:
+                began, full = now, 0
+            if full < FULL_PER_WINDOW:
+                self._windows[machine] = (began, full + 1)
+                continue
+            self._windows[machine] = (began, full)
+            folded.add(rec.get("id"))
+            self._count(machine, rec)
+        kept = [r for r in batch if r.get("id") not in folded] if folded else batch
+        return kept + closed
+
+    def _count(self, machine: str, rec: dict[str, Any]) -> None:
+        key = (machine, str(rec.get("outcome")), str(rec.get("decided_by")))
+        rep = self._repeats.get(key)
+        if rep is None:
+            rep = self._repeats[key] = {
+                "ts": "",
+                "phase": "repeated",
+                "machine": machine,
+                "outcome": key[1],
+                "decided_by": key[2],
+                "count": 0,
+                "first": rec.get("ts"),
+                "last": rec.get("ts"),
+                "tools": {},
+                "sessions": 0,
+                "_sids": set(),
+            }
+        rep["count"] += 1
+        rep["last"] = rec.get("ts")
+        tool, tools = str(rec.get("tool", ""))[:40], rep["tools"]
+        if tool not in tools and len(tools) >= REPEAT_TOOLS:
+            tool = "other"
+        tools[tool] = tools.get(tool, 0) + 1
+        sids = rep["_sids"]
+        if len(sids) < 1024:
+            sids.add(rec.get("sid"))
+        rep["sessions"] = len(sids)
+
+    def due(self, now: float | None = None, everything: bool = False) -> list[dict[str, Any]]:
+        """The "repeated" records whose machine's window closed (all of them: ``everything``)."""
+        now = self.clock() if now is None else now
+        out: list[dict[str, Any]] = []
+        for key in list(self._repeats):
+            began, _ = self._windows.get(key[0], (now, 0))
+            if everything or now - began >= WINDOW_S:
+                rep = self._repeats.pop(key)
+                rep.pop("_sids")
+                rep["ts"] = utc_now()
+                tools = sorted(rep["tools"].items(), key=lambda kv: (-kv[1], kv[0]))
+                rep["tools"] = ", ".join(f"{name} {n}" for name, n in tools)
+                out.append(rep)
+        return out
+
+    def next_due(self) -> float | None:
+        """Seconds until the first open window closes, or None when nothing is counted."""
+        if not self._repeats:
+            return None
+        now = self.clock()
+        return max(
+            0.0,
+            min(self._windows.get(k[0], (now, 0))[0] + WINDOW_S - now for k in self._repeats),
+        )
+
+
 _second: list[Any] = [None, ""]  # [whole second, its "YYYY-MM-DDTHH:MM:SS" text]
 
 
@@ -278,6 +387,7 @@ class AuditLog:
         self._fd: int | None = None
         self._size = 0
         self._regular = True
+        self._folder = RefusalCounter()  # the writer thread's alone
         self._thread = threading.Thread(target=self._run, name="a2a-audit", daemon=True)
         self._thread.start()
 
@@ -322,7 +432,10 @@ class AuditLog:
                     lingered = True
                 while not (self._buffer or self._flush_waiters or self._closing):
                     self._idle = True  # nothing came: sleep until a record wakes us
-                    self._cond.wait()
+                    due = self._folder.next_due()  # or until a counted window closes
+                    if due is not None and due <= 0:
+                        break
+                    self._cond.wait(due)
                 self._idle = False
                 urgent = bool(self._flush_waiters) or self._closing
             if not urgent and self.linger_s > 0 and not lingered:
@@ -331,6 +444,10 @@ class AuditLog:
                 batch, self._buffer = self._buffer, []
                 waiters, self._flush_waiters = self._flush_waiters, []
                 done = self._closing and not batch
+            # A flush or the end writes what was counted so far; otherwise a closed window.
+            batch = self._folder.fold(batch)
+            if waiters or self._closing:
+                batch += self._folder.due(everything=True)
             if batch:
                 self._write_batch(batch)
             awake = bool(batch) and self.linger_s > 0

@@ -212,3 +212,91 @@ def test_pair_calls_joins_by_id_in_order_and_keeps_hung_calls():
 def test_unserializable_values_do_not_break_a_record(value):
     line = cap_record({"phase": "done", "weird": value})
     assert line_bytes(line) <= RECORD_CAP
+
+
+# -- folding cheap refusals (audit.RefusalCounter, on the writer thread) ---------------------------
+
+
+def _call(i, outcome="no_approver", decided_by="policy", machine="m", tool="read", is_error=True):
+    start = {"ts": f"t{i}", "id": f"c{i}", "sid": f"s{i % 3}", "machine": machine, "tool": tool}
+    start["phase"] = "start"
+    done = dict(start, phase="done", outcome=outcome, decided_by=decided_by, isError=is_error)
+    return [start, done]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_refusals_past_the_window_budget_are_counted_into_one_record():
+    clock = Clock()
+    folder = audit.RefusalCounter(clock)
+    batch = [r for i in range(audit.FULL_PER_WINDOW + 10) for r in _call(i)]
+    kept = folder.fold(batch)
+    assert len(kept) == 2 * audit.FULL_PER_WINDOW  # every start with its done, in full
+    assert folder.next_due() == audit.WINDOW_S
+    assert folder.fold([]) == []  # the window is still open
+    clock.now += audit.WINDOW_S
+    assert folder.next_due() == 0
+    [rep] = folder.fold([])
+    assert rep["phase"] == "repeated" and rep["count"] == 10 and rep["sessions"] == 3
+    assert (rep["first"], rep["last"]) == (f"t{audit.FULL_PER_WINDOW}", f"t{len(batch) // 2 - 1}")
+    assert rep["tools"] == "read 10" and rep["outcome"] == "no_approver" and "id" not in rep
+    assert folder.next_due() is None
+    assert len(folder.fold(_call(99))) == 2  # a new window: in full again
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        _call(0, outcome="ok", decided_by="policy", is_error=False),  # it ran
+        _call(0, outcome="error", decided_by="rule"),  # it ran (or bad input: kept all the same)
+        _call(0, outcome="denied", decided_by="user"),  # a human decided
+        _call(0, outcome="timeout"),  # a human was asked
+        _call(0, outcome="cancelled"),
+    ],
+)
+def test_calls_that_ran_or_reached_a_human_are_never_folded(call):
+    folder = audit.RefusalCounter(Clock())
+    noise = [r for i in range(1, audit.FULL_PER_WINDOW + 1) for r in _call(i)]
+    assert len(folder.fold(noise)) == len(noise)
+    assert folder.fold(call) == call
+    assert folder.fold(_call(77)) == []  # a cheap refusal past the budget: counted
+    assert folder.due(everything=True)[0]["count"] == 1
+
+
+def test_a_done_whose_start_was_written_earlier_is_never_folded():
+    folder = audit.RefusalCounter(Clock())
+    folder.fold([r for i in range(audit.FULL_PER_WINDOW) for r in _call(i)])
+    start, done = _call(50)
+    assert folder.fold([start]) == [start]
+    assert folder.fold([done]) == [done]  # folding it would leave a start with no end
+
+
+def test_each_machine_has_its_own_budget_and_many_tools_are_counted_as_other():
+    folder = audit.RefusalCounter(Clock())
+    folder.fold([r for i in range(audit.FULL_PER_WINDOW) for r in _call(i, machine="a")])
+    assert len(folder.fold(_call(1, machine="b"))) == 2
+    flood = [r for i in range(40) for r in _call(i, machine="a", tool=f"t{i:02d}")]
+    assert folder.fold(flood) == []
+    [rep] = folder.due(everything=True)
+    assert rep["count"] == 40 and rep["machine"] == "a"
+    assert rep["tools"].startswith("other 24, t00 1") and rep["tools"].count(",") == 16
+
+
+def test_the_writer_writes_the_count_at_a_flush(tmp_path):
+    log = audit.AuditLog(str(tmp_path / "a.jsonl"))
+    try:
+        for i in range(audit.FULL_PER_WINDOW + 5):
+            for r in _call(i):
+                log.record(r)
+        assert log.flush(30)
+        lines = [json.loads(x) for x in (tmp_path / "a.jsonl").read_text().splitlines()]
+        assert len(lines) == 2 * audit.FULL_PER_WINDOW + 1
+        assert lines[-1]["phase"] == "repeated" and lines[-1]["count"] == 5
+    finally:
+        log.close()
