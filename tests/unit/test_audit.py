@@ -214,7 +214,7 @@ def test_unserializable_values_do_not_break_a_record(value):
     assert line_bytes(line) <= RECORD_CAP
 
 
-# -- folding cheap refusals (audit.RefusalCounter, on the writer thread) ---------------------------
+# -- counting cheap refusals (audit.RefusalCounter, on the writer thread) --------------------
 
 
 def _call(i, outcome="no_approver", decided_by="policy", machine="m", tool="read", is_error=True):
@@ -273,8 +273,21 @@ def test_a_done_whose_start_was_written_earlier_is_never_folded():
     folder = audit.RefusalCounter(Clock())
     folder.fold([r for i in range(audit.FULL_PER_WINDOW) for r in _call(i)])
     start, done = _call(50)
-    assert folder.fold([start]) == [start]
+    assert folder.fold([start]) == []  # held back one batch: its done may be next
+    assert folder.next_due() == 0
+    assert folder.fold([]) == [start]  # held once only
     assert folder.fold([done]) == [done]  # folding it would leave a start with no end
+
+
+def test_a_start_held_back_is_counted_with_its_done_from_the_next_batch():
+    folder = audit.RefusalCounter(Clock())
+    folder.fold([r for i in range(audit.FULL_PER_WINDOW) for r in _call(i)])
+    start, done = _call(50)
+    other = _call(51, outcome="ok", is_error=False)[0]  # a call that runs on meanwhile
+    assert folder.fold([start, other]) == []
+    assert folder.fold([done]) == [other]
+    assert folder.fold([], final=True)[0]["count"] == 1
+    assert folder.fold([start], final=True) == [start]  # a flush writes what it has
 
 
 def test_each_machine_has_its_own_budget_and_many_tools_are_counted_as_other():
