@@ -68,3 +68,21 @@ def render(plan: BoxPlan, host: BwrapHost, argv: Sequence[str]) -> list[str]:
         out += ["--bind", plan.tmpdir, plan.tmpdir]
     out += ["--chdir", plan.cwd, "--setenv", "TMPDIR", plan.tmpdir, "--", *argv]
     return out
+
+
+def render_outside(host: BwrapHost, cwd: str, argv: Sequence[str]) -> list[str]:
+    """A call the human let run outside the box still runs in a PID namespace of its own, and
+    nothing else of the box: the whole file system, the network, the user's rights.
+
+    Why: the supervisor that ends what a call leaves behind is a process of the same user, so
+    an unboxed command could kill it (``kill -9 $PPID``) after starting a ``setsid`` child that
+    drops the tool marker from its environment: re-parented to init, the child outlived its call
+    and, with no tool on its chain, approved later calls over the control API. In its own PID
+    namespace the call cannot see or signal anything outside (not the supervisor), its orphans
+    go to the namespace's first process (which its own processes cannot kill), and the kernel
+    ends every process in it when that one exits. The cost: ``setuid`` programs (``sudo``)
+    raise no privileges (bubblewrap sets ``no_new_privs``), and ``ps``/``kill`` see only the
+    call's own processes."""
+    out = [host.bwrap, "--die-with-parent", "--new-session", "--unshare-pid"]
+    out += ["--dev-bind", "/", "/", "--proc", "/proc", "--chdir", cwd, "--", *argv]
+    return out

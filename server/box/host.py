@@ -29,6 +29,7 @@ from .policy import (
     BoxConfig,
     HostEntry,
     HostView,
+    data_folders,
     persistence_paths,
     project_of,
     within,
@@ -791,13 +792,26 @@ def _elsewhere(
     return [*masks, *tops], reopened
 
 
+def _data_folders(home: str) -> tuple[str, ...]:
+    """The home's data folders (:func:`~server.box.policy.data_folders`), with the user's
+    ``user-dirs.dirs`` (a small file, read per call: a renamed folder counts at once)."""
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    try:
+        with open(os.path.join(config, "user-dirs.dirs"), encoding="utf-8", errors="replace") as f:
+            text = f.read(65536)
+    except OSError:
+        text = ""
+    return tuple(os.path.realpath(d) for d in data_folders(home, text))
+
+
 def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]) -> HostView:
     """What the disk says for a call in ``cwd`` (a real, existing folder)."""
     home = os.path.realpath(os.path.expanduser("~"))
     real_roots = tuple(r for r in (_real(x) for x in roots) if r is not None)
     cwd = os.path.realpath(cwd)
     top, git_file, git_dirs = _git(cwd)
-    draft = HostView(cwd=cwd, home=home, roots=real_roots, git_top=top)
+    data = _data_folders(home)
+    draft = HostView(cwd=cwd, home=home, roots=real_roots, git_top=top, data=data)
     # The call's folder never unmasks what holds it: a cwd in the home's hidden tree
     # (``~/.config/git``) would otherwise open all of ``~/.config`` and make it the project.
     hidden = _hidden(home, real_roots)
@@ -860,6 +874,7 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         nested=tuple(dict.fromkeys(scan.nested)),
         hooks=git_named(repos, home),
         on_path=on_path,
+        data=data,
     )
     hidden_dirs = [*(e.path for e in hidden if e.is_dir), *own_real, *others]
     beyond, reopened = _elsewhere(

@@ -14,6 +14,7 @@ inside the project (``.git/hooks``, ``.git/config*``, a ``.git`` file and the gi
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -107,6 +108,39 @@ class HostView:
     # What the call needs inside a top-level folder no OS makes, which the box hides whole (a
     # root at ``/srv/www/app`` in a hidden ``/srv``): re-opened read-only on its own.
     reopened: tuple[str, ...] = ()
+    # The home's data folders (Documents, Desktop, Downloads...; see :func:`data_folders`): a
+    # folder in one is no project unless it is a repository's.
+    data: tuple[str, ...] = ()
+
+
+# The home's data folders, by the names each OS gives them (the XDG defaults on Linux; a
+# ``user-dirs.dirs`` file may move or rename them, see :func:`data_folders`).
+DATA_FOLDERS: tuple[str, ...] = ("Desktop", "Documents", "Downloads", "Music", "Pictures")
+DATA_FOLDERS += ("Videos", "Movies", "Public", "Templates", "OneDrive", "Dropbox")
+_USER_DIR = re.compile(r'^\s*XDG_[A-Z]+_DIR\s*=\s*"([^"]*)"\s*$')
+
+
+def data_folders(home: str, user_dirs: str = "") -> tuple[str, ...]:
+    """The home's data folders (pure): :data:`DATA_FOLDERS` in the home, and each folder a
+    ``user-dirs.dirs`` text names (``XDG_DOCUMENTS_DIR="$HOME/Dokumente"``), except the home
+    itself (``xdg-user-dirs`` sets a folder it disables to ``$HOME/``). Why: the box writes the
+    call's project, which outside a repository is its ``cwd``; a ``cwd`` the agent names in
+    ``~/Documents`` made the human's documents writable with nobody asked (an outside review,
+    2026-12-05). A repository there is still a project."""
+    out = [os.path.join(home, name) for name in DATA_FOLDERS]
+    for line in user_dirs.splitlines():
+        m = _USER_DIR.match(line)
+        if m is None:
+            continue
+        value = m.group(1)
+        if value.startswith("$HOME"):
+            value = home + value[len("$HOME") :]
+        if not value.startswith("/"):
+            continue
+        value = os.path.normpath(value)
+        if value != home and within(value, home):
+            out.append(value)
+    return tuple(dict.fromkeys(out))
 
 
 def within(path: str, top: str) -> bool:
@@ -115,10 +149,13 @@ def within(path: str, top: str) -> bool:
 
 def project_of(view: HostView) -> str | None:
     """The tree a boxed call may write: the git top-level of its cwd, else the cwd — only when
-    inside a root and not the home (a call in the home writes nothing but its temp dir)."""
+    inside a root and not the home (a call in the home writes nothing but its temp dir), and a
+    cwd that is no repository's only outside the home's data folders (``~/Documents``)."""
     for candidate in (view.git_top, view.cwd):
         if candidate is None or candidate == view.home:
             continue
+        if candidate != view.git_top and any(within(candidate, d) for d in view.data):
+            continue  # ~/Documents: the human's data, not a project (a repository there is)
         if any(within(candidate, p) for p in view.on_path):
             continue  # ~/bin: a program there runs outside the box from the human's PATH
         if any(within(candidate, r) for r in view.roots) and not within(view.home, candidate):

