@@ -284,3 +284,31 @@ def test_var_folders_a_system_top_links_to_are_the_system(tmp_path):
     (tmp_path / "usr" / "local").symlink_to("../var/usrlocal")
     shown = _var_shown(str(tmp_path))
     assert {"opt", "home", "lib", "usrlocal"} <= shown and "mail" not in shown
+
+
+def test_system_secrets_become_masks_but_never_in_a_root_a_path_folder_or_a_walked_top(
+    monkeypatch,
+):
+    """The walk's files are masks, except in a root (the index judges those), straight in a
+    PATH folder (a program), or in a folder hidden already; past the limit, folders holding
+    several become one mask, never /etc itself nor one holding what the call needs."""
+    from omp_a2a_bridge.server.box import host
+    from omp_a2a_bridge.server.box.host import _system_masks
+    from omp_a2a_bridge.server.box.policy import HostView
+
+    found = (
+        "/opt/app/.env",
+        "/home/me/w/.env",  # in a root
+        "/usr/local/bin/credentials-helper",  # a program on PATH
+        "/var/lib/hidden/x.key",  # in a folder hidden already
+        *(f"/etc/many/d{i}/secret.key" for i in range(70)),
+        *(f"/etc/x{i}.key" for i in range(3)),
+    )
+    monkeypatch.setattr(host, "system_found", lambda is_secret: found)
+    view = HostView(cwd="/home/me/w", home="/home/me", roots=("/home/me",))
+    masks = _system_masks(view, ["/var/lib/hidden"], ["/usr/local/bin"], ["/home/me"])
+    paths = {m.path for m in masks}
+    assert "/opt/app/.env" in paths and "/etc/many" in paths
+    assert {f"/etc/x{i}.key" for i in range(3)} <= paths  # straight in /etc: never /etc whole
+    assert not paths & {"/home/me/w/.env", "/usr/local/bin/credentials-helper", "/etc"}
+    assert not any(p.startswith("/var/lib/hidden") for p in paths)
