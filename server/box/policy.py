@@ -53,13 +53,14 @@ SYSTEM_PRIVATE = ("/run", "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/g
 SYSTEM_PRIVATE_FILES = "/etc/ssh/ssh_host_*_key"  # a glob: the host's private keys
 SYSTEM_READABLE = ("/run/systemd/resolve",)
 BOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs in every box: TMPDIR
-# What programs read in /var: their state (``lib``: the package database, ``machine-id``),
-# ``cache`` (fonts, man pages) and the links into ``/run`` (hidden itself). Every other folder
+# What programs read in /var: their state (``lib``: the package database, ``machine-id``;
+# ``db``: Gentoo's and Void's package databases), ``cache`` (fonts, man pages) and the links
+# into ``/run`` (hidden itself). Every other folder
 # of /var holds data, not the system, and is hidden whole like a top-level folder no OS makes:
 # the mail spool (``mail``, ``spool``), ``backups``, ``log``, ``crash`` dumps, ``www``,
 # ``opt``/``local`` data, other programs' files in ``tmp`` (a private, writable one instead).
 VAR = "/var"
-VAR_SHOWN = frozenset({"cache", "empty", "lib", "lock", "run"})
+VAR_SHOWN = frozenset({"cache", "db", "empty", "lib", "lock", "run"})
 
 
 @dataclass(frozen=True, slots=True)

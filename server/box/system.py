@@ -9,11 +9,12 @@ left there (``/opt/app/.env``, ``/usr/local/etc/app/secret.key``,
 ``/var/lib/app/credentials.json``). Hiding those folders whole would break the box; so their
 secret-looking files are found by name and masked, one by one.
 
-They change when software is installed, not between two calls: the walk runs once per process
-(a thread at start, :func:`server.box.host.warm`), is bounded (:data:`MAX_DIRS` folders,
+They change when software is installed, not between two calls: the walk runs once at start
+(a thread, :func:`server.box.host.warm`) and again in a thread every :data:`REWALK_S`, while
+the calls use the last answer; it is bounded (:data:`MAX_DIRS` folders,
 breadth first, :data:`MAX_DEPTH` levels; dependency trees and caches skipped as the roots'
-index skips them), and its answer is kept. A file put there after the walk is masked from the
-bridge's next start: a stated limit (``docs/security/box.md``).
+index skips them). A file put there after a walk is masked once the next walk ends: a stated
+limit (``docs/security/box.md``).
 
 Two refinements keep ordinary work running: a ``*.pem`` is masked only when it holds a private
 key (``/etc/ssl/certs/*.pem``, ``/etc/pki/ca-trust/extracted/pem/*.pem`` and a TLS proxy's CA
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 
 from .secrets import skipped
@@ -94,13 +96,44 @@ def walk(
     return tuple(found), complete
 
 
+REWALK_S = 600.0  # an answer older than this is walked again, in a thread (calls never wait)
+
+
+class _Kept:
+    """The one answer of this process, when it was walked, and whether a walk is running."""
+
+    def __init__(self) -> None:
+        self.found: tuple[str, ...] | None = None
+        self.at = 0.0
+        self.walking = False
+
+
 _LOCK = threading.Lock()
-_FOUND: dict[str, tuple[str, ...]] = {}  # the one answer, under "found"
+_KEPT = _Kept()
 
 
-def found(is_secret: Callable[[str], bool]) -> tuple[str, ...]:
-    """The walk's answer, walked on first use (a thread at start) and kept for the process."""
-    with _LOCK:  # a call that comes while the start's walk runs waits for it, not walks again
-        if "found" not in _FOUND:
-            _FOUND["found"] = walk(is_secret)[0]
-        return _FOUND["found"]
+def found(
+    is_secret: Callable[[str], bool], clock: Callable[[], float] = time.monotonic
+) -> tuple[str, ...]:
+    """The walk's answer: walked on first use (a thread at start; a call that comes meanwhile
+    waits for it) and kept; past :data:`REWALK_S`, walked again in a thread while the calls
+    keep the last answer (software installed while the bridge runs: its ``.env`` is masked
+    within minutes, not at the next start)."""
+    with _LOCK:
+        if _KEPT.found is None:
+            _KEPT.found, _KEPT.at = walk(is_secret)[0], clock()
+        elif clock() - _KEPT.at >= REWALK_S and not _KEPT.walking:
+            _KEPT.walking = True
+            threading.Thread(target=_rewalk, args=(is_secret, clock), daemon=True).start()
+        return _KEPT.found
+
+
+def _rewalk(is_secret: Callable[[str], bool], clock: Callable[[], float]) -> None:
+    try:
+        fresh = walk(is_secret)[0]
+    except Exception:  # keep the last answer; try again after REWALK_S
+        fresh = None
+    with _LOCK:
+        if fresh is not None:
+            _KEPT.found = fresh
+        _KEPT.at, _KEPT.walking = clock(), False

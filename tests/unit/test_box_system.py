@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from omp_a2a_bridge.server.box.host import _name_matcher, _secret_name
 from omp_a2a_bridge.server.box.system import holds_key, walk
@@ -62,3 +63,37 @@ def test_the_walk_is_bounded_and_breadth_first(tmp_path):
     _put(deep / ".env")
     found, complete = walk(_is_secret, [str(tmp_path)], max_dirs=3)
     assert found == (shallow,) and not complete
+
+
+def test_the_answer_is_kept_and_walked_again_in_a_thread_when_old(monkeypatch):
+    """Calls never wait for a walk after the first: past REWALK_S they get the last answer
+    while a thread walks again, and the next call after it gets the fresh one."""
+    import threading
+
+    from omp_a2a_bridge.server.box import system
+    from omp_a2a_bridge.server.box.system import _Kept
+
+    kept = _Kept()
+    monkeypatch.setattr(system, "_KEPT", kept)
+    answers = iter([("/opt/a/.env",), ("/opt/a/.env", "/opt/b/.env")])
+    release = threading.Event()
+    walks = []
+
+    def fake_walk(is_secret):
+        walks.append(1)
+        if len(walks) == 2:
+            release.wait(60)  # the second walk runs while a call is served
+        return next(answers), True
+
+    monkeypatch.setattr(system, "walk", fake_walk)
+    now = [1000.0]
+    assert system.found(_is_secret, lambda: now[0]) == ("/opt/a/.env",)
+    assert system.found(_is_secret, lambda: now[0]) == ("/opt/a/.env",) and len(walks) == 1
+    now[0] += system.REWALK_S
+    assert system.found(_is_secret, lambda: now[0]) == ("/opt/a/.env",)  # not waited for
+    release.set()
+    deadline = time.monotonic() + 60  # wait for the condition, not for a time
+    while kept.walking and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert system.found(_is_secret, lambda: now[0]) == ("/opt/a/.env", "/opt/b/.env")
+    assert len(walks) == 2
