@@ -26,16 +26,20 @@ from .policy import (
     SYSTEM_PRIVATE,
     SYSTEM_PRIVATE_FILES,
     SYSTEM_READABLE,
+    VAR,
+    VAR_SHOWN,
     BoxConfig,
     HostEntry,
     HostView,
-    data_folders,
+    home_data_folders,
     persistence_paths,
     project_of,
     within,
 )
 from .secrets import RACY_NS, IndexView, SecretIndex, index_for
 from .secrets import skipped as _index_skips
+from .system import SYSTEM_WALK
+from .system import found as system_found
 
 MAX_GIT_DIRS = 200
 # The project scan for secret-looking files (``.env``, ``*.pem``, ``id_rsa``...) and hard links
@@ -467,9 +471,13 @@ SYSTEM_TOPS = frozenset(
 
 
 def _foreign_tops(
-    needed: Iterable[str], programs: Iterable[str] = (), root: str = "/"
+    needed: Iterable[str],
+    programs: Iterable[str] = (),
+    root: str = "/",
+    system: frozenset[str] = SYSTEM_TOPS,
 ) -> tuple[list[HostEntry], list[str]]:
-    """The top-level folders no OS makes (:data:`SYSTEM_TOPS`): masked whole (private by
+    """The folders of ``root`` no OS makes (not in ``system``: :data:`SYSTEM_TOPS` at the top,
+    :data:`~server.box.policy.VAR_SHOWN` in /var): masked whole (private by
     default: the roots are what the human shared), and what the call needs inside one
     (``needed``: a root, the cwd, the bridge's Python...) re-opened on its own, read-only, so
     the rest of that top stays hidden: a root at ``/srv/www/app`` used to show every sibling
@@ -490,7 +498,7 @@ def _foreign_tops(
     with contextlib.suppress(OSError):
         for entry in os.scandir(root):
             try:
-                if entry.name in SYSTEM_TOPS or entry.is_symlink():
+                if entry.name in system or entry.is_symlink():
                     continue  # a symlink at the top leads to a folder judged on its own
                 if entry.is_file(follow_symlinks=False):
                     # A file straight in / (a dump a script left: /backup.sql) is data too:
@@ -751,7 +759,10 @@ def _index(real_roots: Iterable[str], home: str) -> SecretIndex:
 
 
 def warm(roots: Iterable[str]) -> None:
-    """Walk the roots' secret index now (a thread at start), not in the first boxed call."""
+    """Walk the system folders and the roots' secret index now (a thread at start), not in
+    the first boxed call."""
+    with contextlib.suppress(OSError):
+        system_found(functools.partial(_secret_name, _name_matcher()))
     home = os.path.realpath(os.path.expanduser("~"))
     real_roots = [r for r in (_real(x) for x in roots) if r is not None]
     with contextlib.suppress(OSError):
@@ -786,14 +797,17 @@ def _elsewhere(
     needed = [*view.roots, view.cwd, project_top, view.home, *python]
     needed += [*view.write_allow, *git_dirs, *view.tmp_visible]
     programs = [*path_real, *_path_link_targets(path_real)]
-    tops, reopened = _foreign_tops(needed, programs)
     if any(r == os.sep for r in view.roots):
-        tops, reopened = [], []  # the human shared everything
-    return [*masks, *tops], reopened
+        return masks, []  # the human shared everything
+    tops, reopened = _foreign_tops(needed, programs)
+    var_tops, var_reopened = _foreign_tops(needed, programs, VAR, _var_shown())
+    hidden_too = [*hidden_dirs, *(t.path for t in var_tops if t.is_dir)]
+    system = _system_masks(view, hidden_too, programs, [*needed, *programs, *view.allowed])
+    return [*masks, *tops, *var_tops, *system], sorted({*reopened, *var_reopened})
 
 
-def _data_folders(home: str) -> tuple[str, ...]:
-    """The home's data folders (:func:`~server.box.policy.data_folders`), with the user's
+def _home_data_folders(home: str) -> tuple[str, ...]:
+    """The home's data folders (:func:`~server.box.policy.home_data_folders`), with the user's
     ``user-dirs.dirs`` (a small file, read per call: a renamed folder counts at once)."""
     config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     try:
@@ -801,28 +815,77 @@ def _data_folders(home: str) -> tuple[str, ...]:
             text = f.read(65536)
     except OSError:
         text = ""
-    return tuple(os.path.realpath(d) for d in data_folders(home, text))
+    return tuple(os.path.realpath(d) for d in home_data_folders(home, text))
 
 
-def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]) -> HostView:
-    """What the disk says for a call in ``cwd`` (a real, existing folder)."""
-    home = os.path.realpath(os.path.expanduser("~"))
-    real_roots = tuple(r for r in (_real(x) for x in roots) if r is not None)
-    cwd = os.path.realpath(cwd)
-    top, git_file, git_dirs = _git(cwd)
-    data = _data_folders(home)
-    draft = HostView(cwd=cwd, home=home, roots=real_roots, git_top=top, data=data)
-    # The call's folder never unmasks what holds it: a cwd in the home's hidden tree
-    # (``~/.config/git``) would otherwise open all of ``~/.config`` and make it the project.
-    hidden = _hidden(home, real_roots)
-    if any(within(cwd, entry.path) for entry in hidden):
-        raise PrivateCwd(cwd)
-    project_top = project_of(draft) or cwd
+SYSTEM_MAX_MASKS = 64  # masks from the system folders' walk (see _system_masks)
+
+
+@functools.cache
+def _var_shown(root: str = "/") -> frozenset[str]:
+    """:data:`VAR_SHOWN`, and the folders of /var a system top-level folder links to: an
+    OSTree system (Fedora Silverblue, CoreOS) keeps ``/opt``, ``/usr/local`` and ``/home`` in
+    ``/var/opt``, ``/var/usrlocal``, ``/var/home``; those are the system, judged as such.
+    Found once: the top-level links are the OS's layout."""
+    out = set(VAR_SHOWN)
+    var = os.path.join(root, VAR.lstrip(os.sep))
+    for top in (*SYSTEM_TOPS, "usr/local"):
+        path = os.path.join(root, top)
+        if os.path.islink(path):
+            real = os.path.realpath(path)
+            if os.path.dirname(real) == var:
+                out.add(os.path.basename(real))
+    return frozenset(out)
+
+
+def _system_masks(
+    view: HostView, hidden: list[str], programs: list[str], keep: list[str]
+) -> list[HostEntry]:
+    """Secret-looking files in the system folders outside the roots (``/opt/app/.env``,
+    ``/usr/local/etc/app/secret.key``: :mod:`server.box.system`, walked once), as masks: none
+    in a root (the roots' index and the project scan judge those, and keep current), in a
+    folder hidden whole already, or straight in a ``programs`` folder (``PATH``: a program
+    named ``credentials-helper`` is code). Past :data:`SYSTEM_MAX_MASKS`, folders holding
+    several become one mask, never one of :data:`~server.box.system.SYSTEM_WALK` (nor what
+    holds one) and never one that holds what the call needs (``keep``)."""
+    bins = set(programs)
+    found = [
+        p
+        for p in system_found(functools.partial(_secret_name, _name_matcher()))
+        if os.path.dirname(p) not in bins and not any(within(p, r) for r in (*view.roots, *hidden))
+    ]
+    if not found:
+        return []
+    walked = [w for w in SYSTEM_WALK if w != os.sep]
+
+    def hideable(folder: str) -> bool:
+        inside = any(within(folder, w) and folder != w for w in walked)
+        return inside and not any(within(k, folder) for k in keep)
+
+    return coalesce([HostEntry(p, False) for p in found], "/", SYSTEM_MAX_MASKS, hideable)
+
+
+def _root_links(roots: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """(link, real path) of each root configured by a symlink: the plan makes the link again
+    in the box when a folder hidden whole holds it (the real path is re-opened)."""
+    out: list[tuple[str, str]] = []
+    for root in roots:
+        path = os.path.abspath(os.path.expanduser(root))
+        if os.path.islink(path) and (real := _real(path)) is not None and real != path:
+            out.append((path, real))
+    return tuple(out)
+
+
+def _own_masks(
+    own: Iterable[str], cwd: str, real_roots: tuple[str, ...]
+) -> tuple[list[str], list[HostEntry]]:
+    """(folders, files) of the bridge's own places and the system's private ones, real paths.
+
+    Files (the config, the audit log, /etc/shadow...) are masked as files, wherever they lie:
+    those this user can read. The box runs as this user without capabilities, so a file it
+    cannot read (/etc/shadow for anyone but root) needs no mask; each mask is a mount, and
+    bubblewrap re-reads the whole mount table for every one."""
     own_real = [r for r in (_real(p) for p in (*own, *SYSTEM_PRIVATE)) if r is not None]
-    # Files (the config, the audit log, /etc/shadow...) are masked as files, wherever they lie:
-    # those this user can read. The box runs as this user without capabilities, so a file it
-    # cannot read (/etc/shadow for anyone but root) needs no mask; each mask is a mount, and
-    # bubblewrap re-reads the whole mount table for every one.
     files = [HostEntry(f, False) for f in own_real if not os.path.isdir(f)]
     files += [HostEntry(f, False) for f in glob.glob(SYSTEM_PRIVATE_FILES) if os.path.isfile(f)]
     files = [f for f in files if os.access(f.path, os.R_OK)]
@@ -830,6 +893,31 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     # Never hide a folder that holds the project or a root ("/tmp/x" when the project is in it).
     own_real = [o for o in own_real if not any(within(r, o) for r in (cwd, *real_roots))]
     files = [f for f in files if not any(within(f.path, o) for o in own_real)]  # hidden with it
+    return own_real, files
+
+
+def gather(
+    cwd: str,
+    roots: Iterable[str],
+    config: BoxConfig,
+    own: Iterable[str],
+    named_roots: Iterable[str] = (),
+) -> HostView:
+    """What the disk says for a call in ``cwd`` (a real, existing folder). ``named_roots``:
+    the roots as the config names them (a link there is made again in the box)."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    real_roots = tuple(r for r in (_real(x) for x in roots) if r is not None)
+    cwd = os.path.realpath(cwd)
+    top, git_file, git_dirs = _git(cwd)
+    data = _home_data_folders(home)
+    draft = HostView(cwd=cwd, home=home, roots=real_roots, git_top=top, home_data=data)
+    # The call's folder never unmasks what holds it: a cwd in the home's hidden tree
+    # (``~/.config/git``) would otherwise open all of ``~/.config`` and make it the project.
+    hidden = _hidden(home, real_roots)
+    if any(within(cwd, entry.path) for entry in hidden):
+        raise PrivateCwd(cwd)
+    project_top = project_of(draft) or cwd
+    own_real, files = _own_masks(own, cwd, real_roots)
     scan = _scan(project_top, home)
     repos = list(scan.repos)
     if top is not None and git_dirs:
@@ -874,7 +962,8 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         nested=tuple(dict.fromkeys(scan.nested)),
         hooks=git_named(repos, home),
         on_path=on_path,
-        data=data,
+        home_data=data,
+        root_links=_root_links(named_roots),
     )
     hidden_dirs = [*(e.path for e in hidden if e.is_dir), *own_real, *others]
     beyond, reopened = _elsewhere(

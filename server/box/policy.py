@@ -54,6 +54,14 @@ SYSTEM_PRIVATE = ("/run", "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/g
 SYSTEM_PRIVATE_FILES = "/etc/ssh/ssh_host_*_key"  # a glob: the host's private keys
 SYSTEM_READABLE = ("/run/systemd/resolve",)
 BOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs in every box: TMPDIR
+# What programs read in /var: their state (``lib``: the package database, ``machine-id``;
+# ``db``: Gentoo's and Void's package databases), ``cache`` (fonts, man pages) and the links
+# into ``/run`` (hidden itself). Every other folder
+# of /var holds data, not the system, and is hidden whole like a top-level folder no OS makes:
+# the mail spool (``mail``, ``spool``), ``backups``, ``log``, ``crash`` dumps, ``www``,
+# ``opt``/``local`` data, other programs' files in ``tmp`` (a private, writable one instead).
+VAR = "/var"
+VAR_SHOWN = frozenset({"cache", "db", "empty", "lib", "lock", "run"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,26 +116,28 @@ class HostView:
     # What the call needs inside a top-level folder no OS makes, which the box hides whole (a
     # root at ``/srv/www/app`` in a hidden ``/srv``): re-opened read-only on its own.
     reopened: tuple[str, ...] = ()
-    # The home's data folders (Documents, Desktop, Downloads...; see :func:`data_folders`): a
+    # The home's data folders (Documents, Desktop...; see :func:`home_data_folders`): a
     # folder in one is no project unless it is a repository's.
-    data: tuple[str, ...] = ()
+    home_data: tuple[str, ...] = ()
+    # (link, real path) of each root configured by a symlink (``~/work -> /var/tmp/w``).
+    root_links: tuple[tuple[str, str], ...] = ()
 
 
 # The home's data folders, by the names each OS gives them (the XDG defaults on Linux; a
-# ``user-dirs.dirs`` file may move or rename them, see :func:`data_folders`).
-DATA_FOLDERS: tuple[str, ...] = ("Desktop", "Documents", "Downloads", "Music", "Pictures")
-DATA_FOLDERS += ("Videos", "Movies", "Public", "Templates", "OneDrive", "Dropbox")
+# ``user-dirs.dirs`` file may move or rename them, see :func:`home_data_folders`).
+HOME_DATA_FOLDERS: tuple[str, ...] = ("Desktop", "Documents", "Downloads", "Music", "Pictures")
+HOME_DATA_FOLDERS += ("Videos", "Movies", "Public", "Templates", "OneDrive", "Dropbox")
 _USER_DIR = re.compile(r'^\s*XDG_[A-Z]+_DIR\s*=\s*"([^"]*)"\s*$')
 
 
-def data_folders(home: str, user_dirs: str = "") -> tuple[str, ...]:
-    """The home's data folders (pure): :data:`DATA_FOLDERS` in the home, and each folder a
+def home_data_folders(home: str, user_dirs: str = "") -> tuple[str, ...]:
+    """The home's data folders (pure): :data:`HOME_DATA_FOLDERS` in the home, and each folder a
     ``user-dirs.dirs`` text names (``XDG_DOCUMENTS_DIR="$HOME/Dokumente"``), except the home
     itself (``xdg-user-dirs`` sets a folder it disables to ``$HOME/``). Why: the box writes the
     call's project, which outside a repository is its ``cwd``; a ``cwd`` the agent names in
     ``~/Documents`` made the human's documents writable with nobody asked (an outside review,
     2026-12-05). A repository there is still a project."""
-    out = [os.path.join(home, name) for name in DATA_FOLDERS]
+    out = [os.path.join(home, name) for name in HOME_DATA_FOLDERS]
     for line in user_dirs.splitlines():
         m = _USER_DIR.match(line)
         if m is None:
@@ -147,6 +157,16 @@ def within(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
 
 
+def data_folder(path: str) -> bool:
+    """A folder the box hides whole because it holds data, not the system: a top-level
+    folder no OS makes (``/srv``), or one of /var outside :data:`VAR_SHOWN` (``/var/mail``).
+    What the call needs inside one is re-opened (``HostView.reopened``)."""
+    parent = os.path.dirname(path)
+    if path == os.sep:
+        return False
+    return parent == os.sep or (parent == VAR and os.path.basename(path) not in VAR_SHOWN)
+
+
 def project_of(view: HostView) -> str | None:
     """The tree a boxed call may write: the git top-level of its cwd, else the cwd — only when
     inside a root and not the home (a call in the home writes nothing but its temp dir), and a
@@ -154,7 +174,7 @@ def project_of(view: HostView) -> str | None:
     for candidate in (view.git_top, view.cwd):
         if candidate is None or candidate == view.home:
             continue
-        if candidate != view.git_top and any(within(candidate, d) for d in view.data):
+        if candidate != view.git_top and any(within(candidate, d) for d in view.home_data):
             continue  # ~/Documents: the human's data, not a project (a repository there is)
         if any(within(candidate, p) for p in view.on_path):
             continue  # ~/bin: a program there runs outside the box from the human's PATH
@@ -225,6 +245,18 @@ def _masked(path: str, private: list[str]) -> bool:
     return any(within(path, p) for p in private)
 
 
+def _hidden_at(path: str, private: list[str], reopened: tuple[str, ...]) -> bool:
+    """Whether the box hides ``path``: the deepest mask above it, unless something re-opened
+    deeper than that mask holds it (a project under ``/var/tmp`` or ``/srv``, both hidden
+    whole with the project re-opened). Treating every path under a hidden data folder as
+    masked left a re-opened project's ``.git/hooks`` unprotected: writable."""
+    masks = [p for p in private if within(path, p)]
+    if not masks:
+        return False
+    deepest = max(masks, key=len)
+    return not any(within(path, r) and len(r) > len(deepest) for r in reopened)
+
+
 def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
     """One call's box (pure): see the module docstring for the policy."""
     project = project_of(view)
@@ -242,9 +274,9 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
     private = sorted(set(private))
     # Re-bound read-only only where a private folder hides them.
     reallow = tuple(a for a in allowed if any(within(a, p) and a != p for p in private))
-    # What the call needs inside a hidden top-level folder: re-opened unless a mask below that
-    # top (a secret folder the index found there) hides it too.
-    below_tops = [p for p in private if os.path.dirname(p) != os.sep]
+    # What the call needs inside a hidden data folder (``/srv``, ``/var/tmp``): re-opened unless
+    # a mask below that folder (a secret folder the index found there) hides it too.
+    below_tops = [p for p in private if not data_folder(p)]
     reallow += tuple(r for r in view.reopened if _masked(r, private) and not _masked(r, below_tops))
     reallow = tuple(sorted(set(reallow)))
     write: list[str] = []
@@ -259,13 +291,15 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
         # Nothing a mask hides is bound again: a later bind of the real path would cover the
         # mask (an ``.envrc`` is secret-looking *and* persistence: its read-only bind undid its
         # empty-file mask, and the box read it). A mask is read-only already, or a tmpfs.
-        write += [d for d in inside if not _masked(d, private)]
+        write += [d for d in inside if not _hidden_at(d, private, reallow)]
     write += list(view.write_allow)
     protected = [p for p in persistence_paths(view, project) if p in view.existing]
     protected = [p for p in protected if any(within(p, w) for w in write)]
-    protected = [p for p in protected if not _masked(p, private)]
+    protected = [p for p in protected if not _hidden_at(p, private, reallow)]
     pinned = [
-        p for p in pins([*protected, *private, *write], list(write)) if not _masked(p, private)
+        p
+        for p in pins([*protected, *private, *write], list(write))
+        if not _hidden_at(p, private, reallow)
     ]
     return BoxPlan(
         cwd=view.cwd,
@@ -280,6 +314,12 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
             sorted({r for r in (*view.roots, *view.tmp_visible) if within(r, BOX_TMP)})
         ),
         pinned=tuple(p for p in pinned if p not in write),
+        symlinks=tuple(
+            (link, real)
+            for link, real in view.root_links
+            if _hidden_at(link, private, reallow)
+            and any(within(link, d) and data_folder(d) for d in private)
+        ),
     )
 
 

@@ -42,6 +42,7 @@ class BoxRequest:
     config: BoxConfig
     roots: tuple[str, ...]
     own: tuple[str, ...]
+    named_roots: tuple[str, ...] = ()  # the roots as configured (``~/work``, maybe a link)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +87,7 @@ def prepare(request: BoxRequest, cwd: str, argv: Sequence[str]) -> Prepared:
     if bwrap is None:
         raise NoBox(probe.status().detail)
     try:
-        view = gather(cwd, request.roots, request.config, request.own)
+        view = gather(cwd, request.roots, request.config, request.own, request.named_roots)
     except PrivateCwd as e:
         raise NoBox(
             f"the call's folder {e} is in your home's hidden tree, which the box keeps private: "

@@ -250,3 +250,65 @@ def test_a_folder_not_looked_into_inside_what_the_box_reads_whole_never_refuses(
     project, home = str(tmp_path / "proj"), str(tmp_path)
     masks = _outside([], [str(shown)], [], [project, project, home, home], [str(shown)])
     assert len(masks) == SCAN_MAX_MASKS and all(not m.is_dir for m in masks)
+
+
+def test_var_shows_what_programs_read_and_hides_its_data_folders(tmp_path):
+    """/var: state, caches and the links into /run show; the mail spool, backups, logs,
+    crash dumps, web sites and other programs' /var/tmp are hidden whole, and what the call
+    needs in one (a root under /var/tmp, a site under /var/www) is re-opened on its own."""
+    from omp_a2a_bridge.server.box.host import _foreign_tops
+    from omp_a2a_bridge.server.box.policy import VAR_SHOWN
+
+    for name in ("lib", "cache", "empty", "mail", "spool", "backups", "log", "crash", "www", "tmp"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "run").symlink_to("/run")
+    (tmp_path / "dump.sql").write_text("")
+    site = str(tmp_path / "www" / "site")
+    masks, reopened = _foreign_tops([site], root=str(tmp_path), system=VAR_SHOWN)
+    dirs = sorted(os.path.basename(e.path) for e in masks if e.is_dir)
+    assert dirs == ["backups", "crash", "log", "mail", "spool", "tmp", "www"]
+    assert reopened == [site]
+    assert [os.path.basename(e.path) for e in masks if not e.is_dir] == ["dump.sql"]
+
+
+def test_var_folders_a_system_top_links_to_are_the_system(tmp_path):
+    """Fedora Silverblue: ``/opt -> var/opt``, ``/usr/local -> ../var/usrlocal`` (here a top
+    folder), ``/home -> var/home``: those folders of /var show; ``/var/mail`` does not."""
+    from omp_a2a_bridge.server.box.host import _var_shown
+
+    for name in ("opt", "home", "mail", "lib", "usrlocal"):
+        (tmp_path / "var" / name).mkdir(parents=True)
+    (tmp_path / "usr").mkdir()
+    (tmp_path / "opt").symlink_to("var/opt")
+    (tmp_path / "home").symlink_to("var/home")
+    (tmp_path / "usr" / "local").symlink_to("../var/usrlocal")
+    shown = _var_shown(str(tmp_path))
+    assert {"opt", "home", "lib", "usrlocal"} <= shown and "mail" not in shown
+
+
+def test_system_secrets_become_masks_but_never_in_a_root_a_path_folder_or_a_walked_top(
+    monkeypatch,
+):
+    """The walk's files are masks, except in a root (the index judges those), straight in a
+    PATH folder (a program), or in a folder hidden already; past the limit, folders holding
+    several become one mask, never /etc itself nor one holding what the call needs."""
+    from omp_a2a_bridge.server.box import host
+    from omp_a2a_bridge.server.box.host import _system_masks
+    from omp_a2a_bridge.server.box.policy import HostView
+
+    found = (
+        "/opt/app/.env",
+        "/home/me/w/.env",  # in a root
+        "/usr/local/bin/credentials-helper",  # a program on PATH
+        "/var/lib/hidden/x.key",  # in a folder hidden already
+        *(f"/etc/many/d{i}/secret.key" for i in range(70)),
+        *(f"/etc/x{i}.key" for i in range(3)),
+    )
+    monkeypatch.setattr(host, "system_found", lambda is_secret: found)
+    view = HostView(cwd="/home/me/w", home="/home/me", roots=("/home/me",))
+    masks = _system_masks(view, ["/var/lib/hidden"], ["/usr/local/bin"], ["/home/me"])
+    paths = {m.path for m in masks}
+    assert "/opt/app/.env" in paths and "/etc/many" in paths
+    assert {f"/etc/x{i}.key" for i in range(3)} <= paths  # straight in /etc: never /etc whole
+    assert not paths & {"/home/me/w/.env", "/usr/local/bin/credentials-helper", "/etc"}
+    assert not any(p.startswith("/var/lib/hidden") for p in paths)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -14,7 +15,7 @@ from omp_a2a_bridge.server.box.policy import (
     HostView,
     box_gate,
     build_plan,
-    data_folders,
+    home_data_folders,
     missing_persistence,
     project_of,
 )
@@ -446,20 +447,72 @@ def test_the_homes_data_folders_are_no_project():
         'XDG_MUSIC_DIR="$HOME/"\nXDG_PICTURES_DIR="/media/photos"\nXDG_VIDEOS_DIR="Videos2"\n'
         'XDG_DESKTOP_DIR="$HOME/../../etc"\n'
     )
-    data = data_folders(home, text)
+    data = home_data_folders(home, text)
     assert "/home/u/Dokumente" in data and "/home/u/Documents" in data
     assert home not in data  # a disabled folder is "$HOME/": never the home itself
     assert "/media/photos" not in data and "/etc" not in data  # only the home's own
     assert not any(d.endswith("Videos2") for d in data)  # relative: not a path
-    view = HostView(cwd="/home/u/Dokumente/letters", home=home, roots=(home,), data=data)
+    view = HostView(cwd="/home/u/Dokumente/letters", home=home, roots=(home,), home_data=data)
     assert project_of(view) is None
     repo = HostView(
         cwd="/home/u/Dokumente/code/app/src",
         home=home,
         roots=(home,),
         git_top="/home/u/Dokumente/code/app",
-        data=data,
+        home_data=data,
     )
     assert project_of(repo) == "/home/u/Dokumente/code/app"  # a repository there still is one
-    plain = HostView(cwd="/home/u/scratch", home=home, roots=(home,), data=data)
+    plain = HostView(cwd="/home/u/scratch", home=home, roots=(home,), home_data=data)
     assert project_of(plain) == "/home/u/scratch"
+
+
+def test_what_the_call_needs_in_a_hidden_var_folder_is_reopened():
+    """A root under /var/tmp (hidden whole: a private, writable one in the box) is re-bound
+    like a root in a hidden top-level folder; /var/lib is no data folder."""
+    from omp_a2a_bridge.server.box.policy import data_folder
+
+    assert data_folder("/srv") and data_folder("/var/tmp") and data_folder("/var/mail")
+    assert not data_folder("/var/lib") and not data_folder("/var/tmp/x") and not data_folder("/")
+    v = view(
+        cwd="/var/tmp/w/app",
+        git_top=None,
+        roots=("/var/tmp/w",),
+        hidden=(HostEntry("/var/tmp", True),),
+        reopened=("/var/tmp/w",),
+    )
+    plan = build_plan(v, BoxConfig())
+    assert "/var/tmp" in plan.read_private and plan.read_allow == ("/var/tmp/w",)
+    assert plan.write == ("/var/tmp/w/app",)
+
+
+def test_a_box_with_network_starts_scoped_away_from_abstract_sockets():
+    """With network the box shares the bridge's network namespace (X11's and an abstract
+    session bus's sockets): bwrap runs under the Landlock scope. Without, its own namespace
+    has none of them, and no interpreter start is paid."""
+    scoped = BwrapHost("/usr/bin/bwrap", "/e", scope=("/py", "-I", "-S", "/scope.py"))
+    plan = build_plan(view(), BoxConfig())
+    assert render(plan, scoped, ["true"])[0] == "/usr/bin/bwrap"
+    on = render(dataclasses.replace(plan, network=True), scoped, ["true"])
+    assert on[:5] == ["/py", "-I", "-S", "/scope.py", "/usr/bin/bwrap"]
+    assert "--unshare-net" not in on
+
+
+def test_a_root_named_by_a_link_in_a_hidden_data_folder_is_linked_again():
+    """``/var/tmp/x/link -> /var/tmp/x/data`` as a root: /var/tmp is hidden whole and the
+    real path re-opened; the human's path (the link) is made again in the box, after the
+    mounts. A link the box shows anyway (in the home) is left alone."""
+    v = view(
+        cwd="/var/tmp/x/data/app",
+        git_top=None,
+        roots=(H, "/var/tmp/x/data"),
+        hidden=(HostEntry("/var/tmp", True),),
+        reopened=("/var/tmp/x/data",),
+        root_links=(("/var/tmp/x/link", "/var/tmp/x/data"), (f"{H}/w", "/var/tmp/x/data")),
+    )
+    plan = build_plan(v, BoxConfig())
+    assert plan.symlinks == (("/var/tmp/x/link", "/var/tmp/x/data"),)
+    argv = render(plan, BwrapHost("/usr/bin/bwrap", "/e"), ["true"])
+    joined = " ".join(argv)
+    assert joined.index("--tmpfs /var/tmp ") < joined.index(
+        "--symlink /var/tmp/x/data /var/tmp/x/link"
+    )
