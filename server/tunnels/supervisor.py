@@ -274,7 +274,9 @@ class Tunnel:
             await proc.wait()
             return f"ssh -G did not answer in {CHECK_TIMEOUT_S:g} s"
         if proc.returncode != 0:
-            lines = err.decode("utf-8", "replace").splitlines()
+            # its first line is the cause ("<file>: line 7: Bad configuration option: x"),
+            # the last only "terminating, 1 bad configuration options"
+            lines = err.decode("utf-8", "replace").splitlines()[::-1]
             return error_line([confined.explain(x) for x in lines], proc.returncode)
         problems = widened(parse_effective(out.decode("utf-8", "replace")))
         if problems:

@@ -17,6 +17,7 @@ was made on the remote side, no ssh forked away and no master was left.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -230,9 +231,12 @@ def test_install_under_the_same_config_opens_nothing_and_writes_the_file(
             listening = _listening_ports(installs | sshd)
             agents = _agent_sockets(sshd)
         finally:
-            fd = os.open(fifo, os.O_WRONLY)
-            os.write(fd, b"{}\n")
-            os.close(fd)
+            # let the install finish: the remote side writes an empty config into the FIFO
+            # (none reads it when the install failed before: then there is nothing to free)
+            with contextlib.suppress(OSError):
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                os.write(fd, b"{}\n")
+                os.close(fd)
             t.join(WAIT_S)
         assert installs, "the install's ssh was not seen"
         assert not [v for v in remote_env if v.startswith(b"SSH_AUTH_SOCK=")]
@@ -276,3 +280,58 @@ def test_the_check_sees_what_ssh_itself_would_open(ssh_server, tmp_path):
         "gatewayports yes",
     ):
         assert word in problems, (word, problems)
+
+
+def test_a_jump_host_is_kept_and_opens_nothing_either(start_bridge, ssh_server, tmp_path):
+    """``ProxyJump`` is the user's config working as it should, and keeps working through the
+    copy; the jump host's own ssh (run by ssh with ``-F <copy>`` and none of the app's options)
+    opens none of the forwards, command or master the config names for the jump host (before,
+    with ``ClearAllForwardings no`` for it, the jump hop's ssh listened on its LocalForward)."""
+    local = free_port()
+    ran = tmp_path / "jump-local-command-ran"
+    control = tempfile.mkdtemp(prefix="a2a-cm-", dir="/tmp")
+    fixture = ssh_server.client_config.read_text()
+    behind = fixture.replace(f"Host {ssh_server.target}", "Host behind", 1)
+    ssh_server.client_config.write_text(
+        behind
+        + "  ProxyJump testremote\n"
+        + fixture
+        + f"  LocalForward 127.0.0.1:{local} 127.0.0.1:{ssh_server.port}\n"
+        + "  ClearAllForwardings no\n"  # undoes what ssh -W implies for the jump host
+        + "  PermitLocalCommand yes\n"
+        + f"  LocalCommand touch {ran}\n"
+        + "  ControlMaster auto\n"
+        + f"  ControlPath {control}/cm-%C\n"
+        + "  ControlPersist 600\n"
+    )
+    try:
+        running = start_bridge(control=True)
+        rport = free_port()
+        running.runner.add_tunnel("behind", "behind", rport)
+        wait_for(
+            lambda: (
+                (x := [v for v in running.runner.tunnels() if v.name == "behind"])
+                and x[0].state is TunnelState.UP
+            ),
+            WAIT_S,
+            0.05,
+        )
+        assert _remote_client_works(rport)
+        (pid,) = tunnel_pids(rport)
+        ours = {pid} | _descendants(pid)  # the tunnel's ssh and the jump host's
+        jump = [p for p in ours - {pid} if b"-W" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        assert jump, "no jump host ssh: ProxyJump was not kept"
+        assert _listening_ports(ours) == set()
+        assert _listening_ports(_descendants(ssh_server.proc.pid)) == {rport}
+        assert not ran.exists(), "the jump host's LocalCommand ran"
+        assert running.runner.remove_tunnel("behind") is True
+    finally:
+        left = [p for p in os.listdir(control) if p.startswith("cm-")]
+        for p in left:
+            subprocess.run(
+                ["ssh", "-F", str(ssh_server.client_config), "-S", os.path.join(control, p),
+                 "-O", "exit", "testremote"],
+                capture_output=True, timeout=30, check=False,
+            )  # fmt: skip
+        shutil.rmtree(control, ignore_errors=True)
+    assert left == [], "the jump host's ssh left a master connection behind"
