@@ -335,3 +335,38 @@ def test_a_jump_host_is_kept_and_opens_nothing_either(start_bridge, ssh_server, 
             )  # fmt: skip
         shutil.rmtree(control, ignore_errors=True)
     assert left == [], "the jump host's ssh left a master connection behind"
+
+
+def test_an_ssh_that_would_still_open_more_is_never_started(
+    start_bridge, ssh_server, tmp_path, monkeypatch
+):
+    """The copy is one line of defence; ``ssh -G`` is the other: an ssh that adds a forward of
+    its own (here a wrapper first on ``PATH``, as a distro or a user's alias might) is not
+    started at all, and the tunnel is down saying what ssh would have opened."""
+    extra = free_port()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "ssh"
+    real = shutil.which("ssh")
+    wrapper.write_text(
+        f'#!/bin/sh\nexec {real} -o "LocalForward 127.0.0.1:{extra} 127.0.0.1:{ssh_server.port}"'
+        ' "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    running = start_bridge(control=True)
+    rport = free_port()
+    running.runner.add_tunnel("wrapped", ssh_server.target, rport)
+    t = wait_for(
+        lambda: (
+            (x := [v for v in running.runner.tunnels() if v.name == "wrapped"])
+            and x[0].state is TunnelState.DOWN
+            and x[0]
+        ),
+        WAIT_S,
+        0.05,
+    )
+    assert t.last_error.startswith("not started: ssh would also apply localforward"), t
+    assert f"[127.0.0.1]:{extra}" in t.last_error
+    assert tunnel_pids(rport) == []  # no tunnel ssh ran
+    assert running.runner.remove_tunnel("wrapped") is True
