@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -177,8 +178,15 @@ def start_agent(folder: Path, key: Path) -> tuple[subprocess.Popen, str]:
     while not os.path.exists(sock) and time.monotonic() < deadline:
         time.sleep(0.05)
     env = {**os.environ, "SSH_AUTH_SOCK": sock}
-    subprocess.run(["ssh-add", str(key)], check=True, capture_output=True, env=env, timeout=30)
-    return proc, sock
+    # the socket's file exists a moment before the agent accepts on it (ssh-add: status 2)
+    while True:
+        added = subprocess.run(["ssh-add", str(key)], capture_output=True, env=env, timeout=30)
+        if added.returncode == 0:
+            return proc, sock
+        if added.returncode != 2 or time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGTERM)  # not left running for a failed test
+            raise RuntimeError(f"ssh-add failed: {added.stderr!r}")
+        time.sleep(0.05)
 
 
 def _whoami() -> str:
