@@ -21,11 +21,18 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from .protected import HIDDEN_HOME, OTHER_HOME, fold
 
-__all__ = ["PrivateScope", "config_named", "git_dir_of", "git_named", "other_homes"]
+__all__ = [
+    "PrivateScope",
+    "config_named",
+    "git_config_files",
+    "git_dir_of",
+    "git_named",
+    "other_homes",
+]
 
 APP_DATA = ("library", "appdata")  # folded names of the hidden app-data folders
 MAX_ANCESTORS = 64  # of a written path, probed for git dirs
@@ -221,34 +228,127 @@ def _config_entries(config: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def git_named(repos: Iterable[tuple[str, str]], home: str) -> tuple[str, ...]:
+# Where git reads its system-wide config: ``$(prefix)/etc/gitconfig`` of each usual install
+# (distribution, Homebrew, Xcode's tools; Git for Windows and its ProgramData file).
+SYSTEM_GIT_CONFIGS: tuple[str, ...] = (
+    ("C:/Program Files/Git/etc/gitconfig", "C:/ProgramData/Git/config")
+    if sys.platform == "win32"
+    else (
+        "/etc/gitconfig",
+        "/usr/local/etc/gitconfig",
+        "/opt/homebrew/etc/gitconfig",
+        "/Library/Developer/CommandLineTools/usr/share/git-core/gitconfig",
+        "/Applications/Xcode.app/Contents/Developer/usr/share/git-core/gitconfig",
+    )
+)
+MAX_INCLUDE_DEPTH = 10  # git's own: a deeper chain is an error, git runs nothing from it
+MAX_CONFIG_FILES = 128  # files read per chain (each is read once, whatever includes it)
+
+
+def git_config_files(home: str, env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Every system and global config file git may read for this user: the system files
+    (:data:`SYSTEM_GIT_CONFIGS`, ``GIT_CONFIG_SYSTEM``), ``GIT_CONFIG_GLOBAL``,
+    ``$XDG_CONFIG_HOME/git/config``, ``~/.config/git/config`` and ``~/.gitconfig``. More
+    than one git reads (``GIT_CONFIG_GLOBAL`` replaces the last three, the human's shell may
+    set what the bridge's does not): what one of them names is kept read-only, failing closed.
+    """
+    env = os.environ if env is None else env
+    out = list(SYSTEM_GIT_CONFIGS)
+    for var in ("GIT_CONFIG_SYSTEM", "GIT_CONFIG_GLOBAL"):
+        value = env.get(var, "")
+        if value and value != os.devnull:
+            out.append(_resolve(home, value, home))
+    xdg = env.get("XDG_CONFIG_HOME", "")
+    if os.path.isabs(xdg):
+        out.append(os.path.join(xdg, "git", "config"))
+    out += [os.path.join(home, ".config", "git", "config"), os.path.join(home, ".gitconfig")]
+    return tuple(dict.fromkeys(out))
+
+
+def _include_targets(config: str, value: str, home: str) -> list[str]:
+    """The files an ``include.path`` (or ``includeIf.*.path``) ``value`` in ``config`` names:
+    ``~`` and ``~user`` expanded (:func:`_resolve`), a relative path joined to the including
+    file's folder — git's word for that folder is the path it opened (a symlinked
+    ``~/.gitconfig`` includes relative to ``~``); the folder the file really lies in too."""
+    if value.startswith("%(prefix)/"):
+        return []  # relative to git's install prefix: the system's, not the agent's
+    out = [_resolve(os.path.dirname(config), value, home)]
+    real = os.path.realpath(config)
+    if real != config:
+        out.append(_resolve(os.path.dirname(real), value, home))
+    return list(dict.fromkeys(out))
+
+
+def _config_chain(configs: Iterable[str], home: str) -> list[tuple[str, str, str, str]]:
+    """(file, section, key, value) of each config file in ``configs`` and of every file they
+    include (``include.path`` and every ``includeIf.<condition>.path``), depth first, to
+    :data:`MAX_INCLUDE_DEPTH` levels as git does. Every condition counts as true (which
+    repository, branch or remote it asks about is not known here: fail closed). A file is read
+    once however often it is included (a cycle ends there), at most :data:`MAX_CONFIG_FILES`.
+    """
+    out: list[tuple[str, str, str, str]] = []
+    seen: set[str] = set()
+    todo = [(c, 0) for c in reversed(list(configs))]
+    while todo and len(seen) < MAX_CONFIG_FILES:
+        config, depth = todo.pop()
+        key = os.path.realpath(config)
+        if key in seen:
+            continue
+        seen.add(key)
+        entries = _config_entries(config)
+        included: list[str] = []
+        for section, name, value in entries:
+            out.append((config, section, name, value))
+            if section in ("include", "includeif") and name == "path" and value:
+                included += _include_targets(config, value, home)
+        if depth < MAX_INCLUDE_DEPTH:
+            todo += [(t, depth + 1) for t in reversed(included)]
+    return out
+
+
+def git_named(
+    repos: Iterable[tuple[str, str]], home: str, configs: Iterable[str] | None = None
+) -> tuple[str, ...]:
     """What each repository's git config names in a work tree: its hooks folder
-    (``core.hooksPath``, existing or not), the files it includes (``include.path``), and every
-    existing file a value names (a filter's or a diff driver's script, an ``sshCommand``
-    wrapper). Git runs or reads these as it runs the config itself, which the box keeps
-    read-only: writing them would be writing the config."""
-    globals_ = [os.path.join(home, ".config", "git", "config"), os.path.join(home, ".gitconfig")]
+    (``core.hooksPath``, existing or not), the files it includes (``include.path``,
+    ``includeIf.*.path``), and every existing file a value names (a filter's or a diff
+    driver's script, an ``sshCommand`` wrapper). Git runs or reads these as it runs the config
+    itself, which the box keeps read-only: writing them would be writing the config.
+
+    The config is the repository's (``config``, ``config.worktree``) and the system and
+    global files (``configs``, by default :func:`git_config_files`), each with every file
+    it includes, recursively (:func:`_config_chain`). The one reader of what a config names:
+    the box (read-only, swept after the call) and the path policy (a write asks) both ask it.
+    """
+    repos = list(repos)
+    if not repos:
+        return ()
+    shared = _config_chain(git_config_files(home) if configs is None else configs, home)
     out: list[str] = []
     for top, common in repos:
-        for config in (*globals_, os.path.join(common, "config")):
-            for section, key, value in _config_entries(config):
-                if section in ("include", "includeif") and key == "path":
-                    out.append(_resolve(os.path.dirname(config), value, home))
-                elif section == "core" and key == "hookspath":
-                    out.append(_resolve(top, value, home))
-                else:
-                    for word in value.split():
-                        word = word.strip("'\"")
-                        if "/" in word and "://" not in word:
-                            path = _resolve(top, word, home)
-                            if os.path.isfile(path):
-                                out.append(path)
+        local = [os.path.join(common, "config"), os.path.join(common, "config.worktree")]
+        for config, section, key, value in (*shared, *_config_chain(local, home)):
+            if section in ("include", "includeif") and key == "path":
+                out += _include_targets(config, value, home)
+            elif section == "core" and key == "hookspath":
+                out.append(_resolve(top, value, home))
+            else:
+                for word in value.split():
+                    word = word.strip("'\"")
+                    if "/" in word and "://" not in word:
+                        path = _resolve(top, word, home)
+                        if os.path.isfile(path):
+                            out.append(path)
     return tuple(dict.fromkeys(out))
 
 
 def _resolve(base: str, value: str, home: str) -> str:
+    """A path a git config value names, as git reads it: ``~/`` is the home, ``~user/``
+    that user's home, a relative path joined to ``base``."""
     if value == "~" or value.startswith("~/"):
         value = home + value[1:]
+    elif value.startswith("~"):
+        value = os.path.expanduser(value)
     return os.path.normpath(os.path.join(base, value))
 
 

@@ -239,3 +239,19 @@ def test_a_write_to_what_the_git_config_names_is_persistence(tmp_path):
         assert esc is not None and esc.kind is EscalationKind.PERSISTENCE, rel
     assert pol.judge(str(app / "scripts" / "other.sh"), write=True, probe=True) is None
     assert pol.judge(str(app / ".gitconfig"), write=False) is None  # reading it is fine
+
+
+def test_a_write_to_a_hooks_path_an_included_global_file_sets_is_persistence(tmp_path):
+    """attack5: the write tools ask the same reader as the box (``git_named``), so a hooks
+    folder set in a file ``~/.gitconfig`` includes is the config for a write too."""
+    home = tmp_path / "home"
+    app = home / "app"
+    git_repo(app, "")
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".gitconfig").write_text('[includeIf "gitdir:~/work/"]\n\tpath = .config/git/w.inc\n')
+    (home / ".config" / "git" / "w.inc").write_text("[core]\n\thooksPath = .hooks\n")
+    pol = PathPolicy([str(home)], home=str(home), scan_identities=False)
+    esc = pol.judge(str(app / ".hooks" / "pre-commit"), write=True, probe=True)
+    assert esc is not None and esc.kind is EscalationKind.PERSISTENCE
+    assert "named by git config" in esc.category
+    assert pol.judge(str(app / "hooks" / "pre-commit"), write=True, probe=True) is None
