@@ -4,7 +4,8 @@ The protected table (:mod:`server.policy.protected`) names the stores it knows, 
 human reads; lists of bad places are never complete, so the path policy also treats as private
 every place a credential store or a start-up hook usually lives, listed or not:
 
-- the home's whole hidden tree (``~/.*``): private for reads, persistence for writes;
+- the home's whole hidden tree (``~/.*``): private for reads, persistence for writes; the same
+  for each snap app's own home (``~/snap/<app>/<revision|common>/.*``);
 - other users' homes;
 
 except the paths in ``private.allow`` (and what lies below them). :class:`PrivateScope` answers
@@ -32,9 +33,15 @@ __all__ = [
     "git_dir_of",
     "git_named",
     "other_homes",
+    "snap_homes",
 ]
 
 APP_DATA = ("library", "appdata")  # folded names of the hidden app-data folders
+# A snap app's homes: ``~/snap/<app>/<revision>`` (``current`` links to one) and
+# ``~/snap/<app>/common``, each the ``HOME`` the app runs with, its hidden tree its own
+# (Ubuntu's Firefox and Chromium, the Slack, Telegram and VS Code snaps keep their data there).
+SNAP = "snap"
+MAX_SNAP_HOMES = 512  # listed per walk that reaches ~/snap (apps times revisions: a few dozen)
 MAX_ANCESTORS = 64  # of a written path, probed for git dirs
 _PRUNE_DEPTH = 8  # folders below a hidden one walked to keep an allowed path reachable
 
@@ -106,6 +113,7 @@ class PrivateScope:
         # Walks call :meth:`category` per entry: one tuple ``startswith`` and one set lookup.
         self._hidden_below = (fhome + "/.", *(a + "/" for a in app_data))
         self._hidden_exact = frozenset(app_data)
+        self._snap_below = fhome + "/" + SNAP + "/"
         self.allow = tuple(_real(a) for a in allow)
         self._allow = tuple(fold(a) for a in self.allow)
         self.others = tuple(other_homes(home) if others is None else others)
@@ -120,36 +128,56 @@ class PrivateScope:
         """Why the folded real path ``key`` is private, or None."""
         if key.startswith(self._hidden_below) or key in self._hidden_exact:
             return None if self.allowed(key) else HIDDEN_HOME
+        if key.startswith(self._snap_below) and self._in_snap_hidden(key):
+            return None if self.allowed(key) else HIDDEN_HOME
         if key.startswith(self._others_below) or key in self._others_exact:
             return None if self.allowed(key) else OTHER_HOME
         return None
 
+    def _in_snap_hidden(self, key: str) -> bool:
+        """``key`` (below ``~/snap/``) lies in a snap home's hidden tree:
+        ``<app>/<home>/.<name>`` and below."""
+        parts = key[len(self._snap_below) :].split("/", 3)
+        return len(parts) >= 3 and bool(parts[0]) and bool(parts[1]) and parts[2][:1] == "."
+
+    def _snap_home(self, below: str) -> bool:
+        """``below`` (a folded folder key plus ``/``) is a snap home: ``~/snap/<app>/<home>/``."""
+        if not below.startswith(self._snap_below):
+            return False
+        parts = below[len(self._snap_below) : -1].split("/")
+        return len(parts) == 2 and all(parts)
+
     def children(self, below: str) -> tuple[frozenset[str], tuple[str, ...]]:
         """For the folder whose folded key plus ``/`` is ``below`` (itself not private): the
         child names, and name prefixes, that may be private (:mod:`server.policy.entries`).
-        Only the home's children can enter the hidden tree, and only a home's parent holds
-        another user's home; below an allowed folder nothing is private."""
+        Only the home's (and a snap home's) children can enter a hidden tree, and only a
+        home's parent holds another user's home; below an allowed folder nothing is private."""
         names = {o[len(below) :] for o in self._others if o.startswith(below)}
         prefixes: tuple[str, ...] = ()
         if below == self._hidden_below[0][:-1]:  # the home: ~/.*, ~/Library, ~/AppData
             names.update(APP_DATA)
             prefixes = (".",)
+        elif self._snap_home(below):  # ~/snap/<app>/<home>/.*
+            prefixes = (".",)
         return frozenset(n for n in names if n and "/" not in n), prefixes
 
     def dirs_under(self, base: str) -> list[str]:
         """Private folders and files at or below the real folder ``base`` that a walk prunes:
-        the hidden entries of the home (an entry holding an allowed path is opened, and its
-        other entries pruned) and other users' homes."""
+        the hidden entries of the home and of each snap home (an entry holding an allowed
+        path is opened, and its other entries pruned) and other users' homes."""
         out: list[str] = []
         bkey = fold(base).rstrip("/")
         if _within(fold(self.home), bkey):
-            try:
-                names = os.listdir(self.home)
-            except OSError:
-                names = []
-            for n in names:
+            for n in _listdir(self.home):
                 if n.startswith(".") or fold(n) in APP_DATA:
                     self._prune(os.path.join(self.home, n), out, 0)
+        snap = os.path.join(self.home, SNAP)
+        if _within(fold(snap), bkey) or _within(bkey, fold(snap)):
+            for home in snap_homes(self.home):
+                if _within(fold(home), bkey) or _within(bkey, fold(home)):
+                    for n in _listdir(home):
+                        if n.startswith("."):
+                            self._prune(os.path.join(home, n), out, 0)
         for o in self.others:
             if _within(fold(o), bkey) or _within(bkey, fold(o)):
                 out.append(o)
@@ -170,6 +198,26 @@ class PrivateScope:
             return
         for n in names:
             self._prune(os.path.join(path, n), out, depth + 1)
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def snap_homes(home: str) -> list[str]:
+    """Each snap app's homes under ``home``: ``~/snap/<app>/<revision|common|current>``
+    (a link among them too: ``current``), at most :data:`MAX_SNAP_HOMES`."""
+    snap = os.path.join(home, SNAP)
+    out: list[str] = []
+    for app in sorted(_listdir(snap)):
+        for name in sorted(_listdir(os.path.join(snap, app))):
+            out.append(os.path.join(snap, app, name))
+            if len(out) >= MAX_SNAP_HOMES:
+                return out
+    return out
 
 
 def _is_git_dir(d: str, written: str) -> bool:

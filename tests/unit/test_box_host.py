@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from omp_a2a_bridge.server.box.host import _is_git_dir
+from omp_a2a_bridge.server.box.host import _hidden, _is_git_dir
+from omp_a2a_bridge.server.box.policy import HostEntry
 from omp_a2a_bridge.server.policy.private import (
     MAX_INCLUDE_DEPTH,
     SYSTEM_GIT_CONFIGS,
@@ -325,3 +326,28 @@ def test_a_folder_not_looked_into_inside_what_the_box_reads_whole_never_refuses(
     project, home = str(tmp_path / "proj"), str(tmp_path)
     masks = _outside([], [str(shown)], [], [project, project, home, home], [str(shown)])
     assert len(masks) == SCAN_MAX_MASKS and all(not m.is_dir for m in masks)
+
+
+def test_the_box_hides_snap_whole_as_the_homes_hidden_tree(tmp_path):
+    """attack5: ``~/snap/<app>/<revision|common>`` are the snap apps' homes (Ubuntu's Firefox
+    and Chromium profiles, Slack's cookies): the box hides ``~/snap`` beside ``~/.*``."""
+    home = tmp_path / "home"
+    for rel in (".ssh", "snap/firefox/common/.mozilla", "snap/code/172/.config", "proj"):
+        (home / rel).mkdir(parents=True)
+    hidden = _hidden(str(home), [str(home / "proj")])
+    assert set(hidden) == {HostEntry(str(home / ".ssh"), True), HostEntry(str(home / "snap"), True)}
+
+
+def test_a_root_inside_snap_keeps_each_snap_homes_hidden_tree_hidden(tmp_path):
+    home = tmp_path / "home"
+    for rel in ("snap/firefox/common/.mozilla", "snap/code/172/.config", "snap/code/172/proj"):
+        (home / rel).mkdir(parents=True)
+    (home / "snap/code/172/.env").write_text("x")
+    (home / "snap/code/current").symlink_to("172")
+    (home / "snap/code/out").symlink_to("/")  # a link out of ~/snap is no snap home
+    hidden = {e.path for e in _hidden(str(home), [str(home / "snap/code/172/proj")])}
+    assert hidden == {
+        str(home / "snap/firefox/common/.mozilla"),
+        str(home / "snap/code/172/.config"),
+        str(home / "snap/code/172/.env"),
+    }
