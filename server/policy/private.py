@@ -313,42 +313,51 @@ def git_config_files(home: str, env: Mapping[str, str] | None = None) -> tuple[s
     return tuple(dict.fromkeys(out))
 
 
-def _include_targets(config: str, value: str, home: str) -> list[str]:
-    """The files an ``include.path`` (or ``includeIf.*.path``) ``value`` in ``config`` names:
-    ``~`` and ``~user`` expanded (:func:`_resolve`), a relative path joined to the including
-    file's folder — git's word for that folder is the path it opened (a symlinked
-    ``~/.gitconfig`` includes relative to ``~``); the folder the file really lies in too."""
+def _include_targets(config: str, real: str, value: str, home: str) -> tuple[str, ...]:
+    """The files an ``include.path`` (or ``includeIf.*.path``) ``value`` in ``config`` (whose
+    real path is ``real``) names: ``~`` and ``~user`` expanded (:func:`_resolve`), a relative
+    path joined to the including file's folder — git's word for that folder is the path it
+    opened (a symlinked ``~/.gitconfig`` includes relative to ``~``); the folder the file
+    really lies in too."""
     if value.startswith("%(prefix)/"):
-        return []  # relative to git's install prefix: the system's, not the agent's
+        return ()  # relative to git's install prefix: the system's, not the agent's
     out = [_resolve(os.path.dirname(config), value, home)]
-    real = os.path.realpath(config)
     if real != config:
         out.append(_resolve(os.path.dirname(real), value, home))
-    return list(dict.fromkeys(out))
+    return tuple(dict.fromkeys(out))
 
 
-def _config_chain(configs: Iterable[str], home: str) -> list[tuple[str, str, str, str]]:
-    """(file, section, key, value) of each config file in ``configs`` and of every file they
-    include (``include.path`` and every ``includeIf.<condition>.path``), depth first, to
-    :data:`MAX_INCLUDE_DEPTH` levels as git does. Every condition counts as true (which
-    repository, branch or remote it asks about is not known here: fail closed). A file is read
-    once however often it is included (a cycle ends there), at most :data:`MAX_CONFIG_FILES`.
-    """
-    out: list[tuple[str, str, str, str]] = []
-    seen: set[str] = set()
+Entry = tuple[str, str, str, tuple[str, ...]]  # section, key, value, files an include names
+
+
+def _config_chain(configs: Iterable[str], home: str) -> list[Entry]:
+    """(section, key, value, included files) of each config file in ``configs`` and of every
+    file they include (``include.path`` and every ``includeIf.<condition>.path``), depth
+    first, to :data:`MAX_INCLUDE_DEPTH` levels as git does. Every condition counts as true
+    (which repository, branch or remote it asks about is not known here: fail closed). A file
+    is read once however often it is included (by its identity: a cycle ends there, through
+    links too), at most :data:`MAX_CONFIG_FILES`; an absent one costs one ``stat``."""
+    out: list[Entry] = []
+    seen: set[tuple[int, int]] = set()
     todo = [(c, 0) for c in reversed(list(configs))]
     while todo and len(seen) < MAX_CONFIG_FILES:
         config, depth = todo.pop()
-        key = os.path.realpath(config)
-        if key in seen:
+        try:
+            st = os.stat(config)
+        except OSError:
             continue
-        seen.add(key)
-        entries = _config_entries(config)
+        if (st.st_dev, st.st_ino) in seen:
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        real = ""
         included: list[str] = []
-        for section, name, value in entries:
-            out.append((config, section, name, value))
+        for section, name, value in _config_entries(config):
+            targets: tuple[str, ...] = ()
             if section in ("include", "includeif") and name == "path" and value:
-                included += _include_targets(config, value, home)
+                real = real or os.path.realpath(config)
+                targets = _include_targets(config, real, value, home)
+                included += targets
+            out.append((section, name, value, targets))
         if depth < MAX_INCLUDE_DEPTH:
             todo += [(t, depth + 1) for t in reversed(included)]
     return out
@@ -375,12 +384,12 @@ def git_named(
     out: list[str] = []
     for top, common in repos:
         local = [os.path.join(common, "config"), os.path.join(common, "config.worktree")]
-        for config, section, key, value in (*shared, *_config_chain(local, home)):
-            if section in ("include", "includeif") and key == "path":
-                out += _include_targets(config, value, home)
+        for section, key, value, included in (*shared, *_config_chain(local, home)):
+            if included:
+                out += included
             elif section == "core" and key == "hookspath":
                 out.append(_resolve(top, value, home))
-            else:
+            elif section not in ("include", "includeif"):
                 for word in value.split():
                     word = word.strip("'\"")
                     if "/" in word and "://" not in word:
