@@ -161,7 +161,9 @@ def server_box(
     except TooManySecrets as e:
         raise NoBox(f"{e} holds more secret-looking files than the box hides") from None
     except PrivateCwd as e:
-        raise NoBox(f"its folder {e} is in the home's hidden tree, which the box hides") from None
+        raise NoBox(
+            f"its folder {e} is in the home's hidden tree (or ~/snap), which the box hides"
+        ) from None
     if view.git_top != view.cwd:  # the cwd is the project, never the repository around it
         # ...but the repositories nested in the cwd stay protected like any other.
         nested = tuple(d for d in view.git_dirs if within(d, view.cwd))

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from ..policy.private import git_named, gitdir_of_file
+from ..policy.private import SNAP, git_named, gitdir_of_file, snap_homes
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold
 from .policy import (
     NESTED_PERSISTENCE,
@@ -60,19 +60,36 @@ def _real(path: str) -> str | None:
 
 
 def _hidden(home: str, keep_clear: Iterable[str]) -> tuple[HostEntry, ...]:
-    """Each existing ``~/.*`` entry, by its real path (a symlink hides its target).
+    """Each existing ``~/.*`` entry, by its real path (a symlink hides its target), and
+    ``~/snap`` whole: each snap app's homes (``~/snap/<app>/<revision|common>``) are homes of
+    their own, with browser profiles and app sessions in their hidden trees.
 
     A target that holds the home or a root (``~/.x -> /``) is skipped: hiding it would hide
-    the project itself.
+    the project itself. A ``~/snap`` that holds a root hides each snap home's hidden entries
+    instead.
     """
-    out: list[HostEntry] = []
     clear = [home, *keep_clear]
+    out = _entries(home, clear, lambda name: name.startswith(".") or name == SNAP)
+    snap = os.path.join(home, SNAP)
+    if os.path.isdir(snap) and not any(e.path == os.path.realpath(snap) for e in out):
+        # (``current`` links to a revision: each home by its real path, once)
+        real_snap = os.path.realpath(snap)
+        for snap_home in dict.fromkeys(os.path.realpath(h) for h in snap_homes(home)):
+            if within(snap_home, real_snap) and snap_home != real_snap:
+                out += _entries(snap_home, [snap_home, *clear], lambda n: n.startswith("."))
+    return tuple(dict.fromkeys(out))
+
+
+def _entries(folder: str, clear: list[str], hides: Callable[[str], bool]) -> list[HostEntry]:
+    """The entries of ``folder`` whose names ``hides`` picks, by real path, except those
+    that hold what must stay clear (the home, a root)."""
+    out: list[HostEntry] = []
     try:
-        entries = list(os.scandir(home))
+        entries = list(os.scandir(folder))
     except OSError:
-        return ()
+        return []
     for entry in entries:
-        if not entry.name.startswith("."):
+        if not hides(entry.name):
             continue
         try:
             link = entry.is_symlink()
@@ -90,7 +107,7 @@ def _hidden(home: str, keep_clear: Iterable[str]) -> tuple[HostEntry, ...]:
         if real is None or any(within(c, real) for c in clear):
             continue
         out.append(HostEntry(real, is_dir))
-    return tuple(out)
+    return out
 
 
 def _others(home: str) -> tuple[str, ...]:
@@ -188,8 +205,8 @@ def _is_git_dir(path: str) -> bool:
 
 
 class PrivateCwd(Exception):
-    """The call's folder lies in a private place (the home's hidden tree): no box hides
-    that place from a call that runs in it, so a human decides."""
+    """The call's folder lies in a private place (the home's hidden tree, ``~/snap``): no
+    box hides that place from a call that runs in it, so a human decides."""
 
 
 class TooManySecrets(Exception):
@@ -255,8 +272,8 @@ def _scan(top: str, home: str) -> Scan:
             continue
         for entry in entries:
             seen += 1
-            if here == home and entry.name.startswith("."):
-                continue  # the home's hidden tree is masked whole (_hidden): nothing to scan
+            if here == home and (entry.name.startswith(".") or entry.name == SNAP):
+                continue  # the home's hidden tree and ~/snap are masked whole (_hidden)
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
                 if entry.name == ".git":

@@ -90,7 +90,8 @@ def prepare(request: BoxRequest, cwd: str, argv: Sequence[str]) -> Prepared:
         view = gather(cwd, request.roots, request.config, request.own, request.named_roots)
     except PrivateCwd as e:
         raise NoBox(
-            f"the call's folder {e} is in your home's hidden tree, which the box keeps private: "
+            f"the call's folder {e} is in your home's hidden tree (or ~/snap, the snap apps'"
+            " homes), which the box keeps private: "
             'run the command elsewhere, or with "box": false (a human decides)'
         ) from None
     except TooManySecrets as e:

@@ -50,6 +50,9 @@ FOLDERS = [
     f"{HOME}/.var/app/org.x",
     f"{HOME}/snap",
     f"{HOME}/snap/firefox",
+    f"{HOME}/snap/code",
+    f"{HOME}/snap/code/current",  # a snap home: its hidden tree is private
+    f"{HOME}/snap/code/current/.config",
     f"{HOME}/Library",
     "/",
     "/home",
