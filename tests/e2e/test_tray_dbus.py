@@ -158,6 +158,42 @@ def test_a_status_read_never_runs_ahead_of_its_signal(tray, watcher):
         th.join(5)
 
 
+def test_a_menu_read_never_runs_ahead_of_the_tooltip(tray, watcher):
+    """A panel that shows a menu reads a tooltip at least as new. The menu is built on the
+    icon's loop from the app's latest snapshot, whoever asks for it (a click does, at any
+    time); the tooltip and status of that snapshot go out before it. Once, a rebuild asked
+    for by a click ran after the app took a new snapshot and before it set the tooltip: the
+    menu said "Sessions (3)" while the tooltip still said 2."""
+    stop = threading.Event()
+
+    def clicks() -> None:  # each click's action ends with a menu rebuild (tray/sni.py)
+        while not stop.is_set():
+            tray.icon.update_menu()
+            time.sleep(0.0005)
+
+    def in_menu() -> int:
+        node = watcher.find("Sessions (")
+        return int(node["props"]["label"].split("(")[1].rstrip(")"))
+
+    def in_tooltip() -> int:
+        first = watcher.prop("ToolTip")[3].split("\n")[0]
+        return int(first.split(" · ")[1].split(" session")[0])
+
+    th = threading.Thread(target=clicks, daemon=True)
+    th.start()
+    clients = []
+    try:
+        for n in range(1, 13):
+            clients.append(tray.client(f"agent{n}"))
+            for _ in range(8):
+                menu = in_menu()
+                assert in_tooltip() >= menu, (menu, watcher.prop("ToolTip")[3])
+        wait_for(lambda: in_menu() == 12 and in_tooltip() == 12)
+    finally:
+        stop.set()
+        th.join(5)
+
+
 def test_approve_from_the_menu_reaches_the_bridge(tray, watcher):
     c = tray.client("claude-code")
     th, out = in_thread(c.call, "bash", {"command": "echo via-sni"})
