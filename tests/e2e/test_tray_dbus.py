@@ -239,6 +239,9 @@ def test_label_changes_are_property_updates_and_stale_ids_do_nothing(tray, watch
     for _ in range(2):
         c.call("ls", {})
     entry = wait_for(lambda: watcher.find("Sessions (1)", "default · agent 1.0 · 2 calls"))
+    # The box's line changes once, when its probe (a thread at start) answers: a new item,
+    # so a new revision. Counted from after it, or a slow probe passes for a relayout.
+    wait_for(lambda: watcher.find("box: ") and not watcher.find("box: being checked"))
     revision, _ = watcher.layout()
     c.call("ls", {})
     # Same tree, new label: ItemsPropertiesUpdated for that id, no new revision.
