@@ -20,7 +20,16 @@ from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
 from omp_a2a_bridge.server.infra.audit import read_records
 from omp_a2a_bridge.server.infra.logs import PACKAGE_LOGGER, setup_logging
 
-from .support.helpers import RESPONSES, TOKEN, Mcp, Served, serve_fails, stop_process, wait_for
+from .support.helpers import (
+    RESPONSES,
+    TOKEN,
+    WAIT_S,
+    Mcp,
+    Served,
+    serve_fails,
+    stop_process,
+    wait_for,
+)
 from .support.helpers import serve_process as start_serve
 
 
@@ -105,7 +114,7 @@ class Running:
             c.initialize()
         return c
 
-    def pending(self, n: int = 1, timeout: float = 10.0) -> list:
+    def pending(self, n: int = 1, timeout: float = WAIT_S) -> list:
         return wait_for(
             lambda: (p := self.runner.snapshot().pending) and len(p) >= n and list(p), timeout
         )

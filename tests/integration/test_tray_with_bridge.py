@@ -19,7 +19,7 @@ from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
 
 from ..conftest import write_config
 from ..support.control_client import login_page_text
-from ..support.helpers import Mcp, in_thread, read_text, wait_for
+from ..support.helpers import WAIT_S, Mcp, in_thread, read_text, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ class Tray:
                 return item
         return None
 
-    def wait_item(self, prefix, timeout=10):
+    def wait_item(self, prefix, timeout=WAIT_S):
         return wait_for(lambda: self.find(prefix), timeout)
 
     def click(self, item):

@@ -199,7 +199,7 @@ def test_serve_stops_with_bash_and_approval_in_flight(env, tmp_path):
         assert s.proc.returncode == 0 and took < STOP_LIMIT_S, s.stderr()
         assert out2[0].text == "bridge shutting down"
         assert out1[0].status == 200  # answered (cancelled by the shutdown), not dropped
-        wait_for(lambda: not sleeping_pids("300.72", "300.73"), timeout=5)
+        wait_for(lambda: not sleeping_pids("300.72", "300.73"), timeout=30)
         assert "Traceback" not in s.stderr()
         ws.close()
     finally:
@@ -613,7 +613,7 @@ def test_bash_returns_when_the_shell_exits(bridge, root):
     assert time.monotonic() - t0 < 5
     assert r.text == "started" and not r.result["isError"]
     assert len(read_pids(pids)) == 1
-    wait_for(lambda: not sleeping_pids("300.71"), timeout=5)  # and took its children along
+    wait_for(lambda: not sleeping_pids("300.71"), timeout=30)  # and took its children along
 
 
 @pytest.mark.parametrize("how", ["timeout", "cancel"])
@@ -638,7 +638,7 @@ def test_bash_setsid_and_double_forked_children_are_gone(bridge, root, how):
         t.join(10)
         assert out[0].status == 202 and out[0].raw == b""  # cancelled: no JSON-RPC response
     assert len(read_pids(pids)) == 3
-    wait_for(lambda: not sleeping_pids("301.71", "302.71", "303.71"), timeout=5)
+    wait_for(lambda: not sleeping_pids("301.71", "302.71", "303.71"), timeout=30)
 
 
 def test_bash_environment_has_no_bridge_variables(bridge):
