@@ -273,21 +273,23 @@ def test_shutdown_denies_pending_and_finishes(start_bridge):
     assert out[0].text == "bridge shutting down"
 
 
-def test_subscribers_see_pending_calls_quickly(running, approver):
-    seen = []
-    unsubscribe = running.runner.subscribe(lambda snap: seen.append((time.monotonic(), snap)))
+def test_subscribers_see_pending_calls_at_once(running, approver):
+    """A call that starts waiting is published in the loop turn it arrived in, not on the
+    coalescing timer: the subscriber has it before any later read of the state can show it.
+    (This once measured "under 1 s" of wall-clock time, which a loaded CI machine can exceed
+    doing nothing wrong, and which a 50 ms timer would have passed.)"""
+    seen: list = []
+    unsubscribe = running.runner.subscribe(seen.append)
     c = running.client()
-    t0 = time.monotonic()
     t, _out = in_thread(c.call, "write", _write_args(running))
-    [p] = running.pending()
-    first = next(ts for ts, snap in seen if snap.pending)
-    assert first - t0 < 1.0
-    snap = next(snap for _, snap in seen if snap.pending)
+    [p] = running.pending()  # the first read of the state that shows it
+    snap = next((snap for snap in list(seen) if snap.pending), None)
+    assert snap is not None, "the state showed the call before the subscribers heard of it"
     assert snap.pending[0].id == p.id
     assert snap.sessions[0].pending == 1
     running.runner.decide(p.id, "deny")
     t.join(10)
-    wait_for(lambda: seen[-1][1].pending == ())
+    wait_for(lambda: seen[-1].pending == ())
     unsubscribe()
 
 
