@@ -292,7 +292,7 @@ def test_audit_follow_keeps_every_record_across_real_rotations(start_bridge, env
         running.runner.bridge.audit.flush()
         assert os.path.exists(env["audit"] + ".3")  # it really rotated, more than once
         with contextlib.suppress(AssertionError):
-            wait_for(lambda: len(lines) >= 2 * calls, timeout=20)
+            wait_for(lambda: len(lines) >= 2 * calls, timeout=60)
         time.sleep(0.6)  # one more poll: nothing is printed twice
     finally:
         proc.kill()
@@ -329,10 +329,10 @@ def test_audit_follow_waits_for_a_partly_written_line(env):
         second = record("b", "second_tool")
         with open(env["audit"], "ab", buffering=0) as f:
             f.write(record("a", "first_tool") + second[:40])
-            wait_for(lambda: any("first_tool" in x for x in lines), timeout=10)
+            wait_for(lambda: any("first_tool" in x for x in lines), timeout=60)
             time.sleep(0.6)  # a poll sees the half line
             f.write(second[40:])
-            wait_for(lambda: any("second_tool" in x for x in lines), timeout=10)
+            wait_for(lambda: any("second_tool" in x for x in lines), timeout=60)
     finally:
         proc.kill()
         proc.wait(5)
