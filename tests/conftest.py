@@ -13,6 +13,7 @@ from typing import Any
 
 import keyring
 import pytest
+from hypothesis import HealthCheck, settings
 from keyring.backend import KeyringBackend
 from keyring.errors import PasswordDeleteError
 
@@ -31,6 +32,14 @@ from .support.helpers import (
     wait_for,
 )
 from .support.helpers import serve_process as start_serve
+
+# Hypothesis's "too slow" health check times data generation by the wall clock, which a loaded
+# 2-core CI machine stretches ten-fold: it judges the machine, not the code. Its own "ci"
+# profile suppresses it only where a CI variable is set; this keeps whatever profile is loaded
+# (that one included) and adds the suppression. Tests that list their own suppressions list
+# it too.
+settings.register_profile("suite", settings.default, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 
 class MemoryKeyring(KeyringBackend):
