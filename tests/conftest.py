@@ -33,12 +33,14 @@ from .support.helpers import (
 )
 from .support.helpers import serve_process as start_serve
 
-# Hypothesis's "too slow" health check times data generation by the wall clock, which a loaded
-# 2-core CI machine stretches ten-fold: it judges the machine, not the code. Its own "ci"
-# profile suppresses it only where a CI variable is set; this keeps whatever profile is loaded
-# (that one included) and adds the suppression. Tests that list their own suppressions list
-# it too.
-settings.register_profile("suite", settings.default, suppress_health_check=[HealthCheck.too_slow])
+# Hypothesis's "too slow" health check and its per-example deadline time the test by the wall
+# clock, which a loaded 2-core CI machine stretches ten-fold: they judge the machine, not the
+# code. Its own "ci" profile drops both only where a CI variable is set; this keeps whatever
+# profile is loaded (that one included) and drops them. Tests that list their own
+# suppressions list it too.
+settings.register_profile(
+    "suite", settings.default, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile("suite")
 
 
