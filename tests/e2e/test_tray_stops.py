@@ -100,7 +100,7 @@ def proc_env(env, dbus):
 
 
 def _client(env) -> Mcp:
-    info = wait_for(read_control, timeout=20)
+    info = wait_for(read_control, timeout=60)
     token = json.loads(read_text(env["config"]))["token"]
     c = Mcp(int(info.mcp_url.rsplit(":", 1)[1].strip("/")), token=token)
     c.initialize()

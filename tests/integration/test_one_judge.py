@@ -137,7 +137,7 @@ def live(running, client, row: Row) -> dict[str, Any]:
         new = [p for p in running.runner.snapshot().pending if p.id not in before]
         return new or not t.is_alive()
 
-    waited = wait_for(settled, 20)
+    waited = wait_for(settled, 60)
     asked = isinstance(waited, list)
     escalation = waited[0].escalation if asked else None
     if asked:

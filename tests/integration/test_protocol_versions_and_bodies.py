@@ -300,7 +300,7 @@ def _kernel_timestamps_on() -> Iterator[None]:
             _, anc, _, _ = b.recvmsg(16, socket.CMSG_SPACE(16))
             return any(kind == SO_TIMESTAMPNS for _, kind, _ in anc)
 
-        wait_for(stamped, timeout=10)
+        wait_for(stamped, timeout=60)
         yield
     finally:
         a.close()

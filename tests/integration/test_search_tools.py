@@ -65,7 +65,7 @@ def test_the_wheels_rg_is_the_one_used(bridge, root):
     sparse(root)
     c = bridge.client()
     _t, _out = in_thread(c.call, "grep", {"pattern": "zzz", "path": "huge.log"}, 5)
-    pids = wait_for(rg_children, timeout=10)
+    pids = wait_for(rg_children, timeout=60)
     assert os.readlink(f"/proc/{pids[0]}/exe") == wheel_rg
     other = bridge.client()
     other.sid = c.sid
@@ -81,7 +81,7 @@ def test_cancel_of_a_running_grep_kills_rg(bridge, root):
     sparse(root)
     c = bridge.client()
     t, out = in_thread(c.call, "grep", {"pattern": "zzz", "path": "huge.log"}, 77)
-    pids = wait_for(rg_children, timeout=10)
+    pids = wait_for(rg_children, timeout=60)
     other = bridge.client()
     other.sid = c.sid
     assert other.rpc("notifications/cancelled", {"requestId": 77}, req_id=None).status == 202
@@ -116,7 +116,7 @@ def test_shutdown_kills_running_rg(start_bridge):
     sparse(running.env["root"])
     c = running.client()
     _t, _out = in_thread(c.call, "grep", {"pattern": "zzz", "path": "huge.log"})
-    pids = wait_for(rg_children, timeout=10)
+    pids = wait_for(rg_children, timeout=60)
     running.runner.stop()
     for pid in pids:
         wait_for(lambda pid=pid: process_gone(pid), timeout=30)
@@ -326,7 +326,7 @@ def test_queued_work_shows_in_the_audit_and_ls_is_not_starved_by_greps(bridge, r
         in_thread(twin(bridge, c).call, "grep", {"pattern": "zzz", "path": "huge.log"}, 1000 + i)
         for i in range(n)
     ]
-    wait_for(lambda: len(rg_children()) >= pools.SIZES[pools.Pool.SEARCH], timeout=10)
+    wait_for(lambda: len(rg_children()) >= pools.SIZES[pools.Pool.SEARCH], timeout=60)
     assert "a.txt" in ok(bridge.client().call("ls", {"path": "small"}))
     assert len(rg_children()) == pools.SIZES[pools.Pool.SEARCH]  # the rest are queued
     other = bridge.client()
@@ -353,7 +353,7 @@ def test_queue_wait_is_recorded(start_bridge, monkeypatch):
         in_thread(twin(running, c).call, "grep", {"pattern": "zzz", "path": "huge.log"}, 2000 + i)
         for i in range(size)
     ]
-    wait_for(lambda: len(rg_children()) >= size, timeout=10)
+    wait_for(lambda: len(rg_children()) >= size, timeout=60)
     queued = in_thread(twin(running, c).call, "find", {"pattern": "*.log"}, 3000)
     time.sleep(0.3)  # let it sit in the queue: the amount waited is what is measured
     other = running.client()

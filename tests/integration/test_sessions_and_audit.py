@@ -442,13 +442,13 @@ def test_audit_follow_pairs_the_done_of_a_call_printed_as_pending(env):
                 lines.append(line)
 
         threading.Thread(target=read, daemon=True).start()
-        wait_for(lambda: len(lines) >= 1, timeout=20)
+        wait_for(lambda: len(lines) >= 1, timeout=60)
         done = {"ts": "2026-01-01T09:09:09Z", "id": "hung", "sid": "s", "client": "t",
                 "tool": "hung_tool", "phase": "done", "outcome": "denied",
                 "decided_by": "user", "duration_ms": 5}  # fmt: skip
         with open(env["audit"], "a") as f:
             f.write(json.dumps(done) + "\n")
-        wait_for(lambda: len(lines) >= 2, timeout=20)
+        wait_for(lambda: len(lines) >= 2, timeout=60)
     finally:
         proc.kill()
         proc.wait(5)

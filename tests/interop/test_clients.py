@@ -175,7 +175,7 @@ def test_typescript_sdk_connects_and_tears_down_cleanly(peers, peer_bridge, whic
     assert out["crashes"] == [], out
     own_aborts = [m for m in out["logged"] if m.endswith("This operation was aborted")]
     assert own_aborts == out["logged"], out
-    wait_for(lambda: peer_bridge.runner.snapshot().pending == (), timeout=10)
+    wait_for(lambda: peer_bridge.runner.snapshot().pending == (), timeout=60)
 
 
 # -- the Python SDK -------------------------------------------------------------------------------

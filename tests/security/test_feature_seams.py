@@ -366,7 +366,7 @@ def test_an_upstream_servers_stderr_reaches_no_terminal_raw(start_bridge, env, c
     def failed():
         return any(s.state == "failed" for s in running.runner.snapshot().servers)
 
-    wait_for(failed, 20)
+    wait_for(failed, 60)
     out = cli("servers")
     assert out.returncode == 0, out.stderr
     assert "bad" in out.stdout and "pwned" in out.stdout

@@ -164,7 +164,7 @@ def test_serve_stops_while_the_keyring_hangs(env, tmp_path, sig):
         wait_listening=False,
     )
     try:
-        wait_for(lambda: os.path.exists(mark), timeout=20)
+        wait_for(lambda: os.path.exists(mark), timeout=60)
         took = s.signal_and_wait(sig)
         assert s.proc.returncode == 0, s.stderr()
         assert took < STOP_LIMIT_S
@@ -500,7 +500,7 @@ def test_out_of_descriptors_with_nothing_idle_backs_off_with_one_line(env):
             sock = socket.create_connection(("127.0.0.1", s.port))
             sock.sendall(head)  # a request in progress: its body never completes
             socks.append(sock)
-        wait_for(lambda: "out of file descriptors" in s.stderr(), timeout=20)
+        wait_for(lambda: "out of file descriptors" in s.stderr(), timeout=60)
         time.sleep(1.5)  # several back-off rounds while still exhausted
         for sock in socks:
             sock.close()

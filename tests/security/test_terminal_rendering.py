@@ -321,7 +321,7 @@ def test_watch_reconnects_after_a_bridge_restart(env, watcher, serve_process):
         w.wait_out("the bridge went away; reconnecting")
         serve = serve_process().proc
         info2 = wait_for(lambda: (i := read_control()) and i.secret != info.secret and i)
-        wait_for(lambda: "terminal (watch)" in _approvers(info2), timeout=15)
+        wait_for(lambda: "terminal (watch)" in _approvers(info2), timeout=60)
         w.wait_out("connected to the bridge again")
         port = int(info2.mcp_url.rsplit(":", 1)[1].strip("/"))
         c = Mcp(port)

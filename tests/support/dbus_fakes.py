@@ -291,7 +291,7 @@ class FakeWatcher:
         return node
 
     def click(self, *labels: str) -> int:
-        node = wait_for(lambda: self.find(*labels), 10)
+        node = wait_for(lambda: self.find(*labels), 60)
         self.menu_call("Event", "isvu", [node["id"], "clicked", Variant("s", ""), 0])
         return node["id"]
 
