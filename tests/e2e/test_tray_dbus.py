@@ -155,7 +155,7 @@ def test_a_status_read_never_runs_ahead_of_its_signal(tray, watcher):
             assert status == (told[-1][0] if told else "Active"), (status, told[-3:])
     finally:
         stop.set()
-        th.join(5)
+        th.join(60)
 
 
 def test_a_menu_read_never_runs_ahead_of_the_tooltip(tray, watcher):
@@ -191,7 +191,7 @@ def test_a_menu_read_never_runs_ahead_of_the_tooltip(tray, watcher):
         wait_for(lambda: in_menu() == 12 and in_tooltip() == 12)
     finally:
         stop.set()
-        th.join(5)
+        th.join(60)
 
 
 def test_approve_from_the_menu_reaches_the_bridge(tray, watcher):
@@ -206,7 +206,7 @@ def test_approve_from_the_menu_reaches_the_bridge(tray, watcher):
     assert labels(item)[-2] == "Run outside the box"
     assert watcher.names("LayoutUpdated")  # the call arrived as a new layout revision
     watcher.click("Approve: bash — echo via-sni", "Approve")
-    th.join(10)
+    th.join(60)
     assert out[0].text == "via-sni"
     wait_for(lambda: watcher.prop("Status") == "Active")
     wait_for(lambda: watcher.find("Approve: bash") is None)
@@ -217,7 +217,7 @@ def test_deny_end_session_and_pause_from_the_menu(tray, watcher):
     th, out = in_thread(c.call, "write", {"path": "d.txt", "content": "x"})
     wait_for(lambda: watcher.find("Approve: write"))
     watcher.click("Approve: write", "Deny")
-    th.join(10)
+    th.join(60)
     assert out[0].text == "denied by the user"
     assert not os.path.exists(os.path.join(tray.runner.config.roots[0], "d.txt"))
 
@@ -258,7 +258,7 @@ def test_label_changes_are_property_updates_and_stale_ids_do_nothing(tray, watch
     th1, _out1 = in_thread(c.call, "bash", {"command": "echo first"})
     old = wait_for(lambda: watcher.find("Approve: bash — echo first", "Approve"))
     assert tray.runner.decide(tray.runner.snapshot().pending[0].id, "deny")
-    th1.join(10)
+    th1.join(60)
     wait_for(lambda: watcher.find("Approve: bash") is None)
     th2, out2 = in_thread(c.call, "bash", {"command": "echo first"})
     new = wait_for(lambda: watcher.find("Approve: bash — echo first", "Approve"))
@@ -267,7 +267,7 @@ def test_label_changes_are_property_updates_and_stale_ids_do_nothing(tray, watch
         watcher.menu_call("Event", "isvu", [old["id"], "clicked", _variant(""), 0])
     assert len(tray.runner.snapshot().pending) == 1  # still waiting for a real decision
     watcher.click("Approve: bash — echo first", "Approve")
-    th2.join(10)
+    th2.join(60)
     assert out2[0].text == "first"
 
 
@@ -290,7 +290,7 @@ def test_quit_from_the_menu_stops_the_bridge(watcher, env):
     th, out = in_thread(c.call, "bash", {"command": "true"})
     wait_for(lambda: watcher.find("Approve: bash"))
     watcher.click("Quit")
-    th.join(10)
+    th.join(60)
     assert out[0].text == "bridge shutting down"
     t.loop.join(10)
     assert not t.loop.is_alive() and t.runner.running is False
@@ -483,7 +483,7 @@ def test_notification_approve_button_runs_the_call(noti_tray, notifications):
     assert {"Approve", "Deny"} <= set(shown["actions"])
     assert "inline-reply" in shown["actions"].values()  # the deny reason field
     notifications.press(shown["id"], shown["actions"]["Approve"])
-    th.join(10)
+    th.join(60)
     assert out[0].text == "from-notification"
     assert len(notifications.shown) == 1  # one notification per call
 
@@ -493,13 +493,13 @@ def test_notification_deny_with_a_reason(noti_tray, notifications):
     th, out = in_thread(c.call, "write", {"path": "n.txt", "content": "x"})
     shown = wait_shown(noti_tray, notifications, 1)
     notifications.reply(shown["id"], "not on Fridays")
-    th.join(10)
+    th.join(60)
     assert out[0].text == "denied by the user: not on Fridays"
 
     th, out = in_thread(c.call, "write", {"path": "n.txt", "content": "x"})
     shown = wait_shown(noti_tray, notifications, 2)
     notifications.press(shown["id"], shown["actions"]["Deny"])
-    th.join(10)
+    th.join(60)
     assert out[0].text == "denied by the user"
 
 
@@ -508,7 +508,7 @@ def test_notification_of_a_call_decided_elsewhere_is_withdrawn(noti_tray, notifi
     th, out = in_thread(c.call, "bash", {"command": "echo menu"})
     shown = wait_shown(noti_tray, notifications, 1)
     watcher.click("Approve: bash", "Approve")
-    th.join(10)
+    th.join(60)
     assert out[0].text == "menu"
     wait_for(lambda: shown["id"] in notifications.closed)
 
@@ -521,7 +521,7 @@ def test_notification_click_opens_the_page(noti_tray, notifications):
     wait_for(lambda: noti_tray.opened)
     assert 'name="code"' in login_page_text(noti_tray.opened[0])
     noti_tray.runner.decide(noti_tray.runner.snapshot().pending[0].id, "deny")
-    th.join(10)
+    th.join(60)
 
 
 def test_without_a_notification_server_the_plain_notification_stays(watcher, env):

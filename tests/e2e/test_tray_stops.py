@@ -60,14 +60,14 @@ class Proc:
         self.p.wait(timeout)
         took = time.monotonic() - t0
         for t in self._readers:
-            t.join(5)
+            t.join(60)
         print(f"stopped by {signal.Signals(sig).name} in {took:.2f} s")
         return took
 
     def finish(self, timeout: float = 20) -> int:
         code = self.p.wait(timeout)
         for t in self._readers:
-            t.join(5)
+            t.join(60)
         return code
 
     def kill(self) -> None:
@@ -117,7 +117,7 @@ def test_sni_tray_stops_on_a_signal_with_a_call_waiting(proc_env, dbus, env, sig
         th, out = in_thread(c.call, "bash", {"command": "echo never"})
         wait_for(lambda: watcher.find("Approve: bash"))
         took = p.stop(sig)
-        th.join(10)
+        th.join(60)
     finally:
         p.kill()
         watcher.close()

@@ -86,7 +86,7 @@ def test_a_call_that_waits_during_a_coalescing_window_is_delivered(ctl, monkeypa
         assert len(ws.messages) == seen + 1  # one message: the window's changes came with it
         approve = {"decision": "approve"}
         assert ctl.api.call("POST", f"/api/pending/{p['id']}", approve).status == 200
-        t.join(20)
+        t.join(60)
         assert out[0].result["isError"] is False
     finally:
         ws.close()

@@ -118,7 +118,7 @@ def test_inspector_lists_calls_gets_approval_and_times_out(peers: Peers, peer_br
         peers, peer_bridge, "--method", "tools/call", "--tool-name", "write",
         "--tool-arg", f"path={args['path']}", "content=approved",
     )  # fmt: skip
-    approver.join(10)
+    approver.join(60)
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["isError"] is False
     assert Path(args["path"]).read_text() == "approved"
