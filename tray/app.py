@@ -385,8 +385,10 @@ class TrayApp:
         if state is None or snap.box is None or self.icon is None:
             return
         self._first_run = None
-        self.notify(first_run_text(snap, bool(self.caps["menu"])), FIRST_RUN_HEADING)
+        # Remembered before it is sent: the notification goes out on the icon's own thread, so
+        # it could be on screen (and the tray quit) before a mark() made after it was written.
         state.mark()
+        self.notify(first_run_text(snap, bool(self.caps["menu"])), FIRST_RUN_HEADING)
 
     def shutdown(self) -> None:
         """Stop the bridge first (its records land), then the notifications; idempotent, and
