@@ -648,7 +648,7 @@ def test_a_tray_started_before_the_panel_moves_to_its_menu_when_it_appears(dbus,
         assert app.icon is None and runner.snapshot().approvers == ()  # no menu: no approver
         time.sleep(5)  # the panel comes up late (the real login race)
         watcher = FakeWatcher(dbus.address)
-        watcher.wait_item(30)
+        watcher.wait_item(60)
         assert app.backend == "sni"
         wait_for(lambda: runner.snapshot().approvers == ("tray",))
         assert watcher.find("Quit") is not None and watcher.find("Sessions (0)") is not None

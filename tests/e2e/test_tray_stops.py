@@ -51,7 +51,7 @@ class Proc:
         for line in stream:
             into.append(line.rstrip("\n"))
 
-    def wait_err(self, text: str, timeout: float = 20) -> str:
+    def wait_err(self, text: str, timeout: float = 60) -> str:
         return wait_for(lambda: next((line for line in self.err if text in line), None), timeout)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> float:
@@ -64,7 +64,7 @@ class Proc:
         print(f"stopped by {signal.Signals(sig).name} in {took:.2f} s")
         return took
 
-    def finish(self, timeout: float = 20) -> int:
+    def finish(self, timeout: float = 60) -> int:
         code = self.p.wait(timeout)
         for t in self._readers:
             t.join(60)
@@ -112,7 +112,7 @@ def test_sni_tray_stops_on_a_signal_with_a_call_waiting(proc_env, dbus, env, sig
     watcher = FakeWatcher(dbus.address)
     p = Proc(["tray"], proc_env)
     try:
-        watcher.wait_item(20)
+        watcher.wait_item(60)  # a Python process starting under CI load
         c = _client(env)
         th, out = in_thread(c.call, "bash", {"command": "echo never"})
         wait_for(lambda: watcher.find("Approve: bash"))
