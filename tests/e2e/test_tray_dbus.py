@@ -677,7 +677,7 @@ def test_closing_the_notifier_leaves_no_task_pending(notifications, caplog):
     from omp_a2a_bridge.tray.notifier import ActionableNotifier
 
     n = ActionableNotifier(lambda *a: None, lambda call_id: None)
-    n.start(timeout=5)
+    n.start(timeout=30)
     hang = asyncio.Event()  # never set: the stand-in of a send the server has not answered
     n._submit(hang.wait)  # noqa: SLF001 - the loop's own tasks
     wait_for(lambda: n.loop is not None and len(n._tasks) == 1)  # noqa: SLF001 - the loop's own tasks
