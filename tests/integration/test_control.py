@@ -463,7 +463,7 @@ def test_cli_audit_follow_prints_new_calls(ctl):
         assert proc.stderr.readline().startswith("following ")
         c = ctl.client("follower")
         c.call("nope", {})
-        ctl.runner.bridge.audit.flush()
+        assert ctl.runner.bridge.audit.flush(60), "the audit writer fell behind"
         lines = [proc.stdout.readline(), proc.stdout.readline()]
     finally:
         proc.kill()
