@@ -444,7 +444,13 @@ def test_watch_edits_the_proposed_rule_before_saving(ruled, env):
         w.close()
     assert "rule to save [bash(git show *)]" in stdout
     assert c.call("bash", {"command": "git log --oneline"}).text != ASKS
-    saved = json.loads(read_text(env["config"]))["rules"]["allow"]
+    # The live rules change at once; the file is written by a worker after that: waited for.
+    saved = wait_for(
+        lambda: (
+            "bash(git show *)" in (a := json.loads(read_text(env["config"]))["rules"]["allow"])
+            and a
+        )
+    )
     assert saved[-2:] == ["bash(git log --oneline)", "bash(git show *)"]
 
 

@@ -26,7 +26,7 @@ from omp_a2a_bridge.server.infra.config import ConfigError, parse_config
 
 from ..e2e.test_approval_page_browser import _wait
 from ..e2e.test_approval_page_browser import browser as _chromium  # noqa: F401 - the fixture "browser"
-from ..support.helpers import STOP_LIMIT_S, TOKEN, in_thread, wait_for
+from ..support.helpers import STOP_LIMIT_S, TOKEN, in_thread, read_text, wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = ["echo", "image", "structured", "mixed", "fail", "protocol_error", "sleep", "crash"]
@@ -455,6 +455,8 @@ def test_http_upstream_lists_calls_cancels_and_refreshes(start_bridge, http_upst
     assert out[0].result["structuredContent"] == {"sum": 3}
     # "Always allow" saves a rule naming every argument (not a tier, not the whole tool).
     assert c.call("mcp__h__structured", {"a": 1, "b": 2}).result["structuredContent"] == {"sum": 3}
+    # Effective at once; saved to the config by a worker after that (rulebook.add): waited for.
+    wait_for(lambda: json.loads(read_text(running.env["config"])).get("rules", {}).get("allow"))
     with open(running.env["config"]) as f:
         assert json.load(f)["rules"]["allow"] == ["mcp__h__structured(a=1, b=2, nothing else)"]
 
