@@ -323,7 +323,7 @@ def test_a_server_that_cannot_start_in_the_box_says_how_to_run_it_outside(home, 
         view = views[0] if views else None
         return view and view.state == "failed" and "no key at" in (view.last_error or "") and view
 
-    view = wait_for(failed, 20)
+    view = wait_for(failed, 60)
     assert view.last_error.endswith(f"no key at {key}"), view  # its own words, as outside
     assert view.box.startswith("in the box") and '"box": false' in view.box, view
 

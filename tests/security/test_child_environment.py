@@ -232,7 +232,7 @@ def _approved(s: Serve, command: str) -> tuple[dict, Response]:
         t.start()
         [p] = wait_for(lambda: api.call("GET", "/api/pending").json["pending"] or None)
         assert api.call("POST", f"/api/pending/{p['id']}", {"decision": "approve"}).status == 200
-        t.join(20)
+        t.join(60)
         return p, out[0]
     finally:
         approver.close()

@@ -255,7 +255,9 @@ TREE_NAMES = ["a.txt", ".env", "id_ed25519", "src", "audit.jsonl", "audit.jsonl.
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     entries=st.lists(
