@@ -20,15 +20,15 @@ import time
 from collections.abc import Callable, Iterable
 
 from ..policy.private import git_named, gitdir_of_file
-from ..policy.protected import TABLE, EscalationKind, Matcher, fold
+from ..policy.protected import TABLE, EscalationKind, Matcher, fold, is_name_pattern
 from .policy import (
-    NESTED_PERSISTENCE,
     SYSTEM_PRIVATE,
     SYSTEM_PRIVATE_FILES,
     SYSTEM_READABLE,
     BoxConfig,
     HostEntry,
     HostView,
+    is_nested_persistence,
     persistence_paths,
     project_of,
     within,
@@ -193,10 +193,11 @@ class TooManySecrets(Exception):
 
 @functools.cache
 def _name_matcher() -> Matcher:
-    """The table's bare-name entries (``.env``, ``*.pem``, ``id_rsa``...) compiled once: the
-    scan asks only :meth:`Matcher.name`, which no home and no disk changes. Compiling the whole
-    table resolves every location's real path: that was 85% of planning a box, per call."""
-    return Matcher([loc for loc in TABLE if "/" not in loc.pattern], "/")
+    """The table's name entries (``.env``, ``*.pem``, ``id_rsa``, ``.kube/config``...) compiled
+    once: the scans ask only :meth:`Matcher.file`, which no home and no disk changes. Compiling
+    the whole table resolves every location's real path: that was 85% of planning a box, per
+    call. The same table and matcher the read tool judges by (one source of "secret-looking")."""
+    return Matcher([loc for loc in TABLE if is_name_pattern(loc.pattern)], "/")
 
 
 @dataclasses.dataclass
@@ -258,21 +259,22 @@ def _scan(top: str, home: str) -> Scan:
                     if here != top:
                         _found_git(entry.path, is_dir, scan)
                     continue
-                if entry.name in NESTED_PERSISTENCE:
+                if is_nested_persistence(entry.path):
                     scan.nested.append(entry.path)  # read-only; a secret inside still masked
                 if is_dir:
                     if depth < SCAN_MAX_DEPTH and entry.name not in SCAN_SKIP:
                         todo.append((entry.path, depth + 1))
                     continue
+                key = fold(entry.path)
                 if not entry.is_file(follow_symlinks=False):
-                    if not _secret_name(matcher, entry.name):
+                    if not matcher.secret_file(key):
                         continue
                     if entry.is_symlink():
                         scan.links.append(entry.path)  # what it points to is masked
                     else:  # a named pipe (a password manager's ``.env``), a socket
                         scan.masks.append(HostEntry(entry.path, False))
                     continue
-                hit = matcher.name(fold(entry.name))
+                hit = matcher.file(key)
                 if hit is not None and hit.kind is EscalationKind.PERSISTENCE:
                     scan.nested.append(entry.path)  # x.pth, sitecustomize.py
                 elif hit is not None or entry.stat(follow_symlinks=False).st_nlink > 1:
@@ -364,7 +366,8 @@ def made_by_call(
     ``known`` (see :func:`_made_repositories`), and the editor, direnv and hooks folders and
     files (:data:`NESTED_PERSISTENCE`) anywhere the project scan looks that are not in
     ``had`` (what the scan found before the call: ``lib/.envrc`` runs when the human enters
-    ``lib``). A tree too big to look through yields only the repositories its indexes name."""
+    ``lib``; ``.claude/settings.json`` when the human next opens the project with Claude
+    Code). A tree too big to look through yields only the repositories its indexes name."""
     try:
         scan: Scan | None = _scan(project, home)
     except TooManySecrets:
@@ -373,11 +376,7 @@ def made_by_call(
     if scan is None:
         return repos, []
     had = set(had)
-    made = [
-        p
-        for p in dict.fromkeys(scan.nested)
-        if os.path.basename(p) in NESTED_PERSISTENCE and p not in had
-    ]
+    made = [p for p in dict.fromkeys(scan.nested) if is_nested_persistence(p) and p not in had]
     return repos, made
 
 
@@ -426,7 +425,7 @@ def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         todo.append(entry.path)
-                    elif not entry.is_symlink() and _secret_name(matcher, entry.name):
+                    elif not entry.is_symlink() and matcher.secret_file(fold(entry.path)):
                         out.append(HostEntry(entry.path, False))  # a file, a named pipe
                 except OSError:
                     continue
@@ -649,7 +648,7 @@ def _unlooked(
                         out.append(HostEntry(path, True))
                     else:
                         todo.append(path)
-                elif _secret_name(matcher, entry.name):
+                elif matcher.secret_file(fold(path)):
                     if entry.is_symlink():
                         out += [HostEntry(t, False) for t in _link_targets([path], roots)]
                     else:  # a file, a named pipe
@@ -699,11 +698,6 @@ def _outside(
             masks += _unlooked(folder, holds[0], hideable, hidden, strict, roots)
     masks = [m for m in masks if shown(m.path)]
     return coalesce(masks, "/", INDEX_MAX_MASKS, hideable)
-
-
-def _secret_name(matcher: Matcher, name: str) -> bool:
-    hit = matcher.name(fold(name))
-    return hit is not None and hit.kind is not EscalationKind.PERSISTENCE
 
 
 MAX_LINKS = 256  # secret-looking symlinks resolved per call (each is a few stats)

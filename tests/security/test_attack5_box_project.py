@@ -125,11 +125,6 @@ def test_a_call_above_the_repositories_changes_none_of_them(world: World) -> Non
         put(makefile, before.rstrip("\n"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack5: hook managers' and coding agents' project files that run commands later "
-    "are writable in the box",
-)
 @pytest.mark.parametrize("name", sorted(RUNS_LATER))
 def test_a_file_that_runs_commands_later_is_read_only_in_the_box(world: World, name: str) -> None:
     """The project's ``.pre-commit-config.yaml`` (or ``lefthook.yml``) with its hook installed:
@@ -146,10 +141,6 @@ def test_a_file_that_runs_commands_later_is_read_only_in_the_box(world: World, n
         put(path, before.rstrip("\n"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack5: a hook manager's or coding agent's file a boxed call made is kept",
-)
 def test_a_file_that_runs_commands_later_made_by_a_call_is_removed(world: World) -> None:
     """In a project with none of them yet, the call makes them (as it may make ``.vscode``,
     which is removed when the call ends): all were kept."""
@@ -167,10 +158,6 @@ def test_a_file_that_runs_commands_later_made_by_a_call_is_removed(world: World)
         subprocess.run(["rm", "-rf", sub], check=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack5: a write rule for the project covers files that run commands later",
-)
 @pytest.mark.parametrize("name", sorted(RUNS_LATER))
 def test_a_write_rule_does_not_cover_a_file_that_runs_commands_later(
     world: World, name: str
