@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from ..policy.private import git_named, gitdir_of_file
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold, is_name_pattern
 from .policy import (
+    LINKED_FOLDERS,
     SYSTEM_PRIVATE,
     SYSTEM_PRIVATE_FILES,
     SYSTEM_READABLE,
@@ -209,6 +210,7 @@ class Scan:
     git_dirs: list[str]  # nested repositories' git dirs (and theirs: modules, worktrees)
     repos: list[tuple[str, str]]  # (work tree or bare dir, common git dir) of each found
     links: list[str] = dataclasses.field(default_factory=list)  # secret-looking symlinks
+    linked: list[str] = dataclasses.field(default_factory=list)  # links named ``.claude``...
 
 
 def _found_git(path: str, is_dir: bool, scan: Scan) -> None:
@@ -261,6 +263,8 @@ def _scan(top: str, home: str) -> Scan:
                     continue
                 if is_nested_persistence(entry.path):
                     scan.nested.append(entry.path)  # read-only; a secret inside still masked
+                elif entry.name in LINKED_FOLDERS and entry.is_symlink():
+                    scan.linked.append(entry.path)
                 if is_dir:
                     if depth < SCAN_MAX_DEPTH and entry.name not in SCAN_SKIP:
                         todo.append((entry.path, depth + 1))
@@ -377,6 +381,7 @@ def made_by_call(
         return repos, []
     had = set(had)
     made = [p for p in dict.fromkeys(scan.nested) if is_nested_persistence(p) and p not in had]
+    made += [p for p in scan.linked if p not in had]  # ``ln -s cfg .claude``: the link goes
     return repos, made
 
 
@@ -854,6 +859,7 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         nested=tuple(dict.fromkeys(scan.nested)),
         hooks=git_named(repos, home),
         on_path=on_path,
+        linked=tuple(scan.linked),
     )
     hidden_dirs = [*(e.path for e in hidden if e.is_dir), *own_real, *others]
     beyond, reopened = _elsewhere(

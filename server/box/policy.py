@@ -61,6 +61,9 @@ NESTED_PERSISTENCE = (*PROJECT_PERSISTENCE, ".husky", ".githooks")
 _NESTED_NAMES = frozenset(n for n in NESTED_PERSISTENCE if "/" not in n)
 _NESTED_TAILS = frozenset(n for n in NESTED_PERSISTENCE if "/" in n)
 _NESTED_LEAVES = frozenset(n.rsplit("/", 1)[1] for n in _NESTED_TAILS)
+# Their folders: one a call makes as a *link* (``ln -s cfg .claude``) puts the settings where
+# the agent reads them with no path of the list below the top to find or sweep.
+LINKED_FOLDERS = frozenset(n.rsplit("/", 1)[0].rsplit("/", 1)[-1] for n in _NESTED_TAILS)
 # VS Code offers to open a workspace file it finds in the folder; its tasks run like .vscode's.
 NESTED_SUFFIXES = (".code-workspace",)
 
@@ -140,6 +143,9 @@ class HostView:
     # What the call needs inside a top-level folder no OS makes, which the box hides whole (a
     # root at ``/srv/www/app`` in a hidden ``/srv``): re-opened read-only on its own.
     reopened: tuple[str, ...] = ()
+    # Symlinks the project scan found named as a persistence file's folder (``.claude``, see
+    # :data:`LINKED_FOLDERS`): the human's own are kept; one a call makes is swept after it.
+    linked: tuple[str, ...] = ()
 
 
 def within(path: str, top: str) -> bool:

@@ -66,7 +66,8 @@ def watch_of(view: HostView) -> Watch | None:
     project = project_of(view)
     if project is None:
         return None
-    return Watch(project, view.home, frozenset(view.git_dirs), frozenset(view.nested))
+    had = frozenset((*view.nested, *view.linked))
+    return Watch(project, view.home, frozenset(view.git_dirs), had)
 
 
 class NoBox(Exception):
@@ -103,20 +104,24 @@ def sweep(missing: Sequence[str], watch: Watch | None = None) -> tuple[str, ...]
     time without following a link, because the call (or another call running beside it) may
     have swapped a folder for a link to the home (``mv sub sub.old && ln -s ~ sub`` made
     ``sub/.vscode`` name the human's ``~/.vscode``). A path behind such a link is left alone
-    and reported as not removed. What cannot be removed (a tree too deep for a recursive
+    and reported as not removed (when it exists: the human's own link to a folder without the
+    file is nothing the call made). What the call made is removed first: a ``.claude`` link
+    it made goes before the ``.claude/settings.json`` that would be reached through it. What
+    cannot be removed (a tree too deep for a recursive
     delete, a folder made read-only) is moved aside first and removed by ``rm`` after its modes
     are reset; a path that still exists after all that is returned with a ``!`` in front, so
     the note says so loudly."""
     removed: list[str] = []
     if watch is not None:
-        missing = [*missing, *made_persistence(watch)]
+        missing = [*made_persistence(watch), *missing]
     for path in missing:
         try:
             fd = _parent(path)
         except FileNotFoundError:
             continue  # its folder is gone: nothing was made there
         except OSError:
-            removed.append("!" + path)  # a link (or worse) on the way: not ours to follow
+            if os.path.lexists(path):  # only looks: a link (or worse) on the way
+                removed.append("!" + path)  # not ours to follow
             continue
         try:
             name = os.path.basename(path)

@@ -186,3 +186,41 @@ def test_guard_a_write_rule_does_not_cover_husky(world: World) -> None:
         assert not os.path.exists(path)
     finally:
         c.close()
+
+
+def test_an_agent_settings_folder_made_as_a_link_is_removed(world: World) -> None:
+    """Follow-up to the fix: ``.claude/settings.json`` is a file in a folder, so a call could
+    make the folder a link to one it filled (``ln -s cfg .claude``): the sweep reaches no path
+    through a link, and the project scan follows none, so the settings stayed where Claude
+    Code reads them, at the top and below it. The link the call made is removed."""
+    sub = os.path.join(world.home, "proj3")
+    env = {**os.environ, "HOME": world.home}
+    subprocess.run(["git", "init", "-q", sub], env=env, check=True)
+    plant = EVIL[".claude/settings.json"]
+    try:
+        world.bash(
+            f"mkdir -p cfg pkg/cfg && printf %s {plant!r} > cfg/settings.json"
+            " && cp cfg/settings.json pkg/cfg/ && ln -s cfg .claude && ln -s cfg pkg/.claude; true",
+            cwd=sub,
+        )
+        for where in (sub, os.path.join(sub, "pkg")):
+            assert not os.path.exists(os.path.join(where, ".claude", "settings.json")), where
+    finally:
+        subprocess.run(["rm", "-rf", sub], check=False)
+
+
+def test_a_link_the_human_made_for_agent_settings_is_left_alone(world: World) -> None:
+    """The human's own ``.claude`` link (settings shared between projects) is theirs: a call
+    neither removes it nor reports a settings file it could not remove."""
+    sub = os.path.join(world.home, "proj4")
+    shared = os.path.join(world.home, "shared-claude")
+    env = {**os.environ, "HOME": world.home}
+    subprocess.run(["git", "init", "-q", sub], env=env, check=True)
+    os.makedirs(shared, exist_ok=True)
+    os.symlink(shared, os.path.join(sub, ".claude"))
+    try:
+        _, text = world.bash("echo ok", cwd=sub)
+        assert os.path.islink(os.path.join(sub, ".claude"))
+        assert "COULD NOT" not in text, text
+    finally:
+        subprocess.run(["rm", "-rf", sub, shared], check=False)
