@@ -974,8 +974,12 @@ class Matcher:
     def tail(self, key: str) -> Hit | None:
         """A file named by its last components (``.kube/config``, ``.envs/*/.*``); ``key`` is
         a folded path (the more of it, the more components can match)."""
-        if self._tails:
-            for full, _, hit in self._tails.get(key[key.rfind("/") + 1 :], ()):
+        return self._tail(key, key[key.rfind("/") + 1 :])
+
+    def _tail(self, key: str, last: str) -> Hit | None:
+        entries = self._tails.get(last)
+        if entries is not None:
+            for full, _, hit in entries:
                 if full.search(key):
                     return hit
         for guard, full, _, _, hit in self._tail_globs:
@@ -986,7 +990,8 @@ class Matcher:
     def file(self, key: str) -> Hit | None:
         """A file's path (folded) by its name (:meth:`name`) or its last components
         (:meth:`tail`): what "secret-looking" means for a file, wherever it is."""
-        return self.name(key[key.rfind("/") + 1 :]) or self.tail(key)
+        last = key[key.rfind("/") + 1 :]
+        return self.name(last) or self._tail(key, last)
 
     def secret_file(self, key: str) -> bool:
         """The file at the folded path ``key`` looks secret: a hit that is not persistence
