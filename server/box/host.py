@@ -868,4 +868,14 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     view = dataclasses.replace(view, hidden=(*view.hidden, *beyond), reopened=tuple(reopened))
     candidates = persistence_paths(view, project_of(view))
     existing = frozenset(p for p in candidates if os.path.lexists(p))
-    return dataclasses.replace(view, existing=existing)
+    return dataclasses.replace(view, existing=existing, links=_links(existing, scan.linked))
+
+
+def _links(existing: Iterable[str], linked: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """(path, target) of each persistence path that is a symlink now (see ``HostView.links``)."""
+    out: list[tuple[str, str]] = []
+    for path in dict.fromkeys((*existing, *linked)):
+        with contextlib.suppress(OSError):
+            if os.path.islink(path):
+                out.append((path, os.readlink(path)))
+    return tuple(out)

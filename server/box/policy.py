@@ -146,6 +146,10 @@ class HostView:
     # Symlinks the project scan found named as a persistence file's folder (``.claude``, see
     # :data:`LINKED_FOLDERS`): the human's own are kept; one a call makes is swept after it.
     linked: tuple[str, ...] = ()
+    # Existing persistence that is a symlink (and those ``linked`` folders), with its target:
+    # the read-only bind lands on the target, and the link's own name in the writable folder
+    # stays replaceable (``rm .mcp.json && echo … > .mcp.json``): the sweep puts it back.
+    links: tuple[tuple[str, str], ...] = ()
 
 
 def within(path: str, top: str) -> bool:

@@ -52,6 +52,7 @@ class Watch:
     home: str
     known: frozenset[str]  # real paths of every git dir seen before the call
     had: frozenset[str] = frozenset()  # the persistence the project scan found before it
+    links: tuple[tuple[str, str], ...] = ()  # persistence that was a symlink: (path, target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +68,7 @@ def watch_of(view: HostView) -> Watch | None:
     if project is None:
         return None
     had = frozenset((*view.nested, *view.linked))
-    return Watch(project, view.home, frozenset(view.git_dirs), had)
+    return Watch(project, view.home, frozenset(view.git_dirs), had, view.links)
 
 
 class NoBox(Exception):
@@ -132,7 +133,37 @@ def sweep(missing: Sequence[str], watch: Watch | None = None) -> tuple[str, ...]
             removed.append(path if not _exists_at(fd, name) else "!" + path)
         finally:
             os.close(fd)
+    for path, target in watch.links if watch is not None else ():
+        restored = _restore_link(path, target)
+        if restored is not None:
+            removed.append(restored)
     return tuple(removed)
+
+
+def _restore_link(path: str, target: str) -> str | None:
+    """Put back a persistence symlink the call replaced (the box's read-only bind lands on its
+    target; the link's own name was writable): whatever took its place is removed, and the
+    human's link made again. None when it is as it was; ``!path`` when it could not be."""
+    try:
+        fd = _parent(path)
+    except OSError:
+        return "!" + path if os.path.lexists(path) else None  # only looks
+    try:
+        name = os.path.basename(path)
+        with contextlib.suppress(OSError):
+            if os.readlink(name, dir_fd=fd) == target:
+                return None
+        with contextlib.suppress(Exception):  # whatever happened, it is reported below
+            if _exists_at(fd, name):
+                _remove(fd, name)
+            os.symlink(target, name, dir_fd=fd)
+        try:
+            back = os.readlink(name, dir_fd=fd) == target
+        except OSError:
+            back = False
+        return path if back else "!" + path
+    finally:
+        os.close(fd)
 
 
 # What a repository the call made must lose: git runs its config and hooks (a nested repository

@@ -224,3 +224,31 @@ def test_a_link_the_human_made_for_agent_settings_is_left_alone(world: World) ->
         assert "COULD NOT" not in text, text
     finally:
         subprocess.run(["rm", "-rf", sub, shared], check=False)
+
+
+def test_a_link_the_human_made_for_a_file_that_runs_commands_later_is_put_back(
+    world: World,
+) -> None:
+    """Follow-up to the fix: the human's ``.mcp.json`` is a link to a shared file, and their
+    ``.claude`` a link to a shared folder. The read-only bind lands on each link's target,
+    and the link's own name is in the writable project: ``rm .mcp.json && echo … > .mcp.json``
+    planted a server, ``rm .claude && mkdir .claude && …`` a hook. The links are put back."""
+    sub = os.path.join(world.home, "proj5")
+    env = {**os.environ, "HOME": world.home}
+    subprocess.run(["git", "init", "-q", sub], env=env, check=True)
+    put(os.path.join(sub, "shared", "mcp.json"), '{"mcpServers": {}}')
+    put(os.path.join(sub, "shared", "claude", "settings.json"), "{}")
+    os.symlink("shared/mcp.json", os.path.join(sub, ".mcp.json"))
+    os.symlink("shared/claude", os.path.join(sub, ".claude"))
+    try:
+        world.bash(
+            f"rm -f .mcp.json .claude; printf %s {EVIL['.mcp.json']!r} > .mcp.json;"
+            f" mkdir .claude && printf %s {EVIL['.claude/settings.json']!r}"
+            " > .claude/settings.json; true",
+            cwd=sub,
+        )
+        assert os.readlink(os.path.join(sub, ".mcp.json")) == "shared/mcp.json"
+        assert os.readlink(os.path.join(sub, ".claude")) == "shared/claude"
+        assert read_text(os.path.join(sub, ".claude", "settings.json")).strip() == "{}"
+    finally:
+        subprocess.run(["rm", "-rf", sub], check=False)
