@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable, Iterable
 
 from ..policy.private import SNAP, git_named, gitdir_of_file, snap_homes
-from ..policy.protected import TABLE, EscalationKind, Matcher, fold
+from ..policy.protected import TABLE, EscalationKind, Matcher, fold, is_name_pattern
 from .policy import (
-    NESTED_PERSISTENCE,
+    LINKED_FOLDERS,
     SYSTEM_PRIVATE,
     SYSTEM_PRIVATE_FILES,
     SYSTEM_READABLE,
@@ -32,6 +32,7 @@ from .policy import (
     HostEntry,
     HostView,
     home_data_folders,
+    is_nested_persistence,
     persistence_paths,
     project_of,
     within,
@@ -215,10 +216,11 @@ class TooManySecrets(Exception):
 
 @functools.cache
 def _name_matcher() -> Matcher:
-    """The table's bare-name entries (``.env``, ``*.pem``, ``id_rsa``...) compiled once: the
-    scan asks only :meth:`Matcher.name`, which no home and no disk changes. Compiling the whole
-    table resolves every location's real path: that was 85% of planning a box, per call."""
-    return Matcher([loc for loc in TABLE if "/" not in loc.pattern], "/")
+    """The table's name entries (``.env``, ``*.pem``, ``id_rsa``, ``.kube/config``...) compiled
+    once: the scans ask only :meth:`Matcher.file`, which no home and no disk changes. Compiling
+    the whole table resolves every location's real path: that was 85% of planning a box, per
+    call. The same table and matcher the read tool judges by (one source of "secret-looking")."""
+    return Matcher([loc for loc in TABLE if is_name_pattern(loc.pattern)], "/")
 
 
 @dataclasses.dataclass
@@ -230,6 +232,7 @@ class Scan:
     git_dirs: list[str]  # nested repositories' git dirs (and theirs: modules, worktrees)
     repos: list[tuple[str, str]]  # (work tree or bare dir, common git dir) of each found
     links: list[str] = dataclasses.field(default_factory=list)  # secret-looking symlinks
+    linked: list[str] = dataclasses.field(default_factory=list)  # links named ``.claude``...
 
 
 def _found_git(path: str, is_dir: bool, scan: Scan) -> None:
@@ -280,21 +283,24 @@ def _scan(top: str, home: str) -> Scan:
                     if here != top:
                         _found_git(entry.path, is_dir, scan)
                     continue
-                if entry.name in NESTED_PERSISTENCE:
+                if is_nested_persistence(entry.path):
                     scan.nested.append(entry.path)  # read-only; a secret inside still masked
+                elif entry.name in LINKED_FOLDERS and entry.is_symlink():
+                    scan.linked.append(entry.path)
                 if is_dir:
                     if depth < SCAN_MAX_DEPTH and entry.name not in SCAN_SKIP:
                         todo.append((entry.path, depth + 1))
                     continue
+                key = fold(entry.path)
                 if not entry.is_file(follow_symlinks=False):
-                    if not _secret_name(matcher, entry.name):
+                    if not matcher.secret_file(key):
                         continue
                     if entry.is_symlink():
                         scan.links.append(entry.path)  # what it points to is masked
                     else:  # a named pipe (a password manager's ``.env``), a socket
                         scan.masks.append(HostEntry(entry.path, False))
                     continue
-                hit = matcher.name(fold(entry.name))
+                hit = matcher.file(key)
                 if hit is not None and hit.kind is EscalationKind.PERSISTENCE:
                     scan.nested.append(entry.path)  # x.pth, sitecustomize.py
                 elif hit is not None or entry.stat(follow_symlinks=False).st_nlink > 1:
@@ -386,7 +392,8 @@ def made_by_call(
     ``known`` (see :func:`_made_repositories`), and the editor, direnv and hooks folders and
     files (:data:`NESTED_PERSISTENCE`) anywhere the project scan looks that are not in
     ``had`` (what the scan found before the call: ``lib/.envrc`` runs when the human enters
-    ``lib``). A tree too big to look through yields only the repositories its indexes name."""
+    ``lib``; ``.claude/settings.json`` when the human next opens the project with Claude
+    Code). A tree too big to look through yields only the repositories its indexes name."""
     try:
         scan: Scan | None = _scan(project, home)
     except TooManySecrets:
@@ -395,11 +402,8 @@ def made_by_call(
     if scan is None:
         return repos, []
     had = set(had)
-    made = [
-        p
-        for p in dict.fromkeys(scan.nested)
-        if os.path.basename(p) in NESTED_PERSISTENCE and p not in had
-    ]
+    made = [p for p in dict.fromkeys(scan.nested) if is_nested_persistence(p) and p not in had]
+    made += [p for p in scan.linked if p not in had]  # ``ln -s cfg .claude``: the link goes
     return repos, made
 
 
@@ -448,7 +452,7 @@ def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         todo.append(entry.path)
-                    elif not entry.is_symlink() and _secret_name(matcher, entry.name):
+                    elif not entry.is_symlink() and matcher.secret_file(fold(entry.path)):
                         out.append(HostEntry(entry.path, False))  # a file, a named pipe
                 except OSError:
                     continue
@@ -675,7 +679,7 @@ def _unlooked(
                         out.append(HostEntry(path, True))
                     else:
                         todo.append(path)
-                elif _secret_name(matcher, entry.name):
+                elif matcher.secret_file(fold(path)):
                     if entry.is_symlink():
                         out += [HostEntry(t, False) for t in _link_targets([path], roots)]
                     else:  # a file, a named pipe
@@ -727,11 +731,6 @@ def _outside(
     return coalesce(masks, "/", INDEX_MAX_MASKS, hideable)
 
 
-def _secret_name(matcher: Matcher, name: str) -> bool:
-    hit = matcher.name(fold(name))
-    return hit is not None and hit.kind is not EscalationKind.PERSISTENCE
-
-
 MAX_LINKS = 256  # secret-looking symlinks resolved per call (each is a few stats)
 
 
@@ -779,7 +778,7 @@ def warm(roots: Iterable[str]) -> None:
     """Walk the system folders and the roots' secret index now (a thread at start), not in
     the first boxed call."""
     with contextlib.suppress(OSError):
-        system_found(functools.partial(_secret_name, _name_matcher()))
+        system_found(_name_matcher().secret_path)
     home = os.path.realpath(os.path.expanduser("~"))
     real_roots = [r for r in (_real(x) for x in roots) if r is not None]
     with contextlib.suppress(OSError):
@@ -868,7 +867,7 @@ def _system_masks(
     bins = set(programs)
     found = [
         p
-        for p in system_found(functools.partial(_secret_name, _name_matcher()))
+        for p in system_found(_name_matcher().secret_path)
         if os.path.dirname(p) not in bins and not any(within(p, r) for r in (*view.roots, *hidden))
     ]
     if not found:
@@ -981,6 +980,7 @@ def gather(
         on_path=on_path,
         home_data=data,
         root_links=_root_links(named_roots),
+        linked=tuple(scan.linked),
     )
     hidden_dirs = [*(e.path for e in hidden if e.is_dir), *own_real, *others]
     beyond, reopened = _elsewhere(
@@ -989,4 +989,14 @@ def gather(
     view = dataclasses.replace(view, hidden=(*view.hidden, *beyond), reopened=tuple(reopened))
     candidates = persistence_paths(view, project_of(view))
     existing = frozenset(p for p in candidates if os.path.lexists(p))
-    return dataclasses.replace(view, existing=existing)
+    return dataclasses.replace(view, existing=existing, links=_links(existing, scan.linked))
+
+
+def _links(existing: Iterable[str], linked: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """(path, target) of each persistence path that is a symlink now (see ``HostView.links``)."""
+    out: list[tuple[str, str]] = []
+    for path in dict.fromkeys((*existing, *linked)):
+        with contextlib.suppress(OSError):
+            if os.path.islink(path):
+                out.append((path, os.readlink(path)))
+    return tuple(out)

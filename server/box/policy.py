@@ -8,7 +8,8 @@ the home except ``box.read_allow``, other users' homes, the bridge's own files a
 ``XDG_RUNTIME_DIR``); write only the call's project (the git top-level of the cwd, else the cwd,
 when it lies inside a root and is not the home), ``TMPDIR`` and ``box.write_allow``; persistence
 inside the project (``.git/hooks``, ``.git/config*``, a ``.git`` file and the git dir it names,
-``.vscode``, ``.idea``, ``.envrc``, ``.direnv``) stays read-only; no network.
+``.vscode``, ``.idea``, ``.envrc``, ``.direnv``, the hook managers' config, coding agents' and
+editors' settings that start commands) stays read-only; no network.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..policy.protected import AGENT_SETTINGS_FILES, EDITOR_RUNS_LATER, HOOK_MANAGER_FILES
 from .plan import BoxPlan, BoxStatus
 
 # What ordinary toolchains read from the home (box.md); their credential files stay private
@@ -39,11 +41,45 @@ DEFAULT_READ_ALLOW = (
     "~/.gradle/caches",
 )
 # Startup and editor hooks a project may hold: read-only in the box when they exist, removed
-# after the call when the call created them (see :func:`missing_persistence`).
-PROJECT_PERSISTENCE = (".vscode", ".idea", ".envrc", ".direnv")
+# after the call when the call created them (see :func:`missing_persistence`). Folders and
+# files alike, by their path below the project (``.claude/settings.json`` is the file: the
+# rest of ``.claude`` is the agent's prompts, not commands). The hook managers' config and
+# the coding agents' and editors' settings that start commands later (attack5) are the
+# protected table's, so a write by a tool asks for the same names the box keeps read-only.
+PROJECT_PERSISTENCE = (
+    ".vscode",
+    ".idea",
+    ".envrc",
+    ".direnv",
+    *HOOK_MANAGER_FILES,
+    *AGENT_SETTINGS_FILES,
+    *EDITOR_RUNS_LATER,
+)
 # The same names anywhere in the writable tree, found by the project scan (the protected table's
 # "anywhere" persistence): hooks folders husky and friends point ``core.hooksPath`` at too.
 NESTED_PERSISTENCE = (*PROJECT_PERSISTENCE, ".husky", ".githooks")
+# Names that say what they are only with their folder's (``settings.json`` in ``.claude``).
+_NESTED_NAMES = frozenset(n for n in NESTED_PERSISTENCE if "/" not in n)
+_NESTED_TAILS = frozenset(n for n in NESTED_PERSISTENCE if "/" in n)
+_NESTED_LEAVES = frozenset(n.rsplit("/", 1)[1] for n in _NESTED_TAILS)
+# Their folders: one a call makes as a *link* (``ln -s cfg .claude``) puts the settings where
+# the agent reads them with no path of the list below the top to find or sweep.
+LINKED_FOLDERS = frozenset(n.rsplit("/", 1)[0].rsplit("/", 1)[-1] for n in _NESTED_TAILS)
+# VS Code offers to open a workspace file it finds in the folder; its tasks run like .vscode's.
+NESTED_SUFFIXES = (".code-workspace",)
+
+
+def is_nested_persistence(path: str) -> bool:
+    """``path`` (a real path in a project) is :data:`NESTED_PERSISTENCE` by its name, or by
+    its folder's name and its own (``x/.claude/settings.json``), or a workspace file."""
+    name = os.path.basename(path)
+    if name in _NESTED_NAMES or name.endswith(NESTED_SUFFIXES):
+        return True
+    if name not in _NESTED_LEAVES:
+        return False
+    return os.path.basename(os.path.dirname(path)) + "/" + name in _NESTED_TAILS
+
+
 # ``commondir`` and ``gitdir`` point git at another directory (its config, its hooks): a new one
 # would redirect the repository, so they are persistence like the config itself.
 GIT_DIR_PERSISTENCE = ("hooks", "config", "config.worktree", "commondir", "gitdir", "info")
@@ -121,6 +157,13 @@ class HostView:
     home_data: tuple[str, ...] = ()
     # (link, real path) of each root configured by a symlink (``~/work -> /var/tmp/w``).
     root_links: tuple[tuple[str, str], ...] = ()
+    # Symlinks the project scan found named as a persistence file's folder (``.claude``, see
+    # :data:`LINKED_FOLDERS`): the human's own are kept; one a call makes is swept after it.
+    linked: tuple[str, ...] = ()
+    # Existing persistence that is a symlink (and those ``linked`` folders), with its target:
+    # the read-only bind lands on the target, and the link's own name in the writable folder
+    # stays replaceable (``rm .mcp.json && echo … > .mcp.json``): the sweep puts it back.
+    links: tuple[tuple[str, str], ...] = ()
 
 
 # The home's data folders, by the names each OS gives them (the XDG defaults on Linux; a

@@ -59,7 +59,9 @@ def walk(
     tops: Iterable[str] = SYSTEM_WALK,
     max_dirs: int = MAX_DIRS,
 ) -> tuple[tuple[str, ...], bool]:
-    """(the secret-looking files under ``tops`` this user can read, whether the walk looked
+    """(the secret-looking files under ``tops`` this user can read — ``is_secret`` judges a
+    file's path, so a name that looks secret only in its folder, ``.kube/config``, counts —
+    whether the walk looked
     into every folder it found). Breadth first over all the tops at once, so the shallow
     folders (``/opt/app``, ``/etc/app``), where such files are kept, come first."""
     found: list[str] = []
@@ -84,7 +86,7 @@ def walk(
                     elif depth >= MAX_DEPTH:
                         complete = False
                     continue
-                if entry.is_symlink() or not is_secret(entry.name):
+                if entry.is_symlink() or not is_secret(entry.path):
                     continue
                 if not os.access(entry.path, os.R_OK):
                     continue

@@ -289,6 +289,46 @@ def test_the_scans_name_matcher_says_what_the_whole_table_says():
     for name in names:
         key = fold(name.rsplit("/", 1)[-1])
         assert _name_matcher().name(key) == full.name(key), name
+        # A tail (``.kube/config``) needs the folder's name: the same answer for a path.
+        path = fold("/home/u/proj/" + name.lstrip("~/*"))
+        assert _name_matcher().file(path) == full.file(path), name
+
+
+def test_a_file_that_runs_commands_later_is_persistence_by_its_folder_and_name():
+    """``settings.json`` is persistence in ``.claude`` only; the hook managers' files and a
+    workspace file by their names, anywhere in the tree (attack5)."""
+    from omp_a2a_bridge.server.box.policy import is_nested_persistence
+
+    for path in (
+        f"{H}/proj/.claude/settings.json",
+        f"{H}/proj/pkg/.cursor/mcp.json",
+        f"{H}/proj/.gemini/settings.json",
+        f"{H}/proj/.mcp.json",
+        f"{H}/proj/.pre-commit-config.yaml",
+        f"{H}/proj/web/lefthook.yml",
+        f"{H}/proj/.config/lefthook.toml",
+        f"{H}/proj/app.code-workspace",
+        f"{H}/proj/.zed",
+        f"{H}/proj/.devcontainer",
+    ):
+        assert is_nested_persistence(path), path
+    for path in (
+        f"{H}/proj/settings.json",
+        f"{H}/proj/.claude/commands/review.md",
+        f"{H}/proj/.vscode2/settings.json",
+        f"{H}/proj/config/lefthook.yml.bak",
+        f"{H}/proj/mcp.json",
+    ):
+        assert not is_nested_persistence(path), path
+
+
+def test_files_that_run_commands_later_stay_read_only_or_are_swept():
+    v = view(existing=frozenset({f"{H}/proj/.mcp.json", f"{H}/proj/.claude/settings.json"}))
+    plan = build_plan(v, BoxConfig())
+    assert {f"{H}/proj/.mcp.json", f"{H}/proj/.claude/settings.json"} <= set(plan.write_protected)
+    assert f"{H}/proj/.claude" in plan.pinned  # cannot be renamed away with its settings
+    missing = missing_persistence(v, project_of(v))
+    assert f"{H}/proj/lefthook.yml" in missing and f"{H}/proj/.gemini/settings.json" in missing
 
 
 def test_persistence_anywhere_in_the_project_stays_read_only_and_nested_git_dirs_too():

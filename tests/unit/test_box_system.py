@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import time
 
-from omp_a2a_bridge.server.box.host import _name_matcher, _secret_name
+from omp_a2a_bridge.server.box.host import _name_matcher
 from omp_a2a_bridge.server.box.system import holds_key, walk
 
 
-def _is_secret(name: str) -> bool:
-    return _secret_name(_name_matcher(), name)
+def _is_secret(path: str) -> bool:
+    return _name_matcher().secret_path(path)
 
 
 def _put(path, text: str = "x") -> str:

@@ -44,6 +44,8 @@ FOLDERS = [
     f"{HOME}/proj/src",
     f"{HOME}/proj/logs",
     f"{HOME}/proj/.git",
+    f"{HOME}/proj/.kube",  # tails: ``config`` is secret here only (attack5)
+    f"{HOME}/proj/.envs/.production",
     f"{HOME}/.ssh",
     f"{HOME}/.config",
     f"{HOME}/.config/git",
@@ -107,6 +109,12 @@ NAMES = [
     "logs／audit.jsonl",  # from the project: the bridge's audit log
     "ﬁle.env",  # a ligature
     "café.txt",
+    "config",
+    "config.json",
+    ".django",
+    "prod.env",
+    "secrets.yaml",
+    "tokenizer.json",
 ]
 KINDS = ["dir", "file", "hardlink", "link", "unknown", "fifo"]
 PROTECTED_INO = 4242  # ~/.ssh/id_rsa's identity, remembered before each check
