@@ -385,8 +385,10 @@ class TrayApp:
         if state is None or snap.box is None or self.icon is None:
             return
         self._first_run = None
-        self.notify(first_run_text(snap, bool(self.caps["menu"])), FIRST_RUN_HEADING)
+        # Remembered before it is sent: the notification goes out on the icon's own thread, so
+        # it could be on screen (and the tray quit) before a mark() made after it was written.
         state.mark()
+        self.notify(first_run_text(snap, bool(self.caps["menu"])), FIRST_RUN_HEADING)
 
     def shutdown(self) -> None:
         """Stop the bridge first (its records land), then the notifications; idempotent, and
@@ -440,7 +442,6 @@ class TrayApp:
 
     def apply(self, snap: Snapshot) -> None:
         """On the UI thread: icon, title, menu, and a notification for new pending calls."""
-        self.snap = snap
         if self.icon is not None:
             self.icon.icon = self._image(snap)
             # A tooltip of several lines where the backend shows one (StatusNotifierItem).
@@ -448,6 +449,11 @@ class TrayApp:
             self.icon.title = tooltip(snap) if model else title(snap)
             if getattr(self.icon, "HAS_ATTENTION", False):
                 self.icon.attention = bool(snap.pending)
+        # The menu's snapshot last: a menu rebuilt meanwhile on the icon's own thread (a click
+        # asks for one at any time) reads it, and must not show what the tooltip and status
+        # do not say yet (tray.sni publishes those before such a menu).
+        self.snap = snap
+        if self.icon is not None:
             self.icon.update_menu()
         for warning in snap.warnings:
             if warning not in self._seen_warnings:

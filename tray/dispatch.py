@@ -56,6 +56,12 @@ class Dispatcher(Generic[T]):
         self.post = post
         self.applied = 0
         self._lock = threading.Lock()
+        # One apply at a time: each flush runs on a timer thread of its own, and one that the
+        # machine left unscheduled past ``interval`` was overtaken by the next; it then finished
+        # last, leaving the UI on the older snapshot (a panel kept "NeedsAttention" after the
+        # call was decided). Taken before the latest is read, so the waiting flush applies
+        # whatever is newest once the slow one is done.
+        self._applying = threading.Lock()
         self._latest: T | None = None
         self._scheduled = False
         self._last = 0.0
@@ -74,14 +80,15 @@ class Dispatcher(Generic[T]):
         timer.start()
 
     def _flush(self) -> None:
-        with self._lock:
-            item = self._latest
-            self._scheduled = False
-            self._last = time.monotonic()
-            if self._closed or item is None:
-                return
-        self.applied += 1
-        self.post(lambda: self.apply(item))
+        with self._applying:
+            with self._lock:
+                item = self._latest
+                self._scheduled = False
+                self._last = time.monotonic()
+                if self._closed or item is None:
+                    return
+            self.applied += 1
+            self.post(lambda: self.apply(item))
 
     def close(self) -> None:
         with self._lock:

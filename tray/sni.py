@@ -318,6 +318,15 @@ class SniIcon:
             return  # coalesced: a burst of update_menu() calls rebuilds once
         self._menu_dirty = False
         new = build(self._menu(), self.ids)
+        # The tooltip and status set with (or before) the snapshot this menu was just built
+        # from (the app sets them first) may still be queued behind it: they go out first, so
+        # a panel that shows the new menu never reads an older tooltip or status. Read after
+        # the build, or a snapshot taken in between would slip past. (Their own turn on the
+        # loop sends the same values again.)
+        if self.shown_title != self._title:
+            self._emit_title()
+        if self.shown_attention != self.attention_state:
+            self._emit_status()
         change = diff(self.layout, new)
         self.layout = new
         if change.relayout:

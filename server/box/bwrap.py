@@ -10,8 +10,10 @@ the writable trees, the persistence inside them.
 Every box also gets: a fresh ``/dev``, ``/proc`` of its own PID namespace (``/proc/1/environ``
 is its own shell, ``/proc/self/root`` its own root), a private ``/tmp`` (also hides
 ``/tmp/.X11-unix``: keystrokes into the desktop are an escape) and ``/dev/shm``, no network
-(loopback included), its own IPC and UTS namespaces, a new session (no ``TIOCSTI`` into a
-terminal), no capabilities, no nested user namespaces, and death with its supervisor.
+(loopback included; with network, no abstract unix socket made outside it, where Landlock
+has scopes: :mod:`server.box.scope`), its own IPC and UTS namespaces, a new session (no
+``TIOCSTI`` into a terminal), no capabilities, no nested user namespaces, and death with its
+supervisor.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ class BwrapHost:
     bwrap: str  # absolute path
     empty_file: str  # a 0444 empty file: the mask of a private file
     disable_userns: bool = True  # bwrap >= 0.8: no user namespace inside the box
+    # What runs bwrap unable to reach abstract unix sockets made outside the box (a box with
+    # network shares the bridge's network namespace: X11's, an abstract session bus):
+    # ``python -I -S scope.py`` where Landlock has scopes (ABI 6), else nothing.
+    scope: tuple[str, ...] = ()
 
 
 def _depth(path: str) -> tuple[int, str]:
@@ -55,6 +61,8 @@ def _mounts(plan: BoxPlan, host: BwrapHost) -> list[tuple[tuple[int, str], int, 
 def render(plan: BoxPlan, host: BwrapHost, argv: Sequence[str]) -> list[str]:
     """The bwrap command line that runs ``argv`` in ``plan``'s box."""
     out = [host.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc"]
+    if plan.network:  # without network, the box's own network namespace has no such socket
+        out = [*host.scope, *out]
     out += ["--unshare-uts", "--unshare-cgroup-try", "--unshare-user"]
     if host.disable_userns:
         out.append("--disable-userns")
@@ -64,7 +72,27 @@ def render(plan: BoxPlan, host: BwrapHost, argv: Sequence[str]) -> list[str]:
     out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     out += ["--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]  # noqa: S108 - private tmpfs
     out += [arg for mount in _mounts(plan, host) for arg in mount[2]]
+    for link, target in plan.symlinks:  # after the mounts: the link's folder is a tmpfs now
+        out += ["--symlink", target, link]
     if plan.tmpdir != BOX_TMP:
         out += ["--bind", plan.tmpdir, plan.tmpdir]
     out += ["--chdir", plan.cwd, "--setenv", "TMPDIR", plan.tmpdir, "--", *argv]
+    return out
+
+
+def render_outside(host: BwrapHost, cwd: str, argv: Sequence[str]) -> list[str]:
+    """A call the human let run outside the box still runs in a PID namespace of its own, and
+    nothing else of the box: the whole file system, the network, the user's rights.
+
+    Why: the supervisor that ends what a call leaves behind is a process of the same user, so
+    an unboxed command could kill it (``kill -9 $PPID``) after starting a ``setsid`` child that
+    drops the tool marker from its environment: re-parented to init, the child outlived its call
+    and, with no tool on its chain, approved later calls over the control API. In its own PID
+    namespace the call cannot see or signal anything outside (not the supervisor), its orphans
+    go to the namespace's first process (which its own processes cannot kill), and the kernel
+    ends every process in it when that one exits. The cost: ``setuid`` programs (``sudo``)
+    raise no privileges (bubblewrap sets ``no_new_privs``), and ``ps``/``kill`` see only the
+    call's own processes."""
+    out = [host.bwrap, "--die-with-parent", "--new-session", "--unshare-pid"]
+    out += ["--dev-bind", "/", "/", "--proc", "/proc", "--chdir", cwd, "--", *argv]
     return out

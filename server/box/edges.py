@@ -113,7 +113,7 @@ def walk_plan(request: BoxRequest, base: str) -> BoxPlan:
         if hit is not None and now - hit[0] < WALK_PLAN_TTL_S:
             return hit[1]
     try:
-        view = gather(base, request.roots, request.config, request.own)
+        view = gather(base, request.roots, request.config, request.own, request.named_roots)
     except PrivateCwd:
         if os.path.realpath(base) != base:
             raise BaseMoved(base) from None  # swapped for a link into the hidden tree
@@ -157,11 +157,13 @@ def server_box(
     if host is None:
         raise NoBox(probe.status().detail)
     try:
-        view = gather(cwd, request.roots, request.config, request.own)
+        view = gather(cwd, request.roots, request.config, request.own, request.named_roots)
     except TooManySecrets as e:
         raise NoBox(f"{e} holds more secret-looking files than the box hides") from None
     except PrivateCwd as e:
-        raise NoBox(f"its folder {e} is in the home's hidden tree, which the box hides") from None
+        raise NoBox(
+            f"its folder {e} is in the home's hidden tree (or ~/snap), which the box hides"
+        ) from None
     if view.git_top != view.cwd:  # the cwd is the project, never the repository around it
         # ...but the repositories nested in the cwd stay protected like any other.
         nested = tuple(d for d in view.git_dirs if within(d, view.cwd))

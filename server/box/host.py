@@ -19,22 +19,28 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from ..policy.private import git_named, gitdir_of_file
-from ..policy.protected import TABLE, EscalationKind, Matcher, fold
+from ..policy.private import SNAP, git_named, gitdir_of_file, snap_homes
+from ..policy.protected import TABLE, EscalationKind, Matcher, fold, is_name_pattern
 from .policy import (
-    NESTED_PERSISTENCE,
+    LINKED_FOLDERS,
     SYSTEM_PRIVATE,
     SYSTEM_PRIVATE_FILES,
     SYSTEM_READABLE,
+    VAR,
+    VAR_SHOWN,
     BoxConfig,
     HostEntry,
     HostView,
+    home_data_folders,
+    is_nested_persistence,
     persistence_paths,
     project_of,
     within,
 )
 from .secrets import RACY_NS, IndexView, SecretIndex, index_for
 from .secrets import skipped as _index_skips
+from .system import SYSTEM_WALK
+from .system import found as system_found
 
 MAX_GIT_DIRS = 200
 # The project scan for secret-looking files (``.env``, ``*.pem``, ``id_rsa``...) and hard links
@@ -55,19 +61,36 @@ def _real(path: str) -> str | None:
 
 
 def _hidden(home: str, keep_clear: Iterable[str]) -> tuple[HostEntry, ...]:
-    """Each existing ``~/.*`` entry, by its real path (a symlink hides its target).
+    """Each existing ``~/.*`` entry, by its real path (a symlink hides its target), and
+    ``~/snap`` whole: each snap app's homes (``~/snap/<app>/<revision|common>``) are homes of
+    their own, with browser profiles and app sessions in their hidden trees.
 
     A target that holds the home or a root (``~/.x -> /``) is skipped: hiding it would hide
-    the project itself.
+    the project itself. A ``~/snap`` that holds a root hides each snap home's hidden entries
+    instead.
     """
-    out: list[HostEntry] = []
     clear = [home, *keep_clear]
+    out = _entries(home, clear, lambda name: name.startswith(".") or name == SNAP)
+    snap = os.path.join(home, SNAP)
+    if os.path.isdir(snap) and not any(e.path == os.path.realpath(snap) for e in out):
+        # (``current`` links to a revision: each home by its real path, once)
+        real_snap = os.path.realpath(snap)
+        for snap_home in dict.fromkeys(os.path.realpath(h) for h in snap_homes(home)):
+            if within(snap_home, real_snap) and snap_home != real_snap:
+                out += _entries(snap_home, [snap_home, *clear], lambda n: n.startswith("."))
+    return tuple(dict.fromkeys(out))
+
+
+def _entries(folder: str, clear: list[str], hides: Callable[[str], bool]) -> list[HostEntry]:
+    """The entries of ``folder`` whose names ``hides`` picks, by real path, except those
+    that hold what must stay clear (the home, a root)."""
+    out: list[HostEntry] = []
     try:
-        entries = list(os.scandir(home))
+        entries = list(os.scandir(folder))
     except OSError:
-        return ()
+        return []
     for entry in entries:
-        if not entry.name.startswith("."):
+        if not hides(entry.name):
             continue
         try:
             link = entry.is_symlink()
@@ -85,7 +108,7 @@ def _hidden(home: str, keep_clear: Iterable[str]) -> tuple[HostEntry, ...]:
         if real is None or any(within(c, real) for c in clear):
             continue
         out.append(HostEntry(real, is_dir))
-    return tuple(out)
+    return out
 
 
 def _others(home: str) -> tuple[str, ...]:
@@ -183,8 +206,8 @@ def _is_git_dir(path: str) -> bool:
 
 
 class PrivateCwd(Exception):
-    """The call's folder lies in a private place (the home's hidden tree): no box hides
-    that place from a call that runs in it, so a human decides."""
+    """The call's folder lies in a private place (the home's hidden tree, ``~/snap``): no
+    box hides that place from a call that runs in it, so a human decides."""
 
 
 class TooManySecrets(Exception):
@@ -193,10 +216,11 @@ class TooManySecrets(Exception):
 
 @functools.cache
 def _name_matcher() -> Matcher:
-    """The table's bare-name entries (``.env``, ``*.pem``, ``id_rsa``...) compiled once: the
-    scan asks only :meth:`Matcher.name`, which no home and no disk changes. Compiling the whole
-    table resolves every location's real path: that was 85% of planning a box, per call."""
-    return Matcher([loc for loc in TABLE if "/" not in loc.pattern], "/")
+    """The table's name entries (``.env``, ``*.pem``, ``id_rsa``, ``.kube/config``...) compiled
+    once: the scans ask only :meth:`Matcher.file`, which no home and no disk changes. Compiling
+    the whole table resolves every location's real path: that was 85% of planning a box, per
+    call. The same table and matcher the read tool judges by (one source of "secret-looking")."""
+    return Matcher([loc for loc in TABLE if is_name_pattern(loc.pattern)], "/")
 
 
 @dataclasses.dataclass
@@ -208,6 +232,7 @@ class Scan:
     git_dirs: list[str]  # nested repositories' git dirs (and theirs: modules, worktrees)
     repos: list[tuple[str, str]]  # (work tree or bare dir, common git dir) of each found
     links: list[str] = dataclasses.field(default_factory=list)  # secret-looking symlinks
+    linked: list[str] = dataclasses.field(default_factory=list)  # links named ``.claude``...
 
 
 def _found_git(path: str, is_dir: bool, scan: Scan) -> None:
@@ -250,29 +275,32 @@ def _scan(top: str, home: str) -> Scan:
             continue
         for entry in entries:
             seen += 1
-            if here == home and entry.name.startswith("."):
-                continue  # the home's hidden tree is masked whole (_hidden): nothing to scan
+            if here == home and (entry.name.startswith(".") or entry.name == SNAP):
+                continue  # the home's hidden tree and ~/snap are masked whole (_hidden)
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
                 if entry.name == ".git":
                     if here != top:
                         _found_git(entry.path, is_dir, scan)
                     continue
-                if entry.name in NESTED_PERSISTENCE:
+                if is_nested_persistence(entry.path):
                     scan.nested.append(entry.path)  # read-only; a secret inside still masked
+                elif entry.name in LINKED_FOLDERS and entry.is_symlink():
+                    scan.linked.append(entry.path)
                 if is_dir:
                     if depth < SCAN_MAX_DEPTH and entry.name not in SCAN_SKIP:
                         todo.append((entry.path, depth + 1))
                     continue
+                key = fold(entry.path)
                 if not entry.is_file(follow_symlinks=False):
-                    if not _secret_name(matcher, entry.name):
+                    if not matcher.secret_file(key):
                         continue
                     if entry.is_symlink():
                         scan.links.append(entry.path)  # what it points to is masked
                     else:  # a named pipe (a password manager's ``.env``), a socket
                         scan.masks.append(HostEntry(entry.path, False))
                     continue
-                hit = matcher.name(fold(entry.name))
+                hit = matcher.file(key)
                 if hit is not None and hit.kind is EscalationKind.PERSISTENCE:
                     scan.nested.append(entry.path)  # x.pth, sitecustomize.py
                 elif hit is not None or entry.stat(follow_symlinks=False).st_nlink > 1:
@@ -364,7 +392,8 @@ def made_by_call(
     ``known`` (see :func:`_made_repositories`), and the editor, direnv and hooks folders and
     files (:data:`NESTED_PERSISTENCE`) anywhere the project scan looks that are not in
     ``had`` (what the scan found before the call: ``lib/.envrc`` runs when the human enters
-    ``lib``). A tree too big to look through yields only the repositories its indexes name."""
+    ``lib``; ``.claude/settings.json`` when the human next opens the project with Claude
+    Code). A tree too big to look through yields only the repositories its indexes name."""
     try:
         scan: Scan | None = _scan(project, home)
     except TooManySecrets:
@@ -373,11 +402,8 @@ def made_by_call(
     if scan is None:
         return repos, []
     had = set(had)
-    made = [
-        p
-        for p in dict.fromkeys(scan.nested)
-        if os.path.basename(p) in NESTED_PERSISTENCE and p not in had
-    ]
+    made = [p for p in dict.fromkeys(scan.nested) if is_nested_persistence(p) and p not in had]
+    made += [p for p in scan.linked if p not in had]  # ``ln -s cfg .claude``: the link goes
     return repos, made
 
 
@@ -426,7 +452,7 @@ def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         todo.append(entry.path)
-                    elif not entry.is_symlink() and _secret_name(matcher, entry.name):
+                    elif not entry.is_symlink() and matcher.secret_file(fold(entry.path)):
                         out.append(HostEntry(entry.path, False))  # a file, a named pipe
                 except OSError:
                     continue
@@ -466,9 +492,13 @@ SYSTEM_TOPS = frozenset(
 
 
 def _foreign_tops(
-    needed: Iterable[str], programs: Iterable[str] = (), root: str = "/"
+    needed: Iterable[str],
+    programs: Iterable[str] = (),
+    root: str = "/",
+    system: frozenset[str] = SYSTEM_TOPS,
 ) -> tuple[list[HostEntry], list[str]]:
-    """The top-level folders no OS makes (:data:`SYSTEM_TOPS`): masked whole (private by
+    """The folders of ``root`` no OS makes (not in ``system``: :data:`SYSTEM_TOPS` at the top,
+    :data:`~server.box.policy.VAR_SHOWN` in /var): masked whole (private by
     default: the roots are what the human shared), and what the call needs inside one
     (``needed``: a root, the cwd, the bridge's Python...) re-opened on its own, read-only, so
     the rest of that top stays hidden: a root at ``/srv/www/app`` used to show every sibling
@@ -489,7 +519,7 @@ def _foreign_tops(
     with contextlib.suppress(OSError):
         for entry in os.scandir(root):
             try:
-                if entry.name in SYSTEM_TOPS or entry.is_symlink():
+                if entry.name in system or entry.is_symlink():
                     continue  # a symlink at the top leads to a folder judged on its own
                 if entry.is_file(follow_symlinks=False):
                     # A file straight in / (a dump a script left: /backup.sql) is data too:
@@ -649,7 +679,7 @@ def _unlooked(
                         out.append(HostEntry(path, True))
                     else:
                         todo.append(path)
-                elif _secret_name(matcher, entry.name):
+                elif matcher.secret_file(fold(path)):
                     if entry.is_symlink():
                         out += [HostEntry(t, False) for t in _link_targets([path], roots)]
                     else:  # a file, a named pipe
@@ -701,11 +731,6 @@ def _outside(
     return coalesce(masks, "/", INDEX_MAX_MASKS, hideable)
 
 
-def _secret_name(matcher: Matcher, name: str) -> bool:
-    hit = matcher.name(fold(name))
-    return hit is not None and hit.kind is not EscalationKind.PERSISTENCE
-
-
 MAX_LINKS = 256  # secret-looking symlinks resolved per call (each is a few stats)
 
 
@@ -750,7 +775,10 @@ def _index(real_roots: Iterable[str], home: str) -> SecretIndex:
 
 
 def warm(roots: Iterable[str]) -> None:
-    """Walk the roots' secret index now (a thread at start), not in the first boxed call."""
+    """Walk the system folders and the roots' secret index now (a thread at start), not in
+    the first boxed call."""
+    with contextlib.suppress(OSError):
+        system_found(_name_matcher().secret_path)
     home = os.path.realpath(os.path.expanduser("~"))
     real_roots = [r for r in (_real(x) for x in roots) if r is not None]
     with contextlib.suppress(OSError):
@@ -785,30 +813,95 @@ def _elsewhere(
     needed = [*view.roots, view.cwd, project_top, view.home, *python]
     needed += [*view.write_allow, *git_dirs, *view.tmp_visible]
     programs = [*path_real, *_path_link_targets(path_real)]
-    tops, reopened = _foreign_tops(needed, programs)
     if any(r == os.sep for r in view.roots):
-        tops, reopened = [], []  # the human shared everything
-    return [*masks, *tops], reopened
+        return masks, []  # the human shared everything
+    tops, reopened = _foreign_tops(needed, programs)
+    var_tops, var_reopened = _foreign_tops(needed, programs, VAR, _var_shown())
+    hidden_too = [*hidden_dirs, *(t.path for t in var_tops if t.is_dir)]
+    system = _system_masks(view, hidden_too, programs, [*needed, *programs, *view.allowed])
+    return [*masks, *tops, *var_tops, *system], sorted({*reopened, *var_reopened})
 
 
-def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]) -> HostView:
-    """What the disk says for a call in ``cwd`` (a real, existing folder)."""
-    home = os.path.realpath(os.path.expanduser("~"))
-    real_roots = tuple(r for r in (_real(x) for x in roots) if r is not None)
-    cwd = os.path.realpath(cwd)
-    top, git_file, git_dirs = _git(cwd)
-    draft = HostView(cwd=cwd, home=home, roots=real_roots, git_top=top)
-    # The call's folder never unmasks what holds it: a cwd in the home's hidden tree
-    # (``~/.config/git``) would otherwise open all of ``~/.config`` and make it the project.
-    hidden = _hidden(home, real_roots)
-    if any(within(cwd, entry.path) for entry in hidden):
-        raise PrivateCwd(cwd)
-    project_top = project_of(draft) or cwd
+def _home_data_folders(home: str) -> tuple[str, ...]:
+    """The home's data folders (:func:`~server.box.policy.home_data_folders`), with the user's
+    ``user-dirs.dirs`` (a small file, read per call: a renamed folder counts at once)."""
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    try:
+        with open(os.path.join(config, "user-dirs.dirs"), encoding="utf-8", errors="replace") as f:
+            text = f.read(65536)
+    except OSError:
+        text = ""
+    return tuple(os.path.realpath(d) for d in home_data_folders(home, text))
+
+
+SYSTEM_MAX_MASKS = 64  # masks from the system folders' walk (see _system_masks)
+
+
+@functools.cache
+def _var_shown(root: str = "/") -> frozenset[str]:
+    """:data:`VAR_SHOWN`, and the folders of /var a system top-level folder links to: an
+    OSTree system (Fedora Silverblue, CoreOS) keeps ``/opt``, ``/usr/local`` and ``/home`` in
+    ``/var/opt``, ``/var/usrlocal``, ``/var/home``; those are the system, judged as such.
+    Found once: the top-level links are the OS's layout."""
+    out = set(VAR_SHOWN)
+    var = os.path.join(root, VAR.lstrip(os.sep))
+    for top in (*SYSTEM_TOPS, "usr/local"):
+        path = os.path.join(root, top)
+        if os.path.islink(path):
+            real = os.path.realpath(path)
+            if os.path.dirname(real) == var:
+                out.add(os.path.basename(real))
+    return frozenset(out)
+
+
+def _system_masks(
+    view: HostView, hidden: list[str], programs: list[str], keep: list[str]
+) -> list[HostEntry]:
+    """Secret-looking files in the system folders outside the roots (``/opt/app/.env``,
+    ``/usr/local/etc/app/secret.key``: :mod:`server.box.system`, walked once), as masks: none
+    in a root (the roots' index and the project scan judge those, and keep current), in a
+    folder hidden whole already, or straight in a ``programs`` folder (``PATH``: a program
+    named ``credentials-helper`` is code). Past :data:`SYSTEM_MAX_MASKS`, folders holding
+    several become one mask, never one of :data:`~server.box.system.SYSTEM_WALK` (nor what
+    holds one) and never one that holds what the call needs (``keep``)."""
+    bins = set(programs)
+    found = [
+        p
+        for p in system_found(_name_matcher().secret_path)
+        if os.path.dirname(p) not in bins and not any(within(p, r) for r in (*view.roots, *hidden))
+    ]
+    if not found:
+        return []
+    walked = [w for w in SYSTEM_WALK if w != os.sep]
+
+    def hideable(folder: str) -> bool:
+        inside = any(within(folder, w) and folder != w for w in walked)
+        return inside and not any(within(k, folder) for k in keep)
+
+    return coalesce([HostEntry(p, False) for p in found], "/", SYSTEM_MAX_MASKS, hideable)
+
+
+def _root_links(roots: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """(link, real path) of each root configured by a symlink: the plan makes the link again
+    in the box when a folder hidden whole holds it (the real path is re-opened)."""
+    out: list[tuple[str, str]] = []
+    for root in roots:
+        path = os.path.abspath(os.path.expanduser(root))
+        if os.path.islink(path) and (real := _real(path)) is not None and real != path:
+            out.append((path, real))
+    return tuple(out)
+
+
+def _own_masks(
+    own: Iterable[str], cwd: str, real_roots: tuple[str, ...]
+) -> tuple[list[str], list[HostEntry]]:
+    """(folders, files) of the bridge's own places and the system's private ones, real paths.
+
+    Files (the config, the audit log, /etc/shadow...) are masked as files, wherever they lie:
+    those this user can read. The box runs as this user without capabilities, so a file it
+    cannot read (/etc/shadow for anyone but root) needs no mask; each mask is a mount, and
+    bubblewrap re-reads the whole mount table for every one."""
     own_real = [r for r in (_real(p) for p in (*own, *SYSTEM_PRIVATE)) if r is not None]
-    # Files (the config, the audit log, /etc/shadow...) are masked as files, wherever they lie:
-    # those this user can read. The box runs as this user without capabilities, so a file it
-    # cannot read (/etc/shadow for anyone but root) needs no mask; each mask is a mount, and
-    # bubblewrap re-reads the whole mount table for every one.
     files = [HostEntry(f, False) for f in own_real if not os.path.isdir(f)]
     files += [HostEntry(f, False) for f in glob.glob(SYSTEM_PRIVATE_FILES) if os.path.isfile(f)]
     files = [f for f in files if os.access(f.path, os.R_OK)]
@@ -816,6 +909,31 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     # Never hide a folder that holds the project or a root ("/tmp/x" when the project is in it).
     own_real = [o for o in own_real if not any(within(r, o) for r in (cwd, *real_roots))]
     files = [f for f in files if not any(within(f.path, o) for o in own_real)]  # hidden with it
+    return own_real, files
+
+
+def gather(
+    cwd: str,
+    roots: Iterable[str],
+    config: BoxConfig,
+    own: Iterable[str],
+    named_roots: Iterable[str] = (),
+) -> HostView:
+    """What the disk says for a call in ``cwd`` (a real, existing folder). ``named_roots``:
+    the roots as the config names them (a link there is made again in the box)."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    real_roots = tuple(r for r in (_real(x) for x in roots) if r is not None)
+    cwd = os.path.realpath(cwd)
+    top, git_file, git_dirs = _git(cwd)
+    data = _home_data_folders(home)
+    draft = HostView(cwd=cwd, home=home, roots=real_roots, git_top=top, home_data=data)
+    # The call's folder never unmasks what holds it: a cwd in the home's hidden tree
+    # (``~/.config/git``) would otherwise open all of ``~/.config`` and make it the project.
+    hidden = _hidden(home, real_roots)
+    if any(within(cwd, entry.path) for entry in hidden):
+        raise PrivateCwd(cwd)
+    project_top = project_of(draft) or cwd
+    own_real, files = _own_masks(own, cwd, real_roots)
     scan = _scan(project_top, home)
     repos = list(scan.repos)
     if top is not None and git_dirs:
@@ -860,6 +978,9 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         nested=tuple(dict.fromkeys(scan.nested)),
         hooks=git_named(repos, home),
         on_path=on_path,
+        home_data=data,
+        root_links=_root_links(named_roots),
+        linked=tuple(scan.linked),
     )
     hidden_dirs = [*(e.path for e in hidden if e.is_dir), *own_real, *others]
     beyond, reopened = _elsewhere(
@@ -868,4 +989,14 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     view = dataclasses.replace(view, hidden=(*view.hidden, *beyond), reopened=tuple(reopened))
     candidates = persistence_paths(view, project_of(view))
     existing = frozenset(p for p in candidates if os.path.lexists(p))
-    return dataclasses.replace(view, existing=existing)
+    return dataclasses.replace(view, existing=existing, links=_links(existing, scan.linked))
+
+
+def _links(existing: Iterable[str], linked: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """(path, target) of each persistence path that is a symlink now (see ``HostView.links``)."""
+    out: list[tuple[str, str]] = []
+    for path in dict.fromkeys((*existing, *linked)):
+        with contextlib.suppress(OSError):
+            if os.path.islink(path):
+                out.append((path, os.readlink(path)))
+    return tuple(out)

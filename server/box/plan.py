@@ -47,6 +47,9 @@ class BoxPlan:
     # its own mount point (bound onto itself), which cannot be renamed or removed, so nothing
     # masked or read-only can be carried away with its folder and replaced.
     pinned: tuple[str, ...] = ()
+    # (link, target): a root configured by a symlink that lies in a folder the box hides whole
+    # (``/var/tmp/x/link -> /var/tmp/x/data``): made again in the box, so the human's path works.
+    symlinks: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

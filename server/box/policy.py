@@ -8,16 +8,19 @@ the home except ``box.read_allow``, other users' homes, the bridge's own files a
 ``XDG_RUNTIME_DIR``); write only the call's project (the git top-level of the cwd, else the cwd,
 when it lies inside a root and is not the home), ``TMPDIR`` and ``box.write_allow``; persistence
 inside the project (``.git/hooks``, ``.git/config*``, a ``.git`` file and the git dir it names,
-``.vscode``, ``.idea``, ``.envrc``, ``.direnv``) stays read-only; no network.
+``.vscode``, ``.idea``, ``.envrc``, ``.direnv``, the hook managers' config, coding agents' and
+editors' settings that start commands) stays read-only; no network.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..policy.protected import AGENT_SETTINGS_FILES, EDITOR_RUNS_LATER, HOOK_MANAGER_FILES
 from .plan import BoxPlan, BoxStatus
 
 # What ordinary toolchains read from the home (box.md); their credential files stay private
@@ -38,11 +41,45 @@ DEFAULT_READ_ALLOW = (
     "~/.gradle/caches",
 )
 # Startup and editor hooks a project may hold: read-only in the box when they exist, removed
-# after the call when the call created them (see :func:`missing_persistence`).
-PROJECT_PERSISTENCE = (".vscode", ".idea", ".envrc", ".direnv")
+# after the call when the call created them (see :func:`missing_persistence`). Folders and
+# files alike, by their path below the project (``.claude/settings.json`` is the file: the
+# rest of ``.claude`` is the agent's prompts, not commands). The hook managers' config and
+# the coding agents' and editors' settings that start commands later (attack5) are the
+# protected table's, so a write by a tool asks for the same names the box keeps read-only.
+PROJECT_PERSISTENCE = (
+    ".vscode",
+    ".idea",
+    ".envrc",
+    ".direnv",
+    *HOOK_MANAGER_FILES,
+    *AGENT_SETTINGS_FILES,
+    *EDITOR_RUNS_LATER,
+)
 # The same names anywhere in the writable tree, found by the project scan (the protected table's
 # "anywhere" persistence): hooks folders husky and friends point ``core.hooksPath`` at too.
 NESTED_PERSISTENCE = (*PROJECT_PERSISTENCE, ".husky", ".githooks")
+# Names that say what they are only with their folder's (``settings.json`` in ``.claude``).
+_NESTED_NAMES = frozenset(n for n in NESTED_PERSISTENCE if "/" not in n)
+_NESTED_TAILS = frozenset(n for n in NESTED_PERSISTENCE if "/" in n)
+_NESTED_LEAVES = frozenset(n.rsplit("/", 1)[1] for n in _NESTED_TAILS)
+# Their folders: one a call makes as a *link* (``ln -s cfg .claude``) puts the settings where
+# the agent reads them with no path of the list below the top to find or sweep.
+LINKED_FOLDERS = frozenset(n.rsplit("/", 1)[0].rsplit("/", 1)[-1] for n in _NESTED_TAILS)
+# VS Code offers to open a workspace file it finds in the folder; its tasks run like .vscode's.
+NESTED_SUFFIXES = (".code-workspace",)
+
+
+def is_nested_persistence(path: str) -> bool:
+    """``path`` (a real path in a project) is :data:`NESTED_PERSISTENCE` by its name, or by
+    its folder's name and its own (``x/.claude/settings.json``), or a workspace file."""
+    name = os.path.basename(path)
+    if name in _NESTED_NAMES or name.endswith(NESTED_SUFFIXES):
+        return True
+    if name not in _NESTED_LEAVES:
+        return False
+    return os.path.basename(os.path.dirname(path)) + "/" + name in _NESTED_TAILS
+
+
 # ``commondir`` and ``gitdir`` point git at another directory (its config, its hooks): a new one
 # would redirect the repository, so they are persistence like the config itself.
 GIT_DIR_PERSISTENCE = ("hooks", "config", "config.worktree", "commondir", "gitdir", "info")
@@ -53,6 +90,14 @@ SYSTEM_PRIVATE = ("/run", "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/g
 SYSTEM_PRIVATE_FILES = "/etc/ssh/ssh_host_*_key"  # a glob: the host's private keys
 SYSTEM_READABLE = ("/run/systemd/resolve",)
 BOX_TMP = "/tmp"  # noqa: S108 - a private tmpfs in every box: TMPDIR
+# What programs read in /var: their state (``lib``: the package database, ``machine-id``;
+# ``db``: Gentoo's and Void's package databases), ``cache`` (fonts, man pages) and the links
+# into ``/run`` (hidden itself). Every other folder
+# of /var holds data, not the system, and is hidden whole like a top-level folder no OS makes:
+# the mail spool (``mail``, ``spool``), ``backups``, ``log``, ``crash`` dumps, ``www``,
+# ``opt``/``local`` data, other programs' files in ``tmp`` (a private, writable one instead).
+VAR = "/var"
+VAR_SHOWN = frozenset({"cache", "db", "empty", "lib", "lock", "run"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,18 +152,73 @@ class HostView:
     # What the call needs inside a top-level folder no OS makes, which the box hides whole (a
     # root at ``/srv/www/app`` in a hidden ``/srv``): re-opened read-only on its own.
     reopened: tuple[str, ...] = ()
+    # The home's data folders (Documents, Desktop...; see :func:`home_data_folders`): a
+    # folder in one is no project unless it is a repository's.
+    home_data: tuple[str, ...] = ()
+    # (link, real path) of each root configured by a symlink (``~/work -> /var/tmp/w``).
+    root_links: tuple[tuple[str, str], ...] = ()
+    # Symlinks the project scan found named as a persistence file's folder (``.claude``, see
+    # :data:`LINKED_FOLDERS`): the human's own are kept; one a call makes is swept after it.
+    linked: tuple[str, ...] = ()
+    # Existing persistence that is a symlink (and those ``linked`` folders), with its target:
+    # the read-only bind lands on the target, and the link's own name in the writable folder
+    # stays replaceable (``rm .mcp.json && echo … > .mcp.json``): the sweep puts it back.
+    links: tuple[tuple[str, str], ...] = ()
+
+
+# The home's data folders, by the names each OS gives them (the XDG defaults on Linux; a
+# ``user-dirs.dirs`` file may move or rename them, see :func:`home_data_folders`).
+HOME_DATA_FOLDERS: tuple[str, ...] = ("Desktop", "Documents", "Downloads", "Music", "Pictures")
+HOME_DATA_FOLDERS += ("Videos", "Movies", "Public", "Templates", "OneDrive", "Dropbox")
+_USER_DIR = re.compile(r'^\s*XDG_[A-Z]+_DIR\s*=\s*"([^"]*)"\s*$')
+
+
+def home_data_folders(home: str, user_dirs: str = "") -> tuple[str, ...]:
+    """The home's data folders (pure): :data:`HOME_DATA_FOLDERS` in the home, and each folder a
+    ``user-dirs.dirs`` text names (``XDG_DOCUMENTS_DIR="$HOME/Dokumente"``), except the home
+    itself (``xdg-user-dirs`` sets a folder it disables to ``$HOME/``). Why: the box writes the
+    call's project, which outside a repository is its ``cwd``; a ``cwd`` the agent names in
+    ``~/Documents`` made the human's documents writable with nobody asked (an outside review,
+    2026-12-05). A repository there is still a project."""
+    out = [os.path.join(home, name) for name in HOME_DATA_FOLDERS]
+    for line in user_dirs.splitlines():
+        m = _USER_DIR.match(line)
+        if m is None:
+            continue
+        value = m.group(1)
+        if value.startswith("$HOME"):
+            value = home + value[len("$HOME") :]
+        if not value.startswith("/"):
+            continue
+        value = os.path.normpath(value)
+        if value != home and within(value, home):
+            out.append(value)
+    return tuple(dict.fromkeys(out))
 
 
 def within(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
 
 
+def data_folder(path: str) -> bool:
+    """A folder the box hides whole because it holds data, not the system: a top-level
+    folder no OS makes (``/srv``), or one of /var outside :data:`VAR_SHOWN` (``/var/mail``).
+    What the call needs inside one is re-opened (``HostView.reopened``)."""
+    parent = os.path.dirname(path)
+    if path == os.sep:
+        return False
+    return parent == os.sep or (parent == VAR and os.path.basename(path) not in VAR_SHOWN)
+
+
 def project_of(view: HostView) -> str | None:
     """The tree a boxed call may write: the git top-level of its cwd, else the cwd — only when
-    inside a root and not the home (a call in the home writes nothing but its temp dir)."""
+    inside a root and not the home (a call in the home writes nothing but its temp dir), and a
+    cwd that is no repository's only outside the home's data folders (``~/Documents``)."""
     for candidate in (view.git_top, view.cwd):
         if candidate is None or candidate == view.home:
             continue
+        if candidate != view.git_top and any(within(candidate, d) for d in view.home_data):
+            continue  # ~/Documents: the human's data, not a project (a repository there is)
         if any(within(candidate, p) for p in view.on_path):
             continue  # ~/bin: a program there runs outside the box from the human's PATH
         if any(within(candidate, r) for r in view.roots) and not within(view.home, candidate):
@@ -188,6 +288,18 @@ def _masked(path: str, private: list[str]) -> bool:
     return any(within(path, p) for p in private)
 
 
+def _hidden_at(path: str, private: list[str], reopened: tuple[str, ...]) -> bool:
+    """Whether the box hides ``path``: the deepest mask above it, unless something re-opened
+    deeper than that mask holds it (a project under ``/var/tmp`` or ``/srv``, both hidden
+    whole with the project re-opened). Treating every path under a hidden data folder as
+    masked left a re-opened project's ``.git/hooks`` unprotected: writable."""
+    masks = [p for p in private if within(path, p)]
+    if not masks:
+        return False
+    deepest = max(masks, key=len)
+    return not any(within(path, r) and len(r) > len(deepest) for r in reopened)
+
+
 def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
     """One call's box (pure): see the module docstring for the policy."""
     project = project_of(view)
@@ -205,9 +317,9 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
     private = sorted(set(private))
     # Re-bound read-only only where a private folder hides them.
     reallow = tuple(a for a in allowed if any(within(a, p) and a != p for p in private))
-    # What the call needs inside a hidden top-level folder: re-opened unless a mask below that
-    # top (a secret folder the index found there) hides it too.
-    below_tops = [p for p in private if os.path.dirname(p) != os.sep]
+    # What the call needs inside a hidden data folder (``/srv``, ``/var/tmp``): re-opened unless
+    # a mask below that folder (a secret folder the index found there) hides it too.
+    below_tops = [p for p in private if not data_folder(p)]
     reallow += tuple(r for r in view.reopened if _masked(r, private) and not _masked(r, below_tops))
     reallow = tuple(sorted(set(reallow)))
     write: list[str] = []
@@ -222,13 +334,15 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
         # Nothing a mask hides is bound again: a later bind of the real path would cover the
         # mask (an ``.envrc`` is secret-looking *and* persistence: its read-only bind undid its
         # empty-file mask, and the box read it). A mask is read-only already, or a tmpfs.
-        write += [d for d in inside if not _masked(d, private)]
+        write += [d for d in inside if not _hidden_at(d, private, reallow)]
     write += list(view.write_allow)
     protected = [p for p in persistence_paths(view, project) if p in view.existing]
     protected = [p for p in protected if any(within(p, w) for w in write)]
-    protected = [p for p in protected if not _masked(p, private)]
+    protected = [p for p in protected if not _hidden_at(p, private, reallow)]
     pinned = [
-        p for p in pins([*protected, *private, *write], list(write)) if not _masked(p, private)
+        p
+        for p in pins([*protected, *private, *write], list(write))
+        if not _hidden_at(p, private, reallow)
     ]
     return BoxPlan(
         cwd=view.cwd,
@@ -243,6 +357,12 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
             sorted({r for r in (*view.roots, *view.tmp_visible) if within(r, BOX_TMP)})
         ),
         pinned=tuple(p for p in pinned if p not in write),
+        symlinks=tuple(
+            (link, real)
+            for link, real in view.root_links
+            if _hidden_at(link, private, reallow)
+            and any(within(link, d) and data_folder(d) for d in private)
+        ),
     )
 
 

@@ -15,6 +15,7 @@ import threading
 
 from .bwrap import BwrapHost
 from .plan import BoxStatus, Mechanism
+from .scope import SCOPE_ABI, SCRIPT, abi
 
 BWRAP_PATHS = ("/usr/bin/bwrap", "/bin/bwrap")
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
@@ -32,8 +33,18 @@ def _empty_file() -> str:
     return path
 
 
-def _try(bwrap: str, disable_userns: bool) -> subprocess.CompletedProcess[bytes] | None:
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--cap-drop", "ALL", "--die-with-parent"]
+def _try(
+    bwrap: str, disable_userns: bool, prefix: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[bytes] | None:
+    argv = [
+        *prefix,
+        bwrap,
+        "--unshare-all",
+        "--unshare-user",
+        "--cap-drop",
+        "ALL",
+        "--die-with-parent",
+    ]
     if disable_userns:
         argv.append("--disable-userns")
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]  # noqa: S108
@@ -42,6 +53,18 @@ def _try(bwrap: str, disable_userns: bool) -> subprocess.CompletedProcess[bytes]
         return subprocess.run(argv, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
+
+
+def _scope(bwrap: str, disable_userns: bool) -> tuple[str, ...]:
+    """The prefix that runs bwrap scoped away from outside abstract unix sockets
+    (:mod:`server.box.scope`), when Landlock has scopes and a box starts under it; else none
+    (the docs say what a box with network then reaches). A frozen app has no interpreter to
+    run the script with."""
+    if getattr(sys, "frozen", False) or abi() < SCOPE_ABI:
+        return ()
+    prefix = (sys.executable, "-I", "-S", SCRIPT)
+    done = _try(bwrap, disable_userns, prefix)
+    return prefix if done is not None and done.returncode == 0 else ()
 
 
 def _version(bwrap: str) -> str:
@@ -64,7 +87,8 @@ def find_out() -> tuple[BoxStatus, BwrapHost | None]:
     for disable_userns in (True, False):
         done = _try(bwrap, disable_userns)
         if done is not None and done.returncode == 0:
-            host = BwrapHost(bwrap, _empty_file(), disable_userns)
+            found = _scope(bwrap, disable_userns)
+            host = BwrapHost(bwrap, _empty_file(), disable_userns, found)
             detail = f"{_version(bwrap)}, user namespaces, no network"
             return BoxStatus(True, Mechanism.BWRAP, detail), host
     why = (done.stderr.decode("utf-8", "replace").strip() if done else "") or "did not start"
@@ -80,7 +104,8 @@ def probe() -> BoxStatus:
             _result = find_out()
         elif _result[1] is not None and not os.path.exists(_result[1].empty_file):
             host = _result[1]  # a /tmp cleaner took the mask file: make another
-            _result = (_result[0], BwrapHost(host.bwrap, _empty_file(), host.disable_userns))
+            fresh = BwrapHost(host.bwrap, _empty_file(), host.disable_userns, host.scope)
+            _result = (_result[0], fresh)
         return _result[0]
 
 

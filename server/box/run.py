@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import probe
-from .bwrap import render
+from .bwrap import BwrapHost, render
 from .host import (
     SCAN_MAX_ENTRIES,
     SCAN_MAX_MASKS,
@@ -42,6 +42,7 @@ class BoxRequest:
     config: BoxConfig
     roots: tuple[str, ...]
     own: tuple[str, ...]
+    named_roots: tuple[str, ...] = ()  # the roots as configured (``~/work``, maybe a link)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,7 @@ class Watch:
     home: str
     known: frozenset[str]  # real paths of every git dir seen before the call
     had: frozenset[str] = frozenset()  # the persistence the project scan found before it
+    links: tuple[tuple[str, str], ...] = ()  # persistence that was a symlink: (path, target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +68,15 @@ def watch_of(view: HostView) -> Watch | None:
     project = project_of(view)
     if project is None:
         return None
-    return Watch(project, view.home, frozenset(view.git_dirs), frozenset(view.nested))
+    had = frozenset((*view.nested, *view.linked))
+    return Watch(project, view.home, frozenset(view.git_dirs), had, view.links)
+
+
+def outside_host() -> BwrapHost | None:
+    """Blocking: bubblewrap for a call run outside the box (:func:`render_outside`), when this
+    machine can make a box at all (the probe runs once, then is cached)."""
+    probe.probe()
+    return probe.host()
 
 
 class NoBox(Exception):
@@ -79,10 +89,11 @@ def prepare(request: BoxRequest, cwd: str, argv: Sequence[str]) -> Prepared:
     if bwrap is None:
         raise NoBox(probe.status().detail)
     try:
-        view = gather(cwd, request.roots, request.config, request.own)
+        view = gather(cwd, request.roots, request.config, request.own, request.named_roots)
     except PrivateCwd as e:
         raise NoBox(
-            f"the call's folder {e} is in your home's hidden tree, which the box keeps private: "
+            f"the call's folder {e} is in your home's hidden tree (or ~/snap, the snap apps'"
+            " homes), which the box keeps private: "
             'run the command elsewhere, or with "box": false (a human decides)'
         ) from None
     except TooManySecrets as e:
@@ -103,20 +114,24 @@ def sweep(missing: Sequence[str], watch: Watch | None = None) -> tuple[str, ...]
     time without following a link, because the call (or another call running beside it) may
     have swapped a folder for a link to the home (``mv sub sub.old && ln -s ~ sub`` made
     ``sub/.vscode`` name the human's ``~/.vscode``). A path behind such a link is left alone
-    and reported as not removed. What cannot be removed (a tree too deep for a recursive
+    and reported as not removed (when it exists: the human's own link to a folder without the
+    file is nothing the call made). What the call made is removed first: a ``.claude`` link
+    it made goes before the ``.claude/settings.json`` that would be reached through it. What
+    cannot be removed (a tree too deep for a recursive
     delete, a folder made read-only) is moved aside first and removed by ``rm`` after its modes
     are reset; a path that still exists after all that is returned with a ``!`` in front, so
     the note says so loudly."""
     removed: list[str] = []
     if watch is not None:
-        missing = [*missing, *made_persistence(watch)]
+        missing = [*made_persistence(watch), *missing]
     for path in missing:
         try:
             fd = _parent(path)
         except FileNotFoundError:
             continue  # its folder is gone: nothing was made there
         except OSError:
-            removed.append("!" + path)  # a link (or worse) on the way: not ours to follow
+            if os.path.lexists(path):  # only looks: a link (or worse) on the way
+                removed.append("!" + path)  # not ours to follow
             continue
         try:
             name = os.path.basename(path)
@@ -127,7 +142,37 @@ def sweep(missing: Sequence[str], watch: Watch | None = None) -> tuple[str, ...]
             removed.append(path if not _exists_at(fd, name) else "!" + path)
         finally:
             os.close(fd)
+    for path, target in watch.links if watch is not None else ():
+        restored = _restore_link(path, target)
+        if restored is not None:
+            removed.append(restored)
     return tuple(removed)
+
+
+def _restore_link(path: str, target: str) -> str | None:
+    """Put back a persistence symlink the call replaced (the box's read-only bind lands on its
+    target; the link's own name was writable): whatever took its place is removed, and the
+    human's link made again. None when it is as it was; ``!path`` when it could not be."""
+    try:
+        fd = _parent(path)
+    except OSError:
+        return "!" + path if os.path.lexists(path) else None  # only looks
+    try:
+        name = os.path.basename(path)
+        with contextlib.suppress(OSError):
+            if os.readlink(name, dir_fd=fd) == target:
+                return None
+        with contextlib.suppress(Exception):  # whatever happened, it is reported below
+            if _exists_at(fd, name):
+                _remove(fd, name)
+            os.symlink(target, name, dir_fd=fd)
+        try:
+            back = os.readlink(name, dir_fd=fd) == target
+        except OSError:
+            back = False
+        return path if back else "!" + path
+    finally:
+        os.close(fd)
 
 
 # What a repository the call made must lose: git runs its config and hooks (a nested repository

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import BinaryIO
 
-from ..policy.protected import EscalationKind, Matcher, fold
+from ..policy.protected import Matcher, fold
 from .policy import within
 
 MAX_DIRS = 20_000  # folders indexed (and watched) at most, over all the roots
@@ -297,8 +297,7 @@ class SecretIndex:
                     if self._listed(path, name):
                         subdirs.append(name)
                 else:  # a file, a named pipe (a password manager's ``.env``), a socket
-                    hit = self._matcher.name(fold(name))
-                    if hit is not None and hit.kind is not EscalationKind.PERSISTENCE:
+                    if self._matcher.secret_file(fold(entry.path)):
                         (links if entry.is_symlink() else secrets).append(name)
             except OSError:
                 continue

@@ -615,4 +615,5 @@ def box_request(config: Config, roots: Sequence[str], audit_path: str) -> BoxReq
     own = [config.path, audit_path, os.path.dirname(config.path), os.path.dirname(audit_path)]
     own.append(runtime_dir())
     own.append(os.environ.get("XDG_RUNTIME_DIR", ""))  # and all of /run (server/box/policy)
-    return BoxRequest(config.box, tuple(roots), tuple(p for p in own if p))
+    named = tuple(config.roots)  # as configured: a root named by a link (the box makes it again)
+    return BoxRequest(config.box, tuple(roots), tuple(p for p in own if p), named)

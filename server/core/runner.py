@@ -66,6 +66,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SHUTDOWN_GRACE_S = 1.0
+AUDIT_TAIL_FLUSH_S = 15.0  # see BridgeRunner.audit_tail
 # A cancelled boxed call's clean-up: its start's answer, its supervisor's exit (bounded by
 # SUPERVISOR_EXIT_S), the sweep. Only waited for when there is one.
 SETTLE_S = 6.0
@@ -476,7 +477,10 @@ class BridgeRunner:
     def audit_tail(self, limit: int) -> list[dict[str, Any]]:
         """Flush, then read the files backwards only as far as ``limit`` calls need."""
         audit = self._bridge().audit
-        audit.flush(2.0)
+        # Every call already answered is in the list: its record was queued before its answer
+        # went out. The bound only guards against a writer stuck on a dead disk (this runs in
+        # a worker); 2 s was less than a loaded machine took, and the list missed the last call.
+        audit.flush(AUDIT_TAIL_FLUSH_S)
         calls = recent_calls(audit.path, self._bridge().config.audit_keep, limit)
         return [audit_call_json(c) for c in calls]
 

@@ -235,7 +235,7 @@ class IdentityIndex:
                 lambda: len(named) < IDENTITY_MAX_FILES,
                 NAMES_MAX_ENTRIES,
             ):
-                hit = self._secrets.name(fold(e.name))
+                hit = self._secrets.file(fold(e.path))
                 if hit is not None:
                     try:
                         s = e.stat(follow_symlinks=False)

@@ -238,7 +238,7 @@ class PathPolicy:
             return Hit(cat, EscalationKind.OWN_FILE, key)
         hit = self._secrets.location(key)
         if hit is None and name_check:
-            hit = self._secrets.name(key[key.rfind("/") + 1 :])
+            hit = self._secrets.file(key)  # its name, or its last components (.kube/config)
         if hit is None:
             hit = self._secrets.anywhere(key)
         return hit
@@ -327,6 +327,8 @@ class PathPolicy:
             return EVERY_CHILD  # the folder itself is refused (or holds a refused prefix)
         below = dkey.rstrip("/") + "/"
         names, patterns = self._secrets.children(below)
+        tail_names, tail_patterns = self._secrets.tail_children(dkey.rstrip("/"))
+        names, patterns = names | tail_names, patterns + tail_patterns
         private_names, prefixes = self.private.children(below)
         own = [o[len(below) :] for o in self._own if o.startswith(below)]
         own = [o for o in own if "/" not in o]  # a file directly in this folder (+ rotations)

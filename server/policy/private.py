@@ -4,7 +4,8 @@ The protected table (:mod:`server.policy.protected`) names the stores it knows, 
 human reads; lists of bad places are never complete, so the path policy also treats as private
 every place a credential store or a start-up hook usually lives, listed or not:
 
-- the home's whole hidden tree (``~/.*``): private for reads, persistence for writes;
+- the home's whole hidden tree (``~/.*``): private for reads, persistence for writes; the same
+  for each snap app's own home (``~/snap/<app>/<revision|common>/.*``);
 - other users' homes;
 
 except the paths in ``private.allow`` (and what lies below them). :class:`PrivateScope` answers
@@ -21,13 +22,26 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from .protected import HIDDEN_HOME, OTHER_HOME, fold
 
-__all__ = ["PrivateScope", "config_named", "git_dir_of", "git_named", "other_homes"]
+__all__ = [
+    "PrivateScope",
+    "config_named",
+    "git_config_files",
+    "git_dir_of",
+    "git_named",
+    "other_homes",
+    "snap_homes",
+]
 
 APP_DATA = ("library", "appdata")  # folded names of the hidden app-data folders
+# A snap app's homes: ``~/snap/<app>/<revision>`` (``current`` links to one) and
+# ``~/snap/<app>/common``, each the ``HOME`` the app runs with, its hidden tree its own
+# (Ubuntu's Firefox and Chromium, the Slack, Telegram and VS Code snaps keep their data there).
+SNAP = "snap"
+MAX_SNAP_HOMES = 512  # listed per walk that reaches ~/snap (apps times revisions: a few dozen)
 MAX_ANCESTORS = 64  # of a written path, probed for git dirs
 _PRUNE_DEPTH = 8  # folders below a hidden one walked to keep an allowed path reachable
 
@@ -99,6 +113,7 @@ class PrivateScope:
         # Walks call :meth:`category` per entry: one tuple ``startswith`` and one set lookup.
         self._hidden_below = (fhome + "/.", *(a + "/" for a in app_data))
         self._hidden_exact = frozenset(app_data)
+        self._snap_below = fhome + "/" + SNAP + "/"
         self.allow = tuple(_real(a) for a in allow)
         self._allow = tuple(fold(a) for a in self.allow)
         self.others = tuple(other_homes(home) if others is None else others)
@@ -113,36 +128,56 @@ class PrivateScope:
         """Why the folded real path ``key`` is private, or None."""
         if key.startswith(self._hidden_below) or key in self._hidden_exact:
             return None if self.allowed(key) else HIDDEN_HOME
+        if key.startswith(self._snap_below) and self._in_snap_hidden(key):
+            return None if self.allowed(key) else HIDDEN_HOME
         if key.startswith(self._others_below) or key in self._others_exact:
             return None if self.allowed(key) else OTHER_HOME
         return None
 
+    def _in_snap_hidden(self, key: str) -> bool:
+        """``key`` (below ``~/snap/``) lies in a snap home's hidden tree:
+        ``<app>/<home>/.<name>`` and below."""
+        parts = key[len(self._snap_below) :].split("/", 3)
+        return len(parts) >= 3 and bool(parts[0]) and bool(parts[1]) and parts[2][:1] == "."
+
+    def _snap_home(self, below: str) -> bool:
+        """``below`` (a folded folder key plus ``/``) is a snap home: ``~/snap/<app>/<home>/``."""
+        if not below.startswith(self._snap_below):
+            return False
+        parts = below[len(self._snap_below) : -1].split("/")
+        return len(parts) == 2 and all(parts)
+
     def children(self, below: str) -> tuple[frozenset[str], tuple[str, ...]]:
         """For the folder whose folded key plus ``/`` is ``below`` (itself not private): the
         child names, and name prefixes, that may be private (:mod:`server.policy.entries`).
-        Only the home's children can enter the hidden tree, and only a home's parent holds
-        another user's home; below an allowed folder nothing is private."""
+        Only the home's (and a snap home's) children can enter a hidden tree, and only a
+        home's parent holds another user's home; below an allowed folder nothing is private."""
         names = {o[len(below) :] for o in self._others if o.startswith(below)}
         prefixes: tuple[str, ...] = ()
         if below == self._hidden_below[0][:-1]:  # the home: ~/.*, ~/Library, ~/AppData
             names.update(APP_DATA)
             prefixes = (".",)
+        elif self._snap_home(below):  # ~/snap/<app>/<home>/.*
+            prefixes = (".",)
         return frozenset(n for n in names if n and "/" not in n), prefixes
 
     def dirs_under(self, base: str) -> list[str]:
         """Private folders and files at or below the real folder ``base`` that a walk prunes:
-        the hidden entries of the home (an entry holding an allowed path is opened, and its
-        other entries pruned) and other users' homes."""
+        the hidden entries of the home and of each snap home (an entry holding an allowed
+        path is opened, and its other entries pruned) and other users' homes."""
         out: list[str] = []
         bkey = fold(base).rstrip("/")
         if _within(fold(self.home), bkey):
-            try:
-                names = os.listdir(self.home)
-            except OSError:
-                names = []
-            for n in names:
+            for n in _listdir(self.home):
                 if n.startswith(".") or fold(n) in APP_DATA:
                     self._prune(os.path.join(self.home, n), out, 0)
+        snap = os.path.join(self.home, SNAP)
+        if _within(fold(snap), bkey) or _within(bkey, fold(snap)):
+            for home in snap_homes(self.home):
+                if _within(fold(home), bkey) or _within(bkey, fold(home)):
+                    for n in _listdir(home):
+                        if n.startswith("."):
+                            self._prune(os.path.join(home, n), out, 0)
         for o in self.others:
             if _within(fold(o), bkey) or _within(bkey, fold(o)):
                 out.append(o)
@@ -163,6 +198,26 @@ class PrivateScope:
             return
         for n in names:
             self._prune(os.path.join(path, n), out, depth + 1)
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def snap_homes(home: str) -> list[str]:
+    """Each snap app's homes under ``home``: ``~/snap/<app>/<revision|common|current>``
+    (a link among them too: ``current``), at most :data:`MAX_SNAP_HOMES`."""
+    snap = os.path.join(home, SNAP)
+    out: list[str] = []
+    for app in sorted(_listdir(snap)):
+        for name in sorted(_listdir(os.path.join(snap, app))):
+            out.append(os.path.join(snap, app, name))
+            if len(out) >= MAX_SNAP_HOMES:
+                return out
+    return out
 
 
 def _is_git_dir(d: str, written: str) -> bool:
@@ -221,34 +276,136 @@ def _config_entries(config: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def git_named(repos: Iterable[tuple[str, str]], home: str) -> tuple[str, ...]:
+# Where git reads its system-wide config: ``$(prefix)/etc/gitconfig`` of each usual install
+# (distribution, Homebrew, Xcode's tools; Git for Windows and its ProgramData file).
+SYSTEM_GIT_CONFIGS: tuple[str, ...] = (
+    ("C:/Program Files/Git/etc/gitconfig", "C:/ProgramData/Git/config")
+    if sys.platform == "win32"
+    else (
+        "/etc/gitconfig",
+        "/usr/local/etc/gitconfig",
+        "/opt/homebrew/etc/gitconfig",
+        "/Library/Developer/CommandLineTools/usr/share/git-core/gitconfig",
+        "/Applications/Xcode.app/Contents/Developer/usr/share/git-core/gitconfig",
+    )
+)
+MAX_INCLUDE_DEPTH = 10  # git's own: a deeper chain is an error, git runs nothing from it
+MAX_CONFIG_FILES = 128  # files read per chain (each is read once, whatever includes it)
+
+
+def git_config_files(home: str, env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """Every system and global config file git may read for this user: the system files
+    (:data:`SYSTEM_GIT_CONFIGS`, ``GIT_CONFIG_SYSTEM``), ``GIT_CONFIG_GLOBAL``,
+    ``$XDG_CONFIG_HOME/git/config``, ``~/.config/git/config`` and ``~/.gitconfig``. More
+    than one git reads (``GIT_CONFIG_GLOBAL`` replaces the last three, the human's shell may
+    set what the bridge's does not): what one of them names is kept read-only, failing closed.
+    """
+    env = os.environ if env is None else env
+    out = list(SYSTEM_GIT_CONFIGS)
+    for var in ("GIT_CONFIG_SYSTEM", "GIT_CONFIG_GLOBAL"):
+        value = env.get(var, "")
+        if value and value != os.devnull:
+            out.append(_resolve(home, value, home))
+    xdg = env.get("XDG_CONFIG_HOME", "")
+    if os.path.isabs(xdg):
+        out.append(os.path.join(xdg, "git", "config"))
+    out += [os.path.join(home, ".config", "git", "config"), os.path.join(home, ".gitconfig")]
+    return tuple(dict.fromkeys(out))
+
+
+def _include_targets(config: str, real: str, value: str, home: str) -> tuple[str, ...]:
+    """The files an ``include.path`` (or ``includeIf.*.path``) ``value`` in ``config`` (whose
+    real path is ``real``) names: ``~`` and ``~user`` expanded (:func:`_resolve`), a relative
+    path joined to the including file's folder — git's word for that folder is the path it
+    opened (a symlinked ``~/.gitconfig`` includes relative to ``~``); the folder the file
+    really lies in too."""
+    if value.startswith("%(prefix)/"):
+        return ()  # relative to git's install prefix: the system's, not the agent's
+    out = [_resolve(os.path.dirname(config), value, home)]
+    if real != config:
+        out.append(_resolve(os.path.dirname(real), value, home))
+    return tuple(dict.fromkeys(out))
+
+
+Entry = tuple[str, str, str, tuple[str, ...]]  # section, key, value, files an include names
+
+
+def _config_chain(configs: Iterable[str], home: str) -> list[Entry]:
+    """(section, key, value, included files) of each config file in ``configs`` and of every
+    file they include (``include.path`` and every ``includeIf.<condition>.path``), depth
+    first, to :data:`MAX_INCLUDE_DEPTH` levels as git does. Every condition counts as true
+    (which repository, branch or remote it asks about is not known here: fail closed). A file
+    is read once however often it is included (by its identity: a cycle ends there, through
+    links too), at most :data:`MAX_CONFIG_FILES`; an absent one costs one ``stat``."""
+    out: list[Entry] = []
+    seen: set[tuple[int, int]] = set()
+    todo = [(c, 0) for c in reversed(list(configs))]
+    while todo and len(seen) < MAX_CONFIG_FILES:
+        config, depth = todo.pop()
+        try:
+            st = os.stat(config)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in seen:
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        real = ""
+        included: list[str] = []
+        for section, name, value in _config_entries(config):
+            targets: tuple[str, ...] = ()
+            if section in ("include", "includeif") and name == "path" and value:
+                real = real or os.path.realpath(config)
+                targets = _include_targets(config, real, value, home)
+                included += targets
+            out.append((section, name, value, targets))
+        if depth < MAX_INCLUDE_DEPTH:
+            todo += [(t, depth + 1) for t in reversed(included)]
+    return out
+
+
+def git_named(
+    repos: Iterable[tuple[str, str]], home: str, configs: Iterable[str] | None = None
+) -> tuple[str, ...]:
     """What each repository's git config names in a work tree: its hooks folder
-    (``core.hooksPath``, existing or not), the files it includes (``include.path``), and every
-    existing file a value names (a filter's or a diff driver's script, an ``sshCommand``
-    wrapper). Git runs or reads these as it runs the config itself, which the box keeps
-    read-only: writing them would be writing the config."""
-    globals_ = [os.path.join(home, ".config", "git", "config"), os.path.join(home, ".gitconfig")]
+    (``core.hooksPath``, existing or not), the files it includes (``include.path``,
+    ``includeIf.*.path``), and every existing file a value names (a filter's or a diff
+    driver's script, an ``sshCommand`` wrapper). Git runs or reads these as it runs the config
+    itself, which the box keeps read-only: writing them would be writing the config.
+
+    The config is the repository's (``config``, ``config.worktree``) and the system and
+    global files (``configs``, by default :func:`git_config_files`), each with every file
+    it includes, recursively (:func:`_config_chain`). The one reader of what a config names:
+    the box (read-only, swept after the call) and the path policy (a write asks) both ask it.
+    """
+    repos = list(repos)
+    if not repos:
+        return ()
+    shared = _config_chain(git_config_files(home) if configs is None else configs, home)
     out: list[str] = []
     for top, common in repos:
-        for config in (*globals_, os.path.join(common, "config")):
-            for section, key, value in _config_entries(config):
-                if section in ("include", "includeif") and key == "path":
-                    out.append(_resolve(os.path.dirname(config), value, home))
-                elif section == "core" and key == "hookspath":
-                    out.append(_resolve(top, value, home))
-                else:
-                    for word in value.split():
-                        word = word.strip("'\"")
-                        if "/" in word and "://" not in word:
-                            path = _resolve(top, word, home)
-                            if os.path.isfile(path):
-                                out.append(path)
+        local = [os.path.join(common, "config"), os.path.join(common, "config.worktree")]
+        for section, key, value, included in (*shared, *_config_chain(local, home)):
+            if included:
+                out += included
+            elif section == "core" and key == "hookspath":
+                out.append(_resolve(top, value, home))
+            elif section not in ("include", "includeif"):
+                for word in value.split():
+                    word = word.strip("'\"")
+                    if "/" in word and "://" not in word:
+                        path = _resolve(top, word, home)
+                        if os.path.isfile(path):
+                            out.append(path)
     return tuple(dict.fromkeys(out))
 
 
 def _resolve(base: str, value: str, home: str) -> str:
+    """A path a git config value names, as git reads it: ``~/`` is the home, ``~user/``
+    that user's home, a relative path joined to ``base``."""
     if value == "~" or value.startswith("~/"):
         value = home + value[1:]
+    elif value.startswith("~"):
+        value = os.path.expanduser(value)
     return os.path.normpath(os.path.join(base, value))
 
 

@@ -8,6 +8,9 @@ A pattern is one of:
 - a bare name without ``/`` (``*.pem``, ``.env.*``): a file with that name anywhere, except
   the names in ``unless`` (``.env.example``, ``id_rsa.pub``).
 - ``**/a/b``: the components ``a/b`` anywhere, and everything below (``**/.git/hooks``).
+- ``a/b`` (relative, no ``~``, ``/`` or ``**/``): a *file* whose path ends with those
+  components, wherever it is (``.kube/config``): a bare name that needs its folder's name to
+  be recognised. Matched like a name (files only), so walks keep their per-folder fast path.
 
 Matching is case-insensitive and Unicode-compatibility-folded on every OS (so ``~/.SSH`` on a
 case-insensitive disk and a full-width look-alike are caught; over-protecting a distinct
@@ -70,6 +73,8 @@ BROWSER = "browser profiles"
 MAIL = "mail and chat profiles"
 HISTORY = "shell and REPL histories"
 SECRET_FILE = "secret-looking file"
+HOOK_MANAGER = "git hook manager config (runs at commit)"
+AGENT_SETTINGS = "coding-agent settings that can run commands"
 OWN = "bridge data"
 AGENTS = "coding-agent credentials"
 APPS = "app credentials and sessions"
@@ -86,6 +91,48 @@ SOURCE_EXTS = (
 )  # fmt: skip
 # ``private.allow`` when the config names none: git needs its own config to work.
 DEFAULT_PRIVATE_ALLOW = ("~/.gitconfig", "~/.config/git")
+# Templates of a secrets data file (``secrets.example.yaml``, ``credentials-sample.json``).
+DATA_TEMPLATES = ("*example*", "*sample*", "*template*")
+# ``*.env`` files that are templates (``example.env``, ``app.sample.env``).
+ENV_FILE_TEMPLATES = ("*example.env", "*sample.env", "*template.env", "*.dist.env")
+
+# Project files that make a command run later, outside any box, with nobody asked: the hook
+# managers' config (the hook ``pre-commit install`` / ``lefthook install`` left in .git/hooks
+# reads it at every ``git commit``), and coding agents' and editors' project settings (hooks
+# and MCP servers started when the human next opens the project with that tool, as a
+# ``.vscode`` task is). Paths relative to a project; the box (``server/box/policy.py``) keeps
+# them read-only and sweeps those a call made, the table makes writing them always ask.
+_LEFTHOOK_EXTS = ("yml", "yaml", "toml", "json", "jsonc")
+HOOK_MANAGER_FILES: tuple[str, ...] = (
+    ".pre-commit-config.yaml",
+    ".pre-commit-config.yml",
+    *(
+        f"{where}{name}.{ext}"
+        for where, name in (
+            ("", "lefthook"),
+            ("", ".lefthook"),
+            (".config/", "lefthook"),
+            ("", "lefthook-local"),
+            ("", ".lefthook-local"),
+            (".config/", "lefthook-local"),
+        )
+        for ext in _LEFTHOOK_EXTS
+    ),
+    ".lefthook",  # lefthook's ``source_dir``: scripts its config runs
+    ".lefthook-local",
+)
+AGENT_SETTINGS_FILES = (
+    ".claude/settings.json",  # Claude Code: hooks
+    ".claude/settings.local.json",
+    ".mcp.json",  # Claude Code: the project's MCP servers
+    ".cursor/mcp.json",
+    ".cursor/hooks.json",
+    ".gemini/settings.json",  # Gemini CLI: MCP servers
+)
+# Zed starts the language and MCP servers ``.zed/settings.json`` names once the worktree is
+# trusted (trust is kept per folder, not per content); a dev container's ``initializeCommand``
+# runs on the host when the human reopens the project in its container.
+EDITOR_RUNS_LATER = (".zed", ".devcontainer", ".devcontainer.json")
 
 _BROWSER_DIRS = (
     "google-chrome*",
@@ -496,6 +543,39 @@ TABLE: tuple[Location, ...] = (
     Location(".git-credentials", SECRET_FILE),
     Location(".vault-token", SECRET_FILE),
     Location(".htpasswd", SECRET_FILE),
+    # Vendors' and frameworks' own names for a secrets file (attack5): Cloudflare Workers'
+    # ``.dev.vars``, docker compose's ``env_file`` and systemd's ``EnvironmentFile``
+    # (``prod.env``), Streamlit's ``secrets.toml``, Google's ``client_secret_*.json`` and
+    # service-account keys, Apple's ``AuthKey_*.p8``, s3cmd, kubectl, Azure Functions,
+    # Composer, cookiecutter-django's ``.envs/.production/.django``. Data-file extensions
+    # only: ``secret_santa.md``, ``credentials.py`` and ``tokenizer.json`` stay ordinary.
+    Location(".dev.vars", SECRET_FILE),
+    Location(".dev.vars.*", SECRET_FILE, unless=ENV_TEMPLATES),
+    Location("*.env", SECRET_FILE, unless=ENV_FILE_TEMPLATES),
+    *(
+        Location(f"*{infix}*.{ext}", SECRET_FILE, unless=DATA_TEMPLATES)
+        for infix, exts in (
+            ("secret", ("json", "yaml", "yml", "toml")),
+            ("credential", ("json", "yaml", "yml", "toml", "ini")),
+            ("service-account", ("json",)),
+            ("service_account", ("json",)),
+            ("serviceaccount", ("json",)),
+        )
+        for ext in exts
+    ),
+    Location("AuthKey_*.p8", SECRET_FILE),
+    Location("SubscriptionKey_*.p8", SECRET_FILE),
+    Location(".s3cfg", SECRET_FILE),
+    Location("kubeconfig", SECRET_FILE),
+    Location("kubeconfig*", SECRET_FILE, unless=(*SOURCE_EXTS, *DATA_TEMPLATES)),
+    Location("*.kubeconfig", SECRET_FILE),
+    Location("local.settings.json", SECRET_FILE),
+    Location("auth.json", SECRET_FILE),
+    # The home's credential stores under their own relative names, copied into a project.
+    Location(".kube/config", SECRET_FILE),
+    Location(".docker/config.json", SECRET_FILE),
+    Location(".bundle/config", SECRET_FILE),
+    Location(".envs/*/.*", SECRET_FILE),
     # -- the bridge's own files (the per-run paths are added by PathPolicy) ---------------------
     *_many(
         OWN,
@@ -623,6 +703,10 @@ TABLE: tuple[Location, ...] = (
     Location("**/.idea", "editor settings that can run code", W),
     Location("**/.direnv", "direnv script (runs on cd)", W),
     Location(".envrc", "direnv script (runs on cd)", W),
+    *_many(HOOK_MANAGER, W, *(f"**/{n}" for n in HOOK_MANAGER_FILES)),
+    *_many(AGENT_SETTINGS, W, *(f"**/{n}" for n in AGENT_SETTINGS_FILES)),
+    *_many("editor settings that can run code", W, *(f"**/{n}" for n in EDITOR_RUNS_LATER)),
+    Location("*.code-workspace", "editor settings that can run code", W),
     Location("*.pth", "Python start-up hook", W),
     Location("sitecustomize.py", "Python start-up hook", W),
     Location("usercustomize.py", "Python start-up hook", W),
@@ -680,6 +764,13 @@ class Hit:
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _INFIX = re.compile(r"\*\.[^*?\[/.]+\.\*")
+_EXT_INFIX = re.compile(r"\*([^*?\[/]+)\*\.([^*?\[/.]+)")  # ``*secret*.json``
+
+
+def is_name_pattern(pattern: str) -> bool:
+    """A pattern that names files wherever they are (``.env``, ``*.pem``, ``.kube/config``),
+    judged by the path's last components alone: no home, no disk needed to compile it."""
+    return not pattern.startswith(("~", "/", "**/"))
 
 
 def _literal_parts(glob: str) -> list[str]:
@@ -709,10 +800,26 @@ class Matcher:
         exts: dict[str, list[tuple[tuple[re.Pattern[str], ...], Hit]]] = {}
         infixes: list[tuple[str, tuple[re.Pattern[str], ...], Hit]] = []
         names: list[tuple[re.Pattern[str], tuple[re.Pattern[str], ...], Hit, str]] = []
+        ext_infixes: dict[str, list[tuple[str, tuple[re.Pattern[str], ...], Hit]]] = {}
+        tails: dict[str, list[tuple[re.Pattern[str], re.Pattern[str], Hit]]] = {}
+        tail_globs: list[tuple[str, re.Pattern[str], re.Pattern[str], re.Pattern[str], Hit]] = []
         anywhere: list[tuple[re.Pattern[str], tuple[str, ...], Hit]] = []
         for loc in locations:
             pattern = loc.pattern
-            if pattern.startswith("**/"):
+            if "/" in pattern and is_name_pattern(pattern):  # ``.kube/config``: a file's tail
+                key = fold(pattern)
+                parent, _, last = key.rpartition("/")
+                full = re.compile("(?:^|/)" + _glob_rx(key) + r"\Z")
+                above = re.compile("(?:^|/)" + _glob_rx(parent) + r"\Z")
+                hit = Hit(loc.category, loc.kind, pattern)
+                if not _has_glob(last):
+                    tails.setdefault(last, []).append((full, above, hit))
+                else:
+                    head = parent.split("/", 1)[0]
+                    guard = "" if _has_glob(head) else "/" + head + "/"
+                    last_rx = re.compile(_glob_rx(last) + r"\Z")
+                    tail_globs.append((guard, full, above, last_rx, hit))
+            elif pattern.startswith("**/"):
                 body = fold(pattern[3:])
                 rx = re.compile("/" + _glob_rx(body) + "(?:/|$)")
                 lits = tuple(_literal_parts(body)) or ("",)
@@ -727,6 +834,8 @@ class Matcher:
                     exts.setdefault(key[2:], []).append((unless, hit))
                 elif _INFIX.fullmatch(key):  # ``*.tfstate.*``: a substring test, no regex
                     infixes.append((key[1:-1], unless, hit))
+                elif m := _EXT_INFIX.fullmatch(key):  # ``*secret*.json``: by extension, then
+                    ext_infixes.setdefault(m[2], []).append((m[1], unless, hit))
                 else:
                     guard = _GLOB_CHARS.split(key, 1)[0]  # the literal head, e.g. "id_rsa"
                     names.append((re.compile(_glob_rx(key) + r"\Z"), unless, hit, guard))
@@ -749,6 +858,9 @@ class Matcher:
         self._exact = exact
         self._exts = exts
         self._infixes = tuple(infixes)
+        self._ext_infixes = ext_infixes
+        self._tails = tails
+        self._tail_globs = tuple(tail_globs)
         self._names = tuple(names)
         self._name_guards = tuple(g for *_, g in names) if names else ("\0",)
         self._anywhere = tuple(anywhere)
@@ -838,8 +950,12 @@ class Matcher:
                 return hit
         dot = name_key.rfind(".")
         if dot >= 0:
-            for unless, hit in self._exts.get(name_key[dot + 1 :], ()):
+            ext = name_key[dot + 1 :]
+            for unless, hit in self._exts.get(ext, ()):
                 if not any(u.match(name_key) for u in unless):
+                    return hit
+            for infix, unless, hit in self._ext_infixes.get(ext, ()):
+                if infix in name_key[:dot] and not any(u.match(name_key) for u in unless):
                     return hit
         for infix, unless, hit in self._infixes:
             if infix in name_key and not any(u.match(name_key) for u in unless):
@@ -854,6 +970,52 @@ class Matcher:
             ):
                 return hit
         return None
+
+    def tail(self, key: str) -> Hit | None:
+        """A file named by its last components (``.kube/config``, ``.envs/*/.*``); ``key`` is
+        a folded path (the more of it, the more components can match)."""
+        return self._tail(key, key[key.rfind("/") + 1 :])
+
+    def _tail(self, key: str, last: str) -> Hit | None:
+        entries = self._tails.get(last)
+        if entries is not None:
+            for full, _, hit in entries:
+                if full.search(key):
+                    return hit
+        for guard, full, _, _, hit in self._tail_globs:
+            if guard in key and full.search(key):
+                return hit
+        return None
+
+    def file(self, key: str) -> Hit | None:
+        """A file's path (folded) by its name (:meth:`name`) or its last components
+        (:meth:`tail`): what "secret-looking" means for a file, wherever it is."""
+        last = key[key.rfind("/") + 1 :]
+        return self.name(last) or self._tail(key, last)
+
+    def secret_file(self, key: str) -> bool:
+        """The file at the folded path ``key`` looks secret: a hit that is not persistence
+        (an ``.envrc`` is both; an ``x.pth`` only persistence). The one test every scan of the
+        box and the hard-link index make."""
+        hit = self.file(key)
+        return hit is not None and hit.kind is not EscalationKind.PERSISTENCE
+
+    def secret_path(self, path: str) -> bool:
+        """:meth:`secret_file` of a path as the disk spells it (folded here)."""
+        return self.secret_file(fold(path))
+
+    def tail_children(self, dir_key: str) -> tuple[frozenset[str], tuple[re.Pattern[str], ...]]:
+        """For the folder ``dir_key`` (folded, no trailing ``/``): the child names and name
+        patterns a tail pattern may match (``config`` in any ``.kube``): walks suspect them."""
+        names = frozenset(
+            last
+            for last, entries in self._tails.items()
+            if any(above.search(dir_key) for _, above, _ in entries)
+        )
+        patterns = tuple(
+            last_rx for _, _, above, last_rx, _ in self._tail_globs if above.search(dir_key)
+        )
+        return names, patterns
 
 
 def own_default_locations() -> list[str]:

@@ -30,7 +30,16 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from ..box.run import BoxRequest, NoBox, Prepared, prepare, refused_note, sweep
+from ..box.bwrap import render_outside
+from ..box.run import (
+    BoxRequest,
+    NoBox,
+    Prepared,
+    outside_host,
+    prepare,
+    refused_note,
+    sweep,
+)
 from ..infra.childenv import EnvSpec, build_env
 from ..policy.bash.paths import command_escalation
 from ..vocab import Tier
@@ -225,6 +234,8 @@ class ShellRun:
             if self.box is not None:
                 self.boxed = prepare(self.box, self.cwd, argv)
                 argv, env = list(self.boxed.argv), {**env, "TMPDIR": self.boxed.plan.tmpdir}
+            elif (host := outside_host()) is not None:
+                argv = render_outside(host, self.cwd, argv)  # its own PID namespace
             return start_shell(argv, self.cwd, env, abandoned)
 
     async def _start_supervised(self) -> None:

@@ -17,6 +17,7 @@ import os
 import shlex
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from ..infra.fsutil import write_private_atomic
 from ..present.clientconfig import ClientKind
 from ..present.clientwriters import TARGETS, Merged, UnparseableConfig, merge
 from .plan import base_options, clip
+from .sshconfig import Confined, SshConfigError, confine, known_options
 
 REMOTE_TIMEOUT_S = 60.0
 # The most of the remote file (or of ssh's error output) read back: the remote side is the
@@ -129,14 +131,38 @@ def _remote_file(kind: ClientKind) -> str:
     return target.path[2:]
 
 
-def remote_argv(target: str, script: str, rel: str, ssh_config: str | None) -> list[str]:
+def remote_argv(
+    target: str,
+    script: str,
+    rel: str,
+    ssh_config: str | None,
+    known: frozenset[str] = frozenset(),
+) -> list[str]:
     """``ssh ... -- target "sh -c '<script>' sh <file>"``: the remote command names the file,
     never its content (pure; tests/unit checks no argument can carry a token)."""
     command = f"sh -c {shlex.quote(script)} sh {shlex.quote(rel)}"
     # No forward at all: the user's LocalForward/RemoteForward/DynamicForward for the host
     # are not this session's to open (the tunnel's own -R is the tunnel's, not this one's).
     clear = ["-o", "ClearAllForwardings=yes"]
-    return ["ssh", *base_options(ssh_config), *clear, "-T", "--", target, command]
+    # The command runs as given, its stdin read (the write's content): a config's
+    # SessionType none/subsystem or StdinNull yes would have the read find "nothing" and the
+    # write replace the file with an empty one (options of OpenSSH 8.7+, passed when known).
+    session = [
+        opt
+        for name, value in (("sessiontype", "SessionType=default"), ("stdinnull", "StdinNull=no"))
+        if name in known
+        for opt in ("-o", value)
+    ]
+    return ["ssh", *base_options(ssh_config, known), *clear, *session, "--", target, command]
+
+
+def _confined_ssh(ssh_config: str | None, folder: str) -> Confined:
+    """The private copy of the user's ssh config (:mod:`.sshconfig`): the same config the
+    tunnel reads, so a jump host's ssh opens no forward either."""
+    try:
+        return confine(folder, ssh_config)
+    except SshConfigError as e:
+        raise InstallError(clip(str(e))) from None
 
 
 def install_remote(
@@ -149,9 +175,30 @@ def install_remote(
     env: dict[str, str] | None = None,
 ) -> Installed:
     """Read the client's file on ``target``, merge, write it back through ssh's stdin."""
+    _remote_file(kind)  # a client with no remote file is refused before any ssh runs
+    with tempfile.TemporaryDirectory(prefix="a2a-bridge-ssh-") as folder:
+        try:
+            known = known_options("ssh", env)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise InstallError(f"cannot run ssh: {getattr(e, 'strerror', None) or e}") from None
+        confined = _confined_ssh(ssh_config, os.path.join(folder, "ssh"))
+        return _install_remote(kind, target, url, token, confined, known, timeout, env)
+
+
+def _install_remote(
+    kind: ClientKind,
+    target: str,
+    url: str,
+    token: str,
+    confined: Confined,
+    known: frozenset[str],
+    timeout: float,
+    env: dict[str, str] | None,
+) -> Installed:
     rel = _remote_file(kind)
     where = f"{target}:~/{rel}"
-    read = _ssh(remote_argv(target, READ_SCRIPT, rel, ssh_config), None, timeout, env)
+    ssh_config = confined.path
+    read = _ssh(remote_argv(target, READ_SCRIPT, rel, ssh_config, known), None, timeout, env)
     if read.stdout is None:
         raise InstallError(
             f"{where} was left untouched: it is too large (over {REMOTE_READ_MAX >> 20} MiB)"
@@ -161,7 +208,7 @@ def install_remote(
     elif read.returncode == 0:
         existing = read.stdout.decode("utf-8", "replace")
     else:
-        raise InstallError(f"cannot read {where}: {_ssh_error(read)}")
+        raise InstallError(f"cannot read {where}: {confined.explain(_ssh_error(read))}")
     try:
         merged = merge(kind, existing, url, token)
         data = merged.text.encode("utf-8")
@@ -170,13 +217,13 @@ def install_remote(
     except Exception as e:  # never a traceback: the merged text (and so the error) holds the token
         raise InstallError(f"{where} was left untouched: {_unmergeable(e)}") from None
     wrote = _ssh(
-        remote_argv(target, WRITE_SCRIPT, rel, ssh_config),
+        remote_argv(target, WRITE_SCRIPT, rel, ssh_config, known),
         data,
         timeout,
         env,
     )
     if wrote.returncode != 0:
-        raise InstallError(f"cannot write {where}: {_ssh_error(wrote)}")
+        raise InstallError(f"cannot write {where}: {confined.explain(_ssh_error(wrote))}")
     return Installed(where, merged)
 
 

@@ -8,6 +8,8 @@ known hosts already work with it; the bridge stays on loopback and only ``ssh -R
 ``BatchMode=yes``: the app never waits on a password or host-key prompt nobody sees (the first
 connection is made by hand once, as with any new host). ``ExitOnForwardFailure``: a remote port
 that is taken ends ssh at once with a clear line, instead of a connection that forwards nothing.
+The user's config gives the connection (host, user, port, keys, jump hosts, known hosts), never
+more than the one forward: :data:`CONFINED` and :mod:`.sshconfig`.
 """
 
 from __future__ import annotations
@@ -133,14 +135,18 @@ def parse_tunnels(raw: Any) -> tuple[TunnelSpec, ...]:
 
 
 # What the app's own ssh never hands the remote machine, whatever the user's ssh config says
-# for that host (on the command line, they win over the config): the remote machine is where
-# the agent runs, and the app's ssh runs unwatched, for as long as the app does. No forwarded
-# ssh agent (the user's keys, usable from the remote side), no X11 (this display), no tun
-# device; no shared connection (ControlMaster/ControlPersist would leave a master to the
-# agent's machine running after the app stops, or ride on the user's own, with its forwards).
+# for that host (on the command line, they win over the config: OpenSSH keeps the first value it
+# reads): the remote machine is where the agent runs, and the app's ssh runs unwatched, for as
+# long as the app does. No forwarded ssh agent (the user's keys, usable from the remote side),
+# no X11 (this display), no tun device, no tty; no command run here (LocalCommand) at each
+# (re)connect; no shared connection (ControlMaster/ControlPersist would leave a master to the
+# agent's machine running after the app stops, or ride on the user's own, with its forwards);
+# GatewayPorts only ever widens local forwards (there are none). The forwards a config adds up
+# cannot be undone here: :mod:`.sshconfig` gives ssh a copy of the config without them.
 CONFINED = [
     "-a",
     "-x",
+    "-T",
     "-o",
     "ForwardAgent=no",
     "-o",
@@ -151,13 +157,30 @@ CONFINED = [
     "ControlMaster=no",
     "-o",
     "ControlPath=none",
+    "-o",
+    "PermitLocalCommand=no",
+    "-o",
+    "GatewayPorts=no",
 ]
+# The same, for options only some OpenSSH builds know (an unknown -o is fatal): each is passed
+# when ``ssh -G`` lists it (:func:`.sshconfig.known_options`). ForkAfterAuthentication (8.7+):
+# ``ssh -f`` from the config would leave a background ssh the app no longer sees (it outlives
+# the app, and its exit looks like a failure, so the app starts another); GSSAPI delegation
+# hands the remote machine the user's Kerberos tickets at login.
+CONFINED_IF_KNOWN = {
+    "forkafterauthentication": "ForkAfterAuthentication=no",
+    "gssapidelegatecredentials": "GSSAPIDelegateCredentials=no",
+}
 
 
-def base_options(ssh_config: str | None = None) -> list[str]:
-    """The options every ssh the app runs carries (the tunnel and ``--install``'s)."""
-    opts = [
-        *CONFINED,
+def base_options(ssh_config: str | None = None, known: frozenset[str] = frozenset()) -> list[str]:
+    """The options every ssh the app runs carries (the tunnel and ``--install``'s); ``known``:
+    the option names this ssh knows (lowercase, as ``ssh -G`` prints them)."""
+    opts = [*CONFINED]
+    for name, option in CONFINED_IF_KNOWN.items():
+        if name in known:
+            opts += ["-o", option]
+    opts += [
         "-o",
         "BatchMode=yes",
         "-o",
@@ -173,16 +196,23 @@ def base_options(ssh_config: str | None = None) -> list[str]:
 
 
 def ssh_argv(
-    spec: TunnelSpec, local_port: int, ssh_config: str | None = None, program: str = "ssh"
+    spec: TunnelSpec,
+    local_port: int,
+    ssh_config: str | None = None,
+    program: str = "ssh",
+    known: frozenset[str] = frozenset(),
 ) -> list[str]:
     """The tunnel's command line: the remote machine's ``127.0.0.1:remote_port`` reaches the
-    bridge's live ``127.0.0.1:local_port``. ``-v`` is how the supervisor hears that the
-    forward is up (:data:`FORWARD_OK`); no secret is on this line or in that output."""
+    bridge's live ``127.0.0.1:local_port``, and nothing else. ``-v`` is how the supervisor
+    hears that the forward is up (:data:`FORWARD_OK`); no secret is on this line or in that
+    output. ``ClearAllForwardings=no``: a config's ``yes`` would clear this ``-R`` too."""
     return [
         program,
         "-N",
         "-v",
-        *base_options(ssh_config),
+        *base_options(ssh_config, known),
+        "-o",
+        "ClearAllForwardings=no",
         "-o",
         "ExitOnForwardFailure=yes",
         "-R",
@@ -190,6 +220,12 @@ def ssh_argv(
         "--",
         spec.target,
     ]
+
+
+def check_argv(argv: list[str]) -> list[str]:
+    """``ssh -G`` with the tunnel's own command line: what ssh would do, printed, nothing done
+    (without ``-v``: its last stderr line is then its error, if any)."""
+    return [argv[0], "-G", *(a for a in argv[1:] if a != "-v")]
 
 
 def backoff(failures: int) -> float:

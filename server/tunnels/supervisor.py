@@ -10,7 +10,10 @@ ends every ssh (SIGTERM, then SIGKILL): no ssh outlives the app; on Linux each s
 SIGTERM from the kernel if the app dies without stopping (``PR_SET_PDEATHSIG``).
 
 ssh gets the app's environment without ``A2A_BRIDGE_*`` variables (the token never reaches a
-child), so the user's agent (``SSH_AUTH_SOCK``) and ssh config work as in a terminal.
+child), so the user's agent (``SSH_AUTH_SOCK``) and ssh config work as in a terminal; the config
+is read through a private copy without the forwards and switches that would widen the tunnel
+(:mod:`.sshconfig`), and before each start ``ssh -G`` says what ssh would do: anything beyond
+the one forward stops the start, with what it was.
 """
 
 from __future__ import annotations
@@ -19,22 +22,27 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
 
 from ..types import TunnelView
 from ..vocab import TunnelState
-from .plan import FORWARD_OK, Status, TunnelSpec, error_line, ssh_argv
+from .plan import FORWARD_OK, Status, TunnelSpec, check_argv, clip, error_line, ssh_argv
+from .sshconfig import Confined, SshConfigError, confine, known_options, parse_effective, widened
 
 log = logging.getLogger(__name__)
 
 SSH_CONFIG_ENV = "A2A_BRIDGE_SSH_CONFIG"  # an ssh_config file used instead of ~/.ssh/config
 STOP_GRACE_S = 2.0
 STDERR_LINES = 20
+CHECK_TIMEOUT_S = 60.0  # ssh -G (a config's ``Match exec`` runs a command of the user's)
 
 
 def ssh_config() -> str | None:
@@ -70,6 +78,35 @@ def _death_signal_hook() -> Callable[[], None] | None:
 _DIE_WITH_PARENT = _death_signal_hook()
 
 
+class ConfigFolder:
+    """The private folder (0700, made on first use, in a worker) where each tunnel's copy of the
+    ssh config is written (:func:`.sshconfig.confine`); removed when the app stops."""
+
+    def __init__(self) -> None:
+        self._path: str | None = None
+        self._lock = threading.Lock()
+
+    def for_tunnel(self, name: str) -> str:
+        with self._lock:
+            if self._path is None:
+                self._path = tempfile.mkdtemp(prefix="a2a-bridge-ssh-")
+            return os.path.join(self._path, name)
+
+    def remove(self) -> None:
+        with self._lock:
+            path, self._path = self._path, None
+        if path is not None:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def prepare(spec: TunnelSpec, local_port: int, folder: str) -> tuple[list[str], Confined]:
+    """The tunnel's ssh command line, reading the config's private copy (blocking: files, and
+    ``ssh -G`` once per ssh program): :class:`SshConfigError` or :class:`OSError` when not."""
+    known = known_options("ssh", ssh_env())
+    confined = confine(folder, ssh_config())
+    return ssh_argv(spec, local_port, confined.path, known=known), confined
+
+
 class Tunnel:
     """One saved tunnel and its ssh: started, watched, restarted, stopped (on the loop)."""
 
@@ -78,10 +115,12 @@ class Tunnel:
         spec: TunnelSpec,
         port: Callable[[], int],
         on_change: Callable[[], None],
+        folder: ConfigFolder | None = None,
     ) -> None:
         self.spec = spec
         self._port = port
         self._on_change = on_change
+        self._folder = folder or ConfigFolder()
         self.status = Status(since=time.time())
         self.local_port = 0
         self._proc: asyncio.subprocess.Process | None = None
@@ -166,7 +205,23 @@ class Tunnel:
         """Run ssh once; returns why it ended (one safe line)."""
         self.local_port = self._port()
         self._set(self.status.started(time.time()))
-        argv = ssh_argv(self.spec, self.local_port, ssh_config())
+        loop = asyncio.get_running_loop()
+        folder = self._folder.for_tunnel(self.spec.name)
+        try:
+            argv, confined = await loop.run_in_executor(
+                None, prepare, self.spec, self.local_port, folder
+            )
+        except SshConfigError as e:
+            return clip(str(e))
+        except OSError as e:
+            return f"cannot run ssh: {e.strerror or e}"
+        except subprocess.TimeoutExpired:
+            return "ssh -G did not answer"
+        refused = await self._check(argv, confined)
+        if refused is not None:
+            return refused
+        if self._stopping:
+            return "stopped"
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *argv,
@@ -192,7 +247,44 @@ class Tunnel:
                 self._set(self.status.forwarded(time.time()))
         code = await self._proc.wait()
         self._proc = None
-        return error_line(list(lines), code)
+        return error_line([confined.explain(x) for x in lines], code)
+
+    async def _check(self, argv: list[str], confined: Confined) -> str | None:
+        """Ask ``ssh -G`` what this command line does: None when it is the one forward and
+        nothing more; else why the tunnel is not started (ssh's own words for a config it
+        cannot read, e.g. ``Bad configuration option``)."""
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *check_argv(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=ssh_env(),
+                start_new_session=True,
+            )
+        except OSError as e:
+            return f"cannot run ssh: {e.strerror or e}"
+        except NotImplementedError:
+            return "cannot run ssh from this event loop"
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), CHECK_TIMEOUT_S)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+            return f"ssh -G did not answer in {CHECK_TIMEOUT_S:g} s"
+        if proc.returncode != 0:
+            # its first line is the cause ("<file>: line 7: Bad configuration option: x"),
+            # the last only "terminating, 1 bad configuration options"
+            lines = err.decode("utf-8", "replace").splitlines()[::-1]
+            return error_line([confined.explain(x) for x in lines], proc.returncode)
+        problems = widened(parse_effective(out.decode("utf-8", "replace")))
+        if problems:
+            return clip(
+                f"not started: ssh would also apply {', '.join(problems)} "
+                f"(the app's tunnel carries only its own forward)"
+            )
+        return None
 
     def _terminate(self) -> None:
         proc = self._proc
@@ -232,6 +324,7 @@ class TunnelManager:
         self._on_change = on_change
         self._tunnels: dict[str, Tunnel] = {}
         self._started = False
+        self._folder = ConfigFolder()
 
     def start(self) -> None:
         self._started = True
@@ -239,7 +332,7 @@ class TunnelManager:
             self._launch(spec)
 
     def _launch(self, spec: TunnelSpec) -> None:
-        tunnel = Tunnel(spec, self._port, self._on_change)
+        tunnel = Tunnel(spec, self._port, self._on_change, self._folder)
         self._tunnels[spec.name] = tunnel
         tunnel.start()
 
@@ -298,3 +391,4 @@ class TunnelManager:
         tunnels = list(self._tunnels.values())
         if tunnels:
             await asyncio.gather(*(t.stop() for t in tunnels), return_exceptions=True)
+        await asyncio.get_running_loop().run_in_executor(None, self._folder.remove)

@@ -76,7 +76,7 @@ def test_approve_and_deny_from_the_page(start_bridge, browser, tmp_path):
     browser.save_screenshot(shot)
     assert os.path.getsize(shot) > 10_000
     card.find_element(By.XPATH, ".//button[text()='Approve']").click()
-    t.join(10)
+    t.join(60)
     assert out[0].text == "approved-in-the-browser\nsecond line"
     _wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, "#pending .card"))
 
@@ -86,7 +86,7 @@ def test_approve_and_deny_from_the_page(start_bridge, browser, tmp_path):
     assert pre.text == "hello"
     card.find_element(By.CSS_SELECTOR, "input[type=text]").send_keys("wrong folder")
     card.find_element(By.XPATH, ".//button[text()='Deny']").click()
-    t.join(10)
+    t.join(60)
     assert out[0].text == "denied by the user: wrong folder"
     assert not os.path.exists(os.path.join(running.env["root"], "x.txt"))
     # The audit trail on the page shows both calls.
@@ -178,8 +178,8 @@ def test_spoofed_and_escalated_calls_show_the_tail_the_reason_and_a_countdown(
     )
     for p in running.pending(2):
         running.runner.decide(p.id, "deny")
-    t1.join(10)
-    t2.join(10)
+    t1.join(60)
+    t2.join(60)
 
 
 def test_login_page_file_keeps_the_code_off_the_command_line(start_bridge, browser):
@@ -221,7 +221,7 @@ def test_login_page_file_keeps_the_code_off_the_command_line(start_bridge, brows
     assert "approval page" in running.runner.snapshot().approvers
     wait_for(lambda: not os.path.exists(path))  # used: deleted
     card.find_element(By.XPATH, ".//button[text()='Approve']").click()
-    t.join(10)
+    t.join(60)
     assert out[0].text == "via-login-file"
     # The code worked once: the same page again (re-created by hand) logs nobody in.
     with open(path, "w") as f:

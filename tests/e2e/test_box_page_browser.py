@@ -38,5 +38,5 @@ def test_the_page_shows_the_box_and_runs_a_call_outside_it(start_bridge, browser
         assert line.text.startswith("⚠ Runs outside the box: no box on this machine")
         assert "outside" in line.get_attribute("class") and buttons == []
         card.find_element(By.XPATH, ".//button[text()='Approve']").click()
-    t.join(10)
+    t.join(60)
     assert out[0].text == "outside"

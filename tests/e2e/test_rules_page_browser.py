@@ -84,7 +84,7 @@ def test_page_always_allow_saves_the_edited_rule(start_bridge, browser, env):
     editor.clear()
     editor.send_keys("bash(echo one two)")
     card.find_element(By.XPATH, ".//button[text()='Always allow calls like this']").click()
-    t.join(10)
+    t.join(60)
     assert out[0].text == "one two"
     wait_for(lambda: running.runner.snapshot().rules.to_json()["allow"] == ["bash(echo one two)"])
     _wait(browser, lambda d: "bash(echo one two)" in d.find_element(By.ID, "rules").text)
@@ -130,5 +130,5 @@ def test_page_shows_rules_rendered_and_says_when_always_allow_is_not_offered(
         "be fully read (redirection > out.txt): it always asks"
     )
     card.find_element(By.XPATH, ".//button[text()='Deny']").click()
-    t.join(10)
+    t.join(60)
     assert out[0].text == "denied by the user"

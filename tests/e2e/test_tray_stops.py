@@ -51,7 +51,7 @@ class Proc:
         for line in stream:
             into.append(line.rstrip("\n"))
 
-    def wait_err(self, text: str, timeout: float = 20) -> str:
+    def wait_err(self, text: str, timeout: float = 60) -> str:
         return wait_for(lambda: next((line for line in self.err if text in line), None), timeout)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> float:
@@ -60,14 +60,14 @@ class Proc:
         self.p.wait(timeout)
         took = time.monotonic() - t0
         for t in self._readers:
-            t.join(5)
+            t.join(60)
         print(f"stopped by {signal.Signals(sig).name} in {took:.2f} s")
         return took
 
-    def finish(self, timeout: float = 20) -> int:
+    def finish(self, timeout: float = 60) -> int:
         code = self.p.wait(timeout)
         for t in self._readers:
-            t.join(5)
+            t.join(60)
         return code
 
     def kill(self) -> None:
@@ -100,7 +100,7 @@ def proc_env(env, dbus):
 
 
 def _client(env) -> Mcp:
-    info = wait_for(read_control, timeout=20)
+    info = wait_for(read_control, timeout=60)
     token = json.loads(read_text(env["config"]))["token"]
     c = Mcp(int(info.mcp_url.rsplit(":", 1)[1].strip("/")), token=token)
     c.initialize()
@@ -112,12 +112,12 @@ def test_sni_tray_stops_on_a_signal_with_a_call_waiting(proc_env, dbus, env, sig
     watcher = FakeWatcher(dbus.address)
     p = Proc(["tray"], proc_env)
     try:
-        watcher.wait_item(20)
+        watcher.wait_item(60)  # a Python process starting under CI load
         c = _client(env)
         th, out = in_thread(c.call, "bash", {"command": "echo never"})
         wait_for(lambda: watcher.find("Approve: bash"))
         took = p.stop(sig)
-        th.join(10)
+        th.join(60)
     finally:
         p.kill()
         watcher.close()

@@ -41,7 +41,7 @@ def test_tray_starts_serves_and_exits_cleanly_on_sigterm(xsession, env):
         text=True,
     )
     try:
-        info = wait_for(read_control, timeout=20)
+        info = wait_for(read_control, timeout=60)
         assert info.pid == proc.pid
         token = __import__("json").loads(read_text(env["config"]))["token"]
         port = int(info.mcp_url.rsplit(":", 1)[1].strip("/"))
@@ -93,7 +93,7 @@ def test_xorg_icon_click_opens_the_approval_page(xsession, env, tmp_path):
         text=True,
     )
     try:
-        wait_for(read_control, timeout=20)
+        wait_for(read_control, timeout=60)
 
         def icon_window() -> str | None:
             r = subprocess.run(
@@ -104,7 +104,7 @@ def test_xorg_icon_click_opens_the_approval_page(xsession, env, tmp_path):
             )
             return r.stdout.split()[0] if r.stdout.split() else None
 
-        win = wait_for(icon_window, timeout=10)
+        win = wait_for(icon_window, timeout=60)
 
         def clicked() -> bool:
             subprocess.run(

@@ -40,7 +40,9 @@ def test_no_approver_refuses_at_once(running):
     c = running.client()
     t0 = time.monotonic()
     r = c.call("write", _write_args(running))
-    assert time.monotonic() - t0 < 1
+    # Not the 30 s an approval waits: refused at once. (The bound was 1 s; one HTTP round
+    # trip can take longer than that on a loaded 2-core CI machine.)
+    assert time.monotonic() - t0 < 10
     assert r.result == {
         "content": [{"type": "text", "text": NO_APPROVER_TEXT}],
         "isError": True,
@@ -61,7 +63,7 @@ def test_approve_runs_the_tool(running, approver):
     assert p.arguments == _write_args(running)
     assert p.summary == f"write: {running.env['root']}/out.txt"
     assert running.runner.decide(p.id, "approve") is True
-    t.join(10)
+    t.join(60)
     r = out[0]
     assert r.result["isError"] is False
     assert r.text.startswith("wrote 5 bytes")
@@ -82,7 +84,7 @@ def test_deny_with_and_without_reason(running, approver, reason, text):
     t, out = in_thread(c.call, "write", _write_args(running))
     [p] = running.pending()
     running.runner.decide(p.id, Decision.DENY, reason)
-    t.join(10)
+    t.join(60)
     assert out[0].result == {"content": [{"type": "text", "text": text}], "isError": True}
     assert _done(running)[0]["outcome"] == "denied"
 
@@ -92,7 +94,7 @@ def test_allow_for_session_applies_to_that_session_only(running, approver):
     t, out = in_thread(a.call, "write", _write_args(running, "1.txt"))
     [p] = running.pending()
     running.runner.decide(p.id, "allow_session")
-    t.join(10)
+    t.join(60)
     assert out[0].result["isError"] is False
     # Same session, same tool: no prompt.
     r = a.call("write", _write_args(running, "2.txt"))
@@ -104,20 +106,20 @@ def test_allow_for_session_applies_to_that_session_only(running, approver):
     [p] = running.pending()
     assert p.client == "b"
     running.runner.decide(p.id, "deny")
-    t.join(10)
+    t.join(60)
 
 
 def test_allow_for_session_does_not_cover_escalated_calls(running, approver, tmp_path):
     a = running.client()
     t, _ = in_thread(a.call, "write", _write_args(running))
     running.runner.decide(running.pending()[0].id, "allow_session")
-    t.join(10)
+    t.join(60)
     outside = tmp_path / "outside.txt"
     t, _out = in_thread(a.call, "write", {"path": str(outside), "content": "x"})
     [p] = running.pending()
     assert "outside the configured roots" in p.escalation.text
     running.runner.decide(p.id, "deny")
-    t.join(10)
+    t.join(60)
     assert not outside.exists()
 
 
@@ -128,7 +130,7 @@ def test_always_allow_is_persisted(running, approver):
     p = running.pending()[0]
     assert p.proposed_rule == f"write({running.env['root']}/**)"
     running.runner.decide(p.id, "allow_always")
-    t.join(10)
+    t.join(60)
     assert out[0].result["isError"] is False
 
     def saved():
@@ -168,7 +170,7 @@ def test_cancel_via_notification(running, approver):
     other.sid = c.sid
     r = other.rpc("notifications/cancelled", {"requestId": 42, "reason": "timed out"}, req_id=None)
     assert r.status == 202
-    t.join(10)
+    t.join(60)
     # protocol.md (revised): the cancelled call's POST ends with 202 and no JSON-RPC response.
     assert (out[0].status, out[0].raw) == (202, b"")
     assert "Content-Type" not in out[0].headers
@@ -189,7 +191,7 @@ def test_cancel_from_another_session_is_ignored(running, approver):
     # Still the same held call: the owner's approver can decide it, and the agent gets that
     # decision (a cancelled call would have ended with an empty 202 and refused the decision).
     assert running.runner.decide(p.id, "deny") is True
-    t.join(10)
+    t.join(60)
     assert out[0].result["isError"] is True and out[0].text == "denied by the user"
 
 
@@ -227,9 +229,11 @@ def test_ping_answers_while_a_call_waits(running, approver):
     t0 = time.monotonic()
     assert other.rpc("ping").status == 200
     assert other.rpc("tools/list").status == 200
-    assert time.monotonic() - t0 < 1
+    # Answered at all, before the decision, proves the loop is free; the bound (was 1 s)
+    # only says it was not held up by anything of the call's 30 s wait.
+    assert time.monotonic() - t0 < 10
     running.runner.decide(p.id, "deny")
-    t.join(10)
+    t.join(60)
 
 
 def test_ending_the_session_ends_its_pending_calls(running, approver):
@@ -237,7 +241,7 @@ def test_ending_the_session_ends_its_pending_calls(running, approver):
     t, out = in_thread(c.call, "write", _write_args(running))
     running.pending()
     assert running.runner.end_session(c.sid) is True
-    t.join(10)
+    t.join(60)
     assert out[0].text == "session ended before the call was approved"
     assert c.rpc("ping").status == 404
 
@@ -247,7 +251,7 @@ def test_pause_refuses_new_calls_and_ends_pending(running, approver):
     t, out = in_thread(c.call, "write", _write_args(running))
     running.pending()
     running.runner.pause(True)
-    t.join(10)
+    t.join(60)
     assert out[0].text == "bridge paused by the user"
     r = c.call("read", {"path": "x"})
     assert r.result == {
@@ -269,25 +273,27 @@ def test_shutdown_denies_pending_and_finishes(start_bridge):
     t0 = time.monotonic()
     running.runner.stop()
     assert time.monotonic() - t0 < STOP_LIMIT_S
-    t.join(10)
+    t.join(60)
     assert out[0].text == "bridge shutting down"
 
 
-def test_subscribers_see_pending_calls_quickly(running, approver):
-    seen = []
-    unsubscribe = running.runner.subscribe(lambda snap: seen.append((time.monotonic(), snap)))
+def test_subscribers_see_pending_calls_at_once(running, approver):
+    """A call that starts waiting is published in the loop turn it arrived in, not on the
+    coalescing timer: the subscriber has it before any later read of the state can show it.
+    (This once measured "under 1 s" of wall-clock time, which a loaded CI machine can exceed
+    doing nothing wrong, and which a 50 ms timer would have passed.)"""
+    seen: list = []
+    unsubscribe = running.runner.subscribe(seen.append)
     c = running.client()
-    t0 = time.monotonic()
     t, _out = in_thread(c.call, "write", _write_args(running))
-    [p] = running.pending()
-    first = next(ts for ts, snap in seen if snap.pending)
-    assert first - t0 < 1.0
-    snap = next(snap for _, snap in seen if snap.pending)
+    [p] = running.pending()  # the first read of the state that shows it
+    snap = next((snap for snap in list(seen) if snap.pending), None)
+    assert snap is not None, "the state showed the call before the subscribers heard of it"
     assert snap.pending[0].id == p.id
     assert snap.sessions[0].pending == 1
     running.runner.decide(p.id, "deny")
-    t.join(10)
-    wait_for(lambda: seen[-1][1].pending == ())
+    t.join(60)
+    wait_for(lambda: seen[-1].pending == ())
     unsubscribe()
 
 
@@ -301,7 +307,7 @@ def test_forever_wait_when_timeout_is_zero(start_bridge):
     assert running.client().rpc("ping").status == 200  # a later request the loop has served
     assert t.is_alive() and running.runner.snapshot().pending
     running.runner.decide(p.id, "approve")
-    t.join(10)
+    t.join(60)
     assert out[0].result["isError"] is False
 
 

@@ -73,7 +73,7 @@ def test_box_false_always_asks_and_runs_outside_when_approved(
     [p] = running.pending()
     assert p.arguments["reason"] == "a test"
     assert running.runner.decide(p.id, Decision.APPROVE)
-    t.join(15)
+    t.join(60)
     ok(out[0])
     assert read_text(_outside(tmp_path)) == "out\n"
     assert (_done(running)[0]["decided_by"], _done(running)[0]["box"]) == ("user", "outside")
@@ -93,7 +93,7 @@ def test_run_outside_the_box_on_a_boxed_call(start_bridge, approver, tmp_path):
         t, out = in_thread(running.client().call, "bash", args)
         [p] = running.pending()
         running.runner.decide(p.id, decision)
-        t.join(15)
+        t.join(60)
         assert os.path.exists(_outside(tmp_path)) is written, out[0]
 
 
@@ -135,7 +135,7 @@ def test_without_a_box_an_approved_call_runs(start_bridge, approver, no_box):
     t, out = in_thread(running.client().call, "bash", {"command": "echo hi"})
     [p] = running.pending()
     running.runner.decide(p.id, Decision.APPROVE)
-    t.join(15)
+    t.join(60)
     assert ok(out[0]) == "hi"
 
 
@@ -147,7 +147,7 @@ def test_a_session_grant_runs_in_the_box(start_bridge, approver, tmp_path):
     [p] = running.pending()
     assert p.grant is not None  # "Allow `touch …` + `echo …` for this session" is offered
     running.runner.decide(p.id, Decision.ALLOW_SESSION)
-    t.join(15)
+    t.join(60)
     assert ok(out[0]) == "one"
     # The grant covers `touch …` (scoped, server/policy/grants.py), unasked, and in the box.
     c.call("bash", {"command": f"touch {_outside(tmp_path)}"})

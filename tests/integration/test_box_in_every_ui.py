@@ -47,7 +47,7 @@ def test_run_outside_the_box_over_the_api_and_the_cli(ctl, env, cli):
         assert p["box"]["text"] == "runs in the box"
         r = ctl.api.call("POST", f"/api/pending/{p['id']}", {"decision": "run_outside_box"})
         assert r.status == 200 and r.json["decision"] == "run_outside_box"
-        thread.join(20)
+        thread.join(60)
         assert out[0].text == "ran"
 
         # Not a bash call: refused, and the call still waits; then the CLI's flag decides.
@@ -59,14 +59,14 @@ def test_run_outside_the_box_over_the_api_and_the_cli(ctl, env, cli):
         assert r.status == 400 and "only for a bash call" in r.json["error"]
         assert cli("approve", w["id"], "--outside-box").returncode != 0
         assert cli("approve", w["id"]).returncode == 0
-        thread.join(20)
+        thread.join(60)
         assert not out[0].result["isError"]
 
         thread, out = in_thread(c.call, "bash", {"command": "echo again"})
         [b] = wait_for(lambda: ctl.api.call("GET", "/api/pending").json["pending"] or None)
         r = cli("approve", b["id"], "--outside-box")
         assert r.returncode == 0 and "approved to run outside the box" in r.stdout, r
-        thread.join(20)
+        thread.join(60)
         assert out[0].text == "again"
     finally:
         approver.close()
@@ -83,7 +83,7 @@ def test_watch_shows_the_box_and_runs_a_call_outside_it_with_o(ctl):
         w.wait_out(PROMPT)
         assert "runs in the box ([o] runs it outside the box instead)" in w.out
         w.send("o")
-        t.join(10)
+        t.join(60)
         assert out[0].text == "via-watch"
         w.wait_out("→ run outside box")
         # A write has no box: "o" is not an answer there, the prompt comes again.
@@ -94,7 +94,7 @@ def test_watch_shows_the_box_and_runs_a_call_outside_it_with_o(ctl):
         w.send("d")
         w.wait_out("reason (optional")
         w.send("")
-        t.join(10)
+        t.join(60)
         assert out[0].result["isError"]
     finally:
         w.close()

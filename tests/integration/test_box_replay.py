@@ -46,7 +46,7 @@ def test_replayed_session_asks_no_bash_call(start_bridge, monkeypatch):
                 ok(c.call(tool, args))
         finally:
             done.set()
-            human.join(5)
+            human.join(60)
             running.runner.detach_approver(handle)
 
         assert "bash" not in asked, asked

@@ -345,7 +345,7 @@ def _host_pid(pidfile: str) -> int:
                         return int(entry)
         return None
 
-    return wait_for(find, timeout=5)
+    return wait_for(find, timeout=30)
 
 
 def test_bash_timeout_kills_the_process_group(c, root):
@@ -355,10 +355,12 @@ def test_bash_timeout_kills_the_process_group(c, root):
     t, out = in_thread(c.call, "bash", args)
     wait_for(lambda: os.path.exists(pidfile) and read_text(pidfile).strip())
     pid = _host_pid(pidfile)
-    t.join(10)
-    assert time.monotonic() - t0 < 7
+    t.join(60)
+    # Well before the sleep's own 30 s: the 2 s limit ended it. (It was 7 s: the box's start
+    # under CI load takes seconds of its own before the limit starts counting.)
+    assert time.monotonic() - t0 < 25
     assert "[timed out after 2 s; the process group was killed]" in err(out[0])
-    wait_for(lambda: process_gone(pid), timeout=5)
+    wait_for(lambda: process_gone(pid), timeout=30)
 
 
 def test_bash_cancel_via_notification_kills_the_child(bridge, root):
@@ -370,9 +372,9 @@ def test_bash_cancel_via_notification_kills_the_child(bridge, root):
     other = bridge.client()
     other.sid = c.sid
     assert other.rpc("notifications/cancelled", {"requestId": 99}, req_id=None).status == 202
-    t.join(10)
+    t.join(60)
     assert (out[0].status, out[0].raw) == (202, b"")  # the client cancelled: no response
-    wait_for(lambda: process_gone(pid), timeout=5)
+    wait_for(lambda: process_gone(pid), timeout=30)
     # The 202 goes out at once; the call's done record follows when the kill has finished.
     done = wait_for(lambda: [r for r in bridge.audit() if r["phase"] == "done"])
     assert done[-1]["outcome"] == "cancelled"
@@ -388,7 +390,7 @@ def test_bash_shutdown_kills_running_command(start_bridge):
     t0 = time.monotonic()
     running.runner.stop()
     assert time.monotonic() - t0 < STOP_LIMIT_S
-    wait_for(lambda: process_gone(pid), timeout=5)
+    wait_for(lambda: process_gone(pid), timeout=30)
 
 
 def test_bash_bad_cwd_and_timeout_cap(c):
@@ -436,7 +438,7 @@ def test_escalated_call_shows_why_to_the_approver(guarded, tmp_path):
     [p] = guarded.pending()
     assert p.escalation.text == f"{outside} is outside the configured roots"
     guarded.runner.decide(p.id, "approve")
-    t.join(10)
+    t.join(60)
     assert ok(out[0]) == "    1\tdata"
 
 
@@ -541,7 +543,7 @@ def test_read_write_edit_run_in_the_file_pool(start_bridge, root):
     time.sleep(0.3)  # the stimulus: the calls sit in the FILE queue while every worker is held
     gate.set()
     for t, out in calls:
-        t.join(10)
+        t.join(60)
         assert out and out[0].result["isError"] is False, out
     assert read_text(os.path.join(root, "w.txt")) == "new"
     assert read_text(os.path.join(root, "e.txt")) == "after"

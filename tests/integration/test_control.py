@@ -237,7 +237,7 @@ def test_events_socket_is_an_approver_and_all_four_decisions(ctl):
                 body["reason"] = "use the staging dir"
             r = ctl.api.call("POST", f"/api/pending/{p['id']}", body)
             assert r.status == 200, r
-            t.join(10)
+            t.join(60)
             if decision == "deny":
                 assert out[0].text == "denied by the user: use the staging dir"
             else:
@@ -314,12 +314,12 @@ def test_cli_status_pending_approve_deny_sessions(ctl, cli):
         assert json.loads(cli("pending", "--json").stdout)["pending"][0]["id"] == p.id
         r = cli("approve", p.id)
         assert r.returncode == 0, r.stderr
-        t.join(10)
+        t.join(60)
         assert out[0].text == "from-cli"
         t, out = in_thread(c.call, "bash", {"command": "rm -rf /"})
         [p] = ctl.pending()
         assert cli("deny", p.id, "--reason", "no way").returncode == 0
-        t.join(10)
+        t.join(60)
         assert out[0].text == "denied by the user: no way"
         r = cli("approve", "a999")
         assert r.returncode == 1 and "no longer pending" in r.stderr
@@ -348,7 +348,7 @@ def test_cli_json_shows_session_ids_only_as_their_hash(ctl, cli):
         t, _ = in_thread(c.call, "write", {"path": "g.txt", "content": "x"})
         [p] = ctl.pending()
         assert ctl.runner.decide(p.id, "allow_session")  # a grant, listed with its session
-        t.join(10)
+        t.join(60)
         t, _ = in_thread(c.call, "bash", {"command": "echo held"})
         [p] = ctl.pending()
         assert ctl.api.call("GET", "/api/sessions").json["sessions"][0]["sid"] == c.sid
@@ -370,7 +370,7 @@ def test_cli_json_shows_session_ids_only_as_their_hash(ctl, cli):
         assert status["grants"][0]["sid"] == hashed
         assert json.loads(cli("show", p.id, "--json").stdout)["sid"] == hashed
         assert ctl.runner.decide(p.id, "deny")
-        t.join(10)
+        t.join(60)
         sid = json.loads(cli("sessions", "--json").stdout)["sessions"][0]["sid"]
         r = cli("end-session", sid)
         assert r.returncode == 0 and r.stdout.strip() == f"session {hashed} ended", r
@@ -389,14 +389,14 @@ def test_watch_approves_and_denies_from_piped_input(ctl):
         w.send("?")  # an unknown answer asks again
         w.wait_out(PROMPT, 2)
         w.send("a")
-        t.join(10)
+        t.join(60)
         assert out[0].text == "watched-ok"
         t, out = in_thread(c.call, "write", {"path": "w.txt", "content": "line one\nline two"})
         w.wait_out(PROMPT, 3)
         w.send("d")
         w.wait_out("reason (optional")
         w.send("not in my home")
-        t.join(10)
+        t.join(60)
         assert out[0].text == "denied by the user: not in my home"
         stdout = w.finish()
     finally:
@@ -463,7 +463,7 @@ def test_cli_audit_follow_prints_new_calls(ctl):
         assert proc.stderr.readline().startswith("following ")
         c = ctl.client("follower")
         c.call("nope", {})
-        ctl.runner.bridge.audit.flush()
+        assert ctl.runner.bridge.audit.flush(60), "the audit writer fell behind"
         lines = [proc.stdout.readline(), proc.stdout.readline()]
     finally:
         proc.kill()

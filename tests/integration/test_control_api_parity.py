@@ -46,13 +46,13 @@ def test_decide_then_gone(both):
     th, out = in_thread(c.call, "bash", {"command": "echo decided"})
     (p,) = running.pending()
     assert api.decide(p.id, Decision.APPROVE) is True
-    th.join(10)
+    th.join(60)
     assert out[0].text == "decided"
     assert api.decide(p.id, Decision.DENY) is False  # no longer waiting: False, not an error
     th, out = in_thread(c.call, "bash", {"command": "echo denied"})
     (p,) = running.pending()
     assert api.decide(p.id, Decision.DENY, "no", approver=ApproverKind.WATCH) is True
-    th.join(10)
+    th.join(60)
     assert out[0].text == "denied by the user: no"
     done = [r for r in running.audit() if r.get("phase") == "done"]
     assert done[-1]["approver"] == "terminal (watch)"
@@ -69,7 +69,7 @@ def test_an_invalid_edited_rule_is_a_bridge_error(both):
         api.decide(p.id, Decision.ALLOW_ALWAYS, rule="read(**)")
     assert running.runner.snapshot().pending  # still waiting
     assert api.decide(p.id, "deny", "not now") is True
-    th.join(10)
+    th.join(60)
     assert out[0].text == "denied by the user: not now"
 
 
@@ -164,7 +164,7 @@ def test_decide_batch_decides_the_named_calls_of_one_kind(both, tmp_path):
         api.decide_batch([pending[2].id], Decision.ALLOW_ALWAYS)
     assert api.decide_batch([pending[2].id], Decision.APPROVE).decided == (pending[2].id,)
     for t, _ in calls:
-        t.join(20)
+        t.join(60)
     texts = sorted(out[0].text for _, out in calls)
     assert texts[0].startswith("    1\tn") and texts[1:] == ["denied by the user: not now"] * 2
     running.runner.detach_approver(approver)

@@ -53,7 +53,7 @@ def test_a_burst_ends_with_every_socket_at_the_bridges_last_state(ctl):
         wait_for(lambda: diffs.snapshots and full.snapshots)
         burst(ctl)
         # The last state is always delivered: wait for it, whatever the coalescing did.
-        wait_for(lambda: client_state(diffs) == bridge_state(ctl) == client_state(full), 20)
+        wait_for(lambda: client_state(diffs) == bridge_state(ctl) == client_state(full), 60)
         assert len(bridge_state(ctl)["sessions"]) == 11
         # Only the first message of the diff socket was a whole snapshot; the rest were diffs.
         assert "diff" not in diffs.messages[0]
@@ -78,7 +78,7 @@ def test_a_call_that_waits_during_a_coalescing_window_is_delivered(ctl, monkeypa
         assert agent.rpc("ping").status == 200
         seen = len(ws.messages)
         t, out = in_thread(agent.call, "bash", {"command": "echo held"})
-        state = wait_for(lambda: ws.snapshots[-1]["pending"] and ws.snapshots[-1], 20)
+        state = wait_for(lambda: ws.snapshots[-1]["pending"] and ws.snapshots[-1], 60)
         [p] = state["pending"]
         assert p["tool"] == "bash" and p["client"] == "agent"
         [session] = state["sessions"]
@@ -86,7 +86,7 @@ def test_a_call_that_waits_during_a_coalescing_window_is_delivered(ctl, monkeypa
         assert len(ws.messages) == seen + 1  # one message: the window's changes came with it
         approve = {"decision": "approve"}
         assert ctl.api.call("POST", f"/api/pending/{p['id']}", approve).status == 200
-        t.join(20)
+        t.join(60)
         assert out[0].result["isError"] is False
     finally:
         ws.close()
@@ -103,7 +103,7 @@ def test_a_socket_that_connects_mid_stream_gets_a_full_snapshot(ctl):
             wait_for(lambda: late.messages)
             assert "diff" not in late.messages[0]  # whole, with its version
             assert isinstance(late.messages[0]["version"], int)
-            wait_for(lambda: client_state(late) == bridge_state(ctl) == client_state(first), 20)
+            wait_for(lambda: client_state(late) == bridge_state(ctl) == client_state(first), 60)
             assert late.snapshots[-1]["approvers"] == ["pytest page", "pytest page"]
             # Asked for, the whole state comes again (a client that lost track).
             seen = len(late.messages)

@@ -128,8 +128,9 @@ def test_slow_loris_connections_are_closed_while_real_clients_work(start_bridge)
         assert time.monotonic() < deadline, "the server kept slow connections open"
         t0 = time.monotonic()
         assert c.rpc("ping").status == 200
-        # A server stuck on a silent socket would never answer; 2 s only absorbs CI load.
-        assert time.monotonic() - t0 < 2
+        # A server stuck on a silent socket would never answer; the bound only absorbs CI
+        # load (2 s was less than a loaded 2-core machine can take for one round trip).
+        assert time.monotonic() - t0 < 10
         select.select(slow, [], [], 0.05)  # paced by the sockets themselves, not a sleep
     for s in slow:
         s.settimeout(3)
@@ -145,7 +146,7 @@ def test_audit_on_a_full_disk(start_bridge, monkeypatch, log_records):
     c = running.client()
     for _ in range(3):
         assert c.call("ls", {}).result["isError"] is False
-    running.runner.bridge.audit.flush()
+    assert running.runner.bridge.audit.flush(60), "the audit writer fell behind"
     assert running.runner.bridge.audit.failures >= 1
     assert any(
         "audit record not written to /dev/full (No space left on device)" in m
@@ -190,7 +191,7 @@ def test_kill_9_under_load_leaves_a_parseable_audit_log(env, serve_process):
     proc.wait(10)
     stop.set()
     for t in threads:
-        t.join(10)
+        t.join(60)
     with open(env["audit"], "rb") as f:
         complete = f.read().split(b"\n")[:-1]  # the last piece is "" or a partial line
     assert len(complete) > 50  # there was real traffic
@@ -222,8 +223,8 @@ def test_sigterm_with_calls_in_flight(env, serve_process):
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)
         took = time.monotonic() - t0
-        t1.join(10)
-        t2.join(10)
+        t1.join(60)
+        t2.join(60)
         assert out1[0].text == "finished"  # in-flight work finished
         assert out2[0].text == "bridge shutting down"  # the pending one was denied
         assert proc.returncode == 0 and took < STOP_LIMIT_S

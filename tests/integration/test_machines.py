@@ -189,7 +189,7 @@ def test_rules_scoped_to_a_machine_apply_only_to_it(live, cli):
         [p] = live.pending(1)
         assert p.machine == "default"
         assert live.runner.decide(p.id, "deny")
-        t.join(15)
+        t.join(60)
         assert "denied by the user" in out[0].text
     finally:
         live.runner.detach_approver(handle)
@@ -214,7 +214,7 @@ def test_grants_and_session_ids_never_cross_machines(live, cli):
         [p] = live.pending(1)
         assert p.machine == "laptop" and p.grant is not None
         assert live.runner.decide(p.id, "allow_session")
-        t.join(15)
+        t.join(60)
         [g] = live.runner.grants()
         assert g.machine == "laptop"
         # desk presents laptop's session id with its own token: no such session for desk
@@ -357,7 +357,7 @@ def test_always_allow_is_no_wider_than_the_machine_that_asked(live, cli):
         base = p.proposed_rule
         assert base is not None and base.startswith("bash(echo hello")  # only default: as before
         assert live.runner.decide(p.id, "deny")
-        t.join(15)
+        t.join(60)
 
         laptop = added(cli, "laptop")
         a = session(live.port, laptop, claims="pytest")
@@ -365,7 +365,7 @@ def test_always_allow_is_no_wider_than_the_machine_that_asked(live, cli):
         [p] = live.pending(1)
         assert p.machine == "laptop" and p.proposed_rule == f"@laptop {base}"
         assert live.runner.decide(p.id, "allow_always")
-        t.join(15)
+        t.join(60)
         assert "hello" in out[0].text
         assert live.runner.rules().to_json()["allow"] == [f"@laptop {base}"]
         assert "hello" in a.call("bash", {"command": "echo hello"}).text  # the rule
@@ -374,7 +374,7 @@ def test_always_allow_is_no_wider_than_the_machine_that_asked(live, cli):
         [p] = live.pending(1)  # default's same command still asks
         assert p.machine == "default" and p.proposed_rule == f"@default {base}"
         assert live.runner.decide(p.id, "deny")
-        t.join(15)
+        t.join(60)
         assert "denied by the user" in out[0].text
     finally:
         live.runner.detach_approver(handle)

@@ -233,7 +233,7 @@ def test_a_waiting_call_holds_its_request_until_approved(start_bridge):
     (p,) = running.pending()
     assert p.client == "modern-client"
     running.runner.decide(p.id, Decision.APPROVE)
-    t.join(10)
+    t.join(60)
     r = out[0]
     assert r.status == 200 and r.result["isError"] is False, r
     assert r.result["resultType"] == "complete"
@@ -283,7 +283,7 @@ def test_sdk_modern_call_waits_for_an_approval_from_the_control_api(start_bridge
     (p,) = running.pending()
     control = ControlClient(running.runner.control)
     control.decide(p.id, Decision.APPROVE)
-    t.join(20)
+    t.join(60)
     res = out[0]
     assert not isinstance(res, BaseException), res
     assert res.is_error is False
@@ -326,7 +326,7 @@ def test_a_waiting_call_becomes_a_task_polled_then_approved(start_bridge):
     poll = {"taskId": task["taskId"]}
     t, out = in_thread(lambda: modern(running, "tasks/result", poll, meta=TASKS_META))
     running.runner.decide(p.id, Decision.APPROVE)
-    t.join(10)
+    t.join(60)
     assert out[0].status == 200 and out[0].result["isError"] is False, out[0]
     assert out[0].result["resultType"] == "complete"
     done = modern(running, "tasks/get", {"taskId": task["taskId"]}, meta=TASKS_META)

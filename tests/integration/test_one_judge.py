@@ -137,12 +137,12 @@ def live(running, client, row: Row) -> dict[str, Any]:
         new = [p for p in running.runner.snapshot().pending if p.id not in before]
         return new or not t.is_alive()
 
-    waited = wait_for(settled, 20)
+    waited = wait_for(settled, 60)
     asked = isinstance(waited, list)
     escalation = waited[0].escalation if asked else None
     if asked:
         running.runner.decide(waited[0].id, Decision.DENY)
-    t.join(20)
+    t.join(60)
     assert out, row.name
     done = [r for r in running.audit() if r["phase"] == "done" and r["tool"] == row.tool]
     return {"asked": asked, "escalation": escalation, "done": done[-1]}
@@ -168,7 +168,7 @@ def grant(running, client, tool: str, args: dict[str, Any]) -> None:
     t, _ = in_thread(client.call, tool, args)
     (p,) = running.pending()
     running.runner.decide(p.id, Decision.ALLOW_SESSION)
-    t.join(20)
+    t.join(60)
 
 
 def test_the_live_pipeline_and_rules_test_judge_alike(judged_bridge, cli):

@@ -189,11 +189,11 @@ def test_audit_write_failure_never_fails_a_call(tmp_path, log_records):
     log = AuditLog(str(blocker / "audit.jsonl"))  # parent is a file: every write fails
     for i in range(101):
         log.record({"id": str(i), "phase": "start"})
-        log.flush()  # one batch per record: 101 failed writes
+        assert log.flush(60), "the audit writer fell behind"  # one batch per record: 101 fails
     assert log.failures == 101
     warnings = [m for m in log_records.messages if "audit record not written" in m]
     assert len(warnings) == 2  # the first and the 100th
-    log.close()
+    log.close(60)
 
 
 def _ids(path: str) -> list[str]:
@@ -222,7 +222,7 @@ def test_audit_writer_is_woken_when_idle_finds_records_when_awake_and_loses_none
     assert _ids(path) == [str(i) for i in range(300)]
     for i in range(300, 600):
         log.record({"id": str(i), "phase": "start"})
-    log.close()
+    log.close(60)
     assert _ids(path) == [str(i) for i in range(600)]
 
 
@@ -231,8 +231,8 @@ def test_audit_rotation_keeps_n_generations(tmp_path):
     log = AuditLog(path, max_bytes=4096, keep=3)
     for i in range(400):
         log.record({"id": str(i), "phase": "start", "pad": "p" * 50})
-    log.flush()
-    log.close()
+    assert log.flush(60), "the audit writer fell behind"
+    log.close(60)
     names = sorted(os.listdir(tmp_path))
     assert names == ["a.jsonl", "a.jsonl.1", "a.jsonl.2", "a.jsonl.3"]
     recs = read_records(path, keep=3)
@@ -248,8 +248,8 @@ def test_recent_calls_reads_only_the_tail_across_generations(tmp_path):
     log = AuditLog(path, max_bytes=4096, keep=5)
     for i in range(300):
         log.record({"id": str(i), "phase": "start", "pad": "p" * 40})
-    log.flush()
-    log.close()
+    assert log.flush(60), "the audit writer fell behind"
+    log.close(60)
     assert [c["id"] for c in recent_calls(path, 5, 10)] == [str(i) for i in range(290, 300)]
     many = recent_calls(path, 5, 120)  # crosses into older generations
     assert [c["id"] for c in many] == [str(i) for i in range(180, 300)]
@@ -289,10 +289,10 @@ def test_audit_follow_keeps_every_record_across_real_rotations(start_bridge, env
         calls = 40
         for _ in range(calls):
             c.call("ls", {})
-        running.runner.bridge.audit.flush()
+        assert running.runner.bridge.audit.flush(60), "the audit writer fell behind"
         assert os.path.exists(env["audit"] + ".3")  # it really rotated, more than once
         with contextlib.suppress(AssertionError):
-            wait_for(lambda: len(lines) >= 2 * calls, timeout=20)
+            wait_for(lambda: len(lines) >= 2 * calls, timeout=60)
         time.sleep(0.6)  # one more poll: nothing is printed twice
     finally:
         proc.kill()
@@ -329,10 +329,10 @@ def test_audit_follow_waits_for_a_partly_written_line(env):
         second = record("b", "second_tool")
         with open(env["audit"], "ab", buffering=0) as f:
             f.write(record("a", "first_tool") + second[:40])
-            wait_for(lambda: any("first_tool" in x for x in lines), timeout=10)
+            wait_for(lambda: any("first_tool" in x for x in lines), timeout=60)
             time.sleep(0.6)  # a poll sees the half line
             f.write(second[40:])
-            wait_for(lambda: any("second_tool" in x for x in lines), timeout=10)
+            wait_for(lambda: any("second_tool" in x for x in lines), timeout=60)
     finally:
         proc.kill()
         proc.wait(5)
@@ -355,8 +355,8 @@ def _long_call_log(path: str, calls: int = 60) -> None:
         log.record(rec(str(i), "done", **ok))
     log.record(rec("long", "done", "long_tool", outcome="ok", decided_by="user", duration_ms=9))
     log.record(rec("hung", "start", "hung_tool"))
-    log.flush()
-    log.close()
+    assert log.flush(60), "the audit writer fell behind"
+    log.close(60)
 
 
 def test_recent_calls_reads_back_to_each_start_even_in_an_older_file(tmp_path):
@@ -442,13 +442,13 @@ def test_audit_follow_pairs_the_done_of_a_call_printed_as_pending(env):
                 lines.append(line)
 
         threading.Thread(target=read, daemon=True).start()
-        wait_for(lambda: len(lines) >= 1, timeout=20)
+        wait_for(lambda: len(lines) >= 1, timeout=60)
         done = {"ts": "2026-01-01T09:09:09Z", "id": "hung", "sid": "s", "client": "t",
                 "tool": "hung_tool", "phase": "done", "outcome": "denied",
                 "decided_by": "user", "duration_ms": 5}  # fmt: skip
         with open(env["audit"], "a") as f:
             f.write(json.dumps(done) + "\n")
-        wait_for(lambda: len(lines) >= 2, timeout=20)
+        wait_for(lambda: len(lines) >= 2, timeout=60)
     finally:
         proc.kill()
         proc.wait(5)

@@ -19,7 +19,7 @@ from omp_a2a_bridge.server.core.runner import BridgeRunner, RunnerOptions
 
 from ..conftest import write_config
 from ..support.control_client import login_page_text
-from ..support.helpers import Mcp, in_thread, read_text, wait_for
+from ..support.helpers import WAIT_S, Mcp, in_thread, read_text, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +118,7 @@ class Tray:
                 return item
         return None
 
-    def wait_item(self, prefix, timeout=10):
+    def wait_item(self, prefix, timeout=WAIT_S):
         return wait_for(lambda: self.find(prefix), timeout)
 
     def click(self, item):
@@ -174,7 +174,7 @@ def test_pending_call_appears_and_approve_runs_it(tray):
     assert heading == "Approval needed"
     assert text.startswith("bash — echo via-tray (claude-code) is waiting · auto-deny in ")
     tray.click(tray.find("Approve", item.submenu))
-    th.join(10)
+    th.join(60)
     assert out[0].text == "via-tray"
     wait_for(lambda: tray.find("Approve: bash") is None)
 
@@ -201,7 +201,7 @@ def test_libnotify_backends_get_agent_text_escaped(pystray, env, backend, escape
         else:
             assert '<span size="1">' in text, text
         t.runner.decide(t.runner.snapshot().pending[0].id, "deny")
-        th.join(10)
+        th.join(60)
     finally:
         t.app.quit()
         t.loop.join(10)
@@ -212,7 +212,7 @@ def test_deny_from_the_menu(tray):
     th, out = in_thread(c.call, "write", _write(tray, "d.txt"))
     item = tray.wait_item("Approve: write")
     tray.click(tray.find("Deny", item.submenu))
-    th.join(10)
+    th.join(60)
     assert out[0].text == "denied by the user"
     assert not os.path.exists(_write(tray, "d.txt")["path"])
 
@@ -222,7 +222,7 @@ def test_allow_for_session_then_no_prompt(tray):
     th, out = in_thread(c.call, "write", _write(tray, "1.txt"))
     item = tray.wait_item("Approve: write")
     tray.click(tray.find("Allow writes in ", item.submenu))  # …the root, for this session
-    th.join(10)
+    th.join(60)
     assert out[0].result["isError"] is False
     assert c.call("write", _write(tray, "2.txt")).result["isError"] is False  # no prompt
 
@@ -234,7 +234,7 @@ def test_always_allow_is_persisted(tray, env):
     th, out = in_thread(c.call, "edit", {"path": "e.txt", "old_string": "a", "new_string": "b"})
     item = tray.wait_item("Approve: edit")
     tray.click(tray.find("Always allow", item.submenu))
-    th.join(10)
+    th.join(60)
     assert out[0].text == "replaced 1 occurrence in e.txt"
     saved = f"edit({os.path.realpath(env['root'])}/**)"
     wait_for(lambda: json.loads(read_text(env["config"])).get("rules", {}).get("allow"))
@@ -255,7 +255,7 @@ def test_deny_all(tray):
     tray.wait_item("Deny all (2)")
     tray.click(tray.find("Deny all"))
     for th, out in (a, b):
-        th.join(10)
+        th.join(60)
         assert out[0].text == "denied by the user"
 
 
@@ -356,7 +356,7 @@ def test_quit_denies_pending_and_stops(pystray, env):
     th, out = in_thread(c.call, "bash", {"command": "true"})
     t.wait_item("Approve: bash")
     t.click(t.find("Quit"))
-    th.join(10)
+    th.join(60)
     assert out[0].text == "bridge shutting down"
     t.loop.join(10)
     assert not t.loop.is_alive() and "stop" in t.icon.calls
@@ -437,7 +437,7 @@ def test_a_call_without_a_proposal_says_always_allow_is_not_offered(tray):
     assert texts[f"Always allow: not offered ({why})"].enabled is False
     assert not [t for t in texts if t.startswith("Always allow: bash")]
     tray.click(tray.find("Deny", item.submenu))
-    th.join(10)
+    th.join(60)
     assert out[0].text == "denied by the user"
 
 

@@ -448,3 +448,22 @@ def test_install_with_no_bridge_running_keeps_the_token_off_every_command_line(
     _up(running, "default")
     assert _remote_client_works(rport)
     assert [x.machine for x in running.runner.snapshot().sessions] == ["default"]
+
+
+def test_a_config_ssh_cannot_read_is_down_with_ssh_words_naming_the_users_file(
+    tunnel_bridge, ssh_server
+):
+    """ssh reads a private copy of the config (server/tunnels/sshconfig.py); what it says about
+    that copy names the user's own file, line numbers unchanged."""
+    with open(ssh_server.client_config, "a") as f:
+        f.write("  NoSuchOption yes\n")
+    line = len(ssh_server.client_config.read_text().splitlines())
+    tunnel_bridge.runner.add_tunnel("badcfg", ssh_server.target, free_port())
+    t = wait_for(
+        lambda: (t := _tunnel(tunnel_bridge, "badcfg")) and t.state is TunnelState.DOWN and t,
+        UP_S,
+        0.05,
+    )
+    assert str(ssh_server.client_config) in t.last_error, t.last_error
+    assert "a2a-bridge-ssh-" not in t.last_error  # never the copy's name
+    assert t.last_error.endswith(f"line {line}: Bad configuration option: nosuchoption")

@@ -26,7 +26,7 @@ from omp_a2a_bridge.server.infra.config import ConfigError, parse_config
 
 from ..e2e.test_approval_page_browser import _wait
 from ..e2e.test_approval_page_browser import browser as _chromium  # noqa: F401 - the fixture "browser"
-from ..support.helpers import STOP_LIMIT_S, TOKEN, in_thread, wait_for
+from ..support.helpers import STOP_LIMIT_S, TOKEN, in_thread, read_text, wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = ["echo", "image", "structured", "mixed", "fail", "protocol_error", "sleep", "crash"]
@@ -219,14 +219,14 @@ def test_default_tier_is_prompt_and_the_approver_sees_the_upstream(upstream, sta
     assert p.upstream.annotations == {"readOnlyHint": True}
     assert p.upstream.changed is False
     running.runner.decide(p.id, "allow_session")
-    t.join(10)
+    t.join(60)
     assert out[0].text == "hi"
     assert c.call("mcp__t__echo", {"text": "again"}).text == "again"  # session grant
     other = running.client("other")
     t, out = in_thread(other.call, "mcp__t__echo", {"text": "x"})
     (p,) = running.pending()
     running.runner.decide(p.id, "deny", "not now")
-    t.join(10)
+    t.join(60)
     assert out[0].text == "denied by the user: not now"
 
 
@@ -275,7 +275,7 @@ def test_client_cancel_is_forwarded_upstream(upstream, state):
     other = running.client()
     other.sid = c.sid
     other.rpc("notifications/cancelled", {"requestId": 77}, req_id=None)
-    t.join(10)
+    t.join(60)
     assert out[0].status == 202 and out[0].raw == b""  # cancelled: no JSON-RPC response
     assert wait_for(lambda: lines(state, "cancelled"))
     done = [r for r in running.audit() if r["phase"] == "done"]
@@ -290,7 +290,7 @@ def test_client_disconnect_is_forwarded_upstream(upstream, state):
     wait_for(lambda: lines(state, "sleeping"))  # the upstream runs it
     c.conn.sock.shutdown(socket.SHUT_RDWR)
     assert wait_for(lambda: lines(state, "cancelled"))
-    t.join(10)
+    t.join(60)
 
 
 def test_crash_restart_and_call_again(upstream, state):
@@ -333,7 +333,7 @@ def test_a_server_that_is_down_is_absent_and_says_why(start_bridge, tmp_path):
     c = running.client()
     t0 = time.monotonic()
     names = [t["name"] for t in c.rpc("tools/list").result["tools"]]
-    assert time.monotonic() - t0 < 2
+    assert time.monotonic() - t0 < 10  # not held up by the server that is down (was 2 s)
     assert not [n for n in names if n.startswith("mcp__")]
 
 
@@ -347,8 +347,8 @@ def test_shutdown_stops_the_servers_within_budget(upstream, state):
     running.runner.stop()
     assert time.monotonic() - t0 < STOP_LIMIT_S
     with pytest.raises(ProcessLookupError):
-        wait_for(lambda: os.kill(pid, 0) and False, 5)  # raises once the pid is gone (and reaped)
-    t.join(5)
+        wait_for(lambda: os.kill(pid, 0) and False, 30)  # raises once the pid is gone (reaped)
+    t.join(60)
 
 
 # -- list_changed and pinning --------------------------------------------------------------------
@@ -380,7 +380,7 @@ def test_list_changed_refreshes_and_a_changed_definition_asks_again(upstream, st
     assert p.upstream is not None and p.upstream.changed is True
     assert "evil.example" in p.upstream.description
     running.runner.decide(p.id, "approve")  # approving re-pins
-    t.join(10)
+    t.join(60)
     assert out[0].text == "2"
     assert c.call("mcp__t__echo", {"text": "3"}).text == "3"  # the tier applies again
     assert running.runner.snapshot().servers[0].changed == ()
@@ -398,7 +398,7 @@ def test_pins_survive_a_restart_of_the_bridge(upstream, state):
     (p,) = running.pending()
     assert p.upstream.changed is True
     running.runner.decide(p.id, "deny")
-    t.join(10)
+    t.join(60)
     assert out[0].text == "denied by the user"
 
 
@@ -451,10 +451,12 @@ def test_http_upstream_lists_calls_cancels_and_refreshes(start_bridge, http_upst
     (p,) = running.pending()
     assert p.upstream.server == "h"
     running.runner.decide(p.id, "allow_always")
-    t.join(10)
+    t.join(60)
     assert out[0].result["structuredContent"] == {"sum": 3}
     # "Always allow" saves a rule naming every argument (not a tier, not the whole tool).
     assert c.call("mcp__h__structured", {"a": 1, "b": 2}).result["structuredContent"] == {"sum": 3}
+    # Effective at once; saved to the config by a worker after that (rulebook.add): waited for.
+    wait_for(lambda: json.loads(read_text(running.env["config"])).get("rules", {}).get("allow"))
     with open(running.env["config"]) as f:
         assert json.load(f)["rules"]["allow"] == ["mcp__h__structured(a=1, b=2, nothing else)"]
 
@@ -463,7 +465,7 @@ def test_http_upstream_lists_calls_cancels_and_refreshes(start_bridge, http_upst
     other = running.client()
     other.sid = c.sid
     other.rpc("notifications/cancelled", {"requestId": 5}, req_id=None)
-    t.join(10)
+    t.join(60)
     assert out[0].status == 202 and out[0].raw == b""  # cancelled: no JSON-RPC response
     assert wait_for(lambda: lines(state, "cancelled"))
 
@@ -494,7 +496,7 @@ def test_http_upstream_reconnects_after_it_comes_back(start_bridge, state, monke
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         running.runner.restart_server("h")
-        wait_for(lambda: running.runner.snapshot().servers[0].state == "failed", 20)
+        wait_for(lambda: running.runner.snapshot().servers[0].state == "failed", 60)
         proc = subprocess.Popen(cmd, cwd=REPO, start_new_session=True)
         ready(running, "h", 60)
     finally:
@@ -782,7 +784,7 @@ def test_a_definition_that_changes_while_the_call_waits_is_not_run(upstream, sta
     assert running.client().call("mcp__t__mutate").text == "mutated"
     wait_for(lambda: running.runner.snapshot().servers[0].tools == 11)
     running.runner.decide(p.id, "approve")
-    t.join(10)
+    t.join(60)
     assert out[0].result["isError"] is True
     assert out[0].text == (
         "tool 'mcp__t__echo' changed on its server while the call waited; call it again"
@@ -814,7 +816,7 @@ def test_terminal_and_tray_show_upstream_details(upstream, state):
     servers = next(i for i in items if i.text.startswith("Servers"))
     assert servers.submenu[0].text == "t — ready · 11 tools · 1 changed since approved"
     running.runner.decide(p.id, "deny")
-    t.join(10)
+    t.join(60)
 
 
 def test_an_http_server_that_is_not_there_says_why(start_bridge):
@@ -869,7 +871,7 @@ def test_the_page_shows_servers_and_upstream_details(start_bridge, state, reques
     assert '"readOnlyHint": true' in card.find_element(By.CSS_SELECTOR, "pre.annotations").text
     assert "upstream server t · tool echo" in card.text
     card.find_element(By.XPATH, ".//button[text()='Approve']").click()
-    t.join(10)
+    t.join(60)
     assert out[0].text == "from the page"
 
     starts = len(lines(state, "starts"))
@@ -897,7 +899,7 @@ def test_http_tools_are_relisted_without_a_notification(
     ready(running, "h")
     assert running.runner.snapshot().servers[0].tools == 10
     open(os.path.join(state, "mutated"), "w").close()  # changed, and nobody says so
-    wait_for(lambda: running.runner.snapshot().servers[0].tools == 11, 20)
+    wait_for(lambda: running.runner.snapshot().servers[0].tools == 11, 60)
 
 
 # -- what reaches the user's terminal ------------------------------------------------------------
@@ -916,7 +918,7 @@ def test_an_upstreams_hostile_stderr_and_tool_names_reach_the_log_rendered(
     with open(log, "w") as err:
         proc, _port = serve_process(stderr=err)
     try:
-        text = wait_for(lambda: "retrying" in (t := log.read_text()) and t, timeout=20)
+        text = wait_for(lambda: "retrying" in (t := log.read_text()) and t, timeout=60)
     finally:
         proc.terminate()
         proc.wait(10)

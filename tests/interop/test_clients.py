@@ -118,7 +118,7 @@ def test_inspector_lists_calls_gets_approval_and_times_out(peers: Peers, peer_br
         peers, peer_bridge, "--method", "tools/call", "--tool-name", "write",
         "--tool-arg", f"path={args['path']}", "content=approved",
     )  # fmt: skip
-    approver.join(10)
+    approver.join(60)
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads(r.stdout)["isError"] is False
     assert Path(args["path"]).read_text() == "approved"
@@ -175,7 +175,7 @@ def test_typescript_sdk_connects_and_tears_down_cleanly(peers, peer_bridge, whic
     assert out["crashes"] == [], out
     own_aborts = [m for m in out["logged"] if m.endswith("This operation was aborted")]
     assert own_aborts == out["logged"], out
-    wait_for(lambda: peer_bridge.runner.snapshot().pending == (), timeout=10)
+    wait_for(lambda: peer_bridge.runner.snapshot().pending == (), timeout=60)
 
 
 # -- the Python SDK -------------------------------------------------------------------------------

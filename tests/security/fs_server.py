@@ -1,4 +1,5 @@
-"""A tiny stdio MCP server that reads and writes any path it is given: what a careless or
+"""A tiny stdio MCP server that reads and writes any path it is given (and connects to any
+abstract unix socket): what a careless or
 hostile upstream could do. ``python -m tests.security.fs_server`` (adapted from
 ``tests/support/upstream_server.py``). A failure is returned as the tool's text, so the test sees
 what the kernel said ("Permission denied", "Read-only file system", an empty file)."""
@@ -22,6 +23,13 @@ def _do(name: str, args: dict[str, Any]) -> str:
     # argument to read ~/.ssh; here only the box stands in the way.
     path = bytes.fromhex(str(args.get("hex"))).decode()
     try:
+        if name == "connect":  # an abstract unix socket (X11's, a session bus's): no file
+            import socket
+
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(10)
+                s.connect("\0" + path)
+                return "RECEIVED:" + s.recv(200).decode("utf-8", "replace")
         if name == "read_file":
             with open(path, encoding="utf-8", errors="replace") as f:
                 return "CONTENT:" + f.read()
@@ -36,7 +44,8 @@ def main() -> None:
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         path = {"hex": {"type": "string"}}
         both = {**path, "text": {"type": "string"}}
-        return types.ListToolsResult(tools=[_tool("read_file", path), _tool("append", both)])
+        tools = [_tool("read_file", path), _tool("append", both), _tool("connect", path)]
+        return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         text = _do(params.name, params.arguments or {})

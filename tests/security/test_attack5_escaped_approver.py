@@ -21,7 +21,7 @@ import pytest
 from omp_a2a_bridge.server.vocab import Decision
 
 from ..support.control_client import Api
-from ..support.helpers import in_thread, pids_where, read_text, wait_for
+from ..support.helpers import in_thread, pids_where, read_text, sleep_n, sleeping_pids, wait_for
 from .test_self_approval import ATTACK
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
@@ -47,11 +47,6 @@ def ctl(start_bridge):
     return running
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack5: a child of an approved outside-the-box call kills its supervisor, escapes "
-    "to init without the tool marker and approves a waiting call",
-)
 def test_a_child_that_kills_its_supervisor_cannot_approve_later(ctl, env):
     script = os.path.join(env["root"], "attack.py")
     with open(script, "w") as f:
@@ -102,3 +97,31 @@ def test_a_child_that_kills_its_supervisor_cannot_approve_later(ctl, env):
         if not os.path.exists(go):  # a child still waiting ends
             with open(go, "w") as f:
                 f.write("stop")
+
+
+def test_nothing_an_outside_call_starts_outlives_it(ctl):
+    """Outside the box the call has a PID namespace of its own: it cannot see or signal its
+    supervisor (``kill -9 $PPID`` reaches the namespace's first process, which ignores it), and
+    when the shell ends the kernel ends every process it left, ``setsid`` or not."""
+    agent = ctl.client("agent")
+    human = ctl.runner.attach_approver("test human")
+    marker = sleep_n("300.74")
+    command = (
+        f"(setsid nohup sleep {marker} > /dev/null 2>&1 &); sleep 0.3; kill -9 $PPID; echo survived"
+    )
+    try:
+        args = {"command": command, "box": False, "reason": "needs the network"}
+        thread, out = in_thread(agent.call, "bash", args)
+        mine = wait_for(lambda: [p for p in ctl.runner.snapshot().pending if p.tool == "bash"])
+        assert ctl.runner.decide(mine[0].id, Decision.APPROVE)
+        thread.join(60)
+        assert out, "the approved call did not end"
+        from omp_a2a_bridge.server.box import probe
+
+        try:
+            wait_for(lambda: not sleeping_pids("300.74"), 30)
+        except AssertionError:
+            raise AssertionError(f"outlived its call: {out[0].text!r}, {probe.status()}") from None
+        assert ctl.runner.snapshot() is not None  # the bridge (outside the namespace) lives
+    finally:
+        ctl.runner.detach_approver(human)

@@ -8,6 +8,10 @@ global config into included files (``[include] path = ~/.config/git/work.inc``, 
 repository's ``.hooks`` its hooks folder. A boxed call (no human asked) wrote
 ``.hooks/pre-commit``; the human's next ``git commit`` ran it, outside any box. Real bridge
 process, default config, the human's real ``git commit`` afterwards.
+
+Closed: one reader (``server.policy.private.git_named``) follows every ``include.path`` and
+``includeIf.*.path`` of the system, global and repository config, so the box sweeps the hooks
+folder a call makes, and the ``write`` tool asks for it.
 """
 
 from __future__ import annotations
@@ -40,10 +44,6 @@ def world() -> Iterator[World]:
         stop(world)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack5: a hooks path set in a file the global git config includes is writable",
-)
 def test_a_hooks_path_from_an_included_global_file_is_not_planted(world: World) -> None:
     hook = os.path.join(world.project, ".hooks", "pre-commit")
     mark = os.path.join(world.base, "hook-ran")
@@ -83,10 +83,6 @@ for p in listed if isinstance(listed, list) else listed["pending"]:
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack5: a hook planted with no human decision approves the agent's own calls",
-)
 def test_a_planted_hook_never_decides_a_call(world: World) -> None:
     """The chain, end to end: one boxed call (nobody asked) plants the hook; the agent asks to
     run a command outside the box; the human, who has not answered, commits in their project;

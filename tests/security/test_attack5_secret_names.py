@@ -66,11 +66,6 @@ def world() -> Iterator[World]:
         stop(world)
 
 
-READ_HOLE = "attack5: a secrets file named as its vendor names it is read by the read tool"
-BOX_HOLE = "attack5: a secrets file named as its vendor names it shows in the box"
-
-
-@pytest.mark.xfail(strict=True, reason=READ_HOLE)
 @pytest.mark.parametrize("name", NAMES)
 def test_the_read_tool_does_not_hand_over_a_vendors_secrets_file(world: World, name: str) -> None:
     c = world.client()
@@ -82,7 +77,6 @@ def test_the_read_tool_does_not_hand_over_a_vendors_secrets_file(world: World, n
     assert "FAKESECRET" not in r.raw.decode(), r.text[:200]
 
 
-@pytest.mark.xfail(strict=True, reason=BOX_HOLE)
 @pytest.mark.parametrize("name", NAMES)
 def test_the_box_hides_a_vendors_secrets_file(world: World, name: str) -> None:
     """In the call's project and in another project of the home (the roots' index)."""

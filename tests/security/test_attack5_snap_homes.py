@@ -55,18 +55,12 @@ def _read(world: World, rel: str) -> str:
     return r.raw.decode()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="attack5: the box shows a snap's home (browser logins, cookies) unasked"
-)
 @pytest.mark.parametrize("rel", [*BROWSERS, *APPS, *SECRET_NAMED])
 def test_the_box_does_not_show_a_snaps_private_data(world: World, rel: str) -> None:
     _, text = world.bash(f"cat ~/{rel!r} 2>&1; true")
     assert world.leaks(text) == [], text
 
 
-@pytest.mark.xfail(
-    strict=True, reason="attack5: the read tool hands over a snap app's hidden tree (not browsers)"
-)
 @pytest.mark.parametrize("rel", APPS)
 def test_the_read_tool_keeps_a_snap_apps_hidden_tree_private(world: World, rel: str) -> None:
     assert "FAKESECRET" not in _read(world, rel)
@@ -78,9 +72,6 @@ def test_guard_the_read_tool_knows_the_browsers_snaps(world: World, rel: str) ->
     assert "FAKESECRET" not in _read(world, rel)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="attack5: a boxed call in a snap's home plants the app's start-up files"
-)
 def test_a_boxed_call_does_not_plant_a_snap_apps_startup_files(world: World) -> None:
     """The agent names a ``cwd`` inside the snap VS Code's user folder (a hidden tree in any
     other home, so persistence): its user ``tasks.json`` and ``settings.json`` run and steer
@@ -89,15 +80,23 @@ def test_a_boxed_call_does_not_plant_a_snap_apps_startup_files(world: World) -> 
     code = os.path.join(world.home, "snap/code/current/.config/Code/User")
     os.makedirs(code, exist_ok=True)
     planted = [os.path.join(code, "tasks.json"), os.path.join(code, "settings.json")]
+    c = world.client()
     try:
-        world.bash(
-            "echo '{\"tasks\": []}' > tasks.json; "
-            'echo \'{"terminal.integrated.env.linux": {"PROMPT_COMMAND": "id"}}\' '
-            "> settings.json; true",
-            cwd=code,
+        # (not ``world.bash``: that fails a call that asks, and this one asks now — the snap
+        # home's hidden tree is private, as the snap Firefox profile's guard below)
+        r = c.call(
+            "bash",
+            {
+                "command": "echo '{\"tasks\": []}' > tasks.json; "
+                'echo \'{"terminal.integrated.env.linux": {"PROMPT_COMMAND": "id"}}\' '
+                "> settings.json; true",
+                "cwd": code,
+            },
         )
+        assert r.result["isError"], r.text
         assert [p for p in planted if os.path.exists(p)] == []
     finally:
+        c.close()
         for p in planted:
             if os.path.exists(p):
                 os.remove(p)
@@ -113,3 +112,20 @@ def test_guard_a_cwd_in_the_snap_firefox_profile_asks(world: World) -> None:
         c.close()
     assert r.result["isError"], r.text
     assert not os.path.exists(os.path.join(profile, "user.js"))
+
+
+def test_a_boxed_call_in_a_snap_home_is_refused_not_run(world: World) -> None:
+    """Closed with the rest: the box hides ``~/snap`` whole, so a ``cwd`` there (outside any
+    hidden tree: the path policy lets it be) is refused by the box like a ``cwd`` in the
+    home's hidden tree — no box hides the folder a call runs in."""
+    cwd = os.path.join(world.home, "snap", "code", "current", "projects")
+    os.makedirs(cwd, exist_ok=True)
+    made = os.path.join(cwd, "made")
+    try:
+        failed, text = world.bash(f"cat ~/{APPS[0]!r}; echo x > made", cwd=cwd)
+        assert failed and world.leaks(text) == [], text
+        assert not os.path.exists(made)
+        assert "~/snap" in text and '"box": false' in text, text
+    finally:
+        if os.path.exists(made):
+            os.remove(made)

@@ -165,7 +165,7 @@ def test_notification_body_shows_agent_text_as_written(watcher, env, caps):
         else:
             assert '<a href="http://evil.ex' in body, body
         t.runner.decide(t.runner.snapshot().pending[0].id, "deny")
-        th.join(10)
+        th.join(60)
     finally:
         t.close()
         server.close()
@@ -185,7 +185,7 @@ def test_plain_notification_is_escaped_for_a_markup_server(watcher, env):
         body = next(n["body"] for n in server.shown if "evil" in n["body"])
         assert "<" not in body and "&lt;/span&gt;" in body, body
         t.runner.decide(t.runner.snapshot().pending[0].id, "deny")
-        th.join(10)
+        th.join(60)
     finally:
         t.close()
         server.close()

@@ -91,7 +91,7 @@ def test_concurrent_calls_each_get_their_own_supervisor_pipes_and_output(tmp_pat
         with open(f"/proc/{helper}/task/{helper}/children") as f:
             return f.read().split()
 
-    wait_for(lambda: len(idle()) <= 2, timeout=10)
+    wait_for(lambda: len(idle()) <= 2, timeout=60)
 
 
 def test_a_shell_that_cannot_start_is_said_and_the_supervisor_stays_usable(tmp_path):
@@ -165,9 +165,9 @@ def test_the_processes_of_a_running_call_end_when_the_bridge_is_killed(tmp_path)
         wait_for(lambda: len(sleeping_pids("312.71", "313.71", "314.71", "315.71")) == 4)
         holder.kill()
         holder.wait(10)
-        wait_for(lambda: not sleeping_pids("312.71", "313.71", "314.71", "315.71"), timeout=10)
+        wait_for(lambda: not sleeping_pids("312.71", "313.71", "314.71", "315.71"), timeout=60)
         # The bridge's helper goes too (EOF on its socket), and the supervisors with it.
-        wait_for(lambda: process_gone(helper) and process_gone(sup), timeout=10)
+        wait_for(lambda: process_gone(helper) and process_gone(sup), timeout=60)
     finally:
         if holder.poll() is None:
             holder.kill()
@@ -216,5 +216,5 @@ def test_a_boxed_call_ends_with_the_bridge_process(serve_process, env, tmp_path)
     boxed = sleeping_pids("316.71", "317.71")
     served.proc.kill()
     served.proc.wait(10)
-    wait_for(lambda: all(process_gone(p) for p in boxed), timeout=10)
-    t.join(10)
+    wait_for(lambda: all(process_gone(p) for p in boxed), timeout=60)
+    t.join(60)

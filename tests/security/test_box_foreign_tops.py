@@ -165,3 +165,27 @@ def test_a_data_file_at_the_top_level_is_private(disk_world: tuple[World, str]) 
     finally:
         os.unlink(dump)
     assert world.leaks(text) == [] and "still-works" in text, text
+
+
+def test_a_repository_in_a_root_on_a_data_folder_keeps_its_hooks_read_only(
+    disk_world: tuple[World, str],
+) -> None:
+    """A project re-opened inside a hidden data folder (``/data/projects/repo``) counted as
+    "under a mask" (``/data``), so its persistence was never bound read-only: a call wrote
+    ``.git/hooks/pre-commit`` and ``.git/config``, which run at the human's next commit."""
+    import subprocess
+
+    world, top = disk_world
+    repo = os.path.join(top, "projects", "repo")
+    subprocess.run(["git", "init", "-q", repo], check=True)
+    hook = os.path.join(repo, ".git", "hooks", "pre-commit")
+    with open(os.path.join(repo, ".git", "config"), encoding="utf-8") as f:
+        config = f.read()
+    _, text = world.bash(
+        "echo evil > .git/hooks/pre-commit; git config core.fsmonitor evil; "
+        "echo made > made.txt && echo still-works",
+        cwd=repo,
+    )
+    assert "still-works" in text and not os.path.exists(hook), text
+    with open(os.path.join(repo, ".git", "config"), encoding="utf-8") as f:
+        assert f.read() == config

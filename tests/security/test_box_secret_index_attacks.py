@@ -286,9 +286,9 @@ def _release(path: str, thread: threading.Thread) -> None:
     """Open the pipe ourselves (nonblocking) so a writer nobody read from ends."""
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        thread.join(10)
+        thread.join(60)
         os.close(fd)
-    thread.join(10)
+    thread.join(60)
     os.unlink(path)
 
 

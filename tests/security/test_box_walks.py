@@ -172,6 +172,7 @@ def _fs_server(home, **extra) -> dict:
 
 def _upstream(start_bridge, home, **extra):
     tiers = {"mcp__fs__read_file": "allow", "mcp__fs__append": "allow"}
+    tiers["mcp__fs__connect"] = "allow"
     running = start_bridge(
         {
             "roots": [str(home)],
@@ -245,6 +246,49 @@ def test_a_boxed_server_installed_in_a_top_level_data_folder_still_runs(home, st
         assert "PLANTED-DATA-DISK" not in r.text, r.text
 
 
+def test_a_boxed_server_cannot_reach_an_abstract_socket_outside(home, start_bridge):
+    """A stdio server's box has network by default, so it shares the bridge's network
+    namespace, where X11's ``@/tmp/.X11-unix/X0`` and an abstract session bus live: the box
+    starts under Landlock's abstract-socket scope (``server/box/scope.py``)."""
+    import secrets
+    import socket
+    import threading
+
+    from omp_a2a_bridge.server.box import scope
+
+    if scope.abi() < scope.SCOPE_ABI:
+        message = f"Landlock scopes need Linux 6.12 (ABI 6); this kernel has {scope.abi()}"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    name = f"a2a-x11-{secrets.token_hex(4)}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind("\0" + name)
+    listener.listen(4)
+    listener.settimeout(0.5)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.sendall(b"PLANTED-ABSTRACT-SOCKET\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        c = _upstream(start_bridge, home)
+        r = c.call("mcp__fs__connect", {"hex": name.encode().hex()})
+        assert "PLANTED-ABSTRACT-SOCKET" not in r.text and r.text.startswith("ERROR"), r.text
+    finally:
+        done.set()
+        thread.join(5)
+        listener.close()
+
+
 def test_control_a_server_outside_the_box_can(home, start_bridge):
     c = _upstream(start_bridge, home, box=False)
     r = c.call("mcp__fs__read_file", {"hex": _hex(home / ".ssh" / "id_rsa")})
@@ -279,7 +323,7 @@ def test_a_server_that_cannot_start_in_the_box_says_how_to_run_it_outside(home, 
         view = views[0] if views else None
         return view and view.state == "failed" and "no key at" in (view.last_error or "") and view
 
-    view = wait_for(failed, 20)
+    view = wait_for(failed, 60)
     assert view.last_error.endswith(f"no key at {key}"), view  # its own words, as outside
     assert view.box.startswith("in the box") and '"box": false' in view.box, view
 

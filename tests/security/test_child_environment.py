@@ -232,7 +232,7 @@ def _approved(s: Serve, command: str) -> tuple[dict, Response]:
         t.start()
         [p] = wait_for(lambda: api.call("GET", "/api/pending").json["pending"] or None)
         assert api.call("POST", f"/api/pending/{p['id']}", {"decision": "approve"}).status == 200
-        t.join(20)
+        t.join(60)
         return p, out[0]
     finally:
         approver.close()
@@ -247,17 +247,20 @@ def test_proc_environ_of_the_shell_the_supervisor_and_the_bridge(served):
         assert not r.result["isError"], (command, r.text)
         assert "PATH=" in r.text, (command, r.text)  # it really read an environment
         assert _leaks(r.text) == [], (command, r.text)
-    # The supervisor ($PPID of the shell) is the reaper, and it holds the scrubbed environment.
+    # Outside the box the shell still has a PID namespace of its own: its parent is the
+    # namespace's first process (bubblewrap), which holds the same scrubbed environment; the
+    # supervisor and the bridge are not in it at all.
     _, r = _approved(served, "cat /proc/$PPID/cmdline | tr '\\0' ' '")
-    assert "reaper.py" in r.text, r.text
-    # The bridge itself still holds the secrets, but is non-dumpable: its environ is root's.
+    assert "bwrap" in r.text and "--unshare-pid" in r.text, r.text
+    # The bridge still holds the secrets: its pid names nothing in the call's /proc (and it is
+    # non-dumpable besides: its environ would be root's).
     p, r = _approved(served, f"cat /proc/{served.proc.pid}/environ")
     assert p["escalation"] is not None and p["escalation"]["kind"] == "protected", p
-    assert r.result["isError"] and "Permission denied" in r.text, r.text
+    assert r.result["isError"], r.text
     assert _leaks(r.text) == []
     # A pid computed at run time is not seen by the path check; the OS still says no.
     _, r = _approved(served, f'p=/proc/{served.proc.pid}; cat "$p/environ"')
-    assert r.result["isError"] and "Permission denied" in r.text, r.text
+    assert r.result["isError"], r.text
     assert _leaks(r.text) == []
 
 

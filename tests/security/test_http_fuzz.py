@@ -182,7 +182,7 @@ def test_after_the_fuzz_the_server_is_healthy_and_audit_pairs(live):
     fresh = Mcp(runner.bridge.port)
     fresh.initialize()
     assert fresh.rpc("ping").json["result"] == {}
-    runner.bridge.audit.flush()
+    assert runner.bridge.audit.flush(60), "the audit writer fell behind"
     calls = pair_calls(read_records(audit))
     assert all(c["start"] is not None and c["done"] is not None for c in calls)
     assert not errors.records

@@ -164,7 +164,7 @@ def test_serve_stops_while_the_keyring_hangs(env, tmp_path, sig):
         wait_listening=False,
     )
     try:
-        wait_for(lambda: os.path.exists(mark), timeout=20)
+        wait_for(lambda: os.path.exists(mark), timeout=60)
         took = s.signal_and_wait(sig)
         assert s.proc.returncode == 0, s.stderr()
         assert took < STOP_LIMIT_S
@@ -194,12 +194,12 @@ def test_serve_stops_with_bash_and_approval_in_flight(env, tmp_path):
         wait_for(lambda: ws.snapshots and ws.snapshots[-1]["pending"])
         wait_for(lambda: os.path.exists(pids) and len(read_pids(pids)) == 2)
         took = s.signal_and_wait(signal.SIGTERM)
-        t1.join(10)
-        t2.join(10)
+        t1.join(60)
+        t2.join(60)
         assert s.proc.returncode == 0 and took < STOP_LIMIT_S, s.stderr()
         assert out2[0].text == "bridge shutting down"
         assert out1[0].status == 200  # answered (cancelled by the shutdown), not dropped
-        wait_for(lambda: not sleeping_pids("300.72", "300.73"), timeout=5)
+        wait_for(lambda: not sleeping_pids("300.72", "300.73"), timeout=30)
         assert "Traceback" not in s.stderr()
         ws.close()
     finally:
@@ -334,7 +334,7 @@ def test_pending_approvals_are_capped(start_bridge):
     assert len(runner.snapshot().pending) == 3
     runner.call(lambda: runner.bridge.broker.end_where(Ending.SHUTDOWN))
     for t, _ in threads:
-        t.join(10)
+        t.join(60)
     runner.detach_approver(handle)
     calls = assert_pairing(running.audit())
     limited = [c for c in calls if c["done"]["outcome"] == "limit"]
@@ -376,7 +376,7 @@ def test_memory_stays_bounded_under_many_huge_pending_writes(start_bridge):
     assert grew < 600, f"RSS grew by {grew:.0f} MB"
     runner.call(lambda: runner.bridge.broker.end_where(Ending.SHUTDOWN))
     for t, _ in outs:
-        t.join(20)
+        t.join(60)
     runner.detach_approver(handle)
     assert_pairing(running.audit())
 
@@ -500,7 +500,7 @@ def test_out_of_descriptors_with_nothing_idle_backs_off_with_one_line(env):
             sock = socket.create_connection(("127.0.0.1", s.port))
             sock.sendall(head)  # a request in progress: its body never completes
             socks.append(sock)
-        wait_for(lambda: "out of file descriptors" in s.stderr(), timeout=20)
+        wait_for(lambda: "out of file descriptors" in s.stderr(), timeout=60)
         time.sleep(1.5)  # several back-off rounds while still exhausted
         for sock in socks:
             sock.close()
@@ -540,7 +540,7 @@ def test_busy_connections_past_the_cap_get_a_clear_503(start_bridge):
     running.runner.detach_approver(handle)
     running.runner.call(running.runner.bridge.begin_shutdown)
     for t, _ in threads:
-        t.join(10)
+        t.join(60)
 
 
 # -- 3. no 500, one done per call ----------------------------------------------------------------
@@ -593,7 +593,7 @@ def test_approver_hanging_up_mid_push_leaves_no_unretrieved_task(start_bridge, c
         running.runner.pause(True)  # more pushes into the dead socket
         running.runner.pause(False)
         for t, _ in threads:
-            t.join(10)
+            t.join(60)
         ws.loop.call_soon_threadsafe(ws.loop.stop)
     wait_for(lambda: running.runner.snapshot().approvers == ())
     running.runner.call(gc.collect)
@@ -610,10 +610,12 @@ def test_bash_returns_when_the_shell_exits(bridge, root):
     pids = os.path.join(root, "bg")
     t0 = time.monotonic()
     r = c.call("bash", {"command": f"sleep {sleep_n('300.71')} & echo $! > {pids}; echo started"})
-    assert time.monotonic() - t0 < 5
+    # Not the 300 s of the sleep that holds the output open. (Was 5 s: the box's start alone
+    # can take seconds under CI load.)
+    assert time.monotonic() - t0 < 60
     assert r.text == "started" and not r.result["isError"]
     assert len(read_pids(pids)) == 1
-    wait_for(lambda: not sleeping_pids("300.71"), timeout=5)  # and took its children along
+    wait_for(lambda: not sleeping_pids("300.71"), timeout=30)  # and took its children along
 
 
 @pytest.mark.parametrize("how", ["timeout", "cancel"])
@@ -635,10 +637,10 @@ def test_bash_setsid_and_double_forked_children_are_gone(bridge, root, how):
         other.sid = c.sid
         params = {"requestId": 99, "reason": "test"}
         other.rpc("notifications/cancelled", params, req_id=None)
-        t.join(10)
+        t.join(60)
         assert out[0].status == 202 and out[0].raw == b""  # cancelled: no JSON-RPC response
     assert len(read_pids(pids)) == 3
-    wait_for(lambda: not sleeping_pids("301.71", "302.71", "303.71"), timeout=5)
+    wait_for(lambda: not sleeping_pids("301.71", "302.71", "303.71"), timeout=30)
 
 
 def test_bash_environment_has_no_bridge_variables(bridge):

@@ -32,7 +32,7 @@ def test_an_echoed_machine_token_is_scrubbed_everywhere(start_bridge, cli, memor
         shown = json.dumps(snapshot_json(running.runner.snapshot()))
         assert token not in shown and token[:20] not in shown
         assert running.runner.decide(p.id, "deny")
-        t.join(15)
+        t.join(60)
     finally:
         running.runner.detach_approver(handle)
     running.runner.bridge.audit.flush(30)

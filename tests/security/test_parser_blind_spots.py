@@ -84,7 +84,7 @@ def test_over_http_an_allow_rule_does_not_run_them(start_bridge, env, command):
         [p] = running.pending()
         assert p.proposed_rule is None and p.grant_label is None
         assert running.runner.decide(p.id, "deny")
-        t.join(10)
+        t.join(60)
         assert "denied by the user" in out[0].text
     finally:
         running.runner.detach_approver(handle)
@@ -95,7 +95,7 @@ def test_over_http_an_allow_rule_does_not_run_them(start_bridge, env, command):
         t, out = in_thread(c.call, "bash", {"command": command, "cwd": env["root"]})
         [p] = running.pending()
         assert running.runner.decide(p.id, "approve")
-        t.join(10)
+        t.join(60)
     finally:
         running.runner.detach_approver(handle)
     assert os.path.exists(os.path.join(env["root"], "PWNED")), out[0].text

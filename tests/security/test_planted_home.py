@@ -472,7 +472,7 @@ def test_race_swapped_dir_symlink_fifo_and_hard_link_never_leak_nor_block(served
         t.join(240)
     stop.set()
     for t in (*swappers, ping_t):
-        t.join(10)
+        t.join(60)
     assert not any(t.is_alive() for t in readers), "a read blocked"
     assert leaked == [], leaked[:3]
     assert served.errors() == [], served.log.read_text()[-3000:]
@@ -517,7 +517,7 @@ def _approve_flow(served: Serve, decision: str) -> None:
         [p] = pending()
         assert p["escalation"] is None
         assert api.call("POST", f"/api/pending/{p['id']}", {"decision": decision}).status == 200
-        t.join(10)
+        t.join(60)
         assert not out[-1].result["isError"], out[-1]
         # The grant is real: the next harmless write runs without asking.
         r = c.call("write", {"path": f"proj/again-{decision}.txt", "content": "ok"})
@@ -530,7 +530,7 @@ def _approve_flow(served: Serve, decision: str) -> None:
             assert esc["path"] == str(served.home / rel) and esc["category"] in esc["text"]
             assert len(p["sid_hash"]) == 12 and p["sid_hash"] != p["sid"]
             api.call("POST", f"/api/pending/{p['id']}", {"decision": "deny"})
-            t.join(10)
+            t.join(60)
             assert out[-1].text == "denied by the user", (rel, out[-1])
         assert not (served.home / ".local" / "bin" / "git").exists()
         assert (served.home / ".bashrc").read_text() == "PUBLIC-bashrc\n"

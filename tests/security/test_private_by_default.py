@@ -419,7 +419,7 @@ def test_the_human_sees_the_category_and_a_session_grant_covers_no_private_place
 
     def decide(t: threading.Thread, p: dict, decision: str) -> Response:
         assert api.call("POST", f"/api/pending/{p['id']}", {"decision": decision}).status == 200
-        t.join(10)
+        t.join(60)
         return out[-1]
 
     try:

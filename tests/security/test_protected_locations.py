@@ -370,7 +370,7 @@ def test_open_never_blocks_on_a_fifo(tmp_path, mechanism):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     t, out = in_thread(safeopen.open_read, str(fifo))
-    t.join(5)
+    t.join(60)
     assert not t.is_alive(), "opening a FIFO blocked"
     assert isinstance(out[0], safeopen.NotRegular)
 
@@ -449,7 +449,7 @@ def test_read_refuses_a_file_swapped_in_after_approval(start_bridge, tmp_path):
     replacement.write_text("something else")
     os.replace(replacement, outside)
     running.runner.decide(p.id, "approve")
-    t.join(10)
+    t.join(60)
     assert out[0].text == f"{outside}: changed after it was approved; nothing was done (call again)"
     assert threading.active_count() > 0
 

@@ -126,7 +126,7 @@ def test_bash_cannot_approve_a_waiting_call_but_the_cli_can(ctl, env, tmp_path):
             env=dict(os.environ),
         )
         assert cli.returncode == 0, cli.stderr
-        thread.join(20)
+        thread.join(60)
         assert not out[0].result["isError"], out[0].text
         assert read_text(target) == "x"
     finally:

@@ -50,7 +50,7 @@ def _grant(bridge, c, tool, args, label, ok=True):
     listed = bridge.api.call("GET", f"/api/pending/{p.id}").json
     assert listed["session_grant"] == label  # what the page and watch show
     assert bridge.runner.decide(p.id, "allow_session")
-    t.join(10)
+    t.join(60)
     assert out[0].result["isError"] is not ok, out[0].text
     return p
 
@@ -119,5 +119,5 @@ def test_no_grant_is_offered_where_none_can_apply(bridge, home, tool, args):
     r = bridge.api.call("POST", f"/api/pending/{p.id}", {"decision": "allow_session"})
     assert r.status == 400 and "approve it once" in r.json["error"], r.json
     assert bridge.runner.decide(p.id, "deny")
-    t.join(10)
+    t.join(60)
     assert bridge.runner.snapshot().grants == ()

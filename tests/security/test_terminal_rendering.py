@@ -115,7 +115,7 @@ def test_cli_shows_hostile_calls_safely_with_the_real_tail(ctl, cli):
         assert full["arguments"]["command"] == HOSTILE_COMMAND  # JSON keeps the exact value
         r = cli("deny", p.id, "--reason", HOSTILE_REASON)
         assert r.returncode == 0, r.stderr
-        t.join(10)
+        t.join(60)
         # An unexposed tool with a hostile name reaches the audit too.
         c.call("evil\x1b[31mtool\u202e", {})
     finally:
@@ -150,7 +150,7 @@ def test_audit_and_agent_texts_tell_the_outcomes_apart(start_bridge, tmp_path, c
         t, _out = in_thread(c.call, "bash", {"command": "echo denied"})
         [p] = running.pending()
         running.runner.decide(p.id, "deny", "not now")
-        t.join(10)
+        t.join(60)
         running.runner.pause(True)
         assert c.call("bash", {"command": "echo paused"}).text == "bridge paused by the user"
         running.runner.pause(False)
@@ -234,7 +234,7 @@ def test_status_stays_small_with_many_huge_pending_writes(ctl):
         for p in ctl.runner.snapshot().pending:
             ctl.runner.decide(p.id, "deny")
         for t in threads:
-            t.join(20)
+            t.join(60)
         ws.close()
 
 
@@ -262,7 +262,7 @@ def test_watch_renders_hostile_calls_and_follows_the_bridge(start_bridge, watche
     assert "\\x1b]52;c;Y3VybCBldmls\\x07" in text
     # Decided elsewhere: it leaves the prompt instead of being asked about.
     assert Api(info).call("POST", f"/api/pending/{p.id}", {"decision": "deny"}).status == 200
-    t1.join(10)
+    t1.join(60)
     w.wait_out(f"{p.id} is no longer waiting")
     # A huge write: head, tail and counts, not 100k lines on the terminal.
     content = "".join(f"line {i}\n" for i in range(60_000)) + "LAST LINE"
@@ -305,7 +305,7 @@ def test_watch_stops_at_once(ctl, watcher, sig):
     assert b"Traceback" not in w.proc.stderr.read()
     wait_for(lambda: "terminal (watch)" not in ctl.runner.snapshot().approvers)
     ctl.runner.decide(ctl.pending()[0].id, "deny")
-    t.join(10)
+    t.join(60)
 
 
 def test_watch_reconnects_after_a_bridge_restart(env, watcher, serve_process):
@@ -321,7 +321,7 @@ def test_watch_reconnects_after_a_bridge_restart(env, watcher, serve_process):
         w.wait_out("the bridge went away; reconnecting")
         serve = serve_process().proc
         info2 = wait_for(lambda: (i := read_control()) and i.secret != info.secret and i)
-        wait_for(lambda: "terminal (watch)" in _approvers(info2), timeout=15)
+        wait_for(lambda: "terminal (watch)" in _approvers(info2), timeout=60)
         w.wait_out("connected to the bridge again")
         port = int(info2.mcp_url.rsplit(":", 1)[1].strip("/"))
         c = Mcp(port)
@@ -329,7 +329,7 @@ def test_watch_reconnects_after_a_bridge_restart(env, watcher, serve_process):
         t, out = in_thread(c.call, "bash", {"command": "echo after-restart"})
         w.wait_out("echo after-restart")
         w.send("a")
-        t.join(10)
+        t.join(60)
         assert out[0].text == "after-restart"
         assert w.proc.poll() is None
     finally:
@@ -511,7 +511,7 @@ def test_watch_on_a_terminal_ticks_the_countdown_and_writes_only_its_own_escapes
         proc.send_signal(signal.SIGINT)
         assert proc.wait(5) == 0
         ctl.runner.decide(ctl.pending()[0].id, "deny")
-        t.join(10)
+        t.join(60)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -52,7 +52,7 @@ def test_every_file_the_bridge_creates_is_private(start_bridge, env, monkeypatch
     c.initialize()
     for _ in range(40):  # enough to rotate the audit log
         c.call("ls", {})
-    running.runner.bridge.audit.flush()
+    assert running.runner.bridge.audit.flush(60), "the audit writer fell behind"
     created = []
     for base in (env["config"], env["audit"], os.path.join(env["runtime"], "control.json")):
         directory = os.path.dirname(base)
@@ -177,7 +177,7 @@ def test_the_bridge_creates_its_folders_0700_and_files_0600(tmp_path, monkeypatc
             c = Mcp(runner.bridge.port, token=runner.token)
             c.initialize()
             c.call("ls", {"path": str(tmp_path)})
-            runner.bridge.audit.flush()
+            assert runner.bridge.audit.flush(60), "the audit writer fell behind"
             assert json.loads(read_text(str(paths["config"])))["token"] == runner.token
             folders = [paths["config"].parent, paths["audit"].parent, paths["runtime"]]
             for folder in folders:

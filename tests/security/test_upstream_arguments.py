@@ -96,7 +96,7 @@ def test_no_argument_hides_a_protected_path_from_the_check(start_bridge, home, t
         t, out = in_thread(c.call, "mcp__up__exec", {"command": "cat notes.txt"})
         (p,) = running.pending()
         running.runner.decide(p.id, "allow_session")
-        t.join(10)
+        t.join(60)
         assert not out[0].result.get("isError"), out[0].text
         running.runner.detach_approver(handle)
     key, aws = f"{home}/.ssh/id_rsa", f"{home}/.aws/credentials"
@@ -137,7 +137,7 @@ def test_arguments_too_many_to_check_tell_the_human_and_the_agent_why(start_brid
     assert "the call was not checked for protected paths" in describe(shown)
     assert p.proposed_rule is None  # an always-asking call gets no "Always allow"
     running.runner.decide(p.id, "approve")
-    t.join(10)
+    t.join(60)
     assert not out[0].result.get("isError")  # a human may still run it
 
 

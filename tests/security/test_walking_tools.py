@@ -413,7 +413,7 @@ def test_every_path_tool_under_a_swapping_directory_never_leaks_nor_writes_throu
                         edit.reverse()
     finally:
         stop.set()
-        swapper.join(10)
+        swapper.join(60)
     after = {p.name: p.read_bytes() for p in ssh.iterdir() if p.is_file()}
     assert after == before  # nothing written, edited or left behind in ~/.ssh
     assert set(ok) == {"read", "write", "edit", "ls", "find", "grep"}, ok  # both sides met
@@ -481,11 +481,11 @@ def test_grep_refuses_a_file_swapped_in_after_approval(start_bridge, tmp_path):
     replacement.write_text("other content\n")
     os.replace(replacement, outside)
     running.runner.decide(p.id, "approve")
-    t.join(10)
+    t.join(60)
     assert out[0].text == f"{outside}: changed after it was approved; nothing was done (call again)"
     # Unswapped, the approved search runs.
     t, out = in_thread(c.call, "grep", {"pattern": "content", "path": str(outside)})
     [p] = running.pending()
     running.runner.decide(p.id, "approve")
-    t.join(10)
+    t.join(60)
     assert out[0].text == "o.txt:1:other content"

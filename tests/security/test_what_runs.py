@@ -72,7 +72,7 @@ def _views(running, p) -> dict[str, str]:
 
 def _finish(running, t, p, decision: str = "deny"):
     running.runner.decide(p.id, decision)
-    t.join(10)
+    t.join(60)
 
 
 # -- 1. every argument of an upstream call is shown --------------------------------------------
@@ -111,7 +111,7 @@ def test_no_argument_disappears_without_a_marker(wide):
     assert pv["more_arguments"] == 6
     t.join(0)
     running.runner.decide(p.id, "deny")
-    t.join(10)
+    t.join(60)
 
     # A fifth argument (the old summary showed four) and a long value in the listed ones.
     args = {"a": 1, "b": 2, "c": 3, "d": 4, "e": "y" * 300}
@@ -201,7 +201,7 @@ def test_always_allow_names_every_argument(wide, tool, args, rule, other):
     assert running.api.call("GET", f"/api/pending/{p.id}").json["proposed_rule"] == rule
     r = running.api.call("POST", f"/api/pending/{p.id}", {"decision": "allow_always"})
     assert r.status == 200, r.json
-    t.join(10)
+    t.join(60)
     assert json.loads(out[0].text) == args
     assert rule in running.runner.snapshot().rules.to_json()["allow"]
     # The same call now runs unattended; another one still asks.
@@ -221,7 +221,7 @@ def test_always_allow_for_false_does_not_allow_the_string_false(wide):
     assert running.api.call("GET", f"/api/pending/{p.id}").json["proposed_rule"] == rule
     r = running.api.call("POST", f"/api/pending/{p.id}", {"decision": "allow_always"})
     assert r.status == 200, r.json
-    t.join(10)
+    t.join(60)
     assert json.loads(out[0].text) == seen
     c = running.client("other agent")  # a new session: no grant, only the saved rule
     assert json.loads(c.call("mcp__t__delete", seen).text) == seen
@@ -282,7 +282,7 @@ def test_watch_shows_every_argument_and_refuses_always_without_a_rule(wide):
         w.send("d")
         w.wait_out("reason (optional")
         w.send("")  # deny without a reason
-        t.join(10)
+        t.join(60)
         stdout = w.finish()
     finally:
         w.close()

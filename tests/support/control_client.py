@@ -63,7 +63,7 @@ class WsApprover:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         asyncio.run_coroutine_threadsafe(self._run(), self.loop)
-        assert self.ready.wait(10), self.error
+        assert self.ready.wait(30), self.error
         if self.error:
             raise self.error
 

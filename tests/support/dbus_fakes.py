@@ -23,7 +23,7 @@ from dbus_fast.aio import MessageBus
 from dbus_fast.annotations import DBusSignature
 from dbus_fast.service import ServiceInterface, dbus_method, dbus_property, dbus_signal
 
-from .helpers import wait_for
+from .helpers import WAIT_S, wait_for
 
 Str = Annotated[str, DBusSignature("s")]
 UInt = Annotated[int, DBusSignature("u")]
@@ -197,7 +197,7 @@ class FakeWatcher:
 
     # -- what a host does ------------------------------------------------------------------------
 
-    def wait_item(self, timeout: float = 15.0) -> str:
+    def wait_item(self, timeout: float = WAIT_S) -> str:
         return wait_for(lambda: self.items and self.items[-1], timeout)
 
     def _get(self, iface: str, path: str, name: str) -> Any:
@@ -291,7 +291,7 @@ class FakeWatcher:
         return node
 
     def click(self, *labels: str) -> int:
-        node = wait_for(lambda: self.find(*labels), 10)
+        node = wait_for(lambda: self.find(*labels), 60)
         self.menu_call("Event", "isvu", [node["id"], "clicked", Variant("s", ""), 0])
         return node["id"]
 

@@ -152,7 +152,13 @@ def in_thread(fn, *args: Any) -> tuple[threading.Thread, list[Any]]:
     return t, out
 
 
-def wait_for(predicate, timeout: float = 10.0, interval: float = 0.01) -> Any:
+# How long a wait for a condition gives up after, unless the test says otherwise. Generous: it
+# costs nothing when the condition comes, and the CI machine (2 cores, load 15-20, other jobs)
+# has taken over 10 s to start a bridge and answer a call while doing nothing wrong.
+WAIT_S = 30.0
+
+
+def wait_for(predicate, timeout: float = WAIT_S, interval: float = 0.01) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -448,7 +454,7 @@ class Watch:
         with self.lock:
             return self.buf[mark:].decode("utf-8", "replace")
 
-    def wait_out(self, text: str, count: int = 1, timeout: float = 15, since: int = 0) -> str:
+    def wait_out(self, text: str, count: int = 1, timeout: float = WAIT_S, since: int = 0) -> str:
         """The output once ``text`` was printed ``count`` times (after ``since``, a
         :meth:`mark`): counting from a mark, a prompt printed again for an earlier call (its
         countdown warning does that) cannot pass for a later call's."""

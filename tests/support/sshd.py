@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -77,7 +78,13 @@ def _keygen(path: Path) -> None:
 
 
 def start_sshd(folder: Path, timeout: float = 60) -> SshServer:
-    """Start sshd on a free loopback port; returns once it accepts connections."""
+    """Start sshd on a free loopback port; returns once it listens there.
+
+    The port is picked before sshd binds it: another process (a second CI run on the same
+    machine, a bridge on port 0) may take it in between. sshd then fails to bind and the start
+    is tried again on another port; and "listening" is read from sshd's own log, so a
+    stranger's server on that port never passes for ours.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
     home = folder / "home"
@@ -90,6 +97,22 @@ def start_sshd(folder: Path, timeout: float = 60) -> SshServer:
     os.chmod(authorized, 0o600)
     if os.geteuid() == 0:
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
+    deadline = time.monotonic() + timeout
+    for _ in range(BIND_ATTEMPTS):
+        server = _try_sshd(folder, home, host_key, user_key, authorized, deadline)
+        if server is not None:
+            return server
+    raise RuntimeError(f"sshd found no free port in {BIND_ATTEMPTS} tries")
+
+
+BIND_ATTEMPTS = 5
+BIND_FAILED = ("Address already in use", "Cannot bind any address")
+
+
+def _try_sshd(
+    folder: Path, home: Path, host_key: Path, user_key: Path, authorized: Path, deadline: float
+) -> SshServer | None:
+    """sshd on a port picked now: the server once it listens, None when the port was taken."""
     port = free_port()
     user = _whoami()  # the account sshd logs into: this process's, whatever $USER says
     config = folder / "sshd_config"
@@ -149,18 +172,18 @@ def start_sshd(folder: Path, timeout: float = 60) -> SshServer:
         start_new_session=True,
     )
     server = SshServer(port, home, client, proc, log)
-    deadline = time.monotonic() + timeout
+    listening = f"Server listening on 127.0.0.1 port {port}."
     while time.monotonic() < deadline:
+        text = log.read_text(errors="replace")
         if proc.poll() is not None:
-            raise RuntimeError(f"sshd exited: {log.read_text()[-2000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-                if s.recv(64).startswith(b"SSH-"):
-                    return server
-        except OSError:
-            time.sleep(0.1)
+            if any(why in text for why in BIND_FAILED):
+                return None  # taken since it was picked: another port
+            raise RuntimeError(f"sshd exited: {text[-2000:]}")
+        if listening in text:
+            return server
+        time.sleep(0.05)
     server.stop()
-    raise RuntimeError(f"sshd did not start in {timeout} s: {log.read_text()[-2000:]}")
+    raise RuntimeError(f"sshd did not start in time: {log.read_text()[-2000:]}")
 
 
 def start_agent(folder: Path, key: Path) -> tuple[subprocess.Popen, str]:
@@ -177,8 +200,15 @@ def start_agent(folder: Path, key: Path) -> tuple[subprocess.Popen, str]:
     while not os.path.exists(sock) and time.monotonic() < deadline:
         time.sleep(0.05)
     env = {**os.environ, "SSH_AUTH_SOCK": sock}
-    subprocess.run(["ssh-add", str(key)], check=True, capture_output=True, env=env, timeout=30)
-    return proc, sock
+    # the socket's file exists a moment before the agent accepts on it (ssh-add: status 2)
+    while True:
+        added = subprocess.run(["ssh-add", str(key)], capture_output=True, env=env, timeout=30)
+        if added.returncode == 0:
+            return proc, sock
+        if added.returncode != 2 or time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGTERM)  # not left running for a failed test
+            raise RuntimeError(f"ssh-add failed: {added.stderr!r}")
+        time.sleep(0.05)
 
 
 def _whoami() -> str:

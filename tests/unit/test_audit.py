@@ -158,7 +158,9 @@ def a_secret():
 
 # The fixture's secret stays the same for every example: nothing to reset between them.
 @settings(
-    max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=500,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     st.dictionaries(st.sampled_from(["client", "reason", "n", "ts"]), _TEXT | st.integers()),

@@ -6,8 +6,15 @@ import os
 
 import pytest
 
-from omp_a2a_bridge.server.box.host import _is_git_dir
-from omp_a2a_bridge.server.policy.private import _config_entries, git_named
+from omp_a2a_bridge.server.box.host import _hidden, _is_git_dir
+from omp_a2a_bridge.server.box.policy import HostEntry
+from omp_a2a_bridge.server.policy.private import (
+    MAX_INCLUDE_DEPTH,
+    SYSTEM_GIT_CONFIGS,
+    _config_entries,
+    git_config_files,
+    git_named,
+)
 
 from ..support.helpers import git_repo
 
@@ -45,6 +52,75 @@ def test_git_named_finds_hooks_includes_and_scripts(tmp_path):
         str(top / "tools" / "wrap"),
         os.path.normpath(str(git / ".." / ".gitconfig")),
     }
+
+
+def test_git_named_follows_every_include_of_the_global_config(tmp_path):
+    """attack5: ``core.hooksPath`` set in a file ``~/.gitconfig`` includes (a dotfiles split)
+    made ``.hooks`` in every repository the hooks folder; only the two global files were read.
+    Every ``include.path`` and ``includeIf.*.path`` is followed (any condition: fail closed),
+    ``~/`` expanded, relative to the including file, a cycle read once."""
+    home, top = tmp_path / "home", tmp_path / "home" / "app"
+    git = git_repo(top, "[user]\n\tname = x\n")
+    inc = home / ".config" / "git"
+    inc.mkdir(parents=True)
+    gitconfig = home / ".gitconfig"
+    gitconfig.write_text("[include]\n\tpath = ~/.config/git/work.inc\n")
+    (inc / "work.inc").write_text(
+        '[includeIf "gitdir:~/elsewhere/"]\n\tpath = sub/more.inc\n[include]\n\tpath = work.inc\n'
+    )
+    (inc / "sub").mkdir()
+    (inc / "sub" / "more.inc").write_text(
+        "[include]\n\tpath = ../../../.gitconfig\n[core]\n\thooksPath = .hooks\n"
+    )
+    named = git_named([(str(top), str(git))], str(home), [str(gitconfig)])
+    assert str(top / ".hooks") in named
+    assert {str(inc / "work.inc"), str(inc / "sub" / "more.inc")} <= set(named)
+
+
+def test_git_named_reads_includes_to_gits_depth_and_no_further(tmp_path):
+    home, top = tmp_path / "home", tmp_path / "app"
+    git = git_repo(top, "")
+    home.mkdir()
+    chain = [home / f"c{i}" for i in range(MAX_INCLUDE_DEPTH + 2)]
+    for i, config in enumerate(chain):
+        text = f"[core]\n\thooksPath = hooks{i}\n"
+        if i + 1 < len(chain):
+            text += f"[include]\n\tpath = c{i + 1}\n"
+        config.write_text(text)
+    named = git_named([(str(top), str(git))], str(home), [str(chain[0])])
+    assert str(top / f"hooks{MAX_INCLUDE_DEPTH}") in named  # git reads this deep...
+    assert str(top / f"hooks{MAX_INCLUDE_DEPTH + 1}") not in named  # ...and stops, as git does
+
+
+def test_git_named_joins_a_relative_include_to_the_links_and_the_real_folder(tmp_path):
+    """Git joins a relative include to the folder of the path it opened (a symlinked
+    ``~/.gitconfig`` includes from ``~``); the file's real folder is read too."""
+    home, top, dots = tmp_path / "home", tmp_path / "app", tmp_path / "dotfiles"
+    git = git_repo(top, "[include]\n\tpath = ../../repo.inc\n")
+    home.mkdir()
+    dots.mkdir()
+    (dots / "gitconfig").write_text("[include]\n\tpath = hooks.inc\n")
+    (dots / "hooks.inc").write_text("[core]\n\thooksPath = from-dots\n")
+    (home / "hooks.inc").write_text("[core]\n\thooksPath = from-home\n")
+    (tmp_path / "repo.inc").write_text("[core]\n\thooksPath = ~/repo-hooks\n")
+    (home / ".gitconfig").symlink_to(dots / "gitconfig")
+    named = git_named([(str(top), str(git))], str(home), [str(home / ".gitconfig")])
+    assert {str(top / "from-dots"), str(top / "from-home"), str(home / "repo-hooks")} <= set(named)
+
+
+def test_the_git_config_files_are_the_systems_and_every_global_one():
+    home = "/home/alice"
+    env = {"XDG_CONFIG_HOME": "/home/alice/xdg", "GIT_CONFIG_GLOBAL": "~/dots/git"}
+    files = git_config_files(home, env)
+    assert set(SYSTEM_GIT_CONFIGS) <= set(files)
+    assert {
+        "/home/alice/xdg/git/config",
+        "/home/alice/dots/git",
+        "/home/alice/.config/git/config",
+        "/home/alice/.gitconfig",
+    } <= set(files)
+    assert os.devnull not in git_config_files(home, {"GIT_CONFIG_SYSTEM": os.devnull})
+    assert not [f for f in git_config_files(home, {"XDG_CONFIG_HOME": "rel"}) if "rel" in f]
 
 
 def test_folders_on_the_bridges_path_are_never_a_project(tmp_path, monkeypatch):
@@ -250,3 +326,90 @@ def test_a_folder_not_looked_into_inside_what_the_box_reads_whole_never_refuses(
     project, home = str(tmp_path / "proj"), str(tmp_path)
     masks = _outside([], [str(shown)], [], [project, project, home, home], [str(shown)])
     assert len(masks) == SCAN_MAX_MASKS and all(not m.is_dir for m in masks)
+
+
+def test_var_shows_what_programs_read_and_hides_its_data_folders(tmp_path):
+    """/var: state, caches and the links into /run show; the mail spool, backups, logs,
+    crash dumps, web sites and other programs' /var/tmp are hidden whole, and what the call
+    needs in one (a root under /var/tmp, a site under /var/www) is re-opened on its own."""
+    from omp_a2a_bridge.server.box.host import _foreign_tops
+    from omp_a2a_bridge.server.box.policy import VAR_SHOWN
+
+    for name in ("lib", "cache", "empty", "mail", "spool", "backups", "log", "crash", "www", "tmp"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "run").symlink_to("/run")
+    (tmp_path / "dump.sql").write_text("")
+    site = str(tmp_path / "www" / "site")
+    masks, reopened = _foreign_tops([site], root=str(tmp_path), system=VAR_SHOWN)
+    dirs = sorted(os.path.basename(e.path) for e in masks if e.is_dir)
+    assert dirs == ["backups", "crash", "log", "mail", "spool", "tmp", "www"]
+    assert reopened == [site]
+    assert [os.path.basename(e.path) for e in masks if not e.is_dir] == ["dump.sql"]
+
+
+def test_var_folders_a_system_top_links_to_are_the_system(tmp_path):
+    """Fedora Silverblue: ``/opt -> var/opt``, ``/usr/local -> ../var/usrlocal`` (here a top
+    folder), ``/home -> var/home``: those folders of /var show; ``/var/mail`` does not."""
+    from omp_a2a_bridge.server.box.host import _var_shown
+
+    for name in ("opt", "home", "mail", "lib", "usrlocal"):
+        (tmp_path / "var" / name).mkdir(parents=True)
+    (tmp_path / "usr").mkdir()
+    (tmp_path / "opt").symlink_to("var/opt")
+    (tmp_path / "home").symlink_to("var/home")
+    (tmp_path / "usr" / "local").symlink_to("../var/usrlocal")
+    shown = _var_shown(str(tmp_path))
+    assert {"opt", "home", "lib", "usrlocal"} <= shown and "mail" not in shown
+
+
+def test_system_secrets_become_masks_but_never_in_a_root_a_path_folder_or_a_walked_top(
+    monkeypatch,
+):
+    """The walk's files are masks, except in a root (the index judges those), straight in a
+    PATH folder (a program), or in a folder hidden already; past the limit, folders holding
+    several become one mask, never /etc itself nor one holding what the call needs."""
+    from omp_a2a_bridge.server.box import host
+    from omp_a2a_bridge.server.box.host import _system_masks
+    from omp_a2a_bridge.server.box.policy import HostView
+
+    found = (
+        "/opt/app/.env",
+        "/home/me/w/.env",  # in a root
+        "/usr/local/bin/credentials-helper",  # a program on PATH
+        "/var/lib/hidden/x.key",  # in a folder hidden already
+        *(f"/etc/many/d{i}/secret.key" for i in range(70)),
+        *(f"/etc/x{i}.key" for i in range(3)),
+    )
+    monkeypatch.setattr(host, "system_found", lambda is_secret: found)
+    view = HostView(cwd="/home/me/w", home="/home/me", roots=("/home/me",))
+    masks = _system_masks(view, ["/var/lib/hidden"], ["/usr/local/bin"], ["/home/me"])
+    paths = {m.path for m in masks}
+    assert "/opt/app/.env" in paths and "/etc/many" in paths
+    assert {f"/etc/x{i}.key" for i in range(3)} <= paths  # straight in /etc: never /etc whole
+    assert not paths & {"/home/me/w/.env", "/usr/local/bin/credentials-helper", "/etc"}
+    assert not any(p.startswith("/var/lib/hidden") for p in paths)
+
+
+def test_the_box_hides_snap_whole_as_the_homes_hidden_tree(tmp_path):
+    """attack5: ``~/snap/<app>/<revision|common>`` are the snap apps' homes (Ubuntu's Firefox
+    and Chromium profiles, Slack's cookies): the box hides ``~/snap`` beside ``~/.*``."""
+    home = tmp_path / "home"
+    for rel in (".ssh", "snap/firefox/common/.mozilla", "snap/code/172/.config", "proj"):
+        (home / rel).mkdir(parents=True)
+    hidden = _hidden(str(home), [str(home / "proj")])
+    assert set(hidden) == {HostEntry(str(home / ".ssh"), True), HostEntry(str(home / "snap"), True)}
+
+
+def test_a_root_inside_snap_keeps_each_snap_homes_hidden_tree_hidden(tmp_path):
+    home = tmp_path / "home"
+    for rel in ("snap/firefox/common/.mozilla", "snap/code/172/.config", "snap/code/172/proj"):
+        (home / rel).mkdir(parents=True)
+    (home / "snap/code/172/.env").write_text("x")
+    (home / "snap/code/current").symlink_to("172")
+    (home / "snap/code/out").symlink_to("/")  # a link out of ~/snap is no snap home
+    hidden = {e.path for e in _hidden(str(home), [str(home / "snap/code/172/proj")])}
+    assert hidden == {
+        str(home / "snap/firefox/common/.mozilla"),
+        str(home / "snap/code/172/.config"),
+        str(home / "snap/code/172/.env"),
+    }

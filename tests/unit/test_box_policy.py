@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
 
-from omp_a2a_bridge.server.box.bwrap import BwrapHost, render
+from omp_a2a_bridge.server.box.bwrap import BwrapHost, render, render_outside
 from omp_a2a_bridge.server.box.plan import BoxPlan, BoxStatus, Mechanism
 from omp_a2a_bridge.server.box.policy import (
     BoxConfig,
@@ -14,6 +15,7 @@ from omp_a2a_bridge.server.box.policy import (
     HostView,
     box_gate,
     build_plan,
+    home_data_folders,
     missing_persistence,
     project_of,
 )
@@ -287,6 +289,46 @@ def test_the_scans_name_matcher_says_what_the_whole_table_says():
     for name in names:
         key = fold(name.rsplit("/", 1)[-1])
         assert _name_matcher().name(key) == full.name(key), name
+        # A tail (``.kube/config``) needs the folder's name: the same answer for a path.
+        path = fold("/home/u/proj/" + name.lstrip("~/*"))
+        assert _name_matcher().file(path) == full.file(path), name
+
+
+def test_a_file_that_runs_commands_later_is_persistence_by_its_folder_and_name():
+    """``settings.json`` is persistence in ``.claude`` only; the hook managers' files and a
+    workspace file by their names, anywhere in the tree (attack5)."""
+    from omp_a2a_bridge.server.box.policy import is_nested_persistence
+
+    for path in (
+        f"{H}/proj/.claude/settings.json",
+        f"{H}/proj/pkg/.cursor/mcp.json",
+        f"{H}/proj/.gemini/settings.json",
+        f"{H}/proj/.mcp.json",
+        f"{H}/proj/.pre-commit-config.yaml",
+        f"{H}/proj/web/lefthook.yml",
+        f"{H}/proj/.config/lefthook.toml",
+        f"{H}/proj/app.code-workspace",
+        f"{H}/proj/.zed",
+        f"{H}/proj/.devcontainer",
+    ):
+        assert is_nested_persistence(path), path
+    for path in (
+        f"{H}/proj/settings.json",
+        f"{H}/proj/.claude/commands/review.md",
+        f"{H}/proj/.vscode2/settings.json",
+        f"{H}/proj/config/lefthook.yml.bak",
+        f"{H}/proj/mcp.json",
+    ):
+        assert not is_nested_persistence(path), path
+
+
+def test_files_that_run_commands_later_stay_read_only_or_are_swept():
+    v = view(existing=frozenset({f"{H}/proj/.mcp.json", f"{H}/proj/.claude/settings.json"}))
+    plan = build_plan(v, BoxConfig())
+    assert {f"{H}/proj/.mcp.json", f"{H}/proj/.claude/settings.json"} <= set(plan.write_protected)
+    assert f"{H}/proj/.claude" in plan.pinned  # cannot be renamed away with its settings
+    missing = missing_persistence(v, project_of(v))
+    assert f"{H}/proj/lefthook.yml" in missing and f"{H}/proj/.gemini/settings.json" in missing
 
 
 def test_persistence_anywhere_in_the_project_stays_read_only_and_nested_git_dirs_too():
@@ -425,3 +467,92 @@ def test_what_the_call_needs_in_a_hidden_top_is_reopened_alone():
     joined = " ".join(argv)
     assert joined.index("--tmpfs /srv ") < joined.index("--ro-bind /srv/www /srv/www")
     assert joined.index("--ro-bind /srv/www /srv/www") < joined.index("--tmpfs /srv/www/.keys")
+
+
+def test_outside_the_box_is_only_a_pid_namespace():
+    argv = render_outside(HOST, "/home/u/proj", ["bash", "-c", "npm install"])
+    assert argv[:4] == [HOST.bwrap, "--die-with-parent", "--new-session", "--unshare-pid"]
+    assert argv[argv.index("--dev-bind") : argv.index("--dev-bind") + 3] == ["--dev-bind", "/", "/"]
+    assert "--proc" in argv and argv[argv.index("--chdir") + 1] == "/home/u/proj"
+    assert argv[-4:] == ["--", "bash", "-c", "npm install"]
+    # Nothing else of the box: the network, the user's rights and every path stay as they are.
+    for flag in ("--unshare-net", "--unshare-user", "--cap-drop", "--ro-bind", "--tmpfs"):
+        assert flag not in argv
+
+
+def test_the_homes_data_folders_are_no_project():
+    home = "/home/u"
+    text = (
+        '# written by xdg-user-dirs-update\nXDG_DOCUMENTS_DIR="$HOME/Dokumente"\n'
+        'XDG_MUSIC_DIR="$HOME/"\nXDG_PICTURES_DIR="/media/photos"\nXDG_VIDEOS_DIR="Videos2"\n'
+        'XDG_DESKTOP_DIR="$HOME/../../etc"\n'
+    )
+    data = home_data_folders(home, text)
+    assert "/home/u/Dokumente" in data and "/home/u/Documents" in data
+    assert home not in data  # a disabled folder is "$HOME/": never the home itself
+    assert "/media/photos" not in data and "/etc" not in data  # only the home's own
+    assert not any(d.endswith("Videos2") for d in data)  # relative: not a path
+    view = HostView(cwd="/home/u/Dokumente/letters", home=home, roots=(home,), home_data=data)
+    assert project_of(view) is None
+    repo = HostView(
+        cwd="/home/u/Dokumente/code/app/src",
+        home=home,
+        roots=(home,),
+        git_top="/home/u/Dokumente/code/app",
+        home_data=data,
+    )
+    assert project_of(repo) == "/home/u/Dokumente/code/app"  # a repository there still is one
+    plain = HostView(cwd="/home/u/scratch", home=home, roots=(home,), home_data=data)
+    assert project_of(plain) == "/home/u/scratch"
+
+
+def test_what_the_call_needs_in_a_hidden_var_folder_is_reopened():
+    """A root under /var/tmp (hidden whole: a private, writable one in the box) is re-bound
+    like a root in a hidden top-level folder; /var/lib is no data folder."""
+    from omp_a2a_bridge.server.box.policy import data_folder
+
+    assert data_folder("/srv") and data_folder("/var/tmp") and data_folder("/var/mail")
+    assert not data_folder("/var/lib") and not data_folder("/var/tmp/x") and not data_folder("/")
+    v = view(
+        cwd="/var/tmp/w/app",
+        git_top=None,
+        roots=("/var/tmp/w",),
+        hidden=(HostEntry("/var/tmp", True),),
+        reopened=("/var/tmp/w",),
+    )
+    plan = build_plan(v, BoxConfig())
+    assert "/var/tmp" in plan.read_private and plan.read_allow == ("/var/tmp/w",)
+    assert plan.write == ("/var/tmp/w/app",)
+
+
+def test_a_box_with_network_starts_scoped_away_from_abstract_sockets():
+    """With network the box shares the bridge's network namespace (X11's and an abstract
+    session bus's sockets): bwrap runs under the Landlock scope. Without, its own namespace
+    has none of them, and no interpreter start is paid."""
+    scoped = BwrapHost("/usr/bin/bwrap", "/e", scope=("/py", "-I", "-S", "/scope.py"))
+    plan = build_plan(view(), BoxConfig())
+    assert render(plan, scoped, ["true"])[0] == "/usr/bin/bwrap"
+    on = render(dataclasses.replace(plan, network=True), scoped, ["true"])
+    assert on[:5] == ["/py", "-I", "-S", "/scope.py", "/usr/bin/bwrap"]
+    assert "--unshare-net" not in on
+
+
+def test_a_root_named_by_a_link_in_a_hidden_data_folder_is_linked_again():
+    """``/var/tmp/x/link -> /var/tmp/x/data`` as a root: /var/tmp is hidden whole and the
+    real path re-opened; the human's path (the link) is made again in the box, after the
+    mounts. A link the box shows anyway (in the home) is left alone."""
+    v = view(
+        cwd="/var/tmp/x/data/app",
+        git_top=None,
+        roots=(H, "/var/tmp/x/data"),
+        hidden=(HostEntry("/var/tmp", True),),
+        reopened=("/var/tmp/x/data",),
+        root_links=(("/var/tmp/x/link", "/var/tmp/x/data"), (f"{H}/w", "/var/tmp/x/data")),
+    )
+    plan = build_plan(v, BoxConfig())
+    assert plan.symlinks == (("/var/tmp/x/link", "/var/tmp/x/data"),)
+    argv = render(plan, BwrapHost("/usr/bin/bwrap", "/e"), ["true"])
+    joined = " ".join(argv)
+    assert joined.index("--tmpfs /var/tmp ") < joined.index(
+        "--symlink /var/tmp/x/data /var/tmp/x/link"
+    )

@@ -44,12 +44,17 @@ FOLDERS = [
     f"{HOME}/proj/src",
     f"{HOME}/proj/logs",
     f"{HOME}/proj/.git",
+    f"{HOME}/proj/.kube",  # tails: ``config`` is secret here only (attack5)
+    f"{HOME}/proj/.envs/.production",
     f"{HOME}/.ssh",
     f"{HOME}/.config",
     f"{HOME}/.config/git",
     f"{HOME}/.var/app/org.x",
     f"{HOME}/snap",
     f"{HOME}/snap/firefox",
+    f"{HOME}/snap/code",
+    f"{HOME}/snap/code/current",  # a snap home: its hidden tree is private
+    f"{HOME}/snap/code/current/.config",
     f"{HOME}/Library",
     "/",
     "/home",
@@ -104,6 +109,12 @@ NAMES = [
     "logs／audit.jsonl",  # from the project: the bridge's audit log
     "ﬁle.env",  # a ligature
     "café.txt",
+    "config",
+    "config.json",
+    ".django",
+    "prod.env",
+    "secrets.yaml",
+    "tokenizer.json",
 ]
 KINDS = ["dir", "file", "hardlink", "link", "unknown", "fifo"]
 PROTECTED_INO = 4242  # ~/.ssh/id_rsa's identity, remembered before each check
@@ -252,7 +263,9 @@ TREE_NAMES = ["a.txt", ".env", "id_ed25519", "src", "audit.jsonl", "audit.jsonl.
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
     entries=st.lists(

@@ -49,6 +49,15 @@ CATEGORIES = {
     # The folders macOS and Windows hide in the home for app data count as hidden.
     "Library/Application Support/SomeApp/token": HIDDEN_HOME,
     "AppData/Local/SomeApp/token": HIDDEN_HOME,
+    # Per-app homes: a snap's (each ``~/snap/<app>/<revision|common|current>`` is a home with a
+    # hidden tree of its own: attack5), Flatpak's (under ``~/.var``), macOS containers (under
+    # ``~/Library``).
+    "snap/slack/current/.config/Slack/Cookies": HIDDEN_HOME,
+    "snap/code/172/.config/Code/User/globalStorage/state.vscdb": HIDDEN_HOME,
+    "snap/telegram-desktop/common/.local/share/TelegramDesktop/tdata/key_datas": HIDDEN_HOME,
+    "snap/firefox/common/.mozilla/firefox/a.default/logins.json": "browser profiles",
+    ".var/app/com.slack.Slack/config/Slack/Cookies": HIDDEN_HOME,
+    "Library/Containers/com.tinyspeck.slackmacgap/Data/Library/Cookies/x": HIDDEN_HOME,
 }
 
 
@@ -67,6 +76,38 @@ def test_writes_to_the_hidden_tree_are_persistence_and_always_ask():
     for rel in hidden:
         esc = p.judge(f"{HOME}/{rel}", write=True)
         assert esc is not None and esc.kind is W and esc.always_asks, rel
+
+
+def test_a_snap_homes_hidden_tree_is_private_and_only_that():
+    """``~/snap/<app>/<home>/.*`` is a hidden tree like ``~/.*`` (reads ask, writes are
+    persistence); the rest of a snap home reads and writes as any folder of the home."""
+    p = policy()
+    for rel in ("snap/code/current/.config/Code/User/tasks.json", "snap/x/common/.bashrc"):
+        esc = p.judge(f"{HOME}/{rel}", write=True)
+        assert esc is not None and esc.kind is W and esc.always_asks, rel
+    for rel in ("snap", "snap/code", "snap/code/.x", "snap/code/current", "snap/code/1/a/.b"):
+        assert p.judge(f"{HOME}/{rel}") is None, rel
+    assert p.judge(f"{HOME}/proj/snap/code/1/.config/x") is None  # only the home's ~/snap
+    allowed = policy(private_allow=["~/snap/code/current/.config/Code"])
+    assert allowed.judge(f"{HOME}/snap/code/current/.config/Code/User/x.json") is None
+    assert allowed.judge(f"{HOME}/snap/code/current/.config/other") is not None
+
+
+def test_walks_prune_each_snap_homes_hidden_tree(tmp_path):
+    home = tmp_path / "home"
+    for rel in ("snap/code/172/.config", "snap/code/172/src", "snap/code/common/.cache"):
+        (home / rel).mkdir(parents=True)
+    (home / "snap/code/current").symlink_to("172")
+    scope = PrivateScope(str(home), [], [])
+    for base in (home, home / "snap", home / "snap/code/172"):
+        under = scope.dirs_under(str(base))
+        assert str(home / "snap/code/172/.config") in under, base
+        assert str(home / "snap/code/172/src") not in under
+    assert str(home / "snap/code/common/.cache") in scope.dirs_under(str(home / "snap"))
+    assert scope.dirs_under(str(home / "snap/code/172/src")) == []
+    below = str(home / "snap/code/172").lower() + "/"
+    assert scope.children(below) == (frozenset(), (".",))
+    assert scope.children(str(home / "snap/code").lower() + "/") == (frozenset(), ())
 
 
 def test_private_allow_default_and_its_limits():
@@ -239,3 +280,19 @@ def test_a_write_to_what_the_git_config_names_is_persistence(tmp_path):
         assert esc is not None and esc.kind is EscalationKind.PERSISTENCE, rel
     assert pol.judge(str(app / "scripts" / "other.sh"), write=True, probe=True) is None
     assert pol.judge(str(app / ".gitconfig"), write=False) is None  # reading it is fine
+
+
+def test_a_write_to_a_hooks_path_an_included_global_file_sets_is_persistence(tmp_path):
+    """attack5: the write tools ask the same reader as the box (``git_named``), so a hooks
+    folder set in a file ``~/.gitconfig`` includes is the config for a write too."""
+    home = tmp_path / "home"
+    app = home / "app"
+    git_repo(app, "")
+    (home / ".config" / "git").mkdir(parents=True)
+    (home / ".gitconfig").write_text('[includeIf "gitdir:~/work/"]\n\tpath = .config/git/w.inc\n')
+    (home / ".config" / "git" / "w.inc").write_text("[core]\n\thooksPath = .hooks\n")
+    pol = PathPolicy([str(home)], home=str(home), scan_identities=False)
+    esc = pol.judge(str(app / ".hooks" / "pre-commit"), write=True, probe=True)
+    assert esc is not None and esc.kind is EscalationKind.PERSISTENCE
+    assert "named by git config" in esc.category
+    assert pol.judge(str(app / "hooks" / "pre-commit"), write=True, probe=True) is None

@@ -181,3 +181,36 @@ def test_the_remote_install_commands_name_the_file_never_its_content():
         assert "ClearAllForwardings=yes" in argv  # not even the user's own forwards
         _confined(argv)
     assert "umask 077" in WRITE_SCRIPT and "mv -f" in WRITE_SCRIPT
+
+
+def test_switches_the_config_could_turn_on_are_off_on_the_command_line():
+    """One-value switches: the command line is read first, so its value wins over the config's
+    (forwards add up instead: tests/unit/test_tunnels_sshconfig.py)."""
+    argv = ssh_argv(SPEC, 1)
+    options = {argv[i + 1] for i, a in enumerate(argv) if a == "-o"}
+    assert {"PermitLocalCommand=no", "GatewayPorts=no", "ClearAllForwardings=no"} <= options
+    assert "-T" in argv and argv.index("-T") < argv.index("--")
+    # options of newer OpenSSH builds only when this ssh knows them (an unknown -o is fatal)
+    assert not any(o.startswith(("ForkAfterAuthentication", "GSSAPI")) for o in options)
+    known = frozenset({"forkafterauthentication", "gssapidelegatecredentials"})
+    argv = ssh_argv(SPEC, 1, known=known)
+    options = {argv[i + 1] for i, a in enumerate(argv) if a == "-o"}
+    assert {"ForkAfterAuthentication=no", "GSSAPIDelegateCredentials=no"} <= options
+
+
+def test_the_install_sessions_run_their_command_with_their_stdin():
+    plain = remote_argv("dev@box", WRITE_SCRIPT, ".claude.json", None)
+    assert not any(a.startswith(("SessionType", "StdinNull")) for a in plain)
+    known = frozenset({"sessiontype", "stdinnull", "forkafterauthentication"})
+    argv = remote_argv("dev@box", WRITE_SCRIPT, ".claude.json", "/p/config", known)
+    options = {argv[i + 1] for i, a in enumerate(argv) if a == "-o"}
+    assert {"SessionType=default", "StdinNull=no", "ForkAfterAuthentication=no"} <= options
+    assert argv[argv.index("-F") + 1] == "/p/config"
+    _confined(argv)
+
+
+def test_the_check_runs_ssh_g_on_the_same_command_line_without_debug_output():
+    argv = ssh_argv(SPEC, 53917, "/p/config")
+    check = plan.check_argv(argv)
+    assert check[:2] == ["ssh", "-G"] and "-v" not in check
+    assert [a for a in argv if a != "-v"][1:] == check[2:]
