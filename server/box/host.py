@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 
 from ..policy.private import git_named, gitdir_of_file
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold
+from .gitconfig import global_configs, redacted, repo_configs
 from .policy import (
     NESTED_PERSISTENCE,
     SYSTEM_PRIVATE,
@@ -875,6 +876,8 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         hooks=git_named(repos, home),
         on_path=on_path,
         data=data,
+        # git's config files that hold a credential: a redacted copy over each (git needs them)
+        git_redacted=tuple(redacted([*global_configs(home), *repo_configs(git_dirs)], home)),
     )
     hidden_dirs = [*(e.path for e in hidden if e.is_dir), *own_real, *others]
     beyond, reopened = _elsewhere(

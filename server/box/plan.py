@@ -47,6 +47,9 @@ class BoxPlan:
     # its own mount point (bound onto itself), which cannot be renamed or removed, so nothing
     # masked or read-only can be carried away with its folder and replaced.
     pinned: tuple[str, ...] = ()
+    # (path, copy): git config files that hold a credential, each covered read-only by a copy
+    # with the credential replaced (server.box.gitconfig); the last mounts on their paths.
+    redacted: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

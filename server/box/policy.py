@@ -111,6 +111,9 @@ class HostView:
     # The home's data folders (Documents, Desktop, Downloads...; see :func:`data_folders`): a
     # folder in one is no project unless it is a repository's.
     data: tuple[str, ...] = ()
+    # (real path, redacted copy) of each git config file the box may show that holds a
+    # credential (server.box.gitconfig): the global ones, included ones, every repository's.
+    git_redacted: tuple[tuple[str, str], ...] = ()
 
 
 # The home's data folders, by the names each OS gives them (the XDG defaults on Linux; a
@@ -225,6 +228,22 @@ def _masked(path: str, private: list[str]) -> bool:
     return any(within(path, p) for p in private)
 
 
+def _shown_redacted(
+    pairs: tuple[tuple[str, str], ...], private: list[str], reallow: tuple[str, ...]
+) -> tuple[tuple[str, str], ...]:
+    """The redacted git config copies to bind: each over a file the box shows (a file a
+    private mask hides stays hidden: a copy bound over it would show what the mask hides).
+    Shown: no mask covers it, or a re-opened ``read_allow`` path at least as deep as the
+    deepest mask does (mounts go from the widest to the narrowest)."""
+    out: list[tuple[str, str]] = []
+    for path, copy in pairs:
+        masks = [len(p) for p in private if within(path, p)]
+        opened = [len(a) for a in reallow if within(path, a)]
+        if not masks or (opened and max(opened) >= max(masks)):
+            out.append((path, copy))
+    return tuple(sorted(set(out)))
+
+
 def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
     """One call's box (pure): see the module docstring for the policy."""
     project = project_of(view)
@@ -268,6 +287,7 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
         p for p in pins([*protected, *private, *write], list(write)) if not _masked(p, private)
     ]
     return BoxPlan(
+        redacted=_shown_redacted(view.git_redacted, private, reallow),
         cwd=view.cwd,
         read_private=tuple(private),
         write=tuple(sorted(set(write))),
