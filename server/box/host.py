@@ -876,8 +876,6 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         hooks=git_named(repos, home),
         on_path=on_path,
         data=data,
-        # git's config files that hold a credential: a redacted copy over each (git needs them)
-        git_redacted=tuple(redacted([*global_configs(home), *repo_configs(git_dirs)], home)),
     )
     hidden_dirs = [*(e.path for e in hidden if e.is_dir), *own_real, *others]
     beyond, reopened = _elsewhere(
@@ -886,4 +884,10 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     view = dataclasses.replace(view, hidden=(*view.hidden, *beyond), reopened=tuple(reopened))
     candidates = persistence_paths(view, project_of(view))
     existing = frozenset(p for p in candidates if os.path.lexists(p))
-    return dataclasses.replace(view, existing=existing)
+    return dataclasses.replace(view, existing=existing, git_redacted=_git_redacted(home, git_dirs))
+
+
+def _git_redacted(home: str, git_dirs: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """git's config files the box may show (the global ones, every git dir's, what they
+    include) that hold a credential, each with a redacted copy to bind over it."""
+    return tuple(redacted([*global_configs(home), *repo_configs(git_dirs)], home))

@@ -208,6 +208,8 @@ class CallPipeline:
         try:
             await pools.run(pools.Pool.FILE, self.policy.inspect_git_configs, unread.paths)
             step = self._prepare(call, inspected=True)
+            if isinstance(step, _Unread):  # never: once read, an unread one counts as holding one
+                return self._finish(call, internal(call.name))
             if isinstance(step, Outcome):
                 return self._finish(call, step)
         except (UnicodeError, ValueError) as e:
