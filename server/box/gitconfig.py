@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -28,12 +29,13 @@ from ..policy.gitsecrets import MAX_BYTES, redact
 from .secrets import RACY_NS
 
 MAX_FILES = 64  # config files looked at per call (globals, includes, every repository's)
+MAX_OTHER_REPOS = 512  # other repositories in the roots whose ``.git/config`` is looked at
 MAX_INCLUDE_DEPTH = 4  # git itself stops at 10; nobody nests more than a few
 
 _lock = threading.Lock()
 _folder: str | None = None
-# real path -> (stat key, the redacted copy or None when the file holds no secret, includes)
-_known: dict[str, tuple[tuple[int, int, int, int], str | None, tuple[str, ...]]] = {}
+# path -> (stat key, real path, the redacted copy or None when it holds no secret, includes)
+_known: dict[str, tuple[tuple[int, int, int, int], str, str | None, tuple[str, ...]]] = {}
 _KNOWN_MAX = 512
 
 
@@ -116,15 +118,20 @@ def _write_copy(real: str, text: str) -> str:
     return final
 
 
-def _look(real: str, home: str) -> tuple[str | None, tuple[str, ...]]:
-    """(the redacted copy or None, the files it includes) of one existing config file; an
-    unchanged file is not read again. Raises :class:`Unreadable` for a file over
-    :data:`MAX_BYTES` (it may hold more than its head)."""
-    key = _key(os.stat(real))
+def _look(path: str, home: str) -> tuple[str, str | None, tuple[str, ...]]:
+    """(real path, the redacted copy or None, the files it includes) of one existing config
+    file; an unchanged file costs one ``stat`` (no read, no ``realpath``). Raises
+    :class:`Unreadable` for a file over :data:`MAX_BYTES` (it may hold more than its head),
+    :class:`OSError` for one that is not there or no regular file."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise IsADirectoryError(path)
+    key = _key(st)
     with _lock:
-        hit = _known.get(real)
-    if hit is not None and hit[0] == key and (hit[1] is None or os.path.exists(hit[1])):
-        return hit[1], hit[2]
+        hit = _known.get(path)
+    if hit is not None and hit[0] == key and (hit[2] is None or os.path.exists(hit[2])):
+        return hit[1], hit[2], hit[3]
+    real = os.path.realpath(path)
     with open(real, "rb") as f:
         st = os.fstat(f.fileno())
         key = _key(st)
@@ -139,38 +146,38 @@ def _look(real: str, home: str) -> tuple[str | None, tuple[str, ...]]:
         with _lock:
             if len(_known) >= _KNOWN_MAX:
                 _known.pop(next(iter(_known)))
-            _known[real] = (key, copy, includes)
-    return copy, includes
+            _known[path] = (key, real, copy, includes)
+    return real, copy, includes
 
 
 TOO_BIG = "# omp A2A bridge: this git config file is over 256 KiB; the box does not show it\n"
 
 
-def redacted(candidates: Iterable[str], home: str) -> list[tuple[str, str]]:
+def redacted(candidates: Iterable[str], home: str, limit: int = MAX_FILES) -> list[tuple[str, str]]:
     """For the config files among ``candidates`` (and the files they include): the
     ``(real path, copy)`` pairs of those that hold a credential (the copy is redacted) or are
-    too big to read whole (the copy is a comment). Files that do not exist are skipped."""
+    too big to read whole (the copy is a comment). Files that do not exist are skipped; at
+    most ``limit`` files are looked at."""
     pairs: list[tuple[str, str]] = []
     seen: set[str] = set()
     todo = [(p, 0) for p in candidates]
-    while todo and len(seen) < MAX_FILES:
+    looked = 0
+    while todo and looked < limit:
         path, depth = todo.pop(0)
-        try:
-            real = os.path.realpath(path)
-        except (OSError, ValueError):
+        if path in seen:
             continue
-        if real in seen or not os.path.isfile(real):
-            continue
-        seen.add(real)
+        seen.add(path)
         try:
-            copy, includes = _look(real, home)
-        except Unreadable:
+            real, copy, includes = _look(path, home)
+        except Unreadable as e:
+            real = str(e)
             pairs.append((real, _write_copy(real, TOO_BIG)))
             continue
         except (OSError, ValueError):
             continue
+        looked += 1
         if copy is not None:
             pairs.append((real, copy))
         if depth < MAX_INCLUDE_DEPTH:
             todo += [(p, depth + 1) for p in includes]
-    return pairs
+    return list(dict.fromkeys(pairs))

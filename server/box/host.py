@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 
 from ..policy.private import git_named, gitdir_of_file
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold
-from .gitconfig import global_configs, redacted, repo_configs
+from .gitconfig import MAX_OTHER_REPOS, global_configs, redacted, repo_configs
 from .policy import (
     NESTED_PERSISTENCE,
     SYSTEM_PRIVATE,
@@ -884,10 +884,16 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
     view = dataclasses.replace(view, hidden=(*view.hidden, *beyond), reopened=tuple(reopened))
     candidates = persistence_paths(view, project_of(view))
     existing = frozenset(p for p in candidates if os.path.lexists(p))
-    return dataclasses.replace(view, existing=existing, git_redacted=_git_redacted(home, git_dirs))
+    git_redacted = _git_redacted(home, git_dirs, index.repos)
+    return dataclasses.replace(view, existing=existing, git_redacted=git_redacted)
 
 
-def _git_redacted(home: str, git_dirs: Iterable[str]) -> tuple[tuple[str, str], ...]:
-    """git's config files the box may show (the global ones, every git dir's, what they
-    include) that hold a credential, each with a redacted copy to bind over it."""
-    return tuple(redacted([*global_configs(home), *repo_configs(git_dirs)], home))
+def _git_redacted(
+    home: str, git_dirs: Iterable[str], others: Iterable[str]
+) -> tuple[tuple[str, str], ...]:
+    """git's config files the box may show (the global ones, every git dir of the call's
+    repositories, every other repository's in the roots, what they include) that hold a
+    credential, each with a redacted copy to bind over it (one ``stat`` per unchanged file)."""
+    own = redacted([*global_configs(home), *repo_configs(git_dirs)], home)
+    configs = [os.path.join(r, ".git", "config") for r in others]
+    return tuple(dict.fromkeys([*own, *redacted(configs, home, MAX_OTHER_REPOS)]))

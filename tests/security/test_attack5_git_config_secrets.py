@@ -32,6 +32,7 @@ GLOBAL = (
 )
 XDG = "[github]\n\ttoken = FAKESECRET-xdg-github-token"
 REMOTE = "https://x-access-token:FAKESECRET-remote-token@github.com/acme/app.git"
+OTHER = "https://oauth2:FAKESECRET-other-repo@gitlab.example/acme/other.git"
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +46,9 @@ def world() -> Iterator[World]:
         subprocess.run(
             ["git", "remote", "add", "origin", REMOTE], cwd=world.project, env=env, check=True
         )
+        other = os.path.join(world.home, "other")
+        subprocess.run(["git", "init", "-q", other], env=env, check=True)
+        subprocess.run(["git", "remote", "add", "origin", OTHER], cwd=other, env=env, check=True)
         serve(world, False)
         yield world
     finally:
@@ -85,6 +89,7 @@ def test_a_git_config_without_credentials_reads_as_before(world: World) -> None:
         "cat ~/.gitconfig ~/.config/git/config",
         "git config --global --list",
         "git remote -v",
+        "cat ~/other/.git/config; git -C ~/other remote -v",  # a repository beside the project
     ],
 )
 def test_the_box_does_not_show_git_credentials(world: World, command: str) -> None:
