@@ -159,19 +159,20 @@ def holds_secret(text: str) -> bool:
 
 
 def is_git_config(real: str) -> bool:
-    """Whether the real path has the shape of a git config file (pure, by name only): a
-    ``.gitconfig*`` or ``gitconfig`` file (``~/.gitconfig``, ``/etc/gitconfig``, an included
-    ``~/.gitconfig-work``), ``git/config`` (``~/.config/git/config``), and ``config`` or
+    """Whether the real path has the shape of a git config file (pure, by name only): a name
+    holding ``gitconfig`` (``~/.gitconfig``, ``/etc/gitconfig``, an included
+    ``~/.gitconfig-work``), any file in a ``git`` folder of a hidden one
+    (``~/.config/git/config`` and the files it includes beside it; a project's ``src/git/`` is
+    code), and ``config`` or
     ``config.worktree`` in a git dir (``.git/config``, ``.git/modules/x/config``,
     ``app.git/config``). What has the shape is read (bounded) to find out whether it holds a
     credential; nothing is refused for its name alone."""
     parts = real.replace("\\", "/").lower().split("/")
-    name = parts[-1]
-    if name.startswith(".gitconfig") or name == "gitconfig":
-        return True
+    name, folders = parts[-1], parts[:-1]
+    if "gitconfig" in name or (
+        len(folders) > 1 and folders[-1] == "git" and folders[-2][:1] == "."
+    ):
+        return True  # also ``work.gitconfig``, and what ``~/.config/git`` holds (included files)
     if name not in ("config", "config.worktree"):
         return False
-    folders = parts[:-1]
-    return bool(folders) and (
-        folders[-1] == "git" or any(p == ".git" or p.endswith(".git") for p in folders)
-    )
+    return any(p == ".git" or p.endswith(".git") for p in folders)
