@@ -882,10 +882,9 @@ def gather(cwd: str, roots: Iterable[str], config: BoxConfig, own: Iterable[str]
         view, project_top, hidden_dirs, index, elsewhere_secrets, path_real
     )
     view = dataclasses.replace(view, hidden=(*view.hidden, *beyond), reopened=tuple(reopened))
-    candidates = persistence_paths(view, project_of(view))
-    existing = frozenset(p for p in candidates if os.path.lexists(p))
-    git_redacted = _git_redacted(home, git_dirs, index.repos)
-    return dataclasses.replace(view, existing=existing, git_redacted=git_redacted)
+    existing = frozenset(p for p in persistence_paths(view, project_of(view)) if os.path.lexists(p))
+    redact = _git_redacted(home, git_dirs, index.repos)
+    return dataclasses.replace(view, existing=existing, git_redacted=redact)
 
 
 def _git_redacted(
