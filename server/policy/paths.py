@@ -423,6 +423,19 @@ class PathPolicy:
         hit = self._git_configs.get(real)
         return hit[1] if hit is not None and hit[0] == self._config_key(st) else None
 
+    def git_config_holds_secret(self, real: str) -> bool:
+        """Blocking (a worker thread): whether the git config file ``real`` holds a
+        credential now, read only when its identity changed since the last look."""
+        try:
+            st = os.stat(real)
+        except OSError:
+            return False
+        verdict = self.git_config_verdict(real, st)
+        if verdict is None:
+            self.inspect_git_configs([real])
+            verdict = self.git_config_verdict(real, st)
+        return verdict is not False
+
     def inspect_git_configs(self, paths: Iterable[str]) -> None:
         """Blocking (a worker thread): read each git config file (at most
         :data:`~server.policy.gitsecrets.MAX_BYTES`; a bigger one counts as holding a

@@ -70,3 +70,24 @@ def test_a_git_config_holding_a_credential_is_private_once_read(tmp_path):
     plain.write_text("token = x\n")
     other = CallPaths(p)
     assert other.escalation(str(plain)) is None and other.unread_git_configs == []
+
+
+def test_a_walk_withholds_the_content_of_a_git_config_holding_a_credential(tmp_path):
+    """grep's matches (without a box to show a redacted copy) leave such a file out."""
+    from omp_a2a_bridge.server.policy.walk import EntryGate
+
+    root = tmp_path / "root"
+    leaky = root / "a" / ".git" / "config"
+    plain = root / "b" / ".git" / "config"
+    code = root / "a" / "settings.py"
+    for path, text in (
+        (leaky, "[github]\n\ttoken = FAKESECRET\n"),
+        (plain, "[core]\n\tbare = false\n"),
+        (code, "token = FAKESECRET\n"),  # no git config: judged by its name alone
+    ):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    p = PathPolicy([str(root)], home=str(tmp_path / "home"), scan_identities=False)
+    gate = EntryGate.for_base(p, str(root))
+    assert gate.withholds(str(leaky)) and not gate.refuses(str(leaky))
+    assert not gate.withholds(str(plain)) and not gate.withholds(str(code))
