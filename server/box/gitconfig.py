@@ -94,10 +94,11 @@ def _key(st: os.stat_result) -> tuple[int, int, int, int]:
 def _copies() -> str:
     """The private folder the copies live in (made once per process)."""
     global _folder
-    if _folder is None or not os.path.isdir(_folder):
-        _folder = tempfile.mkdtemp(prefix="a2a-gitconfig-")  # 0700
-        atexit.register(shutil.rmtree, _folder, True)
-    return _folder
+    with _lock:
+        if _folder is None or not os.path.isdir(_folder):
+            _folder = tempfile.mkdtemp(prefix="a2a-gitconfig-")  # 0700
+            atexit.register(shutil.rmtree, _folder, True)
+        return _folder
 
 
 def _write_copy(real: str, text: str) -> str:
