@@ -5,7 +5,8 @@ project, its hooks read-only" natural (a tmpfs over ``~/.ssh``, a read-only bind
 ``.git/hooks`` inside a writable bind), which Landlock alone cannot say (it only adds
 allowances). Mount order matters: later mounts cover earlier ones, so the argv goes from the
 widest to the narrowest: the read-only root, the private masks, what ``read_allow`` re-opens,
-the writable trees, the persistence inside them.
+the writable trees, the persistence inside them, and last the redacted copies of git config
+files that hold a credential (over the file itself, read-only).
 
 Every box also gets: a fresh ``/dev``, ``/proc`` of its own PID namespace (``/proc/1/environ``
 is its own shell, ``/proc/self/root`` its own root), a private ``/tmp`` (also hides
@@ -55,6 +56,7 @@ def _mounts(plan: BoxPlan, host: BwrapHost) -> list[tuple[tuple[int, str], int, 
     out += [(_depth(p), 2, ["--ro-bind", p, p]) for p in plan.read_allow]
     out += [(_depth(p), 3, ["--bind", p, p]) for p in (*plan.write, *plan.pinned)]
     out += [(_depth(p), 4, ["--ro-bind", p, p]) for p in plan.write_protected]
+    out += [(_depth(p), 5, ["--ro-bind", copy, p]) for p, copy in plan.redacted]
     return sorted(out, key=lambda m: (m[0][0], m[1], m[0][1]))
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 
 from ..policy.private import SNAP, git_named, gitdir_of_file, snap_homes
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold, is_name_pattern
+from .gitconfig import MAX_OTHER_REPOS, global_configs, redacted, repo_configs
 from .policy import (
     LINKED_FOLDERS,
     SYSTEM_PRIVATE,
@@ -989,7 +990,9 @@ def gather(
     view = dataclasses.replace(view, hidden=(*view.hidden, *beyond), reopened=tuple(reopened))
     candidates = persistence_paths(view, project_of(view))
     existing = frozenset(p for p in candidates if os.path.lexists(p))
-    return dataclasses.replace(view, existing=existing, links=_links(existing, scan.linked))
+    redact = _git_redacted(home, git_dirs, index.repos)
+    links = _links(existing, scan.linked)
+    return dataclasses.replace(view, existing=existing, links=links, git_redacted=redact)
 
 
 def _links(existing: Iterable[str], linked: Iterable[str]) -> tuple[tuple[str, str], ...]:
@@ -1000,3 +1003,14 @@ def _links(existing: Iterable[str], linked: Iterable[str]) -> tuple[tuple[str, s
             if os.path.islink(path):
                 out.append((path, os.readlink(path)))
     return tuple(out)
+
+
+def _git_redacted(
+    home: str, git_dirs: Iterable[str], others: Iterable[str]
+) -> tuple[tuple[str, str], ...]:
+    """git's config files the box may show (the global ones, every git dir of the call's
+    repositories, every other repository's in the roots, what they include) that hold a
+    credential, each with a redacted copy to bind over it (one ``stat`` per unchanged file)."""
+    own = redacted([*global_configs(home), *repo_configs(git_dirs)], home)
+    configs = [os.path.join(r, ".git", "config") for r in others]
+    return tuple(dict.fromkeys([*own, *redacted(configs, home, MAX_OTHER_REPOS)]))

@@ -50,6 +50,9 @@ class BoxPlan:
     # (link, target): a root configured by a symlink that lies in a folder the box hides whole
     # (``/var/tmp/x/link -> /var/tmp/x/data``): made again in the box, so the human's path works.
     symlinks: tuple[tuple[str, str], ...] = ()
+    # (path, copy): git config files that hold a credential, each covered read-only by a copy
+    # with the credential replaced (server.box.gitconfig); the last mounts on their paths.
+    redacted: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -164,6 +164,9 @@ class HostView:
     # the read-only bind lands on the target, and the link's own name in the writable folder
     # stays replaceable (``rm .mcp.json && echo … > .mcp.json``): the sweep puts it back.
     links: tuple[tuple[str, str], ...] = ()
+    # (real path, redacted copy) of each git config file the box may show that holds a
+    # credential (server.box.gitconfig): the global ones, included ones, every repository's.
+    git_redacted: tuple[tuple[str, str], ...] = ()
 
 
 # The home's data folders, by the names each OS gives them (the XDG defaults on Linux; a
@@ -300,6 +303,22 @@ def _hidden_at(path: str, private: list[str], reopened: tuple[str, ...]) -> bool
     return not any(within(path, r) and len(r) > len(deepest) for r in reopened)
 
 
+def _shown_redacted(
+    pairs: tuple[tuple[str, str], ...], private: list[str], reallow: tuple[str, ...]
+) -> tuple[tuple[str, str], ...]:
+    """The redacted git config copies to bind: each over a file the box shows (a file a
+    private mask hides stays hidden: a copy bound over it would show what the mask hides).
+    Shown: no mask covers it, or a re-opened ``read_allow`` path at least as deep as the
+    deepest mask does (mounts go from the widest to the narrowest)."""
+    out: list[tuple[str, str]] = []
+    for path, copy in pairs:
+        masks = [len(p) for p in private if within(path, p)]
+        opened = [len(a) for a in reallow if within(path, a)]
+        if not masks or (opened and max(opened) >= max(masks)):
+            out.append((path, copy))
+    return tuple(sorted(set(out)))
+
+
 def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
     """One call's box (pure): see the module docstring for the policy."""
     project = project_of(view)
@@ -345,6 +364,7 @@ def build_plan(view: HostView, config: BoxConfig) -> BoxPlan:
         if not _hidden_at(p, private, reallow)
     ]
     return BoxPlan(
+        redacted=_shown_redacted(view.git_redacted, private, reallow),
         cwd=view.cwd,
         read_private=tuple(private),
         write=tuple(sorted(set(write))),

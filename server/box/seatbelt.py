@@ -52,6 +52,11 @@ def profile(plan: BoxPlan) -> str:
     ]
     if plan.read_private:
         lines.append(f"(deny file-read* {_subpaths(plan.read_private)})")
+    if plan.redacted:
+        # Seatbelt cannot show a copy in a file's place: a git config file holding a
+        # credential is not readable at all (git then stops with an error, never leaks).
+        literals = " ".join(f"(literal {sbpl_string(p)})" for p, _ in plan.redacted)
+        lines.append(f"(deny file-read* {literals})")
     writable = (*plan.write, plan.tmpdir) if plan.tmpdir else plan.write
     lines.append("(deny file-write*)")
     allowed = " ".join((*(f"(subpath {sbpl_string(p)})" for p in writable), *_DEVICE_WRITES))

@@ -95,6 +95,7 @@ class _Dir:
     # leaves the mtime as it was): looked at again until it is older (git's "racy" files).
     racy: bool = False
     links: frozenset[str] = frozenset()  # names of secret-looking symlinks straight in it
+    repo: bool = False  # it holds a ``.git`` folder (its config may hold a credential)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -110,6 +111,9 @@ class IndexView:
     # link's, so what it points to is hidden; resolved per call (a link's target can change
     # with no event in the link's folder).
     links: tuple[str, ...] = ()
+    # Folders holding a ``.git`` folder: the box shows each one's ``.git/config``, which may
+    # hold a credential (a redacted copy is bound over it: server.box.gitconfig).
+    repos: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -218,6 +222,7 @@ class SecretIndex:
                     len(self._dirs),
                     tuple(sorted(self._frontier)),
                     tuple(sorted(links)),
+                    tuple(sorted(d for d, rec in self._dirs.items() if rec.repo)),
                 )
             return self._view
 
@@ -288,12 +293,14 @@ class SecretIndex:
         secrets: list[str] = []
         subdirs: list[str] = []
         links: list[str] = []
+        repo = False
         for entry in entries:
             name = entry.name
             if path == self._home and name.startswith("."):
                 continue  # the home's hidden tree: hidden whole by the box
             try:
                 if entry.is_dir(follow_symlinks=False):
+                    repo = repo or name == ".git"
                     if self._listed(path, name):
                         subdirs.append(name)
                 else:  # a file, a named pipe (a password manager's ``.env``), a socket
@@ -303,7 +310,15 @@ class SecretIndex:
                 continue
         racy = wd is None and max(stamp) >= looked - RACY_NS
         return _Dir(
-            stamp, inode, depth, frozenset(secrets), frozenset(subdirs), wd, racy, frozenset(links)
+            stamp,
+            inode,
+            depth,
+            frozenset(secrets),
+            frozenset(subdirs),
+            wd,
+            racy,
+            frozenset(links),
+            repo,
         )
 
     # -- keeping current --------------------------------------------------------------------

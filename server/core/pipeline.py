@@ -23,6 +23,7 @@ stages read best in order, in one place; how a call ends for the agent is
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
@@ -44,7 +45,7 @@ from ..mcp.protocol import (
 from ..mcp.sessions import Session
 from ..policy.grants import Grant, covering, offer, project_of
 from ..policy.judge import DecisionRequest, Judgement, judge
-from ..policy.paths import CallPaths, Escalation, PathPolicy, always_asks
+from ..policy.paths import GIT_CONFIG_CATEGORY, CallPaths, Escalation, PathPolicy, always_asks
 from ..policy.proposals import propose, why_no_rule
 from ..policy.protected import EscalationKind
 from ..policy.rulebook import RuleBook
@@ -84,6 +85,13 @@ class Call:
     started: float
     finished: bool = False  # the done record is written exactly once
     box: str | None = None  # a boxable tool's run: "in" the box or "outside" (audit)
+
+
+@dataclass(frozen=True, slots=True)
+class _Unread:
+    """Git config files a call names whose content must be read (off the loop) first."""
+
+    paths: tuple[str, ...]
 
 
 @dataclass(slots=True)
@@ -177,6 +185,8 @@ class CallPipeline:
         self._audit(call, AuditPhase.START)
         try:
             step = self._prepare(call)
+            if isinstance(step, _Unread):  # a git config file to read first: in a worker
+                return self._read_configs_first(call, step, handle or CallHandle())
             if isinstance(step, Outcome):
                 return self._finish(call, step)
             if not step.needs_human:
@@ -190,6 +200,24 @@ class CallPipeline:
             log.exception("internal error: tools/call %r", name)
             return self._finish(call, internal(name))
         return self._tools_call_async(call, step, handle or CallHandle())
+
+    async def _read_configs_first(self, call: Call, unread: _Unread, handle: CallHandle) -> Reply:
+        """The call names a git config file whose content the policy has not read in its
+        present state (it is private when it holds a credential): read it in a file worker,
+        never on the loop, then judge the call as usual."""
+        try:
+            await pools.run(pools.Pool.FILE, self.policy.inspect_git_configs, unread.paths)
+            step = self._prepare(call, inspected=True)
+            if isinstance(step, _Unread):  # never: once read, an unread one counts as holding one
+                return self._finish(call, internal(call.name))
+            if isinstance(step, Outcome):
+                return self._finish(call, step)
+        except (UnicodeError, ValueError) as e:
+            return self._finish(call, bad_input(call.name, e))
+        except Exception:
+            log.exception("internal error: tools/call %r", call.name)
+            return self._finish(call, internal(call.name))
+        return await self._tools_call_async(call, step, handle)
 
     async def _tools_call_async(self, call: Call, step: Plan, handle: CallHandle) -> Reply:
         handle.machine = call.session.machine
@@ -252,10 +280,21 @@ class CallPipeline:
             return Reply(200, safe_body(call.req_id, None))
         return Reply(200, safe_body(call.req_id, out.result.to_json()))
 
-    def _prepare(self, call: Call) -> Outcome | Plan:
-        """Every check that needs no waiting, judged by the one judge: a refusal, or the plan."""
+    def _prepare(self, call: Call, inspected: bool = False) -> Outcome | Plan | _Unread:
+        """Every check that needs no waiting, judged by the one judge: a refusal, or the plan
+        (or, first, the git config files to read: see :meth:`_read_configs_first`)."""
         session = call.session
         prep = self.prepare(call.name, call.args, session.grants, session.machine)
+        if prep.paths is not None and prep.paths.unread_git_configs:
+            if not inspected:
+                return _Unread(tuple(prep.paths.unread_git_configs))
+            # changed again while it was read: judged as holding one (a human looks)
+            esc = Escalation(
+                EscalationKind.PROTECTED, GIT_CONFIG_CATEGORY, prep.paths.unread_git_configs[0]
+            )
+            prep = dataclasses.replace(
+                prep, request=dataclasses.replace(prep.request, escalation=esc)
+            )
         j = judge(prep.request)
         if prep.tool is None or prep.paths is None or not (j.runs or j.ruling is Ruling.ASK):
             return refusal(j)

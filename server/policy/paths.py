@@ -22,7 +22,10 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from . import safeopen
 from .entries import EVERY_CHILD, FolderRules
+from .gitsecrets import MAX_BYTES as GIT_CONFIG_MAX_BYTES
+from .gitsecrets import holds_secret, is_git_config
 from .hardlinks import IdentityIndex
 from .private import PrivateScope, config_named, git_dir_of
 from .protected import (
@@ -42,6 +45,8 @@ from .safeopen import symlink_free
 __all__ = ["CallPaths", "Escalation", "EscalationKind", "PathPolicy", "is_within"]
 
 USER_CATEGORY = "protected in your config"
+GIT_CONFIG_CATEGORY = "git config holding a credential"
+GIT_CONFIG_CACHE = 1024  # git config files whose verdict is kept (by path and identity)
 OUTSIDE_CATEGORY = "outside the configured roots"
 OWN_CATEGORY = "bridge data"
 # Folders whose children's rules are kept (:meth:`PathPolicy.folder_rules`); a walk of a big
@@ -183,6 +188,8 @@ class PathPolicy:
         self._roots_below = tuple(_prefix(_norm(r)) for r in self.roots)
         self._folders: dict[str, FolderRules] = {}
         self._names: dict[str, tuple[str, bool]] = {}
+        # git config files read for credentials: real path -> (identity, holds one)
+        self._git_configs: dict[str, tuple[tuple[int, int, int, int, int], bool]] = {}
         # Hard links: (st_dev, st_ino) of protected files -> what they are.
         self._identities = IdentityIndex(
             self._secrets,
@@ -405,6 +412,60 @@ class PathPolicy:
     def wait_scanned(self, timeout: float = 10.0) -> bool:
         return self._identities.wait_scanned(timeout)
 
+    # -- git config files that hold a credential ----------------------------------------------
+
+    @staticmethod
+    def _config_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def git_config_verdict(self, real: str, st: os.stat_result) -> bool | None:
+        """Whether the git config file ``real`` (as ``st`` says it is now) holds a credential:
+        None when it was not read in that state (:meth:`inspect_git_configs` reads it). No
+        I/O: safe on the event loop."""
+        hit = self._git_configs.get(real)
+        return hit[1] if hit is not None and hit[0] == self._config_key(st) else None
+
+    def git_config_holds_secret(self, real: str) -> bool:
+        """Blocking (a worker thread): whether the git config file ``real`` holds a
+        credential now, read only when its identity changed since the last look."""
+        try:
+            st = os.stat(real)
+        except OSError:
+            return False
+        verdict = self.git_config_verdict(real, st)
+        if verdict is None:
+            self.inspect_git_configs([real])
+            verdict = self.git_config_verdict(real, st)
+        return verdict is not False
+
+    def inspect_git_configs(self, paths: Iterable[str]) -> None:
+        """Blocking (a worker thread): read each git config file (at most
+        :data:`~server.policy.gitsecrets.MAX_BYTES`; a bigger one counts as holding a
+        credential) and keep whether it holds one, by its identity."""
+        for real in paths:
+            try:
+                fd = safeopen.open_read(real)[0]
+            except (OSError, safeopen.NotRegular, safeopen.PathChanged):
+                continue
+            try:
+                st = os.fstat(fd)
+                data = b""
+                while len(data) <= GIT_CONFIG_MAX_BYTES:
+                    chunk = os.read(fd, GIT_CONFIG_MAX_BYTES + 1 - len(data))
+                    if not chunk:
+                        break
+                    data += chunk
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
+            secret = len(data) > GIT_CONFIG_MAX_BYTES or holds_secret(
+                data.decode("utf-8", "replace")
+            )
+            if len(self._git_configs) >= GIT_CONFIG_CACHE:
+                self._git_configs.clear()
+            self._git_configs[real] = (self._config_key(st), secret)
+
 
 class CallPaths:
     """The path policy as one call sees it: each path is resolved (and stat'ed) once.
@@ -418,6 +479,9 @@ class CallPaths:
         self.roots = policy.roots
         self._memo: dict[str, str] = {}
         self._stats: dict[str, os.stat_result | None] = {}
+        # git config files met by this call whose content was not read yet: the pipeline
+        # reads them in a worker (PathPolicy.inspect_git_configs) and judges the call again.
+        self.unread_git_configs: list[str] = []
 
     def resolve(self, path: str | None) -> str:
         key = path or ""
@@ -450,7 +514,22 @@ class CallPaths:
             if st is not None and stat.S_ISREG(st.st_mode):
                 # On the loop: no rescan here; the tool re-judges what it opens.
                 esc = self.policy.judge_identity(real, st, refresh=False) or esc
+                if (esc is None or not esc.always_asks) and is_git_config(real):
+                    esc = self._git_config(real, st) or esc
         return esc
+
+    def _git_config(self, real: str, st: os.stat_result) -> Escalation | None:
+        """A git config file holding a credential is private, like a secret-looking file
+        (``~/.gitconfig`` and ``.git/config`` are readable for git's sake, and git keeps
+        tokens there); one not read yet is noted for the pipeline."""
+        verdict = self.policy.git_config_verdict(real, st)
+        if verdict is None:
+            if real not in self.unread_git_configs:
+                self.unread_git_configs.append(real)
+            return None
+        if not verdict:
+            return None
+        return Escalation(EscalationKind.PROTECTED, GIT_CONFIG_CATEGORY, real)
 
     def display(self, real: str) -> str:
         return self.policy.display(real)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from .entries import FolderRules
+from .gitsecrets import is_git_config
 from .paths import CallPaths, PathPolicy, always_asks
 
 # What a walk knows of a directory it did not stat (its d_type, or rg's listing): the policy
@@ -82,6 +83,15 @@ class EntryGate:
             self._seen.add(real)
             self.left_out += 1
         return True
+
+    def withholds(self, real: str, st: os.stat_result | None = None) -> bool:
+        """:meth:`refuses` (uncounted) for a file whose *content* a walk returns (grep's
+        matches), and a git config file holding a credential (it is read, bounded: blocking,
+        call it from a worker thread). Where a box can be made the walk sees a redacted copy
+        anyway; without one, this keeps ``grep -r token ~/.config/git`` from showing it."""
+        if self.refuses(real, st, count=False):
+            return True
+        return self.active and is_git_config(real) and self.policy.git_config_holds_secret(real)
 
     def rules(self, folder: str) -> FolderRules:
         """The children's rules of the real folder ``folder`` (see :meth:`child`)."""

@@ -124,7 +124,10 @@ class GrepTool(Tool):
                 except ToolError:
                     os.close(fd)
                     raise
-            if gate.refuses(base, st, count=False):
+            # (a git config file holding a credential is withheld unless a human approved it)
+            if gate.refuses(base, st, count=False) or (
+                not ctx.approved and gate.withholds(base, st)
+            ):
                 os.close(fd)  # left out like a protected file met in a walk: no matches
                 return GrepMatches(gate, "", True, 0, shown, label=os.path.basename(base))
             run.stdin, run.cwd = fd, os.path.dirname(base)

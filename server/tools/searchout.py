@@ -306,7 +306,7 @@ class GrepMatches:
             except OSError:
                 return False
             os.close(fd)
-        return not self.gate.refuses(real, st, count=False)
+        return not self.gate.withholds(real, st)
 
     def _keep(self, shown: str, rec: bytes) -> None:
         number, _, text = rec.partition(b":")

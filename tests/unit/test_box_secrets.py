@@ -271,3 +271,12 @@ def test_a_folder_replaced_under_the_same_name_is_looked_into_anew(tmp_path, mak
 )
 def test_which_folder_names_the_index_skips(name, top, skipped):
     assert secrets.skipped(name, top) is skipped
+
+
+def test_lists_the_folders_that_hold_a_git_folder(tmp_path, make):
+    """Their ``.git/config`` may hold a credential: the box binds a redacted copy over it."""
+    (tmp_path / "a" / ".git").mkdir(parents=True)
+    (tmp_path / "b" / "c" / ".git").mkdir(parents=True)
+    _put(tmp_path / "d" / ".git")  # a ``.git`` file (a worktree): its config lies elsewhere
+    index = make(tmp_path)
+    assert index.view().repos == (str(tmp_path / "a"), str(tmp_path / "b" / "c"))
