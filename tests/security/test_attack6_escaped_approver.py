@@ -1,0 +1,158 @@
+"""Outside review (attack6) of attack5 #1's fix: an approved outside call runs in a PID namespace
+of its own (``render_outside``) *only when* ``outside_host()`` has bubblewrap.
+
+``outside_host()`` is None whenever the one probe at start failed: no ``bwrap``, a Linux whose
+user namespaces are off or restricted (a container's default seccomp profile, a sysctl, an
+AppArmor policy), or ``bwrap`` that took over 10 s to answer on a loaded machine (the failure
+is cached for the bridge's whole life). Then the call runs "as before, under the supervisor
+alone" (docs/security/box.md), and "as before" is attack5 #1 in full: ``kill -9 $PPID`` after a
+``setsid`` child that drops ``OMP_A2A_TOOL``; the child is re-parented to init, outlives the
+call and approves later calls over the control API. The human who clicked "Run outside the box"
+for ``npm install`` was never told that on this machine it also hands out the approve button.
+
+Reproduced for real: the bridge process runs where user namespaces are off (an outer ``bwrap
+--disable-userns``, the same state as a machine with ``user.max_user_namespaces = 0``), so its
+own probe fails exactly as it does there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from omp_a2a_bridge.server.control.controlfile import read_control
+from omp_a2a_bridge.server.infra.childenv import looks_secret
+
+from ..support.boxworld import REPO, World, make_world, require_bwrap, stop
+from ..support.control_client import Api, WsApprover
+from ..support.helpers import TOKEN, Mcp, in_thread, pids_where, read_text, wait_for
+from .test_self_approval import ATTACK
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
+
+NO_USERNS = ["--dev-bind", "/", "/", "--unshare-user", "--disable-userns", "--"]
+
+
+def _serve_without_user_namespaces(world: World) -> None:
+    """``boxworld.serve``, with the bridge in a user namespace that may not make another."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("A2A_BRIDGE_")}
+    env = {k: v for k, v in env.items() if not looks_secret(k)}
+    env.update(
+        HOME=world.home,
+        XDG_RUNTIME_DIR=world.xdg,
+        A2A_BRIDGE_TOKEN=TOKEN,
+        A2A_BRIDGE_RUNTIME_DIR=world.runtime,
+        A2A_BRIDGE_AUDIT=os.path.join(world.home, ".local", "state", "a2a", "audit.jsonl"),
+        A2A_BRIDGE_LOG=os.path.join(world.home, ".local", "state", "a2a", "bridge.log"),
+        PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring",
+        PYTHONPATH=REPO,
+    )
+    env.pop("A2A_BRIDGE_CONFIG", None)
+    bwrap = "/usr/bin/bwrap"
+    argv = [bwrap, *NO_USERNS, sys.executable, "-m", "omp_a2a_bridge.server", "serve"]
+    with open(world.log, "w") as err:
+        world.proc = subprocess.Popen(
+            [*argv, "--port", "0"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            cwd=world.home,
+        )
+    assert world.proc.stdout is not None
+    line = world.proc.stdout.readline()
+    assert "listening on" in line, (line, read_text(world.log))
+    world.port = int(line.strip().rsplit(":", 1)[1].strip("/").split("/")[0])
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    require_bwrap()
+    tiers = {"bash": "box", "write": "prompt"}
+    world = make_world({"approval": {"tiers": tiers, "timeout_s": 60}})
+    try:
+        _serve_without_user_namespaces(world)
+        yield world
+    finally:
+        stop(world)
+
+
+def _reported(report: str) -> bool:
+    return os.path.exists(report) and "RESULT" in read_text(report)
+
+
+def _alive(*names: str) -> bool:
+    marks = [n.encode() for n in names]
+    return bool(pids_where(lambda argv: any(m in a for a in argv for m in marks)))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="attack6: where the box probe failed (no user namespaces, bwrap missing or slow at "
+    "start) an outside call has no PID namespace, and attack5 #1 (an escaped child approves) "
+    "works again",
+)
+def test_without_user_namespaces_an_escaped_child_cannot_approve_later(world: World) -> None:
+    info = read_control(os.path.join(world.runtime, "control.json"), verify=False)
+    assert info is not None, read_text(world.log)
+    api = Api(info)
+    status = api.call("GET", "/api/status").json
+    assert "box" in json.dumps(status), status
+    script = os.path.join(world.base, "attack.py")
+    with open(script, "w") as f:
+        f.write(ATTACK)
+    control_json = os.path.join(world.runtime, "control.json").encode().hex()
+    report = os.path.join(world.base, "report.txt")
+    go = os.path.join(world.base, "go")
+    later = (
+        f"while [ ! -s {go} ]; do sleep 0.1; done; "
+        f'[ "$(cat {go})" = stop ] && exit 0; '
+        f'exec env -u OMP_A2A_TOOL {sys.executable} {script} {control_json} "$(cat {go})" '
+        f"> {report} 2>&1"
+    )
+    command = f"setsid sh -c '{later}' < /dev/null > /dev/null 2>&1 & sleep 0.5; kill -9 $PPID"
+    human = WsApprover(info)
+    agent = Mcp(world.port)
+    agent.initialize()
+    waiting = Mcp(world.port)
+    waiting.initialize()
+    try:
+        args = {
+            "command": command,
+            "box": False,
+            "reason": "npm install needs the network",
+            "cwd": world.project,
+        }
+        thread, out = in_thread(agent.call, "bash", args)
+        [mine] = wait_for(lambda: api.call("GET", "/api/pending").json["pending"] or None, 60)
+        r = api.call("POST", f"/api/pending/{mine['id']}", {"decision": "approve"})
+        assert r.status == 200, r  # the human's one decision, for this one call
+        thread.join(60)
+        assert out, "the approved call did not end"
+        target = os.path.join(world.project, "planted.txt")
+        wthread, _ = in_thread(waiting.call, "write", {"path": target, "content": "x"})
+        [pending] = wait_for(lambda: api.call("GET", "/api/pending").json["pending"] or None, 60)
+        with open(go, "w") as f:
+            f.write(pending["id"])
+        wait_for(lambda: _reported(report) or not _alive(go, script), 60, 0.1)
+        if not _reported(report):
+            assert not os.path.exists(target)
+            return
+        line = next(x for x in read_text(report).splitlines() if x.startswith("RESULT "))
+        result = json.loads(line[len("RESULT ") :])
+        allowed = {name: status for name, (status, _) in result.items() if status != 403}
+        wthread.join(30)
+        assert allowed == {}, allowed
+        assert not os.path.exists(target)
+    finally:
+        human.close()
+        agent.close()
+        waiting.close()
+        if not os.path.exists(go):
+            with open(go, "w") as f:
+                f.write("stop")
