@@ -30,7 +30,16 @@ from omp_a2a_bridge.server.infra.childenv import looks_secret
 
 from ..support.boxworld import REPO, World, make_world, require_bwrap, stop
 from ..support.control_client import Api, WsApprover
-from ..support.helpers import TOKEN, Mcp, in_thread, pids_where, read_text, wait_for
+from ..support.helpers import (
+    TOKEN,
+    Mcp,
+    in_thread,
+    pids_where,
+    read_text,
+    sleep_n,
+    sleeping_pids,
+    wait_for,
+)
 from .test_self_approval import ATTACK
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
@@ -156,3 +165,55 @@ def test_without_user_namespaces_an_escaped_child_cannot_approve_later(world: Wo
         if not os.path.exists(go):
             with open(go, "w") as f:
                 f.write("stop")
+
+
+@pytest.fixture
+def ctl(start_bridge):
+    tiers = {"bash": "box", "write": "prompt"}
+    running = start_bridge({"approval": {"tiers": tiers, "timeout_s": 60}}, control=True)
+    return running
+
+
+def _outside(ctl, command: str) -> str:
+    """One approved outside call over the real bridge; its text."""
+    from omp_a2a_bridge.server.vocab import Decision
+
+    agent = ctl.client("agent")
+    human = ctl.runner.attach_approver("test human")
+    try:
+        args = {"command": command, "box": False, "reason": "needs the network"}
+        thread, out = in_thread(agent.call, "bash", args)
+        mine = wait_for(lambda: [p for p in ctl.runner.snapshot().pending if p.tool == "bash"])
+        assert ctl.runner.decide(mine[0].id, Decision.APPROVE)
+        thread.join(60)
+        assert out, "the approved call did not end"
+        return str(out[0].text)
+    finally:
+        ctl.runner.detach_approver(human)
+
+
+def test_guard_an_outside_call_inherits_no_descriptor_and_sees_no_host_process(ctl) -> None:
+    """Guard (holds): nothing of the supervisor's is open in the call (0, 1, 2 and the ``ls``
+    itself), no host process is in its ``/proc``, and ``/proc/1`` is the namespace's own."""
+    text = _outside(
+        ctl,
+        "ls /proc/self/fd | tr '\\n' ' '; echo; ls /proc | grep -c '^[0-9]'; "
+        "tr '\\0' ' ' < /proc/1/cmdline | cut -c1-40",
+    )
+    lines = text.splitlines()
+    assert lines[0].split() == ["0", "1", "2", "3"], text
+    assert int(lines[1]) < 10, text
+    assert "bwrap" in lines[2], text
+
+
+def test_guard_nohup_disown_and_a_nested_namespace_end_with_the_call(ctl) -> None:
+    """Guard (holds): ``nohup … & disown``, ``setsid``, and a child in a PID namespace of its
+    own (``unshare -Urpf``) all end when the outside call's shell ends."""
+    marks = [sleep_n(s) for s in ("300.61", "300.62", "300.63")]
+    _outside(
+        ctl,
+        f"nohup sleep {marks[0]} > /dev/null 2>&1 & "
+        f"(setsid sleep {marks[1]} > /dev/null 2>&1 &); "
+        f"(unshare -Urpf setsid sleep {marks[2]} > /dev/null 2>&1 &); sleep 0.3; echo done",
+    )
+    wait_for(lambda: not sleeping_pids("300.61", "300.62", "300.63"), 30)
