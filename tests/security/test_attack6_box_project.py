@@ -124,3 +124,21 @@ def test_a_synced_folder_that_is_no_project_deletes_nothing(world: World, name: 
         assert os.path.exists(keep), f"~/{name}: the human's file was deleted with nobody asked"
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_guard_a_boxed_call_cannot_rewrite_user_dirs(world: World) -> None:
+    """Guard (holds): ``~/.config/user-dirs.dirs`` (which names the renamed data folders, a
+    ``~/Dokumente``) is in the hidden tree: a boxed call cannot drop a folder from it."""
+    path = put(
+        os.path.join(world.home, ".config", "user-dirs.dirs"),
+        'XDG_DOCUMENTS_DIR="$HOME/Dokumente"',
+    )
+    keep = put(os.path.join(world.home, "Dokumente", "brief.txt"), "mine")
+    try:
+        world.bash(f"printf '' > {path}; true", cwd=world.project)
+        assert read_text(path).strip() == 'XDG_DOCUMENTS_DIR="$HOME/Dokumente"'
+        world.bash("rm -f brief.txt; true", cwd=os.path.dirname(keep))
+        assert os.path.exists(keep)
+    finally:
+        os.unlink(path)
+        shutil.rmtree(os.path.dirname(keep), ignore_errors=True)
