@@ -927,7 +927,10 @@ def gather(
     cwd = os.path.realpath(cwd)
     top, git_file, git_dirs = _git(cwd)
     data = _home_data_folders(home)
-    draft = HostView(cwd=cwd, home=home, roots=real_roots, git_top=top, home_data=data)
+    git_real = any(_is_git_dir(d) for d in git_dirs[:1])
+    draft = HostView(
+        cwd=cwd, home=home, roots=real_roots, git_top=top, home_data=data, git_real=git_real
+    )
     # The call's folder never unmasks what holds it: a cwd in the home's hidden tree
     # (``~/.config/git``) would otherwise open all of ``~/.config`` and make it the project.
     hidden = _hidden(home, real_roots)
@@ -980,6 +983,7 @@ def gather(
         hooks=git_named(repos, home),
         on_path=on_path,
         home_data=data,
+        git_real=git_real,
         root_links=_root_links(named_roots),
         linked=tuple(scan.linked),
     )

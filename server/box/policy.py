@@ -155,6 +155,9 @@ class HostView:
     # The home's data folders (Documents, Desktop...; see :func:`home_data_folders`): a
     # folder in one is no project unless it is a repository's.
     home_data: tuple[str, ...] = ()
+    # ``git_top``'s ``.git`` names a real git dir (``HEAD``, ``objects``, ``refs``): a ``.git``
+    # file pointing nowhere or an empty ``.git`` folder planted in a data folder made it a project.
+    git_real: bool = True
     # (link, real path) of each root configured by a symlink (``~/work -> /var/tmp/w``).
     root_links: tuple[tuple[str, str], ...] = ()
     # Symlinks the project scan found named as a persistence file's folder (``.claude``, see
@@ -172,7 +175,11 @@ class HostView:
 # The home's data folders, by the names each OS gives them (the XDG defaults on Linux; a
 # ``user-dirs.dirs`` file may move or rename them, see :func:`home_data_folders`).
 HOME_DATA_FOLDERS: tuple[str, ...] = ("Desktop", "Documents", "Downloads", "Music", "Pictures")
-HOME_DATA_FOLDERS += ("Videos", "Movies", "Public", "Templates", "OneDrive", "Dropbox")
+HOME_DATA_FOLDERS += ("Videos", "Movies", "Public", "Templates")
+# Folders a sync client mirrors to other devices and a cloud (their defaults): a file deleted
+# there is deleted everywhere.
+HOME_DATA_FOLDERS += ("OneDrive", "Dropbox", "Google Drive", "iCloud Drive", "Nextcloud")
+HOME_DATA_FOLDERS += ("ownCloud", "Sync", "pCloudDrive", "MEGA", "Seafile", "Box", "Yandex.Disk")
 _USER_DIR = re.compile(r'^\s*XDG_[A-Z]+_DIR\s*=\s*"([^"]*)"\s*$')
 
 
@@ -220,8 +227,12 @@ def project_of(view: HostView) -> str | None:
     for candidate in (view.git_top, view.cwd):
         if candidate is None or candidate == view.home:
             continue
-        if candidate != view.git_top and any(within(candidate, d) for d in view.home_data):
-            continue  # ~/Documents: the human's data, not a project (a repository there is)
+        if any(within(d, candidate) for d in view.home_data):
+            continue  # ~/Documents itself, or what holds it: never, even with a .git in it
+        if any(within(candidate, d) for d in view.home_data) and (
+            candidate != view.git_top or not view.git_real
+        ):
+            continue  # the human's data, not a project (a real repository inside one is)
         if any(within(candidate, p) for p in view.on_path):
             continue  # ~/bin: a program there runs outside the box from the human's PATH
         if any(within(candidate, r) for r in view.roots) and not within(view.home, candidate):

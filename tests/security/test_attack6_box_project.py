@@ -43,11 +43,6 @@ PLANTS = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack6: a .git file or empty .git folder makes ~/Documents a repository top, "
-    "and a repository top is writable in the box even when it is a home data folder",
-)
 @pytest.mark.parametrize("kind", sorted(PLANTS))
 def test_a_planted_dot_git_does_not_make_documents_writable(world: World, kind: str) -> None:
     docs = os.path.join(world.home, "Documents")
@@ -110,11 +105,6 @@ def test_guard_a_link_into_documents_is_no_project(world: World) -> None:
 SYNCED = ("Nextcloud", "ownCloud", "Sync", "pCloudDrive", "MEGA")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack6: the data folders are a list of names; any other folder of the home that "
-    "is no repository (a sync client's ~/Nextcloud, Syncthing's ~/Sync) is still the project",
-)
 @pytest.mark.parametrize("name", SYNCED)
 def test_a_synced_folder_that_is_no_project_deletes_nothing(world: World, name: str) -> None:
     folder = os.path.join(world.home, name)
@@ -142,3 +132,16 @@ def test_guard_a_boxed_call_cannot_rewrite_user_dirs(world: World) -> None:
     finally:
         os.unlink(path)
         shutil.rmtree(os.path.dirname(keep), ignore_errors=True)
+
+
+def test_a_fake_repository_inside_a_data_folder_is_no_project(world: World) -> None:
+    """An empty ``.git`` folder (git never made it) one level down: ``letters`` is not a
+    repository, so the data folder's rule holds there too; a real one would be a project."""
+    letters = os.path.join(world.home, "Documents", "letters")
+    keep = put(os.path.join(letters, "keep.txt"), "the human's letter")
+    os.makedirs(os.path.join(letters, ".git"), exist_ok=True)
+    try:
+        world.bash("rm -f keep.txt; true", cwd=letters)
+        assert os.path.exists(keep), "a fake .git made a data folder writable"
+    finally:
+        subprocess.run(["rm", "-rf", letters], check=False)

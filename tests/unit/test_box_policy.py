@@ -556,3 +556,26 @@ def test_a_root_named_by_a_link_in_a_hidden_data_folder_is_linked_again():
     assert joined.index("--tmpfs /var/tmp ") < joined.index(
         "--symlink /var/tmp/x/data /var/tmp/x/link"
     )
+
+
+def test_a_data_folder_is_no_project_even_as_a_repository_top():
+    home = "/home/u"
+    data = home_data_folders(home)
+    docs = HostView(
+        cwd="/home/u/Documents",
+        home=home,
+        roots=(home,),
+        git_top="/home/u/Documents",
+        home_data=data,
+    )
+    assert project_of(docs) is None  # a .git planted in ~/Documents
+    fake = HostView(
+        cwd="/home/u/Documents/letters",
+        home=home,
+        roots=(home,),
+        git_top="/home/u/Documents/letters",
+        home_data=data,
+        git_real=False,
+    )
+    assert project_of(fake) is None  # an empty .git folder: git never made it
+    assert "/home/u/Nextcloud" in data and "/home/u/Sync" in data  # synced everywhere
