@@ -913,6 +913,24 @@ def _own_masks(
     return own_real, files
 
 
+def _path_folders(home: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the real ``PATH`` folders, the persistence folders on it: never a project)."""
+    folders = _on_path_patterns(os.environ.get("PATH", ""))
+    # (a PATH entry that holds the home, ``/``, would leave no project at all: its files are
+    # outside every project anyway)
+    # A PATH folder that does not exist yet counts too (by where it would be): made in a
+    # project (``~/tools/bin`` on PATH, the call in ``~/tools``), a program there ran outside
+    # the box the next time the human typed its name, and it was never swept.
+    path_dirs = [p for p in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
+    later = [os.path.realpath(p) for p in path_dirs if not os.path.lexists(p)]
+    real_of = {p: _real(p) for p in folders}  # each resolved once per call
+    path_real = tuple(dict.fromkeys(r for p in path_dirs if (r := real_of.get(p))))
+    on_path = tuple(
+        dict.fromkeys(r for r in (*real_of.values(), *later) if r and not within(home, r))
+    )
+    return path_real, on_path
+
+
 def gather(
     cwd: str,
     roots: Iterable[str],
@@ -945,19 +963,7 @@ def gather(
     # Only real git dirs: a ``.git`` file or symlink the agent wrote may name any folder
     # (the home, a work tree), and the repository's git dirs outside the project are writable.
     git_dirs = tuple(d for d in dict.fromkeys([*git_dirs, *scan.git_dirs]) if _is_git_dir(d))
-    folders = _on_path_patterns(os.environ.get("PATH", ""))
-    # (a PATH entry that holds the home, ``/``, would leave no project at all: its files are
-    # outside every project anyway)
-    # A PATH folder that does not exist yet counts too (by where it would be): made in a
-    # project (``~/tools/bin`` on PATH, the call in ``~/tools``), a program there ran outside
-    # the box the next time the human typed its name, and it was never swept.
-    path_dirs = [p for p in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
-    later = [os.path.realpath(p) for p in path_dirs if not os.path.lexists(p)]
-    real_of = {p: _real(p) for p in folders}  # each resolved once per call
-    path_real = tuple(dict.fromkeys(r for p in path_dirs if (r := real_of.get(p))))
-    on_path = tuple(
-        dict.fromkeys(r for r in (*real_of.values(), *later) if r and not within(home, r))
-    )
+    path_real, on_path = _path_folders(home)
     wanted = (*config.read_allow, *SYSTEM_READABLE)
     allowed = tuple(r for r in (_real(p) for p in wanted) if r is not None)
     write_allow = tuple(r for r in (_real(p) for p in config.write_allow) if r is not None)

@@ -233,6 +233,25 @@ def parent_of(pid: int) -> int:
 WRITE_MARK = WRITE_SCRIPT.encode()[:40]
 
 
+def _another_runs(pid: int, root: int) -> bool:
+    """``pid`` descends from another test run (a pytest process that is not ``root``): the test
+    token is the same in every run, and a second suite on the machine (another CI clone) has it
+    on its own clients' command lines. An orphan (re-parented to init) still counts as ours."""
+    for _ in range(64):
+        if pid == root or pid <= 1:
+            return False
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"pytest" in f.read():
+                    return True
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            pid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
 class CmdlineScanner:
     """Reads every process's command line over and over (a thread) and keeps any that holds
     ``secret``: what another user's ``ps`` would have seen."""
@@ -249,6 +268,7 @@ class CmdlineScanner:
         self.seen_writes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._root = os.getpid()  # this run's pytest (see _another_runs)
 
     def __enter__(self) -> CmdlineScanner:
         self._thread.start()
@@ -277,7 +297,7 @@ class CmdlineScanner:
                         raw = f.read()
                 except OSError:
                     continue
-                if self.secret in raw:
+                if self.secret in raw and not _another_runs(int(entry), self._root):
                     self.found.append(raw.replace(b"\0", b" ").decode("utf-8", "replace"))
                 if WRITE_MARK in raw:
                     self.seen_writes += 1
