@@ -72,6 +72,9 @@ def _hidden(home: str, keep_clear: Iterable[str]) -> tuple[HostEntry, ...]:
     """
     clear = [home, *keep_clear]
     out = _entries(home, clear, lambda name: name.startswith(".") or name == SNAP)
+    for target in _linked_out(home):  # ``~/.config/fish -> ~/dotfiles/fish`` (GNU Stow)
+        if os.path.lexists(target) and not any(within(c, target) for c in clear):
+            out.append(HostEntry(target, os.path.isdir(target)))
     snap = os.path.join(home, SNAP)
     if os.path.isdir(snap) and not any(e.path == os.path.realpath(snap) for e in out):
         # (``current`` links to a revision: each home by its real path, once)
@@ -80,6 +83,66 @@ def _hidden(home: str, keep_clear: Iterable[str]) -> tuple[HostEntry, ...]:
             if within(snap_home, real_snap) and snap_home != real_snap:
                 out += _entries(snap_home, [snap_home, *clear], lambda n: n.startswith("."))
     return tuple(dict.fromkeys(out))
+
+
+LINKS_MAX_ENTRIES = 20_000  # entries of the home's hidden tree looked at for links
+LINKS_MAX_DEPTH = 5  # ``~/.config/systemd/user/default.target.wants/x.service``
+LINKS_KEEP_S = 30.0  # how long one look is kept (the human makes such links rarely)
+_LINKS: dict[str, tuple[float, tuple[str, ...]]] = {}
+_LINKS_LOCK = threading.Lock()
+
+
+def _linked_out(home: str) -> tuple[str, ...]:
+    """Real targets of the links *inside* the home's hidden tree that point out of it: a
+    dot-file kept in a repository and linked into place (``~/.config/autostart/x.desktop ->
+    ~/dotfiles/autostart/x.desktop``) is the hidden tree's file, private and persistence, at
+    its target too (an outside review, attack6: a boxed call in ``~/dotfiles`` rewrote what
+    the human's next login ran). The links straight in the home are :func:`_entries`'. One
+    bounded look (no link followed, caches and dependency trees skipped) is kept
+    :data:`LINKS_KEEP_S` seconds; a folder past the bounds is not looked into."""
+    now = time.monotonic()
+    with _LINKS_LOCK:
+        kept = _LINKS.get(home)
+        if kept is not None and now - kept[0] < LINKS_KEEP_S:
+            return kept[1]
+    hidden_top = os.path.join(home, ".")
+    found: list[str] = []
+    todo: list[tuple[str, int]] = []
+    with contextlib.suppress(OSError):
+        todo = [
+            (e.path, 1)
+            for e in os.scandir(home)
+            if e.name.startswith(".")
+            and e.is_dir(follow_symlinks=False)
+            and not _index_skips(e.name)
+        ]
+    seen = 0
+    while todo and seen < LINKS_MAX_ENTRIES:
+        here, depth = todo.pop()
+        try:
+            entries = list(os.scandir(here))
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            try:
+                if entry.is_symlink():
+                    real = os.path.realpath(entry.path)
+                    if not real.startswith(hidden_top) and within(real, home):
+                        found.append(real)
+                elif (
+                    entry.is_dir(follow_symlinks=False)
+                    and depth < LINKS_MAX_DEPTH
+                    and not _index_skips(entry.name)
+                    and entry.name != ".git"
+                ):
+                    todo.append((entry.path, depth + 1))
+            except OSError:
+                continue
+    answer = tuple(dict.fromkeys(found))
+    with _LINKS_LOCK:
+        _LINKS[home] = (now, answer)
+    return answer
 
 
 def _entries(folder: str, clear: list[str], hides: Callable[[str], bool]) -> list[HostEntry]:

@@ -54,11 +54,6 @@ def world() -> Iterator[World]:
         stop(world)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack6: a dot-file linked from the home's hidden tree into a repository is "
-    "writable from a boxed call in that repository",
-)
 @pytest.mark.parametrize("home_name", sorted(LINKED))
 def test_a_linked_dot_file_is_read_only_in_its_repository(world: World, home_name: str) -> None:
     dots = os.path.join(world.home, "dotfiles")
@@ -71,11 +66,6 @@ def test_a_linked_dot_file_is_read_only_in_its_repository(world: World, home_nam
         put(real, before.rstrip("\n"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack6: a persistence folder linked from the home's hidden tree into a repository "
-    "takes new files from a boxed call in that repository",
-)
 @pytest.mark.parametrize("home_name", sorted(FOLDERS))
 def test_a_linked_persistence_folder_takes_no_new_file(world: World, home_name: str) -> None:
     dots = os.path.join(world.home, "dotfiles")

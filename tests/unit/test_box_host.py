@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from omp_a2a_bridge.server.box.host import _hidden, _is_git_dir
+from omp_a2a_bridge.server.box.host import _hidden, _is_git_dir, _linked_out
 from omp_a2a_bridge.server.box.policy import HostEntry
 from omp_a2a_bridge.server.policy.private import (
     MAX_INCLUDE_DEPTH,
@@ -413,3 +413,22 @@ def test_a_root_inside_snap_keeps_each_snap_homes_hidden_tree_hidden(tmp_path):
         str(home / "snap/code/172/.config"),
         str(home / "snap/code/172/.env"),
     }
+
+
+def test_links_inside_the_hidden_tree_make_their_targets_hidden(tmp_path):
+    """GNU Stow: ``~/.config/autostart/x.desktop`` and ``~/.config/fish`` live in
+    ``~/dotfiles``; their targets are the hidden tree's files (attack6)."""
+    home = tmp_path / "home"
+    dots = home / "dotfiles"
+    (dots / "fish").mkdir(parents=True)
+    (dots / "x.desktop").write_text("[Desktop Entry]")
+    (home / ".config" / "autostart").mkdir(parents=True)
+    (home / ".config" / "autostart" / "x.desktop").symlink_to(dots / "x.desktop")
+    (home / ".config" / "fish").symlink_to(dots / "fish")
+    (home / ".config" / "inside").symlink_to(home / ".config" / "autostart")  # stays hidden
+    (home / ".cache" / "deep").mkdir(parents=True)
+    (home / ".cache" / "deep" / "l").symlink_to(dots)  # a cache is not looked into
+    found = _linked_out(str(home))
+    assert sorted(found) == sorted([str(dots / "x.desktop"), str(dots / "fish")])
+    hidden = {e.path for e in _hidden(str(home), [str(home)])}
+    assert str(dots / "x.desktop") in hidden and str(dots / "fish") in hidden
