@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 import pytest
 
@@ -36,6 +37,21 @@ def _alive(*names: str) -> bool:
     became (python running the script) still does."""
     marks = [n.encode() for n in names]
     return bool(pids_where(lambda argv: any(m in a for a in argv for m in marks)))
+
+
+def approved_nothing(report: str, target: str, waiting: Any, *marks: str) -> None:
+    """The escaped child either ended with its call (it never reports: nothing to approve) or
+    reported a 403 from every control endpoint, and the waiting write never ran."""
+    wait_for(lambda: _reported(report) or not _alive(*marks), 60, 0.1)
+    if not _reported(report):
+        assert not os.path.exists(target)
+        return
+    line = next(x for x in read_text(report).splitlines() if x.startswith("RESULT "))
+    result = json.loads(line[len("RESULT ") :])
+    allowed = {name: status for name, (status, _) in result.items() if status != 403}
+    waiting.join(30)
+    assert allowed == {}, allowed
+    assert not os.path.exists(target)
 
 
 @pytest.fixture
@@ -81,17 +97,7 @@ def test_a_child_that_kills_its_supervisor_cannot_approve_later(ctl, env):
         )
         with open(go, "w") as f:
             f.write(pending[0].id)
-        # A fix may end the child with its call (then it never reports: nothing to approve).
-        wait_for(lambda: _reported(report) or not _alive(go, script), 60, 0.1)
-        if not _reported(report):
-            assert not os.path.exists(target)
-            return
-        line = next(x for x in read_text(report).splitlines() if x.startswith("RESULT "))
-        result = json.loads(line[len("RESULT ") :])
-        allowed = {name: status for name, (status, _) in result.items() if status != 403}
-        wthread.join(30)
-        assert allowed == {}, allowed
-        assert not os.path.exists(target)
+        approved_nothing(report, target, wthread, go, script)
     finally:
         ctl.runner.detach_approver(human)
         if not os.path.exists(go):  # a child still waiting ends

@@ -19,64 +19,29 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
 
 from omp_a2a_bridge.server.control.controlfile import read_control
-from omp_a2a_bridge.server.infra.childenv import looks_secret
 
-from ..support.boxworld import REPO, World, make_world, require_bwrap, stop
+from ..support.boxworld import World, make_world, require_bwrap, serve, stop
 from ..support.control_client import Api, WsApprover
 from ..support.helpers import (
-    TOKEN,
     Mcp,
     in_thread,
-    pids_where,
     read_text,
     sleep_n,
     sleeping_pids,
     wait_for,
 )
+from .test_attack5_escaped_approver import approved_nothing
 from .test_self_approval import ATTACK
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
 
 NO_USERNS = ["--dev-bind", "/", "/", "--unshare-user", "--disable-userns", "--"]
-
-
-def _serve_without_user_namespaces(world: World) -> None:
-    """``boxworld.serve``, with the bridge in a user namespace that may not make another."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("A2A_BRIDGE_")}
-    env = {k: v for k, v in env.items() if not looks_secret(k)}
-    env.update(
-        HOME=world.home,
-        XDG_RUNTIME_DIR=world.xdg,
-        A2A_BRIDGE_TOKEN=TOKEN,
-        A2A_BRIDGE_RUNTIME_DIR=world.runtime,
-        A2A_BRIDGE_AUDIT=os.path.join(world.home, ".local", "state", "a2a", "audit.jsonl"),
-        A2A_BRIDGE_LOG=os.path.join(world.home, ".local", "state", "a2a", "bridge.log"),
-        PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring",
-        PYTHONPATH=REPO,
-    )
-    env.pop("A2A_BRIDGE_CONFIG", None)
-    bwrap = "/usr/bin/bwrap"
-    argv = [bwrap, *NO_USERNS, sys.executable, "-m", "omp_a2a_bridge.server", "serve"]
-    with open(world.log, "w") as err:
-        world.proc = subprocess.Popen(
-            [*argv, "--port", "0"],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            cwd=world.home,
-        )
-    assert world.proc.stdout is not None
-    line = world.proc.stdout.readline()
-    assert "listening on" in line, (line, read_text(world.log))
-    world.port = int(line.strip().rsplit(":", 1)[1].strip("/").split("/")[0])
 
 
 @pytest.fixture
@@ -85,19 +50,10 @@ def world() -> Iterator[World]:
     tiers = {"bash": "box", "write": "prompt"}
     world = make_world({"approval": {"tiers": tiers, "timeout_s": 60}})
     try:
-        _serve_without_user_namespaces(world)
+        serve(world, False, wrap=["/usr/bin/bwrap", *NO_USERNS])  # its probe fails there
         yield world
     finally:
         stop(world)
-
-
-def _reported(report: str) -> bool:
-    return os.path.exists(report) and "RESULT" in read_text(report)
-
-
-def _alive(*names: str) -> bool:
-    marks = [n.encode() for n in names]
-    return bool(pids_where(lambda argv: any(m in a for a in argv for m in marks)))
 
 
 @pytest.mark.xfail(
@@ -148,16 +104,7 @@ def test_without_user_namespaces_an_escaped_child_cannot_approve_later(world: Wo
         [pending] = wait_for(lambda: api.call("GET", "/api/pending").json["pending"] or None, 60)
         with open(go, "w") as f:
             f.write(pending["id"])
-        wait_for(lambda: _reported(report) or not _alive(go, script), 60, 0.1)
-        if not _reported(report):
-            assert not os.path.exists(target)
-            return
-        line = next(x for x in read_text(report).splitlines() if x.startswith("RESULT "))
-        result = json.loads(line[len("RESULT ") :])
-        allowed = {name: status for name, (status, _) in result.items() if status != 403}
-        wthread.join(30)
-        assert allowed == {}, allowed
-        assert not os.path.exists(target)
+        approved_nothing(report, target, wthread, go, script)
     finally:
         human.close()
         agent.close()

@@ -20,7 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,7 +222,9 @@ def make_world(config: dict[str, Any] | None = None) -> World:
     return world
 
 
-def serve(world: World, as_user: bool) -> None:
+def serve(world: World, as_user: bool, wrap: Sequence[str] = ()) -> None:
+    """Start the bridge for ``world`` (as the desktop user, or root), its argv after ``wrap``
+    (a program that runs it in another setting: a user namespace that may not make another)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("A2A_BRIDGE_")}
     env = {k: v for k, v in env.items() if not looks_secret(k)}
     env.update(
@@ -236,7 +238,8 @@ def serve(world: World, as_user: bool) -> None:
         PYTHONPATH=REPO,
     )
     env.pop("A2A_BRIDGE_CONFIG", None)
-    argv = [*(desktop_user() if as_user else []), sys.executable, "-m", "omp_a2a_bridge.server"]
+    argv = [*wrap, *(desktop_user() if as_user else []), sys.executable, "-m"]
+    argv.append("omp_a2a_bridge.server")
     with open(world.log, "w") as err:
         world.proc = subprocess.Popen(
             [*argv, "serve", "--port", "0"],
