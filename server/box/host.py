@@ -932,7 +932,9 @@ def _system_masks(
     found = [
         p
         for p in system_found(_name_matcher().secret_path)
-        if os.path.dirname(p) not in bins and not any(within(p, r) for r in (*view.roots, *hidden))
+        if os.path.dirname(p) not in bins
+        and not any(within(p, r) for r in (*view.roots, *hidden))
+        and os.path.lexists(p)  # the walk is kept 10 min: a file gone since is no mount point
     ]
     if not found:
         return []
