@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterable
 
 from ..policy.gitsecrets import MAX_BYTES, redact
+from ..policy.private import included_files
 from .secrets import RACY_NS
 
 MAX_FILES = 64  # config files looked at per call (globals, includes, every repository's)
@@ -43,47 +44,11 @@ class Unreadable(Exception):
     """A git config file too big to redact whole: the box shows a comment in its place."""
 
 
-def global_configs(home: str, environ: dict[str, str] | None = None) -> list[str]:
-    """Where git reads its global and system config (existing or not)."""
-    env = os.environ if environ is None else environ
-    xdg = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    return [
-        os.path.join(home, ".gitconfig"),
-        os.path.join(xdg, "git", "config"),
-        "/etc/gitconfig",
-    ]
-
-
 def repo_configs(git_dirs: Iterable[str]) -> list[str]:
     """Each git dir's ``config`` and ``config.worktree`` (existing or not)."""
     out: list[str] = []
     for d in git_dirs:
         out += [os.path.join(d, "config"), os.path.join(d, "config.worktree")]
-    return out
-
-
-def _includes(path: str, text: str, home: str) -> list[str]:
-    """The files ``[include]`` and ``[includeIf ...]`` name (every condition counts: which one
-    holds depends on where git runs). A small local reader, apart from the hooks' one in
-    :mod:`server.policy.private`: only ``path`` values matter here."""
-    out: list[str] = []
-    section = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("["):
-            head = line[1:].split("]", 1)[0].strip()
-            section = head.split(None, 1)[0].lower() if head else ""
-            line = line.split("]", 1)[1].strip() if "]" in line else ""
-        if section not in ("include", "includeif") or "=" not in line:
-            continue
-        key, value = (p.strip() for p in line.split("=", 1))
-        if key.lower() != "path" or not value:
-            continue
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = value[1:-1]
-        if value == "~" or value.startswith("~/"):
-            value = home + value[1:]
-        out.append(os.path.normpath(os.path.join(os.path.dirname(path), value)))
     return out
 
 
@@ -142,7 +107,7 @@ def _look(path: str, home: str) -> tuple[str, str | None, tuple[str, ...]]:
     text = data.decode("utf-8", "surrogateescape")
     redaction = redact(text)
     copy = _write_copy(real, redaction.text) if redaction.changed else None
-    includes = tuple(_includes(real, text, home))
+    includes = tuple(included_files(path, real, text, home))
     if st.st_ctime_ns < time.time_ns() - RACY_NS:  # else it may change within the same tick
         with _lock:
             if len(_known) >= _KNOWN_MAX:

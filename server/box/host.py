@@ -19,9 +19,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from ..policy.private import SNAP, git_named, gitdir_of_file, snap_homes
+from ..policy.private import SNAP, git_config_files, git_named, gitdir_of_file, snap_homes
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold, is_name_pattern
-from .gitconfig import MAX_OTHER_REPOS, global_configs, redacted, repo_configs
+from .gitconfig import MAX_OTHER_REPOS, redacted, repo_configs
 from .policy import (
     LINKED_FOLDERS,
     SYSTEM_PRIVATE,
@@ -1086,6 +1086,6 @@ def _git_redacted(
     """git's config files the box may show (the global ones, every git dir of the call's
     repositories, every other repository's in the roots, what they include) that hold a
     credential, each with a redacted copy to bind over it (one ``stat`` per unchanged file)."""
-    own = redacted([*global_configs(home), *repo_configs(git_dirs)], home)
+    own = redacted([*git_config_files(home), *repo_configs(git_dirs)], home)
     configs = [os.path.join(r, ".git", "config") for r in others]
     return tuple(dict.fromkeys([*own, *redacted(configs, home, MAX_OTHER_REPOS)]))

@@ -28,10 +28,12 @@ from .protected import HIDDEN_HOME, OTHER_HOME, fold
 
 __all__ = [
     "PrivateScope",
+    "config_entries",
     "config_named",
     "git_config_files",
     "git_dir_of",
     "git_named",
+    "included_files",
     "other_homes",
     "snap_homes",
 ]
@@ -253,13 +255,17 @@ _ENTRY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*?))?\s*$")
 
 
 def _config_entries(config: str) -> list[tuple[str, str, str]]:
-    """(section, key, value) of a git config file, folded like git (a plain reading: no
-    continuation lines; a comment after a value ends it)."""
+    """(section, key, value) of a git config file (:func:`config_entries`); unreadable: none."""
     try:
         with open(config, encoding="utf-8", errors="replace") as f:
-            text = f.read(1 << 20)
+            return config_entries(f.read(1 << 20))
     except OSError:
         return []
+
+
+def config_entries(text: str) -> list[tuple[str, str, str]]:
+    """(section, key, value) of a git config text, folded like git (a plain reading: no
+    continuation lines; a comment after a value ends it)."""
     out: list[tuple[str, str, str]] = []
     section = ""
     for line in text.splitlines():
@@ -311,6 +317,19 @@ def git_config_files(home: str, env: Mapping[str, str] | None = None) -> tuple[s
         out.append(os.path.join(xdg, "git", "config"))
     out += [os.path.join(home, ".config", "git", "config"), os.path.join(home, ".gitconfig")]
     return tuple(dict.fromkeys(out))
+
+
+def included_files(config: str, real: str, text: str, home: str) -> list[str]:
+    """The files the config text of ``config`` (real path ``real``) includes: each
+    ``include.path`` and every ``includeIf.<condition>.path`` (every condition counts), as
+    :func:`_include_targets` resolves them. One reading for the hooks' chain and the box's
+    redacted copies."""
+    return [
+        target
+        for section, name, value in config_entries(text)
+        if section in ("include", "includeif") and name == "path" and value
+        for target in _include_targets(config, real, value, home)
+    ]
 
 
 def _include_targets(config: str, real: str, value: str, home: str) -> tuple[str, ...]:
