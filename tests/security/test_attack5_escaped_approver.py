@@ -21,7 +21,6 @@ import pytest
 
 from omp_a2a_bridge.server.vocab import Decision
 
-from ..support.control_client import Api
 from ..support.helpers import in_thread, pids_where, read_text, sleep_n, sleeping_pids, wait_for
 from .test_self_approval import ATTACK
 
@@ -54,24 +53,17 @@ def approved_nothing(report: str, target: str, waiting: Any, *marks: str) -> Non
     assert not os.path.exists(target)
 
 
-@pytest.fixture
-def ctl(start_bridge):
-    tiers = {"bash": "box", "write": "prompt"}
-    running = start_bridge({"approval": {"tiers": tiers, "timeout_s": 60}}, control=True)
-    running.info = running.runner.control
-    running.api = Api(running.info)
-    return running
-
-
-def test_a_child_that_kills_its_supervisor_cannot_approve_later(ctl, env):
-    script = os.path.join(env["root"], "attack.py")
+def plant_escape(folder: str, runtime: str) -> tuple[str, str, str, str]:
+    """(the attack script, its report file, the ``go`` file, the bash command): the command
+    starts a ``setsid`` child and kills its own supervisor. The child waits for ``go`` (made by
+    the test once a call it wants approved is waiting), then drops the tool marker from its
+    environment and runs the attack with the waiting id; ``stop`` in ``go`` ends it."""
+    script = os.path.join(folder, "attack.py")
     with open(script, "w") as f:
         f.write(ATTACK)
-    control_json = os.path.join(env["runtime"], "control.json").encode().hex()
-    report = os.path.join(env["root"], "report.txt")
-    go = os.path.join(env["root"], "go")
-    # Waits for the file ``go`` (made by the test once a call it wants approved is waiting),
-    # then drops the marker from its environment and runs the attack with the waiting id.
+    control_json = os.path.join(runtime, "control.json").encode().hex()
+    report = os.path.join(folder, "report.txt")
+    go = os.path.join(folder, "go")
     later = (
         f"while [ ! -s {go} ]; do sleep 0.1; done; "
         f'[ "$(cat {go})" = stop ] && exit 0; '
@@ -79,6 +71,11 @@ def test_a_child_that_kills_its_supervisor_cannot_approve_later(ctl, env):
         f"> {report} 2>&1"
     )
     command = f"setsid sh -c '{later}' < /dev/null > /dev/null 2>&1 & sleep 0.5; kill -9 $PPID"
+    return script, report, go, command
+
+
+def test_a_child_that_kills_its_supervisor_cannot_approve_later(ctl, env):
+    script, report, go, command = plant_escape(env["root"], env["runtime"])
     agent = ctl.client("agent")
     human = ctl.runner.attach_approver("test human")
     try:

@@ -36,8 +36,7 @@ from ..support.helpers import (
     sleeping_pids,
     wait_for,
 )
-from .test_attack5_escaped_approver import approved_nothing
-from .test_self_approval import ATTACK
+from .test_attack5_escaped_approver import approved_nothing, plant_escape
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
 
@@ -68,19 +67,7 @@ def test_without_user_namespaces_an_escaped_child_cannot_approve_later(world: Wo
     api = Api(info)
     status = api.call("GET", "/api/status").json
     assert "box" in json.dumps(status), status
-    script = os.path.join(world.base, "attack.py")
-    with open(script, "w") as f:
-        f.write(ATTACK)
-    control_json = os.path.join(world.runtime, "control.json").encode().hex()
-    report = os.path.join(world.base, "report.txt")
-    go = os.path.join(world.base, "go")
-    later = (
-        f"while [ ! -s {go} ]; do sleep 0.1; done; "
-        f'[ "$(cat {go})" = stop ] && exit 0; '
-        f'exec env -u OMP_A2A_TOOL {sys.executable} {script} {control_json} "$(cat {go})" '
-        f"> {report} 2>&1"
-    )
-    command = f"setsid sh -c '{later}' < /dev/null > /dev/null 2>&1 & sleep 0.5; kill -9 $PPID"
+    script, report, go, command = plant_escape(world.base, world.runtime)
     human = WsApprover(info)
     agent = Mcp(world.port)
     agent.initialize()
@@ -112,13 +99,6 @@ def test_without_user_namespaces_an_escaped_child_cannot_approve_later(world: Wo
         if not os.path.exists(go):
             with open(go, "w") as f:
                 f.write("stop")
-
-
-@pytest.fixture
-def ctl(start_bridge):
-    tiers = {"bash": "box", "write": "prompt"}
-    running = start_bridge({"approval": {"tiers": tiers, "timeout_s": 60}}, control=True)
-    return running
 
 
 def _outside(ctl, command: str) -> str:

@@ -16,7 +16,7 @@ import pytest
 from omp_a2a_bridge.server.control.peer import client_socket_inode, diag_inode, find_peer
 from omp_a2a_bridge.server.vocab import Decision
 
-from ..support.control_client import Api, WsApprover
+from ..support.control_client import WsApprover
 from ..support.helpers import in_thread, read_text, wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
@@ -52,15 +52,6 @@ out = {
 }
 print("RESULT " + json.dumps(out))
 """
-
-
-@pytest.fixture
-def ctl(start_bridge):
-    tiers = {"bash": "box", "write": "prompt"}
-    running = start_bridge({"approval": {"tiers": tiers, "timeout_s": 60}}, control=True)
-    running.info = running.runner.control
-    running.api = Api(running.info)
-    return running
 
 
 def _plant(env: dict[str, str]) -> tuple[str, str]:
