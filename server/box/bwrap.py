@@ -3,10 +3,18 @@
 Why bubblewrap: a mount namespace makes "read everything but private places, write only the
 project, its hooks read-only" natural (a tmpfs over ``~/.ssh``, a read-only bind over
 ``.git/hooks`` inside a writable bind), which Landlock alone cannot say (it only adds
-allowances). Mount order matters: later mounts cover earlier ones, so the argv goes from the
-widest to the narrowest: the read-only root, the private masks, what ``read_allow`` re-opens,
-the writable trees, the persistence inside them, and last the redacted copies of git config
-files that hold a credential (over the file itself, read-only).
+allowances). Mount order matters: later mounts cover earlier ones, so a mount always comes
+after every mount on a folder that holds it (widest to narrowest: the read-only root, the
+private masks, what ``read_allow`` re-opens, the writable trees, the persistence inside them,
+and last the redacted copies of git config files that hold a credential, over the file itself,
+read-only).
+Between mounts on unrelated paths the order is free, and :func:`schedule` uses that freedom
+for speed: bubblewrap 0.8 reads the whole ``/proc/self/mountinfo`` after every bind (to make
+it and its submounts read-only, ``nosuid``, ``nodev``), about 2 µs per line of the table, so
+a bind costs more the more mounts came before it, while a tmpfs costs no such read. Binds go
+first and the tmpfs masks (and ``/dev``, ``/proc``, ``/tmp``) as late as their nesting allows:
+measured 0.5 ms CPU less per boxed call with this machine's ~50 mounts (upstream's fix, the
+kernel's ``mount_setattr``, is bubblewrap issue #384 / pull request #756).
 
 Every box also gets: a fresh ``/dev``, ``/proc`` of its own PID namespace (``/proc/1/environ``
 is its own shell, ``/proc/self/root`` its own root), a private ``/tmp`` (also hides
@@ -19,6 +27,7 @@ supervisor.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,7 +52,7 @@ def _depth(path: str) -> tuple[int, str]:
     return (path.rstrip("/").count("/"), path)
 
 
-def _mounts(plan: BoxPlan, host: BwrapHost) -> list[tuple[tuple[int, str], int, list[str]]]:
+def _mounts(plan: BoxPlan, host: BwrapHost) -> list[list[str]]:
     """Every mount after the root, ordered so a deeper path always covers a shallower one
     (a mask inside the writable project, ``.git/hooks`` inside it, ``~/.config/git`` inside
     the masked ``~/.config``); on the same path, the later kind wins."""
@@ -57,7 +66,39 @@ def _mounts(plan: BoxPlan, host: BwrapHost) -> list[tuple[tuple[int, str], int, 
     out += [(_depth(p), 3, ["--bind", p, p]) for p in (*plan.write, *plan.pinned)]
     out += [(_depth(p), 4, ["--ro-bind", p, p]) for p in plan.write_protected]
     out += [(_depth(p), 5, ["--ro-bind", copy, p]) for p, copy in plan.redacted]
-    return sorted(out, key=lambda m: (m[0][0], m[1], m[0][1]))
+    return [m[2] for m in sorted(out, key=lambda m: (m[0][0], m[1], m[0][1]))]
+
+
+# What mounts without reading the mount table: a new file system, not a bind.
+_CHEAP = frozenset({"--tmpfs", "--dev", "--proc"})
+
+
+def _holders(path: str) -> list[str]:
+    """``path`` and every folder above it, ``/a/b`` -> ``/a/b``, ``/a``, ``/``."""
+    out = [path]
+    while path not in ("/", ""):
+        path = os.path.dirname(path)
+        out.append(path)
+    return out
+
+
+def schedule(mounts: Sequence[Sequence[str]]) -> list[list[str]]:
+    """``mounts`` (each ``[flag, ..., dest]``, in an order where a mount comes after every
+    mount on a folder holding it) reordered so every bind comes as early as that allows and
+    every cheap mount (see the module docstring) as late: a cheap mount waits until a bind
+    inside it needs it, or the end. Two mounts on nested paths keep their order, so the box
+    is the same; only unrelated mounts swap."""
+    out: list[list[str]] = []
+    waiting: dict[str, list[list[str]]] = {}  # by dest, in their order
+    for mount in mounts:
+        dest = os.path.normpath(mount[-1])
+        if mount[0] in _CHEAP:
+            waiting.setdefault(dest, []).append(list(mount))
+            continue
+        needed = [m for d in reversed(_holders(dest)) for m in waiting.pop(d, ())]
+        out += needed
+        out.append(list(mount))
+    return out + [m for ms in waiting.values() for m in ms]
 
 
 def render(plan: BoxPlan, host: BwrapHost, argv: Sequence[str]) -> list[str]:
@@ -71,9 +112,10 @@ def render(plan: BoxPlan, host: BwrapHost, argv: Sequence[str]) -> list[str]:
     out += ["--cap-drop", "ALL"]
     if not plan.network:
         out.append("--unshare-net")
-    out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    out += ["--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]  # noqa: S108 - private tmpfs
-    out += [arg for mount in _mounts(plan, host) for arg in mount[2]]
+    out += ["--ro-bind", "/", "/"]
+    private = [["--tmpfs", "/tmp"], ["--tmpfs", "/dev/shm"]]  # noqa: S108 - private tmpfs
+    mounts = [["--dev", "/dev"], ["--proc", "/proc"], *private, *_mounts(plan, host)]
+    out += [arg for mount in schedule(mounts) for arg in mount]
     for link, target in plan.symlinks:  # after the mounts: the link's folder is a tmpfs now
         out += ["--symlink", target, link]
     if plan.tmpdir != BOX_TMP:

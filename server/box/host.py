@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import functools
 import glob
 import os
@@ -21,6 +22,7 @@ from collections.abc import Callable, Iterable
 
 from ..policy.private import SNAP, git_config_files, git_named, gitdir_of_file, snap_homes
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold, is_name_pattern
+from ..policy.safeopen import symlink_free
 from .gitconfig import MAX_OTHER_REPOS, redacted, repo_configs
 from .policy import (
     LINKED_FOLDERS,
@@ -53,11 +55,20 @@ SCAN_SKIP = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", "
 INDEX_MAX_MASKS = 128  # masks from the roots' index (outside the project): see _outside
 
 
+def _realpath(path: str) -> str:
+    """``os.path.realpath``, answered by one ``openat2`` when no component of ``path`` is a
+    symlink (:func:`~server.policy.safeopen.symlink_free`: then it *is* its real path): a box's
+    planning resolves ~60 paths, and ``realpath`` is an ``lstat`` per component and Python."""
+    return path if symlink_free(path) else os.path.realpath(path)
+
+
 def _real(path: str) -> str | None:
     path = os.path.expanduser(path)
+    if symlink_free(path):
+        return path  # it exists, and it is its own real path
     if not os.path.exists(path):  # one stat: most listed places are absent on a given machine
         return None
-    real = os.path.realpath(path)
+    real = _realpath(path)
     return real if os.path.exists(real) else None
 
 
@@ -76,10 +87,10 @@ def _hidden(home: str, keep_clear: Iterable[str]) -> tuple[HostEntry, ...]:
         if os.path.lexists(target) and not any(within(c, target) for c in clear):
             out.append(HostEntry(target, os.path.isdir(target)))
     snap = os.path.join(home, SNAP)
-    if os.path.isdir(snap) and not any(e.path == os.path.realpath(snap) for e in out):
+    if os.path.isdir(snap) and not any(e.path == _realpath(snap) for e in out):
         # (``current`` links to a revision: each home by its real path, once)
-        real_snap = os.path.realpath(snap)
-        for snap_home in dict.fromkeys(os.path.realpath(h) for h in snap_homes(home)):
+        real_snap = _realpath(snap)
+        for snap_home in dict.fromkeys(_realpath(h) for h in snap_homes(home)):
             if within(snap_home, real_snap) and snap_home != real_snap:
                 out += _entries(snap_home, [snap_home, *clear], lambda n: n.startswith("."))
     return tuple(dict.fromkeys(out))
@@ -127,7 +138,7 @@ def _linked_out(home: str) -> tuple[str, ...]:
             seen += 1
             try:
                 if entry.is_symlink():
-                    real = os.path.realpath(entry.path)
+                    real = _realpath(entry.path)
                     if not real.startswith(hidden_top) and within(real, home):
                         found.append(real)
                 elif (
@@ -215,7 +226,7 @@ def _nested(common: str) -> list[str]:
             except OSError:
                 continue
             for path in entries[: MAX_GIT_DIRS - len(out)]:
-                out.append(os.path.realpath(path))
+                out.append(_realpath(path))
                 if sub == "modules":
                     todo.append(path)
     return out
@@ -227,7 +238,7 @@ def _git(cwd: str) -> tuple[str | None, str | None, tuple[str, ...]]:
     while True:
         dot = os.path.join(here, ".git")
         if os.path.isdir(dot):
-            common = os.path.realpath(dot)
+            common = _realpath(dot)
             return here, None, tuple(dict.fromkeys([common, *_nested(common)]))
         if os.path.isfile(dot):
             git_dir = _read_gitdir(dot)
@@ -248,7 +259,7 @@ def _own_code() -> tuple[str, ...]:
     not move (it was four ``realpath`` walks per boxed call)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the server package
     prefixes = (sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(here))
-    return tuple(dict.fromkeys(os.path.realpath(p) for p in prefixes))
+    return tuple(dict.fromkeys(_realpath(p) for p in prefixes))
 
 
 @functools.cache
@@ -302,7 +313,7 @@ class Scan:
 def _found_git(path: str, is_dir: bool, scan: Scan) -> None:
     """A ``.git`` below the top: a nested clone (dir) or a submodule or worktree (file)."""
     if is_dir:
-        common = os.path.realpath(path)
+        common = _realpath(path)
         scan.git_dirs += [common, *_nested(common)]
         scan.repos.append((os.path.dirname(path), common))
         return
@@ -334,8 +345,8 @@ def _scan(top: str, home: str) -> Scan:
         except OSError:
             continue
         if here != top and {"HEAD", "objects", "refs"} <= {e.name for e in entries}:
-            scan.git_dirs += [os.path.realpath(here), *_nested(here)]  # a bare repository
-            scan.repos.append((here, os.path.realpath(here)))
+            scan.git_dirs += [_realpath(here), *_nested(here)]  # a bare repository
+            scan.repos.append((here, _realpath(here)))
             continue
         for entry in entries:
             seen += 1
@@ -485,7 +496,7 @@ def _made_repositories(project: str, known: Iterable[str], scanned: Iterable[str
         for rel in _gitlinks(os.path.join(git_dir, "index")):
             dot = os.path.join(top, rel, ".git")
             if os.path.isdir(dot) and not os.path.islink(dot):
-                found.add(os.path.realpath(dot))
+                found.add(_realpath(dot))
             elif os.path.isfile(dot):
                 target = _read_gitdir(dot)
                 if target is not None:
@@ -496,31 +507,123 @@ def _made_repositories(project: str, known: Iterable[str], scanned: Iterable[str
 READ_ALLOW_SCAN = 64  # entries looked at per box.read_allow folder (a cache can be huge)
 
 
+class _Kind(enum.Enum):
+    """What a folder entry is, without following a symlink."""
+
+    DIR = "dir"
+    FILE = "file"
+    LINK = "link"
+    OTHER = "other"  # a socket, a pipe, a device
+
+
+# The last listing per folder, keyed by what changes when an entry is added, removed or
+# renamed (the folder's inode, mtime and ctime; ``st_ctime`` cannot be set back by a process).
+# A listing read within RACY_NS of the folder's last change is not kept. Only names and kinds:
+# whatever can change without the folder changing (a file's mode) is looked at per call.
+_LISTINGS: dict[str, tuple[tuple[int, int, int], tuple[tuple[str, _Kind], ...]]] = {}
+_LISTINGS_MAX = 512
+_LISTINGS_LOCK = threading.Lock()  # gather runs in several worker threads
+
+
+def _folder_key(folder: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(folder, follow_symlinks=False)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns) if stat.S_ISDIR(st.st_mode) else None
+
+
+def _listing(folder: str) -> tuple[tuple[str, _Kind], ...] | None:
+    """(name, kind) of each entry of ``folder``, in ``scandir`` order; None when it cannot be
+    listed (gone, not a folder, no permission). One ``stat`` when nothing changed since the
+    last call, instead of a ``scandir`` and a ``stat`` per entry."""
+    key = _folder_key(folder)
+    if key is None:
+        return None
+    with _LISTINGS_LOCK:
+        cached = _LISTINGS.get(folder)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    out: list[tuple[str, _Kind]] = []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_symlink():
+                        kind = _Kind.LINK
+                    elif entry.is_dir(follow_symlinks=False):
+                        kind = _Kind.DIR
+                    elif entry.is_file(follow_symlinks=False):
+                        kind = _Kind.FILE
+                    else:
+                        kind = _Kind.OTHER
+                except OSError:
+                    continue
+                out.append((entry.name, kind))
+    except OSError:
+        return None
+    listing = tuple(out)
+    if key[2] < time.time_ns() - RACY_NS and _folder_key(folder) == key:
+        with _LISTINGS_LOCK:
+            if len(_LISTINGS) >= _LISTINGS_MAX:
+                _LISTINGS.pop(next(iter(_LISTINGS)))
+            _LISTINGS[folder] = (key, listing)
+    return listing
+
+
+# Per ``box.read_allow`` folder: the folders its look went through (with their keys) and what
+# it found; kept while every one of those folders is unchanged (one ``stat`` each).
+_ALLOWED_LOOKS: dict[
+    str, tuple[tuple[tuple[str, tuple[int, int, int] | None], ...], tuple[str, ...]]
+] = {}
+
+
 def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
     """Secret-looking files in the ``box.read_allow`` folders the box re-opens: git reads its
     credential store from ``~/.config/git/credentials``, beside the config the box must show.
     A small look per folder (:data:`READ_ALLOW_SCAN` entries, breadth first): config folders
     are small, and the toolchain caches hold no credentials of their own."""
-    matcher = _name_matcher()
     out: list[HostEntry] = []
     for top in allowed:
-        todo, seen = [top], 0
-        while todo and seen < READ_ALLOW_SCAN:
-            here = todo.pop(0)
-            try:
-                entries = list(os.scandir(here))
-            except OSError:
-                continue
-            for entry in entries[: READ_ALLOW_SCAN - seen]:
-                seen += 1
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        todo.append(entry.path)
-                    elif not entry.is_symlink() and matcher.secret_file(fold(entry.path)):
-                        out.append(HostEntry(entry.path, False))  # a file, a named pipe
-                except OSError:
-                    continue
+        with _LISTINGS_LOCK:
+            kept = _ALLOWED_LOOKS.get(top)
+        if kept is not None and all(_folder_key(d) == key for d, key in kept[0]):
+            found = kept[1]
+        else:
+            visited, found = _look_for_secrets(top)
+            if all(key is not None and key[2] < time.time_ns() - RACY_NS for _, key in visited):
+                with _LISTINGS_LOCK:
+                    if len(_ALLOWED_LOOKS) >= _LISTINGS_MAX:
+                        _ALLOWED_LOOKS.pop(next(iter(_ALLOWED_LOOKS)))
+                    _ALLOWED_LOOKS[top] = (visited, found)
+        out += [HostEntry(path, False) for path in found]  # a file, a named pipe
     return out
+
+
+def _look_for_secrets(
+    top: str,
+) -> tuple[tuple[tuple[str, tuple[int, int, int] | None], ...], tuple[str, ...]]:
+    """One folder's look for :func:`_secrets_allowed`: (each folder listed, its key before the
+    listing), and the secret-looking files found."""
+    matcher = _name_matcher()
+    visited: list[tuple[str, tuple[int, int, int] | None]] = []
+    found: list[str] = []
+    todo, seen = [top], 0
+    while todo and seen < READ_ALLOW_SCAN:
+        here = todo.pop(0)
+        key = _folder_key(here)
+        visited.append((here, key))
+        entries = _listing(here) if key is not None else None
+        if entries is None:
+            continue
+        for name, kind in entries[: READ_ALLOW_SCAN - seen]:
+            seen += 1
+            path = os.path.join(here, name)
+            if kind == _Kind.DIR:
+                todo.append(path)
+            elif kind != _Kind.LINK and matcher.secret_file(fold(path)):
+                found.append(path)
+    return tuple(visited), tuple(found)
 
 
 # Top-level folders an OS makes: programs, libraries, config, the homes, its own runtime and
@@ -555,6 +658,15 @@ SYSTEM_TOPS = frozenset(
 )
 
 
+def _holders(path: str) -> list[str]:
+    """``path`` and every folder above it, up to ``/``."""
+    out = [path]
+    while path not in (os.sep, ""):
+        path = os.path.dirname(path)
+        out.append(path)
+    return out
+
+
 def _foreign_tops(
     needed: Iterable[str],
     programs: Iterable[str] = (),
@@ -580,25 +692,29 @@ def _foreign_tops(
         needed.append(parent if base in ("bin", "sbin") and parent != os.sep else folder)
     masks: list[HostEntry] = []
     reopened: list[str] = []
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(root):
-            try:
-                if entry.name in system or entry.is_symlink():
-                    continue  # a symlink at the top leads to a folder judged on its own
-                if entry.is_file(follow_symlinks=False):
-                    # A file straight in / (a dump a script left: /backup.sql) is data too:
-                    # an empty file in its place, when this user can read it at all.
-                    if os.access(entry.path, os.R_OK) and entry.path not in needed:
-                        masks.append(HostEntry(entry.path, False))
-                    continue
-                if not entry.is_dir(follow_symlinks=False):
-                    continue  # a socket, a device: nothing to read
-            except OSError:
-                continue
-            if any(within(entry.path, n) for n in needed):
-                continue  # the top itself is needed (a root at /srv)
-            masks.append(HostEntry(entry.path, True))
-            reopened += [n for n in needed if within(n, entry.path)]
+    # what is needed, by the entry of ``root`` it lies in; and the needed folders themselves
+    inside: dict[str, list[str]] = {}
+    prefix = root.rstrip(os.sep) + os.sep
+    for n in needed:
+        if n.startswith(prefix):
+            inside.setdefault(n[len(prefix) :].split(os.sep, 1)[0], []).append(n)
+    exact = frozenset(os.path.normpath(n) for n in needed)
+    for name, kind in _listing(root) or ():
+        if name in system or kind == _Kind.LINK:
+            continue  # a symlink at the top leads to a folder judged on its own
+        path = os.path.join(root, name)
+        if kind == _Kind.FILE:
+            # A file straight in / (a dump a script left: /backup.sql) is data too: an empty
+            # file in its place, when this user can read it at all (asked per call: a mode).
+            if os.access(path, os.R_OK) and path not in needed:
+                masks.append(HostEntry(path, False))
+            continue
+        if kind != _Kind.DIR:
+            continue  # a socket, a device: nothing to read
+        if any(h in exact for h in _holders(path)):
+            continue  # the top itself is needed (a root at /srv), or what holds it
+        masks.append(HostEntry(path, True))
+        reopened += inside.get(name, [])
     # one mount each: what lies inside another re-opened path shows with it
     outer = [r for r in set(reopened) if not any(within(r, o) and r != o for o in reopened)]
     return masks, sorted(outer)
@@ -627,7 +743,7 @@ def _links_in(folder: str, mtime: int) -> tuple[str, ...]:
         for entry in os.scandir(folder):
             with contextlib.suppress(OSError):
                 if entry.is_symlink():
-                    out.add(os.path.dirname(os.path.realpath(entry.path)))
+                    out.add(os.path.dirname(_realpath(entry.path)))
     return tuple(sorted(out))
 
 
@@ -808,7 +924,7 @@ def _link_targets(links: Iterable[str], roots: Iterable[str]) -> list[str]:
     roots = tuple(roots)
     out: list[str] = []
     for link in list(dict.fromkeys(links))[:MAX_LINKS]:
-        real = os.path.realpath(link)
+        real = _realpath(link)
         if real == link or not any(within(real, r) for r in roots):
             continue  # outside the roots: not indexed, as any file there
         try:
@@ -843,7 +959,7 @@ def warm(roots: Iterable[str]) -> None:
     the first boxed call."""
     with contextlib.suppress(OSError):
         system_found(_name_matcher().secret_path)
-    home = os.path.realpath(os.path.expanduser("~"))
+    home = _realpath(os.path.expanduser("~"))
     real_roots = [r for r in (_real(x) for x in roots) if r is not None]
     with contextlib.suppress(OSError):
         _index(real_roots, home).view()
@@ -895,7 +1011,7 @@ def _home_data_folders(home: str) -> tuple[str, ...]:
             text = f.read(65536)
     except OSError:
         text = ""
-    return tuple(os.path.realpath(d) for d in home_data_folders(home, text))
+    return tuple(_realpath(d) for d in home_data_folders(home, text))
 
 
 SYSTEM_MAX_MASKS = 64  # masks from the system folders' walk (see _system_masks)
@@ -912,7 +1028,7 @@ def _var_shown(root: str = "/") -> frozenset[str]:
     for top in (*SYSTEM_TOPS, "usr/local"):
         path = os.path.join(root, top)
         if os.path.islink(path):
-            real = os.path.realpath(path)
+            real = _realpath(path)
             if os.path.dirname(real) == var:
                 out.add(os.path.basename(real))
     return frozenset(out)
@@ -987,7 +1103,7 @@ def _path_folders(home: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     # project (``~/tools/bin`` on PATH, the call in ``~/tools``), a program there ran outside
     # the box the next time the human typed its name, and it was never swept.
     path_dirs = [p for p in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(p)]
-    later = [os.path.realpath(p) for p in path_dirs if not os.path.lexists(p)]
+    later = [_realpath(p) for p in path_dirs if not os.path.lexists(p)]
     real_of = {p: _real(p) for p in folders}  # each resolved once per call
     path_real = tuple(dict.fromkeys(r for p in path_dirs if (r := real_of.get(p))))
     on_path = tuple(
@@ -1005,9 +1121,9 @@ def gather(
 ) -> HostView:
     """What the disk says for a call in ``cwd`` (a real, existing folder). ``named_roots``:
     the roots as the config names them (a link there is made again in the box)."""
-    home = os.path.realpath(os.path.expanduser("~"))
+    home = _realpath(os.path.expanduser("~"))
     real_roots = tuple(r for r in (_real(x) for x in roots) if r is not None)
-    cwd = os.path.realpath(cwd)
+    cwd = _realpath(cwd)
     top, git_file, git_dirs = _git(cwd)
     data = _home_data_folders(home)
     git_real = any(_is_git_dir(d) for d in git_dirs[:1])

@@ -125,6 +125,10 @@ def sweep(missing: Sequence[str], watch: Watch | None = None) -> tuple[str, ...]
     if watch is not None:
         missing = [*made_persistence(watch), *missing]
     for path in missing:
+        if not os.path.lexists(path):
+            # Nothing by any route (a link on the way is followed here): the careful walk
+            # below would find nothing either, at one open per folder instead of one lstat.
+            continue
         try:
             fd = _parent(path)
         except FileNotFoundError:

@@ -6,8 +6,10 @@ import dataclasses
 import os
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from omp_a2a_bridge.server.box.bwrap import BwrapHost, render, render_outside
+from omp_a2a_bridge.server.box.bwrap import BwrapHost, render, render_outside, schedule
 from omp_a2a_bridge.server.box.plan import BoxPlan, BoxStatus, Mechanism
 from omp_a2a_bridge.server.box.policy import (
     BoxConfig,
@@ -115,7 +117,8 @@ def test_roots_under_tmp_stay_visible_and_come_before_the_masks():
     plan = build_plan(v, BoxConfig())
     assert plan.read_visible == ("/tmp/r",)
     argv = render(plan, HOST, ["true"])
-    assert argv.index("/tmp/r") < argv.index("/tmp/r/.ssh") < argv.index("/tmp/r/p")
+    assert argv.index("/tmp") < argv.index("/tmp/r") < argv.index("/tmp/r/.ssh")
+    assert argv.index("/tmp/r") < argv.index("/tmp/r/p")
 
 
 def test_write_allow_and_network_from_the_config():
@@ -151,7 +154,8 @@ def test_render_orders_mounts_from_widest_to_narrowest():
         argv.index(x) for x in ("/", f"{H}/.config", f"{H}/.config/git", f"{H}/proj/.git/hooks")
     ]
     assert order == sorted(order)
-    assert _pairs(argv, "--tmpfs")[:2] == ["/tmp", "/dev/shm"]
+    tmpfs = _pairs(argv, "--tmpfs")
+    assert {"/tmp", "/dev/shm"} <= set(tmpfs) and argv.index("/dev") < argv.index("/dev/shm")
     assert f"{H}/.config" in _pairs(argv, "--tmpfs") and f"{H}/.netrc" not in _pairs(
         argv, "--tmpfs"
     )
@@ -579,3 +583,66 @@ def test_a_data_folder_is_no_project_even_as_a_repository_top():
     )
     assert project_of(fake) is None  # an empty .git folder: git never made it
     assert "/home/u/Nextcloud" in data and "/home/u/Sync" in data  # synced everywhere
+
+
+def _dests(argv: list[str]) -> list[tuple[str, str]]:
+    """(flag, dest) of every mount after the root, in argv order."""
+    arity = {"--ro-bind": 2, "--bind": 2, "--tmpfs": 1, "--dev": 1, "--proc": 1}
+    out, i = [], argv.index("/") + 2
+    while argv[i] in arity:
+        n = arity[argv[i]]
+        out.append((argv[i], argv[i + n]))
+        i += n + 1
+    return out
+
+
+def test_render_puts_binds_before_unrelated_tmpfs_masks_and_keeps_nesting():
+    plan = BoxPlan(
+        cwd=f"{H}/proj",
+        read_private=(f"{H}/.config", f"{H}/.cache", f"{H}/.netrc", "/run", "/etc/shadow"),
+        write=(f"{H}/proj",),
+        write_protected=(f"{H}/proj/.git/hooks",),
+        tmpdir="/tmp",
+        private_files=(f"{H}/.netrc", "/etc/shadow"),
+        read_allow=(f"{H}/.cache/pip",),
+    )
+    mounts = _dests(render(plan, HOST, ["true"]))
+    flags = [f for f, _ in mounts]
+    first_cheap = min(i for i, f in enumerate(flags) if f != "--ro-bind" and f != "--bind")
+    before = [d for f, d in mounts[:first_cheap]]
+    # the two file masks and the project come before any tmpfs; ~/.cache only where pip needs it
+    assert {f"{H}/.netrc", "/etc/shadow", f"{H}/proj"} <= set(before)
+    where = {d: i for i, (_, d) in enumerate(mounts)}
+    assert where[f"{H}/.cache"] == where[f"{H}/.cache/pip"] - 1
+    assert where[f"{H}/proj"] < where[f"{H}/proj/.git/hooks"]
+    assert where["/dev"] < where["/dev/shm"]
+    assert set(flags[where[f"{H}/.cache/pip"] + 1 :]) <= {"--tmpfs", "--dev", "--proc", "--ro-bind"}
+
+
+_MOUNT = st.tuples(
+    st.sampled_from(["--tmpfs", "--bind", "--ro-bind", "--dev", "--proc"]),
+    st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3).map("/".join),
+)
+
+
+def _holds(folder: str, path: str) -> bool:
+    return path == folder or path.startswith(folder + "/")
+
+
+@given(st.lists(_MOUNT, max_size=14))
+def test_schedule_keeps_every_nested_pair_in_order_and_puts_binds_first(raw):
+    # a tag in the middle makes each mount unique; schedule reads only the flag and the dest
+    mounts = [[flag, f"#{i}", "/" + dest] for i, (flag, dest) in enumerate(raw)]
+    mounts.sort(key=lambda m: m[-1].count("/"))  # the contract: a holder before what it holds
+    out = schedule(mounts)
+    assert sorted(out) == sorted(mounts)
+    at = {m[1]: i for i, m in enumerate(out)}
+    for x, a in enumerate(mounts):
+        for b in mounts[x + 1 :]:
+            if _holds(a[-1], b[-1]):
+                assert at[a[1]] < at[b[1]], (out, a, b)
+    cheap = {"--tmpfs", "--dev", "--proc"}
+    for i, m in enumerate(out):
+        binds_after = [n for n in out[i + 1 :] if n[0] not in cheap]
+        if m[0] in cheap and binds_after:  # it came early only because a bind inside needs it
+            assert any(_holds(m[-1], n[-1]) for n in out[i + 1 :]), out
