@@ -295,6 +295,54 @@ def _bridge(work: str, project: str, baseline: str | None = None) -> tuple[Any, 
     return server, client, approver
 
 
+class Launcher:
+    """``bench/launcher.py`` as a child: ``run(argv)`` returns what the command printed."""
+
+    def __init__(self) -> None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launcher.py")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"},
+        )
+
+    def run(self, argv: list[str]) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(argv) + "\n")
+        self.proc.stdin.flush()
+        return str(json.loads(self.proc.stdout.readline()))
+
+    def stop(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(10)
+
+
+def _box_alone(work: str, project: str) -> Contender | None:
+    """The box with no bridge: bubblewrap and the shell, with the plan the bridge makes for
+    the same call (same project, the bridge's files private), started by a bare launcher. What
+    no bridge can go under while it boxes with this bubblewrap."""
+    from omp_a2a_bridge.server.box import run
+    from omp_a2a_bridge.server.box.policy import BoxConfig
+    from omp_a2a_bridge.server.tools.shell import shell_argv
+
+    try:
+        request = run.BoxRequest(BoxConfig(), (project,), (work,))
+        argv = list(run.prepare(request, project, shell_argv(COMMAND)).argv)
+    except run.NoBox:
+        return None
+    launcher = Launcher()
+    _LAUNCHERS.append(launcher)
+    return Contender(
+        "the box alone (bwrap + bash, no bridge)", lambda: launcher.run(argv), launcher.proc.pid
+    )
+
+
+_LAUNCHERS: list[Launcher] = []
+
+
 def _measure(contenders: list[Contender], rounds: int, calls: int) -> None:
     for c in contenders:  # warm-up: the bridge starts its supervisor helper on the first call
         for _ in range(3):
@@ -356,6 +404,9 @@ def section(rounds: int = 5, calls: int = 20, baseline: str | None = None) -> li
                     old_server.proc.pid,
                 ),
             ]
+        alone = _box_alone(work, project)
+        if alone is not None:
+            contenders.append(alone)
         dc = desktop_commander(home, project)
         if dc is not None:
             args = {"command": COMMAND, "timeout_ms": 10000}
@@ -377,6 +428,8 @@ def section(rounds: int = 5, calls: int = 20, baseline: str | None = None) -> li
             server.stop()
         if dc is not None:
             dc.stop()
+        while _LAUNCHERS:
+            _LAUNCHERS.pop().stop()
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(project, ignore_errors=True)
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -400,7 +453,8 @@ def section(rounds: int = 5, calls: int = 20, baseline: str | None = None) -> li
         "",
         "Tree: the server and every live process below it, with what each reaped (/proc). "
         "The bridge's tree holds its resident supervisor helper, the per-call supervisors, "
-        "bwrap and the shell; Desktop Commander's holds node and its shell.",
+        "bwrap and the shell; Desktop Commander's holds node and its shell; the box alone's "
+        "holds a bare launcher (its own column), bwrap and the shell.",
     ]
     return out
 

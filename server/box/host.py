@@ -57,9 +57,15 @@ INDEX_MAX_MASKS = 128  # masks from the roots' index (outside the project): see 
 
 def _realpath(path: str) -> str:
     """``os.path.realpath``, answered by one ``openat2`` when no component of ``path`` is a
-    symlink (:func:`~server.policy.safeopen.symlink_free`: then it *is* its real path): a box's
+    symlink (:func:`~server.policy.safeopen.symlink_free`: then it *is* its real path), or when
+    nothing is at a name in such a folder (most of the places looked for are absent): a box's
     planning resolves ~60 paths, and ``realpath`` is an ``lstat`` per component and Python."""
-    return path if symlink_free(path) else os.path.realpath(path)
+    if symlink_free(path):
+        return path
+    parent, name = os.path.split(path)
+    if name not in ("", ".", "..") and symlink_free(parent) and not os.path.lexists(path):
+        return path  # realpath's answer too: a real folder, and nothing at the name in it
+    return os.path.realpath(path)
 
 
 def _real(path: str) -> str | None:

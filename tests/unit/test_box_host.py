@@ -6,7 +6,15 @@ import os
 
 import pytest
 
-from omp_a2a_bridge.server.box.host import _hidden, _is_git_dir, _linked_out
+from omp_a2a_bridge.server.box.host import (
+    _hidden,
+    _is_git_dir,
+    _Kind,
+    _linked_out,
+    _listing,
+    _realpath,
+    _secrets_allowed,
+)
 from omp_a2a_bridge.server.box.policy import HostEntry
 from omp_a2a_bridge.server.policy.private import (
     MAX_INCLUDE_DEPTH,
@@ -435,3 +443,61 @@ def test_links_inside_the_hidden_tree_make_their_targets_hidden(tmp_path):
     assert sorted(found) == sorted([str(dots / "x.desktop"), str(dots / "fish")])
     hidden = {e.path for e in _hidden(str(home), [str(home)])}
     assert str(dots / "x.desktop") in hidden and str(dots / "fish") in hidden
+
+
+def test_the_fast_realpath_answers_what_realpath_answers(tmp_path):
+    real = tmp_path / "real"
+    (real / "sub").mkdir(parents=True)
+    (real / "sub" / "f").write_text("x")
+    (tmp_path / "link").symlink_to(real)
+    (real / "loop").symlink_to(real / "loop")
+    (real / "dangling").symlink_to(tmp_path / "nowhere")
+    names = [
+        "real",
+        "real/sub",
+        "real/sub/f",
+        "link",
+        "link/sub/f",
+        "real/none",
+        "link/none",
+        "real/none/deeper",
+        "real/loop",
+        "real/dangling",
+        "real/sub/../sub/f",
+        "real/sub/",
+        "real/./sub",
+        "nowhere",
+        "real/sub/f/below",
+    ]
+    for name in names:
+        path = os.path.join(str(tmp_path), name)
+        assert _realpath(path) == os.path.realpath(path), name
+
+
+def test_kept_listings_see_an_added_and_a_removed_entry(tmp_path, monkeypatch):
+    monkeypatch.setattr(
+        "omp_a2a_bridge.server.box.host.RACY_NS", 0
+    )  # keep even what changed a moment ago
+    folder = str(tmp_path)
+    (tmp_path / "a").write_text("")
+    first = _listing(folder)
+    assert first is not None and [n for n, _ in first] == ["a"]
+    assert _listing(folder) is first  # kept: the folder did not change
+    (tmp_path / "b").mkdir()
+    kinds = dict(_listing(folder) or ())
+    assert kinds == {"a": _Kind.FILE, "b": _Kind.DIR}
+    os.unlink(tmp_path / "a")
+    os.rmdir(tmp_path / "b")
+    (tmp_path / "b").symlink_to("/")
+    assert dict(_listing(folder) or ()) == {"b": _Kind.LINK}
+
+
+def test_a_secret_written_into_a_read_allow_folder_is_found_on_the_next_call(tmp_path, monkeypatch):
+    monkeypatch.setattr("omp_a2a_bridge.server.box.host.RACY_NS", 0)
+    top = tmp_path / "git"
+    (top / "sub").mkdir(parents=True)
+    (top / "config").write_text("[user]\n")
+    assert _secrets_allowed([str(top)]) == []
+    (top / "sub" / "credentials").write_text("https://u:p@example.com\n")
+    found = [e.path for e in _secrets_allowed([str(top)])]
+    assert found == [str(top / "sub" / "credentials")]
