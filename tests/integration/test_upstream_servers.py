@@ -26,7 +26,7 @@ from omp_a2a_bridge.server.infra.config import ConfigError, parse_config
 
 from ..e2e.test_approval_page_browser import _wait
 from ..e2e.test_approval_page_browser import browser as _chromium  # noqa: F401 - the fixture "browser"
-from ..support.helpers import STOP_LIMIT_S, TOKEN, in_thread, read_text, wait_for
+from ..support.helpers import STOP_LIMIT_S, TOKEN, free_port, in_thread, read_text, wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS = ["echo", "image", "structured", "mixed", "fail", "protocol_error", "sleep", "crash"]
@@ -403,12 +403,6 @@ def test_pins_survive_a_restart_of_the_bridge(upstream, state):
 
 
 # -- HTTP upstream ---------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

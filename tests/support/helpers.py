@@ -476,3 +476,34 @@ class Watch:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(5)
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return low, high
+
+
+def free_port() -> int:
+    """A loopback port free now, for a listener another process binds later (sshd, ``ssh -R``,
+    an upstream server). Why not ``bind(0)``: that port comes from the kernel's ephemeral
+    range, the same range every outgoing connection of every test takes its local port from,
+    so it could be taken before the real listener binds it; a free port below that range is
+    only ever taken by another explicit bind."""
+    low, high = _ephemeral_range()
+    first, last = (10_000, low) if low > 11_000 else (high + 1, 65_536)
+    for _ in range(200):
+        port = random.randrange(first, max(last, first + 1))
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # every try taken: the kernel's own choice
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from omp_a2a_bridge.server.tunnels.install import WRITE_SCRIPT
 
-from .helpers import pids_where
+from .helpers import free_port, pids_where
 
 SSHD = "/usr/sbin/sshd"
 HOST_ALIAS = "testremote"
@@ -61,12 +60,6 @@ class SshServer:
 
 def available() -> bool:
     return os.path.exists(SSHD) and shutil.which("ssh") is not None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _keygen(path: Path) -> None:
