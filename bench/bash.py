@@ -277,6 +277,22 @@ class Approver:
         self.thread.join(5)
 
 
+def _copy_of_this_repository(dest: str) -> None:
+    """This repository's tracked files (``git archive HEAD``) as a project of its own, with a
+    git repository: the size of a real project (the box scans the project for secrets)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.makedirs(dest)
+    archive = subprocess.run(
+        ["git", "-C", here, "archive", "HEAD"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", dest], input=archive, check=True)
+    subprocess.run(["git", "init", "-q", dest], check=True)
+
+
+def _files(top: str) -> int:
+    return sum(len(files) for _, _, files in os.walk(top))
+
+
 def _bridge(work: str, project: str, baseline: str | None = None) -> tuple[Any, Any, Approver]:
     """``a2a-bridge serve`` on ``project`` (from ``baseline`` when given: a folder holding an
     ``omp_a2a_bridge`` package, e.g. another commit's ``git archive``), a client, an approver."""
@@ -320,7 +336,7 @@ class Launcher:
         self.proc.wait(10)
 
 
-def _box_alone(work: str, project: str) -> Contender | None:
+def _box_alone(work: str, root: str, project: str) -> Contender | None:
     """The box with no bridge: bubblewrap and the shell, with the plan the bridge makes for
     the same call (same project, the bridge's files private), started by a bare launcher. What
     no bridge can go under while it boxes with this bubblewrap."""
@@ -329,7 +345,7 @@ def _box_alone(work: str, project: str) -> Contender | None:
     from omp_a2a_bridge.server.tools.shell import shell_argv
 
     try:
-        request = run.BoxRequest(BoxConfig(), (project,), (work,))
+        request = run.BoxRequest(BoxConfig(), (root,), (work,))
         argv = list(run.prepare(request, project, shell_argv(COMMAND)).argv)
     except run.NoBox:
         return None
@@ -368,22 +384,31 @@ def section(rounds: int = 5, calls: int = 20, baseline: str | None = None) -> li
     status = probe.probe()
     work = tempfile.mkdtemp(prefix="a2a-bench-bash-")
     home = os.path.join(work, "dc-home")
-    project = tempfile.mkdtemp(prefix="bench-bash-", dir=os.path.expanduser("~"))
+    shared = tempfile.mkdtemp(prefix="bench-bash-", dir=os.path.expanduser("~"))
+    project = os.path.join(shared, "empty")  # an empty repository
+    big = os.path.join(shared, "repo")  # this repository's files: a real project's size
     subprocess.run(["git", "init", "-q", project], check=True)
+    _copy_of_this_repository(big)
     server = dc = approver = None
     before: tuple[Any, Any, Approver] | None = None
     try:
-        server, client, approver = _bridge(work, project)
+        server, client, approver = _bridge(work, shared)
         if baseline is not None:
-            before = _bridge(os.path.join(work, "baseline"), project, baseline)
+            before = _bridge(os.path.join(work, "baseline"), shared, baseline)
 
         def unboxed() -> str:
-            return client.call("bash", {"command": COMMAND, "box": False, "reason": "bench"})
+            args = {"command": COMMAND, "box": False, "reason": "bench", "cwd": project}
+            return client.call("bash", args)
 
         contenders = [
             Contender(
-                "bridge, boxed (default)",
-                lambda: client.call("bash", {"command": COMMAND}),
+                "bridge, boxed (default), in an empty repository",
+                lambda: client.call("bash", {"command": COMMAND, "cwd": project}),
+                server.proc.pid,
+            ),
+            Contender(
+                f"bridge, boxed, in a project of {_files(big):,} files",
+                lambda: client.call("bash", {"command": COMMAND, "cwd": big}),
                 server.proc.pid,
             ),
             Contender("bridge, unboxed (+ one approval)", unboxed, server.proc.pid),
@@ -392,19 +417,25 @@ def section(rounds: int = 5, calls: int = 20, baseline: str | None = None) -> li
             old_server, old_client, _ = before
             contenders += [
                 Contender(
-                    "baseline bridge, boxed",
-                    lambda: old_client.call("bash", {"command": COMMAND}),
+                    "baseline bridge, boxed, in the empty repository",
+                    lambda: old_client.call("bash", {"command": COMMAND, "cwd": project}),
+                    old_server.proc.pid,
+                ),
+                Contender(
+                    "baseline bridge, boxed, in the same project",
+                    lambda: old_client.call("bash", {"command": COMMAND, "cwd": big}),
                     old_server.proc.pid,
                 ),
                 Contender(
                     "baseline bridge, unboxed (+ one approval)",
                     lambda: old_client.call(
-                        "bash", {"command": COMMAND, "box": False, "reason": "bench"}
+                        "bash",
+                        {"command": COMMAND, "box": False, "reason": "bench", "cwd": project},
                     ),
                     old_server.proc.pid,
                 ),
             ]
-        alone = _box_alone(work, project)
+        alone = _box_alone(work, shared, project)
         if alone is not None:
             contenders.append(alone)
         dc = desktop_commander(home, project)
@@ -431,7 +462,7 @@ def section(rounds: int = 5, calls: int = 20, baseline: str | None = None) -> li
         while _LAUNCHERS:
             _LAUNCHERS.pop().stop()
         shutil.rmtree(work, ignore_errors=True)
-        shutil.rmtree(project, ignore_errors=True)
+        shutil.rmtree(shared, ignore_errors=True)
     load = " / ".join(f"{x:.1f}" for x in os.getloadavg())
     out = [
         f"## bash start: `bash {COMMAND}` (median of {rounds} rounds x {calls} calls)",
