@@ -38,11 +38,6 @@ def world() -> Iterator[World]:
 PLANT = "echo 'echo PWNED' > .envrc; mkdir -p .vscode; echo '{}' > .vscode/tasks.json; "
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack7: a folder without search permission makes lexists say absent; the sweep "
-    "skips what the call planted there, silently",
-)
 @pytest.mark.parametrize("mode", ["600", "000"])
 def test_persistence_behind_a_folder_without_search_permission_is_swept_or_reported(
     world: World, mode: str
