@@ -16,6 +16,10 @@ PermissionError" and nothing after that path was swept (loud, still not removed)
 000`` was silent already (the walk's own fallback is ``lexists`` again). So: a hole of the
 sweep in general, which the shortcut made silent in the ``600`` case too.
 
+Fixed for the paths the sweep knows (``_absent``: only "no such file" skips; a path it cannot
+look at is reported as not removed). Still open (xfail below): a persistence path only the
+scan after the call would find, in a subfolder the call made unreadable.
+
 The bridge runs as the desktop user (root reads through any mode, so nothing fails for it).
 """
 
@@ -55,6 +59,37 @@ def test_persistence_behind_a_folder_without_search_permission_is_swept_or_repor
         if os.path.lexists(envrc):
             os.unlink(envrc)
         shutil.rmtree(vscode, ignore_errors=True)
+
+
+NESTED = (
+    "mkdir -p lib/.vscode && echo '{}' > lib/.vscode/tasks.json && echo 'echo PWNED' > lib/.envrc; "
+)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="attack7 (older than the shortcut): the scan after the call skips a folder it "
+    "cannot list; what the call planted in a subfolder it made unreadable stays, unreported",
+)
+@pytest.mark.parametrize("mode", ["000", "300"])
+def test_persistence_in_a_subfolder_made_unreadable_is_swept_or_reported(
+    world: World, mode: str
+) -> None:
+    """The same move one folder down: ``lib/.envrc`` is found only by the project scan after
+    the call (``made_by_call``), and ``_scan`` passes over a folder it cannot list
+    (``except OSError: continue``), so the sweep never hears of it. (``600``, list but not
+    search, is reported since the fix above.) The human's ``cd lib`` fails, they give it its
+    mode back, and direnv/VS Code find what the agent planted."""
+    lib = os.path.join(world.project, "lib")
+    try:
+        _, text = world.bash(NESTED + f"chmod {mode} lib")
+        os.chmod(lib, 0o755)  # noqa: S103 - what the human does when the folder will not open
+        left = [p for p in (f"{lib}/.envrc", f"{lib}/.vscode") if os.path.lexists(p)]
+        assert not left or "COULD NOT be removed" in text, f"survived unreported: {left}"
+    finally:
+        if os.path.isdir(lib):
+            os.chmod(lib, 0o755)  # noqa: S103 - its mode before the call
+            shutil.rmtree(lib)
 
 
 def test_guard_the_same_plant_without_the_chmod_is_swept(world: World) -> None:
