@@ -63,7 +63,12 @@ def _realpath(path: str) -> str:
     if symlink_free(path):
         return path
     parent, name = os.path.split(path)
-    if name not in ("", ".", "..") and symlink_free(parent) and not os.path.lexists(path):
+    if (
+        name not in ("", ".", "..")
+        and path == os.path.join(parent, name)  # (``/a//b``: split drops the ``//``)
+        and symlink_free(parent)
+        and not os.path.lexists(path)
+    ):
         return path  # realpath's answer too: a real folder, and nothing at the name in it
     return os.path.realpath(path)
 
@@ -785,7 +790,9 @@ def _foreign_tops(
         if n.startswith(prefix):
             inside.setdefault(n[len(prefix) :].split(os.sep, 1)[0], []).append(n)
     exact = frozenset(os.path.normpath(n) for n in needed)
-    for name, kind in _listing(root) or ():
+    # (by its real path: a /var that is a link, ``/var -> /opt/var``, is listed through it,
+    # as ``os.scandir`` did; the masks keep the link's path, which bubblewrap follows too)
+    for name, kind in _listing(_realpath(root)) or ():
         if name in system or kind == _Kind.LINK:
             continue  # a symlink at the top leads to a folder judged on its own
         path = os.path.join(root, name)

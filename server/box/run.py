@@ -124,8 +124,8 @@ def sweep(missing: Sequence[str], watch: Watch | None = None) -> tuple[str, ...]
     removed: list[str] = []
     if watch is not None:
         missing = [*made_persistence(watch), *missing]
-    for path in missing:
-        if not os.path.lexists(path):
+    for path in dict.fromkeys(missing):  # (what the call made may be a listed path too)
+        if _absent(path):
             # Nothing by any route (a link on the way is followed here): the careful walk
             # below would find nothing either, at one open per folder instead of one lstat.
             continue
@@ -134,12 +134,16 @@ def sweep(missing: Sequence[str], watch: Watch | None = None) -> tuple[str, ...]
         except FileNotFoundError:
             continue  # its folder is gone: nothing was made there
         except OSError:
-            if os.path.lexists(path):  # only looks: a link (or worse) on the way
+            if not _absent(path):  # only looks: a link (or worse) on the way, or no way in
                 removed.append("!" + path)  # not ours to follow
             continue
         try:
             name = os.path.basename(path)
-            if not _exists_at(fd, name):
+            try:
+                if not _exists_at(fd, name):
+                    continue
+            except OSError:  # its folder cannot be searched (the call took the mode away)
+                removed.append("!" + path)
                 continue
             with contextlib.suppress(Exception):  # whatever happened, it is reported below
                 _remove(fd, name)
@@ -210,6 +214,20 @@ def _parent(path: str) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _absent(path: str) -> bool:
+    """Nothing is at ``path``: its ``lstat`` says so (no such file, or a file on the way). Any
+    other failure tells nothing: a folder on the way without search permission (the call
+    can ``chmod 600 .`` after planting ``.envrc``: ``lexists`` then said absent, and what it
+    planted stayed, unreported), a link loop."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def _exists_at(fd: int, name: str) -> bool:
