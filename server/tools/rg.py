@@ -127,6 +127,8 @@ class RgRun:
     proc: subprocess.Popen[bytes] | None = None
     killed: bool = False
     timed_out: bool = False
+    # The bridge stopped the walk (a timeout, a cancel): it is not started again.
+    stopped: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> None:
@@ -167,6 +169,20 @@ class RgRun:
                     os.setpriority(os.PRIO_PGRP, self.proc.pid, NICE)
         with _live_lock:
             _live.add(self)
+
+    def stop(self) -> None:
+        """The bridge is done with this walk (a timeout, a cancel): kill it, never restart it."""
+        self.stopped = True
+        self.kill()
+
+    def restart(self) -> bool:
+        """Ready to start again after a walk whose box could not be set up (``box_error``: rg
+        never ran); False when the bridge stopped the walk meanwhile."""
+        with self._lock:
+            if self.stopped:
+                return False
+            self.proc, self.killed, self.box_error = None, False, None
+            return True
 
     def kill(self) -> None:
         """Stop ``rg`` now (SIGKILL to its process group); safe to call twice or before start."""
@@ -225,7 +241,9 @@ class RgRun:
                     proc.stderr.close()
                 code = proc.wait()
         finally:
-            if self.boxed and err.startswith("bwrap:") and not self.killed:
+            # bubblewrap's own words (rg's always begin "rg:"): its setup failed, rg never ran.
+            # Not after a stop: a walk the bridge killed is no box failure.
+            if self.boxed and err.startswith("bwrap:") and not self.stopped:
                 self.box_error = err.strip()[:300]
             with _live_lock:
                 _live.discard(self)

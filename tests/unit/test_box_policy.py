@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from omp_a2a_bridge.server.box.bwrap import BwrapHost, render, render_outside
+from omp_a2a_bridge.server.box.bwrap import STATUS_FD, BwrapHost, render, render_outside
 from omp_a2a_bridge.server.box.plan import BoxPlan, BoxStatus, Mechanism
 from omp_a2a_bridge.server.box.policy import (
     BoxConfig,
@@ -180,6 +180,16 @@ def test_render_with_network_on_keeps_the_network():
         cwd="/p", read_private=(), write=(), write_protected=(), tmpdir="/tmp", network=True
     )
     assert "--unshare-net" not in render(plan, HOST, ["true"])
+
+
+def test_render_names_the_status_descriptor_only_when_asked():
+    """bash's box reports on a descriptor its supervisor provides (whether the command
+    started); other boxes (walks, servers, the bench) are started without one."""
+    plan = BoxPlan(cwd="/p", read_private=(), write=(), write_protected=(), tmpdir="/tmp")
+    argv = render(plan, HOST, ["true"], STATUS_FD)
+    at = argv.index("--json-status-fd")
+    assert argv[at + 1] == str(STATUS_FD) and at < argv.index("--")
+    assert "--json-status-fd" not in render(plan, HOST, ["true"])
 
 
 PLAN = BoxPlan(
