@@ -783,9 +783,7 @@ def _stamp(folder: str) -> tuple[int, int, int, int] | None:
     return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _look_now(
-    folder: str, room: int, roots: tuple[str, ...]
-) -> tuple[list[HostEntry] | None, int]:
+def _look_now(folder: str, room: int, roots: tuple[str, ...]) -> tuple[list[HostEntry] | None, int]:
     """Masks for a folder the index did not look into (and the box may hide whole): its
     secret-looking files (and what its secret-looking links point to), every folder below
     looked into the same way, dependency and cache trees skipped as the index skips them, a
@@ -874,7 +872,9 @@ def _outside(
     folder that holds what the call needs (its project, cwd, a root, the home) or what it
     must read whole (a git dir, ``read_allow``, ``PATH``, the bridge's Python), nor one inside
     those; a folder the index did not look into that is such a folder is looked into now
-    (:func:`_unlooked`). ``holds[0]`` is the project, ``holds[1]`` the cwd."""
+    (:func:`_unlooked`), and so is one it may hide, when small (:func:`_unindexed_masks`: a
+    folder made a moment ago shows at once). ``holds[0]`` is the project, ``holds[1]`` the
+    cwd."""
     hidden, holds, under = tuple(hidden), tuple(holds), tuple(under)
     keep = (*holds, *under)
 

@@ -308,9 +308,10 @@ def test_folders_the_index_left_out_are_looked_into_within_bounds(tmp_path, monk
     made a moment ago shows at once); one too big, one that may not be listed, or one past
     the per-call bounds is hidden whole, as the index alone does; one gone is no mount."""
     from omp_a2a_bridge.server.box import host
+    from omp_a2a_bridge.server.box.host import _TOO_BIG, _unindexed_masks
     from omp_a2a_bridge.server.box.policy import HostEntry
 
-    monkeypatch.setattr(host, "_TOO_BIG", {})
+    _TOO_BIG.clear()
     small, big, gone = tmp_path / "small", tmp_path / "big", tmp_path / "gone"
     (small / "cfg").mkdir(parents=True)
     (small / "cfg" / "id_rsa").write_text("x")
@@ -320,14 +321,15 @@ def test_folders_the_index_left_out_are_looked_into_within_bounds(tmp_path, monk
     big.mkdir()
     for i in range(host.FRESH_MAX_ENTRIES + 1):
         (big / f"f{i}").write_text("x")
-    out = host._unindexed_masks([str(small), str(big), str(gone)], ())
-    assert out == [HostEntry(str(small / "cfg" / "id_rsa"), False), HostEntry(str(big), True)]
-    assert str(big) in host._TOO_BIG  # not looked through again while it is unchanged
+    out = _unindexed_masks([str(small), str(big), str(gone)], ())
+    key = HostEntry(str(small / "cfg" / "id_rsa"), False)
+    assert out == [key, HostEntry(str(big), True)]
+    assert str(big) in _TOO_BIG  # not looked through again while it is unchanged
     # past the number of folders a call looks into: the older ones hidden whole
     many = [tmp_path / f"m{i}" for i in range(host.FRESH_MAX_FOLDERS + 1)]
     for m in many:
         m.mkdir()
-    out = host._unindexed_masks([str(m) for m in many], ())
+    out = _unindexed_masks([str(m) for m in many], ())
     assert out == [HostEntry(str(many[-1]), True)]
     # past the entries a call looks through over all of them: the rest hidden whole
     monkeypatch.setattr(host, "FRESH_CALL_MAX_ENTRIES", 3)
@@ -335,9 +337,9 @@ def test_folders_the_index_left_out_are_looked_into_within_bounds(tmp_path, monk
     (many[0] / "b").write_text("x")
     (many[1] / "c").write_text("x")
     (many[1] / "d").write_text("x")
-    out = host._unindexed_masks([str(m) for m in many[:3]], ())
+    out = _unindexed_masks([str(m) for m in many[:3]], ())
     assert out == [HostEntry(str(many[1]), True), HostEntry(str(many[2]), True)]
-    assert str(many[1]) not in host._TOO_BIG  # too big for what was left, not on its own
+    assert str(many[1]) not in _TOO_BIG  # too big for what was left, not on its own
 
 
 def test_what_a_secret_looking_link_points_to_is_masked(tmp_path):
