@@ -94,6 +94,14 @@ def render(
     return out
 
 
+def with_status_fd(argv: Sequence[str | bytes], fd: int) -> list[str | bytes]:
+    """``argv`` (a :func:`render` command line) with bubblewrap told to report on ``fd``
+    whether the command started (:data:`STATUS_FD`): for a launcher that knows its
+    descriptor's number only once the pipe is made (``rg``'s walks, started by ``Popen``)."""
+    at = list(argv).index("--die-with-parent") + 1
+    return [*argv[:at], "--json-status-fd", str(fd), *argv[at:]]
+
+
 def render_outside(host: BwrapHost, cwd: str, argv: Sequence[str]) -> list[str]:
     """A call the human let run outside the box still runs in a PID namespace of its own, and
     nothing else of the box: the whole file system, the network, the user's rights.

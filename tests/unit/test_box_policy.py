@@ -7,7 +7,13 @@ import os
 
 import pytest
 
-from omp_a2a_bridge.server.box.bwrap import STATUS_FD, BwrapHost, render, render_outside
+from omp_a2a_bridge.server.box.bwrap import (
+    STATUS_FD,
+    BwrapHost,
+    render,
+    render_outside,
+    with_status_fd,
+)
 from omp_a2a_bridge.server.box.plan import BoxPlan, BoxStatus, Mechanism
 from omp_a2a_bridge.server.box.policy import (
     BoxConfig,
@@ -190,6 +196,10 @@ def test_render_names_the_status_descriptor_only_when_asked():
     at = argv.index("--json-status-fd")
     assert argv[at + 1] == str(STATUS_FD) and at < argv.index("--")
     assert "--json-status-fd" not in render(plan, HOST, ["true"])
+    # a launcher that knows the number only once its pipe is made (rg's walks) adds it after
+    later = with_status_fd(render(plan, HOST, ["rg", "--die-with-parent"]), 7)
+    assert later[later.index("--json-status-fd") + 1] == "7"
+    assert later.index("--json-status-fd") < later.index("--") and later[-1] == "--die-with-parent"
 
 
 PLAN = BoxPlan(
