@@ -203,10 +203,11 @@ class RgRun:
     def _box_started(self) -> bool:
         """Whether bubblewrap said it started rg (it has exited: all it wrote is there)."""
         data = b""
-        with contextlib.suppress(OSError):
-            os.set_blocking(self.box_status, False)
-            while len(data) < 65536 and (chunk := os.read(self.box_status, 4096)):
-                data += chunk
+        if sys.platform != "win32":  # (boxed walks are POSIX only)
+            with contextlib.suppress(OSError):
+                os.set_blocking(self.box_status, False)
+                while len(data) < 65536 and (chunk := os.read(self.box_status, 4096)):
+                    data += chunk
         self._close_status()
         return b'"exit-code"' in data
 
