@@ -34,6 +34,13 @@ from dataclasses import dataclass
 from .plan import BoxPlan
 from .policy import BOX_TMP
 
+# The descriptor a boxed bash call's bubblewrap reports its status on (``--json-status-fd``):
+# the call's supervisor puts a pipe there (server/tools/reaper.py). bubblewrap writes
+# ``{ "exit-code": N }`` to it only when its own setup finished and the command was exec'd, so
+# a bubblewrap that exited without that line never started the command (a mount that failed:
+# a masked path gone between the plan and the mount) and the call may be planned again.
+STATUS_FD = 3
+
 
 @dataclass(frozen=True, slots=True)
 class BwrapHost:
@@ -101,9 +108,14 @@ def schedule(mounts: Sequence[Sequence[str]]) -> list[list[str]]:
     return out + [m for ms in waiting.values() for m in ms]
 
 
-def render(plan: BoxPlan, host: BwrapHost, argv: Sequence[str]) -> list[str]:
-    """The bwrap command line that runs ``argv`` in ``plan``'s box."""
+def render(
+    plan: BoxPlan, host: BwrapHost, argv: Sequence[str], status_fd: int | None = None
+) -> list[str]:
+    """The bwrap command line that runs ``argv`` in ``plan``'s box; with ``status_fd``,
+    bubblewrap reports on that descriptor whether the command started (:data:`STATUS_FD`)."""
     out = [host.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc"]
+    if status_fd is not None:
+        out += ["--json-status-fd", str(status_fd)]
     if plan.network:  # without network, the box's own network namespace has no such socket
         out = [*host.scope, *out]
     out += ["--unshare-uts", "--unshare-cgroup-try", "--unshare-user"]
@@ -122,6 +134,14 @@ def render(plan: BoxPlan, host: BwrapHost, argv: Sequence[str]) -> list[str]:
         out += ["--bind", plan.tmpdir, plan.tmpdir]
     out += ["--chdir", plan.cwd, "--setenv", "TMPDIR", plan.tmpdir, "--", *argv]
     return out
+
+
+def with_status_fd(argv: Sequence[str | bytes], fd: int) -> list[str | bytes]:
+    """``argv`` (a :func:`render` command line) with bubblewrap told to report on ``fd``
+    whether the command started (:data:`STATUS_FD`): for a launcher that knows its
+    descriptor's number only once the pipe is made (``rg``'s walks, started by ``Popen``)."""
+    at = list(argv).index("--die-with-parent") + 1
+    return [*argv[:at], "--json-status-fd", str(fd), *argv[at:]]
 
 
 def render_outside(host: BwrapHost, cwd: str, argv: Sequence[str]) -> list[str]:

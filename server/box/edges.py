@@ -99,6 +99,13 @@ def forget_plans() -> None:
         _cache.clear()
 
 
+def forget_plan(request: BoxRequest | None, base: str) -> None:
+    """Drop the cached plan of a walk from ``base``: its box could not be set up (a path it
+    masks went away since), so the next walk plans again from the disk as it is."""
+    with _cache_lock:
+        _cache.pop((os.path.normpath(base), request), None)
+
+
 def walk_plan(request: BoxRequest, base: str) -> BoxPlan:
     """The read-only, offline plan for a walk from ``base`` (cached ``WALK_PLAN_TTL_S``).
 

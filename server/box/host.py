@@ -53,6 +53,15 @@ SCAN_MAX_DEPTH = 6
 SCAN_MAX_MASKS = 256  # each is one mount: past this the box is refused, not made leaky
 SCAN_SKIP = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", "target"})
 INDEX_MAX_MASKS = 128  # masks from the roots' index (outside the project): see _outside
+# Folders the index knows but has not looked into (past its budget or depth: every folder
+# made while its budget is full) are looked into by the call's own plan (:func:`_look_now`),
+# newest first, so a folder made a moment ago shows at once, its secret-looking files masked.
+# Bounded: at most this many such folders per call, each with at most FRESH_MAX_ENTRIES
+# entries in its whole tree and all of them at most FRESH_CALL_MAX_ENTRIES; past a bound a
+# folder is hidden whole, as the index alone does.
+FRESH_MAX_FOLDERS = 64
+FRESH_MAX_ENTRIES = 1_000
+FRESH_CALL_MAX_ENTRIES = 4_000
 
 
 def _realpath(path: str) -> str:
@@ -966,6 +975,97 @@ def _unlooked(
     return out
 
 
+# Folders too big to look into per call, by path -> (device, inode, mtime, ctime) when found
+# so: hidden whole without another look while the folder itself is unchanged (a full index
+# budget would otherwise cost every call the same failed look). Hiding whole is what the
+# index does anyway, so a stale answer hides more, never shows more.
+_TOO_BIG: dict[str, tuple[int, int, int, int]] = {}
+_TOO_BIG_MAX = 4096
+_TOO_BIG_LOCK = threading.Lock()
+
+
+def _stamp(folder: str) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(folder, follow_symlinks=False)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _look_now(folder: str, room: int, roots: tuple[str, ...]) -> tuple[list[HostEntry] | None, int]:
+    """Masks for a folder the index did not look into (and the box may hide whole): its
+    secret-looking files (and what its secret-looking links point to), every folder below
+    looked into the same way, dependency and cache trees skipped as the index skips them, a
+    subfolder that may not be listed hidden whole; with the entries it saw. At most ``room``
+    entries: past it (or a folder that may not be listed at all), None for the masks, and
+    the caller hides the folder whole. A folder gone since: nothing to hide."""
+    matcher = _name_matcher()
+    out: list[HostEntry] = []
+    seen = 0
+    todo = [folder]
+    while todo:
+        here = todo.pop()
+        try:
+            with os.scandir(here) as it:
+                entries = list(it)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            if here == folder:
+                return None, seen
+            out.append(HostEntry(here, True))  # there, not listable: hidden whole
+            continue
+        seen += len(entries)
+        if seen > room:
+            return None, seen
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if not _index_skips(entry.name):
+                        todo.append(entry.path)
+                elif matcher.secret_file(fold(entry.path)):
+                    if entry.is_symlink():
+                        out += [HostEntry(t, False) for t in _link_targets([entry.path], roots)]
+                    else:  # a file, a named pipe
+                        out.append(HostEntry(entry.path, False))
+            except OSError:
+                continue
+    return out, seen
+
+
+def _unindexed_masks(folders: Iterable[str], roots: tuple[str, ...]) -> list[HostEntry]:
+    """Masks for the folders the index did not look into that the box may hide whole
+    (newest first): the newest :data:`FRESH_MAX_FOLDERS` are looked into now
+    (:func:`_look_now`, within the bounds), the rest hidden whole as before."""
+    out: list[HostEntry] = []
+    left = FRESH_CALL_MAX_ENTRIES
+    for n, folder in enumerate(folders):
+        if n >= FRESH_MAX_FOLDERS or left <= 0:
+            out.append(HostEntry(folder, True))
+            continue
+        stamp = _stamp(folder)
+        if stamp is None:
+            continue  # gone: nothing to hide (a mount over it would fail the box's setup)
+        with _TOO_BIG_LOCK:
+            known_big = _TOO_BIG.get(folder) == stamp
+        if known_big:
+            out.append(HostEntry(folder, True))
+            continue
+        room = min(FRESH_MAX_ENTRIES, left)
+        looked, seen = _look_now(folder, room, roots)
+        left -= seen
+        if looked is not None:
+            out += looked
+            continue
+        out.append(HostEntry(folder, True))
+        if seen > FRESH_MAX_ENTRIES:  # too big on its own, not for lack of room left
+            with _TOO_BIG_LOCK:
+                if len(_TOO_BIG) >= _TOO_BIG_MAX:
+                    _TOO_BIG.clear()
+                _TOO_BIG[folder] = stamp
+    return out
+
+
 def _outside(
     secrets: Iterable[str],
     unindexed: Iterable[str],
@@ -981,7 +1081,9 @@ def _outside(
     folder that holds what the call needs (its project, cwd, a root, the home) or what it
     must read whole (a git dir, ``read_allow``, ``PATH``, the bridge's Python), nor one inside
     those; a folder the index did not look into that is such a folder is looked into now
-    (:func:`_unlooked`). ``holds[0]`` is the project, ``holds[1]`` the cwd."""
+    (:func:`_unlooked`), and so is one it may hide, when small (:func:`_unindexed_masks`: a
+    folder made a moment ago shows at once). ``holds[0]`` is the project, ``holds[1]`` the
+    cwd."""
     hidden, holds, under = tuple(hidden), tuple(holds), tuple(under)
     keep = (*holds, *under)
 
@@ -994,12 +1096,14 @@ def _outside(
         return not any(within(path, h) for h in hidden)
 
     masks = [HostEntry(p, False) for p in secrets]
+    whole: list[str] = []  # hideable: looked into now when small (``_unindexed_masks``)
     for folder in (p for p in unindexed if shown(p)):
         if hideable(folder):
-            masks.append(HostEntry(folder, True))
+            whole.append(folder)
         else:
             strict = any(within(h, folder) for h in holds[:2])  # the project's or cwd's way
             masks += _unlooked(folder, holds[0], hideable, hidden, strict, roots)
+    masks += _unindexed_masks(whole, roots)
     masks = [m for m in masks if shown(m.path)]
     return coalesce(masks, "/", INDEX_MAX_MASKS, hideable)
 

@@ -83,8 +83,12 @@ class NoBox(Exception):
     """No box can be made here (the pipeline asks a human first, so this only guards)."""
 
 
-def prepare(request: BoxRequest, cwd: str, argv: Sequence[str]) -> Prepared:
-    """Blocking: look at the disk, build the plan, render it as a bwrap command line."""
+def prepare(
+    request: BoxRequest, cwd: str, argv: Sequence[str], status_fd: int | None = None
+) -> Prepared:
+    """Blocking: look at the disk, build the plan, render it as a bwrap command line (with
+    ``status_fd``: bubblewrap says there whether the command started, see
+    :data:`~server.box.bwrap.STATUS_FD`)."""
     bwrap = probe.host()
     if bwrap is None:
         raise NoBox(probe.status().detail)
@@ -104,7 +108,7 @@ def prepare(request: BoxRequest, cwd: str, argv: Sequence[str]) -> Prepared:
         ) from None
     plan = build_plan(view, request.config)
     missing = missing_persistence(view, project_of(view))
-    return Prepared(plan, tuple(render(plan, bwrap, argv)), missing, watch_of(view))
+    return Prepared(plan, tuple(render(plan, bwrap, argv, status_fd)), missing, watch_of(view))
 
 
 def sweep(missing: Sequence[str], watch: Watch | None = None) -> tuple[str, ...]:

@@ -104,8 +104,10 @@ class IndexView:
 
     secrets: tuple[str, ...]  # real paths of secret-looking files
     folders: int  # folders indexed
-    # Folders the index knows exist but did not look into (past MAX_DIRS or MAX_DEPTH): the box
-    # hides them whole, so a full budget hides more and shows nothing unlooked-at.
+    # Folders the index knows exist but did not look into (past MAX_DIRS or MAX_DEPTH), the
+    # newest first: the box looks into the newest few per call (a folder made a moment ago
+    # shows at once) and hides the rest whole, so a full budget hides more and shows nothing
+    # unlooked-at (server.box.host._unindexed_masks).
     unindexed: tuple[str, ...] = ()
     # Secret-looking symlinks (``~/svc/.env -> ~/vault/settings``): the secret's name is the
     # link's, so what it points to is hidden; resolved per call (a link's target can change
@@ -220,7 +222,7 @@ class SecretIndex:
                 self._view = IndexView(
                     tuple(sorted(found)),
                     len(self._dirs),
-                    tuple(sorted(self._frontier)),
+                    tuple(reversed(self._frontier)),  # newest first
                     tuple(sorted(links)),
                     tuple(sorted(d for d, rec in self._dirs.items() if rec.repo)),
                 )

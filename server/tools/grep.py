@@ -21,6 +21,7 @@ from .files import READ_ONLY, judge_opened, open_read
 from .rg import BASE_ARGS, RgRun, require_rg, rg_error
 from .search import (
     DIR_FIELD,
+    WALK_SETUP_TRIES,
     WALK_SWITCHES,
     base_dir,
     box_failed,
@@ -28,6 +29,7 @@ from .search import (
     open_base,
     run_rg,
     start_rg,
+    walk_again,
     walk_args,
 )
 from .searchout import MATCH_TEXT_MAX, GrepMatches
@@ -134,14 +136,18 @@ class GrepTool(Tool):
         else:
             # rg walks the directory the bridge opened (see ``open_base``).
             fd = run.dir_fd = open_base(base, shown)
-        run.argv = [*argv, "--regexp", args["pattern"], "--", "-" if single else "."]
-        try:
-            if not single:  # a walk runs in the box; one file is the descriptor judged above
-                boxed_walk(run, ctx, run.argv, shown)
-            start_rg(run, shown)
-        finally:
-            os.close(fd)  # rg has its own copy (or never started)
+        argv = run.argv = [*argv, "--regexp", args["pattern"], "--", "-" if single else "."]
         label = os.path.basename(base) if single else ""
         cap = ctx.limits.grep_max_matches
-        matches = GrepMatches(gate, run.cwd, single, cap, shown, label=label)
-        return matches.collect(run)
+        try:
+            for tries_left in reversed(range(WALK_SETUP_TRIES if not single else 1)):
+                if not single:  # a walk runs in the box; one file is the descriptor judged
+                    boxed_walk(run, ctx, argv, shown)
+                start_rg(run, shown)
+                matches = GrepMatches(gate, run.cwd, single, cap, shown, label=label)
+                matches.collect(run)
+                if not (tries_left and walk_again(run, ctx)):
+                    break
+        finally:
+            os.close(fd)  # rg has its own copy (or never started)
+        return matches

@@ -18,7 +18,9 @@ answers ``ok PID``. No Python starts per call. A supervisor
   the output pipe;
 - writes ``exit N`` (or ``signal N``) to the status pipe the moment the shell itself exits — so
   the bridge answers when the shell is done, not when the last background child closes the
-  output pipe — then ends everything left (the call is over);
+  output pipe — then ends everything left (the call is over); for a boxed call whose request
+  names bubblewrap's status descriptor (``argc:FD``), ``unstarted N`` when bubblewrap exited
+  without saying it started the command (its setup failed: the bridge may plan it again);
 - ends everything at once when the bridge writes to the kill pipe or the bridge goes away (EOF
   on the kill pipe: only the bridge holds its write end): timeout, cancel, output limit, shutdown
   or a crashed bridge;
@@ -38,6 +40,7 @@ supervisors (EOF on theirs); a supervisor busy with a call finishes it first.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import signal
@@ -160,8 +163,13 @@ class Supervisor:
         argv: list[bytes],
         env: list[bytes],
         subreaper: bool,
+        box_fd: int = -1,
     ) -> None:
         self.output, self.status_fd, self.kill_fd = fds
+        # The descriptor number bubblewrap reports on (``--json-status-fd``), or -1; the read
+        # end of the pipe put there while the shell runs.
+        self.box_fd = box_fd
+        self.box_status = -1
         self.cwd = cwd
         self.argv = argv
         self.env: dict[bytes, bytes] = {}
@@ -178,18 +186,31 @@ class Supervisor:
     def start(self) -> None:
         """Start the shell; raises OSError (reported as ``error``) when it cannot start."""
         os.chdir(self.cwd)
-        self.shell = os.posix_spawn(
-            self.argv[0],
-            self.argv,
-            self.env,
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_DUP2, self.output, 1),
-                (os.POSIX_SPAWN_DUP2, self.output, 2),
-            ],
-            setpgroup=0,
-            setsigdef=RESTORED,
-        )
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, self.output, 1),
+            (os.POSIX_SPAWN_DUP2, self.output, 2),
+        ]
+        write = -1
+        if self.box_fd > 2:
+            self.box_status, write = os.pipe()  # both close-on-exec; the dup2 is not
+            if write == self.box_fd:  # dup2 onto itself would keep close-on-exec
+                moved = fcntl.fcntl(write, fcntl.F_DUPFD_CLOEXEC, self.box_fd + 1)
+                os.close(write)
+                write = moved
+            actions.append((os.POSIX_SPAWN_DUP2, write, self.box_fd))
+        try:
+            self.shell = os.posix_spawn(
+                self.argv[0],
+                self.argv,
+                self.env,
+                file_actions=actions,
+                setpgroup=0,
+                setsigdef=RESTORED,
+            )
+        finally:
+            if write >= 0:
+                os.close(write)  # bubblewrap holds it now: EOF once it has exited
         # Let go of the output pipe: it then closes as soon as the shell and whatever it left
         # behind are done with it, without waiting for this process to exit.
         os.close(self.output)
@@ -233,11 +254,37 @@ class Supervisor:
         except OSError:
             pass
 
+    def _box_said(self) -> bytes:
+        """What bubblewrap wrote on its status pipe (it has exited: all of it is there)."""
+        data = b""
+        if self.box_status < 0:
+            return data
+        try:
+            os.set_blocking(self.box_status, False)
+            while len(data) < 65536:
+                chunk = os.read(self.box_status, 4096)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            pass
+        return data
+
+    def close_box_status(self) -> None:
+        if self.box_status >= 0:
+            _close([self.box_status])
+            self.box_status = -1
+
     def _report_status(self, status: int) -> None:
         if os.WIFSIGNALED(status):
             self._report(f"signal {os.WTERMSIG(status)}")
+        elif self.box_status >= 0 and b'"exit-code"' not in self._box_said():
+            # bubblewrap exited without saying the command ran: its own setup failed (or the
+            # command could not be exec'd), so nothing of the command ever ran.
+            self._report(f"unstarted {os.WEXITSTATUS(status)}")
         else:
             self._report(f"exit {os.WEXITSTATUS(status)}")
+        self.close_box_status()
 
     def _wait_shell(self) -> int:
         while True:
@@ -259,6 +306,7 @@ class Supervisor:
         try:
             self.start()
         except OSError as e:
+            self.close_box_status()
             self._report(f"error {e.errno or 0} {e.strerror or e}")
             return True
         pidfd = -1
@@ -347,12 +395,27 @@ def _forward(sock: socket.socket, fds: tuple[int, int, int], payload: bytes) -> 
 
 
 def _parse(payload: bytes) -> tuple[bytes, list[bytes], list[bytes]]:
-    """``argc NUL cwd NUL argv... NUL env...`` (the bridge refuses NUL inside any of them)."""
+    """``argc[:FD] NUL cwd NUL argv... NUL env...`` (the bridge refuses NUL inside any of
+    them); ``FD``: see :func:`_box_fd`."""
     fields = payload.split(b"\0")
-    argc = int(fields[0])
+    argc = int(fields[0].partition(b":")[0])
     if argc < 1 or len(fields) < 2 + argc:
         raise ValueError("bad request")
     return fields[1], fields[2 : 2 + argc], fields[2 + argc :]
+
+
+def _box_fd(payload: bytes) -> int:
+    """The descriptor a boxed call's bubblewrap reports on (``argc:FD``), or -1: a pipe is
+    put there, and the shell's end is reported ``unstarted N`` when bubblewrap exited without
+    saying it started the command (its setup failed)."""
+    head = payload[: payload.find(b"\0")]
+    _, sep, fd = head.partition(b":")
+    if not sep:
+        return -1
+    number = int(fd)
+    if number < 3:
+        raise ValueError("bad request")
+    return number
 
 
 def _close(fds: list[int] | tuple[int, ...]) -> None:
@@ -374,7 +437,7 @@ def _one_call(
     reusable = True
     try:
         cwd, argv, env = _parse(payload)
-        supervisor = Supervisor(fds, cwd, argv, env, subreaper)
+        supervisor = Supervisor(fds, cwd, argv, env, subreaper, _box_fd(payload))
     except ValueError:
         os.write(fds[1], b"error 0 bad request\n")
         supervisor = None
@@ -388,6 +451,8 @@ def _one_call(
     except OSError:
         return False
     finally:  # the status pipe's EOF tells the bridge this call's supervision is over
+        if supervisor is not None:
+            supervisor.close_box_status()
         output = fds[0] if supervisor is None else supervisor.output
         _close([fd for fd in (output, *fds[1:]) if fd >= 0])
 

@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from ..box.bwrap import with_status_fd
 from .base import ToolError
 
 EXE = "rg.exe" if sys.platform == "win32" else "rg"
@@ -127,6 +128,11 @@ class RgRun:
     proc: subprocess.Popen[bytes] | None = None
     killed: bool = False
     timed_out: bool = False
+    # The bridge stopped the walk (a timeout, a cancel): it is not started again.
+    stopped: bool = False
+    # A boxed walk: the read end of bubblewrap's status pipe (``--json-status-fd``), which
+    # says whether rg started (server/box/bwrap.py STATUS_FD); -1 when there is none.
+    box_status: int = -1
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> None:
@@ -143,11 +149,33 @@ class RgRun:
             # scheduler autogroup, which measurably slowed rg down on a busy machine.
             process_group = 0
         cwd, pass_fds = self.cwd, ()  # type: tuple[str, tuple[int, ...]]
+        status_w = -1
         if self.boxed:
             cwd = "/"  # bubblewrap enters the walk's base by path, inside the box
+            self._close_status()
+            self.box_status, status_w = os.pipe()
+            pass_fds, argv = (status_w,), with_status_fd(argv, status_w)
         elif self.dir_fd is not None and FD_CWD:
             cwd, pass_fds = f"/proc/self/fd/{self.dir_fd}", (self.dir_fd,)
         niced_at_birth = sys.platform == "linux" and _nice_this_thread()
+        try:
+            self._spawn(argv, cwd, pass_fds, creationflags, process_group, env, niced_at_birth)
+        finally:
+            if status_w >= 0:
+                os.close(status_w)  # bubblewrap holds it now: EOF once it has exited
+        with _live_lock:
+            _live.add(self)
+
+    def _spawn(
+        self,
+        argv: list[str | bytes],
+        cwd: str,
+        pass_fds: tuple[int, ...],
+        creationflags: int,
+        process_group: int | None,
+        env: dict[str, str],
+        niced_at_birth: bool,
+    ) -> None:
         with self._lock:
             if self.killed:
                 return
@@ -165,8 +193,38 @@ class RgRun:
             if sys.platform != "win32" and not niced_at_birth:
                 with contextlib.suppress(OSError):  # rg may be gone already
                     os.setpriority(os.PRIO_PGRP, self.proc.pid, NICE)
-        with _live_lock:
-            _live.add(self)
+
+    def _close_status(self) -> None:
+        if self.box_status >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.box_status)
+            self.box_status = -1
+
+    def _box_started(self) -> bool:
+        """Whether bubblewrap said it started rg (it has exited: all it wrote is there)."""
+        data = b""
+        if sys.platform != "win32":  # (boxed walks are POSIX only)
+            with contextlib.suppress(OSError):
+                os.set_blocking(self.box_status, False)
+                while len(data) < 65536 and (chunk := os.read(self.box_status, 4096)):
+                    data += chunk
+        self._close_status()
+        return b'"exit-code"' in data
+
+    def stop(self) -> None:
+        """The bridge is done with this walk (a timeout, a cancel): kill it, never restart it."""
+        self.stopped = True
+        self.kill()
+
+    def restart(self) -> bool:
+        """Ready to start again after a walk whose box could not be set up (``box_error``: rg
+        never ran); False when the bridge stopped the walk meanwhile."""
+        with self._lock:
+            if self.stopped:
+                return False
+            self.proc, self.killed, self.box_error = None, False, None
+            self._close_status()
+            return True
 
     def kill(self) -> None:
         """Stop ``rg`` now (SIGKILL to its process group); safe to call twice or before start."""
@@ -225,8 +283,13 @@ class RgRun:
                     proc.stderr.close()
                 code = proc.wait()
         finally:
-            if self.boxed and err.startswith("bwrap:") and not self.killed:
-                self.box_error = err.strip()[:300]
+            # bubblewrap exited by itself without saying rg started: its setup failed, rg
+            # never ran (its error is bubblewrap's). Not a walk killed by a signal (a stop, or
+            # the collector's end).
+            if self.box_status >= 0:
+                if code >= 0 and not self._box_started() and not self.stopped:
+                    self.box_error = err.strip()[:300] or f"bubblewrap exited with {code}"
+                self._close_status()
             with _live_lock:
                 _live.discard(self)
         return code, err

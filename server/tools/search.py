@@ -21,7 +21,7 @@ import functools
 import os
 from typing import Any
 
-from ..box.edges import BaseMoved, walk_argv
+from ..box.edges import BaseMoved, forget_plan, walk_argv
 from ..policy import safeopen
 from ..policy.walk import EntryGate
 from ..vocab import Tier
@@ -145,10 +145,29 @@ def boxed_walk(run: RgRun, ctx: ToolContext, argv: list[str | bytes], shown: str
         run.argv = [*boxed]
 
 
+# A walk whose box could not be set up (bubblewrap failed before rg started: a path its plan
+# masks went away since) is planned again, this many times in all (rg only reads: a walk run
+# again changes nothing); then the walk fails with the box's own error.
+WALK_SETUP_TRIES = 3
+
+
+def walk_again(run: RgRun, ctx: ToolContext) -> bool:
+    """After a walk: True when its box could not be set up and it may be tried again (its
+    cached plan is dropped, ``run`` reset); False to keep the result as it is."""
+    if run.box_error is None or not run.restart():
+        return False
+    forget_plan(ctx.box, run.cwd)
+    return True
+
+
 def box_failed(run: RgRun) -> None:
     """A box that did not start is an error, not an empty result."""
     if run.box_error is not None:
-        raise ToolError(f"the box could not start ripgrep: {run.box_error}")
+        raise ToolError(
+            f"the box could not be set up (tried {WALK_SETUP_TRIES} times), so ripgrep did "
+            f"not run: {run.box_error}. This is the box's setup, not the search: something it "
+            "hides changed on the disk while it was being made; call again."
+        )
 
 
 async def run_rg(run: RgRun, collect: Any, ctx: ToolContext) -> Any:
@@ -163,14 +182,14 @@ async def run_rg(run: RgRun, collect: Any, ctx: ToolContext) -> Any:
         done, _ = await asyncio.wait({job}, timeout=ctx.limits.search_timeout_s)
         if not done:
             run.timed_out = True
-            run.kill()
+            run.stop()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(job), 10)
             if not job.done():
                 raise ToolError("search timed out")
         return job.result()
     except asyncio.CancelledError:
-        run.kill()
+        run.stop()
         job.cancel()
         raise
 
@@ -220,9 +239,12 @@ class FindTool(Tool):
         argv += walk_args(args, gate)  # no path: rg lists the cwd, names without "./"
         run.cwd, run.dir_fd = base, open_base(base, shown)
         try:
-            boxed_walk(run, ctx, argv, shown)
-            start_rg(run, shown)
+            for tries_left in reversed(range(WALK_SETUP_TRIES)):
+                boxed_walk(run, ctx, argv, shown)
+                start_rg(run, shown)
+                walk = FindWalk(args["pattern"], gate).collect(run)
+                if not (tries_left and walk_again(run, ctx)):
+                    break
         finally:
             os.close(run.dir_fd)
-        walk = FindWalk(args["pattern"], gate).collect(run)
         return walk.text(shown, ctx.limits.find_max_results)

@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from ..box.bwrap import render_outside
+from ..box.bwrap import STATUS_FD, render_outside
 from ..box.run import (
     BoxRequest,
     NoBox,
@@ -55,6 +55,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DRAIN_AFTER_EXIT_S = 0.2
+# A boxed call whose box could not be set up (bubblewrap failed before the command started: a
+# path the plan masks was removed between the plan and the mount) is planned again, this many
+# times in all; then the call fails with the box's own error, never the command's.
+BOX_SETUP_TRIES = 3
+MIN_RETRY_TIMEOUT_S = 1.0
 SUPERVISOR_EXIT_S = 2.0  # the supervisor ends everything in ~0.3 s; this only bounds a bug
 _CLOSING: set[asyncio.Future[None]] = set()  # supervisors finishing after their call answered
 
@@ -192,6 +197,9 @@ class ShellRun:
         self.proc: asyncio.subprocess.Process | None = None  # Windows: the shell itself
         self.started: Started | None = None  # POSIX: the pipes to the call's supervisor
         self.code: int | None = None
+        # The box's setup failed (bubblewrap said so on its status pipe): the command never
+        # ran, and the output is bubblewrap's.
+        self.unstarted = False
         self.over_limit = asyncio.Event()
         self._out: asyncio.StreamReader | None = None
         self._status: asyncio.StreamReader | None = None
@@ -231,12 +239,14 @@ class ShellRun:
             from .supervisor import start_shell
 
             argv, env = self.argv, self.env
+            box_fd = None
             if self.box is not None:
-                self.boxed = prepare(self.box, self.cwd, argv)
+                self.boxed = prepare(self.box, self.cwd, argv, STATUS_FD)
                 argv, env = list(self.boxed.argv), {**env, "TMPDIR": self.boxed.plan.tmpdir}
+                box_fd = STATUS_FD
             elif (host := outside_host()) is not None:
                 argv = render_outside(host, self.cwd, argv)  # its own PID namespace
-            return start_shell(argv, self.cwd, env, abandoned)
+            return start_shell(argv, self.cwd, env, abandoned, box_fd)
 
     async def _start_supervised(self) -> None:
         abandoned = threading.Event()
@@ -302,6 +312,8 @@ class ShellRun:
         line = (await self._status.readline()).decode("ascii", "replace").split(" ", 2)
         if len(line) == 2 and line[0] == "exit" and line[1].strip().isdigit():
             self.code = int(line[1])
+        elif len(line) == 2 and line[0] == "unstarted" and line[1].strip().isdigit():
+            self.code, self.unstarted = int(line[1]), True
         elif len(line) == 2 and line[0] == "signal" and line[1].strip().isdigit():
             self.code = -int(line[1])
         elif len(line) == 3 and line[0] == "error" and line[1].isdigit():
@@ -445,6 +457,29 @@ async def settle(timeout: float) -> None:
         await asyncio.wait(mine, timeout=timeout)
 
 
+async def _run_once(run: ShellRun, timeout: float) -> Ending:
+    """Start ``run`` and wait for its end (cancels end its processes and sweep what it
+    planted); tool errors for a shell that cannot start."""
+    try:
+        await run.start()
+    except asyncio.CancelledError:  # a start cancelled on its way may have planted too
+        await _clean_up_cancelled(run.end_abandoned(), run)
+        raise
+    except NoBox as e:
+        raise ToolError(f"no box is available here: {e}") from None
+    except OSError as e:
+        raise io_error(e, "cannot start the shell") from None
+    except ValueError as e:  # a NUL byte, a lone surrogate: no program can receive it
+        raise ToolError(f"cannot start the shell: {e}") from None
+    try:
+        return await run.wait(timeout)
+    except asyncio.CancelledError:  # a second cancel must not leave processes or plants
+        await _clean_up_cancelled(run.kill(), run)
+        raise
+    except OSError as e:  # the supervisor could not start it (the cwd went away...)
+        raise io_error(e, "cannot start the shell") from None
+
+
 class BashTool(Tool):
     name = "bash"
     description = (
@@ -533,26 +568,25 @@ class BashTool(Tool):
             if ctx.box is None:
                 raise ToolError("bash runs only in the box, and this call has none")
             box = ctx.box
-        run = ShellRun(shell_argv(args["command"]), cwd, limits, dict(ctx.env or child_env()), box)
-        try:
-            await run.start()
-        except asyncio.CancelledError:  # a start cancelled on its way may have planted too
-            await _clean_up_cancelled(run.end_abandoned(), run)
-            raise
-        except NoBox as e:
-            raise ToolError(f"no box is available here: {e}") from None
-        except OSError as e:
-            raise io_error(e, "cannot start the shell") from None
-        except ValueError as e:  # a NUL byte, a lone surrogate: no program can receive it
-            raise ToolError(f"cannot start the shell: {e}") from None
+        env = dict(ctx.env or child_env())
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        for _ in range(BOX_SETUP_TRIES if box is not None else 1):
+            run = ShellRun(shell_argv(args["command"]), cwd, limits, env, box)
+            ending = await _run_once(run, max(deadline - loop.time(), MIN_RETRY_TIMEOUT_S))
+            if not run.unstarted:
+                break
+            # The box's own setup failed before the command started (bubblewrap said so): plan
+            # it again, the disk as it is now. Never for a command that started.
+            log.info("a boxed call's box could not be set up; planning it again")
+        if run.unstarted:
+            said = run.output.text().strip()[:500] or f"bubblewrap exited with {run.code}"
+            raise ToolError(
+                f"the box could not be set up (tried {BOX_SETUP_TRIES} times), so the command "
+                f"did not run: {said}. This is the box's setup, not the command: something "
+                "it hides or shows changed on the disk while it was being made; call again."
+            )
         boxed = run.boxed
-        try:
-            ending = await run.wait(timeout)
-        except asyncio.CancelledError:  # a second cancel must not leave processes or plants
-            await _clean_up_cancelled(run.kill(), run)
-            raise
-        except OSError as e:  # the supervisor could not start it (the cwd went away...)
-            raise io_error(e, "cannot start the shell") from None
         text = run.output.text().rstrip("\n")
         refused = None
         if boxed is not None:  # the box's own words end the result (what it refused, how to ask)

@@ -56,8 +56,13 @@ class Started:
                 os.close(fd)
 
 
-def encode_request(cwd: str, argv: Sequence[str], env: Mapping[str, str]) -> bytes:
-    """The request's payload: ``argc NUL cwd NUL argv... NUL NAME=VALUE...``.
+def encode_request(
+    cwd: str, argv: Sequence[str], env: Mapping[str, str], box_fd: int | None = None
+) -> bytes:
+    """The request's payload: ``argc[:FD] NUL cwd NUL argv... NUL NAME=VALUE...``; ``FD``
+    (``box_fd``): the descriptor ``argv``'s bubblewrap reports its status on
+    (:data:`server.box.bwrap.STATUS_FD`): the supervisor puts a pipe there and reports
+    ``unstarted N`` when bubblewrap's own setup failed.
 
     Raises ValueError (as ``subprocess`` does) for a NUL inside any of them, a name holding
     ``=``, or text the file system encoding cannot carry (a lone surrogate)."""
@@ -69,7 +74,8 @@ def encode_request(cwd: str, argv: Sequence[str], env: Mapping[str, str]) -> byt
         fields.append(key + b"=" + os.fsencode(value))
     if not argv or any(b"\0" in f for f in fields):
         raise ValueError("embedded null byte")
-    return str(len(argv)).encode() + b"\0" + b"\0".join(fields)
+    head = str(len(argv)) if box_fd is None else f"{len(argv)}:{box_fd}"
+    return head.encode() + b"\0" + b"\0".join(fields)
 
 
 def helper_env(call_env: Mapping[str, str]) -> dict[str, str]:
@@ -185,15 +191,17 @@ def start_shell(
     cwd: str,
     env: Mapping[str, str],
     abandoned: threading.Event | None = None,
+    box_fd: int | None = None,
 ) -> Started | None:
-    """Blocking: start ``argv`` in ``cwd`` under a supervisor forked by the helper.
+    """Blocking: start ``argv`` in ``cwd`` under a supervisor forked by the helper (``box_fd``:
+    see :func:`encode_request`).
 
     None when ``abandoned`` was set before anything was sent (the call was cancelled while
     this waited for a worker). Raises ValueError for an argument no program can receive, and
     OSError when the helper cannot be started or does not answer; in that case every
     descriptor is closed, so a supervisor that did start sees EOF on its kill pipe and ends
     whatever it started."""
-    payload = encode_request(cwd, argv, env)
+    payload = encode_request(cwd, argv, env, box_fd)
     out_r, out_w = os.pipe()
     status_r, status_w = os.pipe()
     kill_r, kill_w = os.pipe()

@@ -77,8 +77,8 @@ def test_hundreds_of_other_projects_with_secrets_hide_all_and_the_project_still_
 
 def test_an_agent_that_fills_the_index_budget_reads_nothing_more(world: World) -> None:
     """The agent may make folders in any folder it runs in (each is a project); past the
-    index's budget a folder the index did not look into is hidden whole, so filling the
-    budget hides more and leaks nothing."""
+    index's budget a folder the index did not look into is looked into by the call itself
+    (the newest few, small ones) or hidden whole, so filling the budget leaks nothing."""
     world.bash("true")
     half = secrets.MAX_DIRS // 2 + 10
     fills = [os.path.join(world.home, f"fill{i}") for i in (1, 2)]
@@ -87,10 +87,15 @@ def test_an_agent_that_fills_the_index_budget_reads_nothing_more(world: World) -
         is_error, text = world.bash(f"seq 1 {half} | xargs mkdir && echo ok", cwd=fill)
         assert not is_error and "ok" in text, text
     try:
+        world.bash("true")  # the index has walked the fill: its budget is full from here on
         path = os.path.join(world.home, "after-fill", "svc", ".env")
         _put(path, "KEY=FAKESECRET-after-fill-3c3c")
-        is_error, text = world.bash(f"cat '{path}' 2>&1; echo still-works")
+        plain = _put(os.path.join(os.path.dirname(path), "notes.txt"), "PUBLIC-6a6a")
+        is_error, text = world.bash(f"cat '{path}' '{plain}' 2>&1; echo still-works")
         assert world.leaks(text) == [] and "still-works" in text, text
+        # made while the budget is full: the call's own plan looked into it (it was hidden
+        # whole, and a file written there a moment ago could not be found)
+        assert "PUBLIC-6a6a" in text, text
     finally:
         for fill in fills:
             shutil.rmtree(fill)

@@ -295,14 +295,59 @@ def test_a_folder_the_index_did_not_look_into_that_holds_the_cwd_is_looked_into(
         ("other", True),
         ("work/id_ed25519", False),
     }
-    # one it may hide is hidden whole, as before
+    # one it may hide is looked into too (a folder made a moment ago, while the index's
+    # budget is full): its secret-looking files masked, the rest shown
     elsewhere = str(tmp_path / "elsewhere")
     out = _outside([], [str(top)], [], [elsewhere, elsewhere, home, home], [])
-    assert out == [HostEntry(str(top), True)]
+    assert {(os.path.relpath(m.path, top), m.is_dir) for m in out} == {
+        (".env", False),
+        ("work/id_ed25519", False),
+        ("work/app/.env", False),
+    }
+    assert HostEntry(str(top), True) not in out
     for i in range(SCAN_MAX_MASKS + 1):
         (top / f"k{i}.pem").write_text("x")
     with pytest.raises(TooManySecrets):
         _outside([], [str(top)], [], [project, project, home, home], [])
+
+
+def test_folders_the_index_left_out_are_looked_into_within_bounds(tmp_path, monkeypatch):
+    """Per call, the newest folders the index did not look into are looked into (a folder
+    made a moment ago shows at once); one too big, one that may not be listed, or one past
+    the per-call bounds is hidden whole, as the index alone does; one gone is no mount."""
+    from omp_a2a_bridge.server.box import host
+    from omp_a2a_bridge.server.box.host import _TOO_BIG, _unindexed_masks
+    from omp_a2a_bridge.server.box.policy import HostEntry
+
+    _TOO_BIG.clear()
+    small, big, gone = tmp_path / "small", tmp_path / "big", tmp_path / "gone"
+    (small / "cfg").mkdir(parents=True)
+    (small / "cfg" / "id_rsa").write_text("x")
+    (small / "notes.txt").write_text("x")
+    (small / "node_modules" / "m").mkdir(parents=True)  # skipped, as the index skips it
+    (small / "node_modules" / "m" / ".env").write_text("x")
+    big.mkdir()
+    for i in range(host.FRESH_MAX_ENTRIES + 1):
+        (big / f"f{i}").write_text("x")
+    out = _unindexed_masks([str(small), str(big), str(gone)], ())
+    key = HostEntry(str(small / "cfg" / "id_rsa"), False)
+    assert out == [key, HostEntry(str(big), True)]
+    assert str(big) in _TOO_BIG  # not looked through again while it is unchanged
+    # past the number of folders a call looks into: the older ones hidden whole
+    many = [tmp_path / f"m{i}" for i in range(host.FRESH_MAX_FOLDERS + 1)]
+    for m in many:
+        m.mkdir()
+    out = _unindexed_masks([str(m) for m in many], ())
+    assert out == [HostEntry(str(many[-1]), True)]
+    # past the entries a call looks through over all of them: the rest hidden whole
+    monkeypatch.setattr(host, "FRESH_CALL_MAX_ENTRIES", 3)
+    (many[0] / "a").write_text("x")
+    (many[0] / "b").write_text("x")
+    (many[1] / "c").write_text("x")
+    (many[1] / "d").write_text("x")
+    out = _unindexed_masks([str(m) for m in many[:3]], ())
+    assert out == [HostEntry(str(many[1]), True), HostEntry(str(many[2]), True)]
+    assert str(many[1]) not in _TOO_BIG  # too big for what was left, not on its own
 
 
 def test_what_a_secret_looking_link_points_to_is_masked(tmp_path):

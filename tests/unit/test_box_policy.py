@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from omp_a2a_bridge.server.box.bwrap import BwrapHost, render, render_outside, schedule
+from omp_a2a_bridge.server.box.bwrap import (
+    STATUS_FD,
+    BwrapHost,
+    render,
+    render_outside,
+    schedule,
+    with_status_fd,
+)
 from omp_a2a_bridge.server.box.plan import BoxPlan, BoxStatus, Mechanism
 from omp_a2a_bridge.server.box.policy import (
     BoxConfig,
@@ -184,6 +191,20 @@ def test_render_with_network_on_keeps_the_network():
         cwd="/p", read_private=(), write=(), write_protected=(), tmpdir="/tmp", network=True
     )
     assert "--unshare-net" not in render(plan, HOST, ["true"])
+
+
+def test_render_names_the_status_descriptor_only_when_asked():
+    """bash's box reports on a descriptor its supervisor provides (whether the command
+    started); other boxes (walks, servers, the bench) are started without one."""
+    plan = BoxPlan(cwd="/p", read_private=(), write=(), write_protected=(), tmpdir="/tmp")
+    argv = render(plan, HOST, ["true"], STATUS_FD)
+    at = argv.index("--json-status-fd")
+    assert argv[at + 1] == str(STATUS_FD) and at < argv.index("--")
+    assert "--json-status-fd" not in render(plan, HOST, ["true"])
+    # a launcher that knows the number only once its pipe is made (rg's walks) adds it after
+    later = with_status_fd(render(plan, HOST, ["rg", "--die-with-parent"]), 7)
+    assert later[later.index("--json-status-fd") + 1] == "7"
+    assert later.index("--json-status-fd") < later.index("--") and later[-1] == "--die-with-parent"
 
 
 PLAN = BoxPlan(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from omp_a2a_bridge.server.infra.childenv import TOOL_MARKER
-from omp_a2a_bridge.server.tools.reaper import _parse
+from omp_a2a_bridge.server.tools.reaper import _box_fd, _parse
 from omp_a2a_bridge.server.tools.supervisor import encode_request, helper_env
 
 
@@ -17,6 +17,22 @@ def test_a_request_carries_cwd_argv_and_environment_byte_exact():
     assert cwd == b"/tmp/x y"
     assert got_argv == [a.encode() for a in argv]
     assert got_env == [b"PATH=/usr/bin", b"EMPTY=", b"EQ=a=b"]
+
+
+def test_a_boxed_request_names_the_descriptor_bubblewrap_reports_on():
+    """The supervisor puts a pipe there and tells a box that never set up from a command
+    that ran (``unstarted N``); a plain request has none."""
+    argv = ["/usr/bin/bwrap", "--json-status-fd", "3", "--", "bash", "-c", "true"]
+    payload = encode_request("/", argv, {"A": "1"}, box_fd=3)
+    assert _box_fd(payload) == 3
+    assert _parse(payload) == (b"/", [a.encode() for a in argv], [b"A=1"])
+    assert _box_fd(encode_request("/", argv, {})) == -1
+
+
+@pytest.mark.parametrize("head", [b"2:1", b"2:x", b"2:-3"])
+def test_a_status_descriptor_over_stdio_or_garbled_is_a_bad_request(head):
+    with pytest.raises(ValueError):
+        _box_fd(head + b"\0/\0a\0b")
 
 
 def test_an_undecodable_file_name_travels_as_its_bytes():
