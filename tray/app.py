@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -68,6 +69,32 @@ def open_path(path: str) -> None:
         subprocess.Popen(["xdg-open", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def open_url(url: str) -> bool:
+    """Open the approval page (or a login page) in the desktop's browser.
+
+    Linux: ``xdg-open`` in the bridge's own session (a process group of its own, so a Ctrl-C in
+    the app's terminal does not reach it), not :func:`webbrowser.open`, which starts it in a new
+    session. Why: the bridge adopts orphans (a browser that ``xdg-open`` leaves behind among
+    them), and the control API counts a child of the bridge in a session other than the
+    bridge's as a tool's (``server/control/peer.py``): the human's page must not be refused.
+    Elsewhere, or without ``xdg-open``, :func:`webbrowser.open`."""
+    opener = shutil.which("xdg-open") if sys.platform.startswith("linux") else None
+    if opener is None:
+        return webbrowser.open(url)
+    try:
+        proc = subprocess.Popen(
+            [opener, url],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            process_group=0,
+        )
+    except OSError:
+        return webbrowser.open(url)
+    threading.Thread(target=proc.wait, name="xdg-open", daemon=True).start()  # no zombie
+    return True
+
+
 class TrayApp:
     """The tray: its icon, menu and notifications, drawn from the bridge's snapshots.
 
@@ -83,7 +110,7 @@ class TrayApp:
         icon_cls: type | None = None,
         autostart: Autostart | None = None,
         opener: Callable[[str], None] = open_path,
-        browser: Callable[[str], Any] = webbrowser.open,
+        browser: Callable[[str], Any] = open_url,
         copier: Callable[[str], None] | None = None,
         interval: float = 0.15,
         notifier: ActionableNotifier | None = None,

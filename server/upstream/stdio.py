@@ -27,6 +27,7 @@ from mcp.shared.message import SessionMessage
 from ..box import probe as box_probe
 from ..box.edges import program_tree, server_box
 from ..box.run import BoxRequest, NoBox, Prepared, sweep
+from ..infra import orphans
 from ..infra.childenv import EnvSpec, build_env
 from .config import McpServerSpec
 
@@ -187,9 +188,11 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
         if self.cwd is not None and not os.path.isdir(self.cwd):
             raise NotADirectoryError(f"working directory {self.cwd} does not exist")
         argv, env = await self._argv()
-        proc = await anyio.open_process(
-            argv, env=env, cwd=self.cwd, start_new_session=True
-        )  # fmt: skip
+        with orphans.starting() as own:  # a session of its own, reaped here (anyio)
+            proc = await anyio.open_process(
+                argv, env=env, cwd=self.cwd, start_new_session=True
+            )  # fmt: skip
+            own(proc.pid)
         self.pid = proc.pid
         self._stdin = proc.stdin
         raw = getattr(proc.stdin, "_stream", None)
