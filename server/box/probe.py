@@ -34,6 +34,7 @@ _lock = threading.Lock()
 _result: tuple[BoxStatus, BwrapHost | None] | None = None
 _retry: tuple[int, float] | None = None  # (retries made, monotonic time the next is due)
 _kick = threading.Lock()  # held while a retry started by status() runs
+_clock = time.monotonic
 
 
 class TimedOut:
@@ -141,12 +142,12 @@ def _next_retry(timed_out: bool) -> tuple[int, float] | None:
     made = 0 if _retry is None else _retry[0]
     if not timed_out or made >= len(RETRY_AFTER_S):
         return None
-    return made + 1, time.monotonic() + RETRY_AFTER_S[made]
+    return made + 1, _clock() + RETRY_AFTER_S[made]
 
 
 def _due() -> bool:
     retry = _retry
-    return retry is not None and time.monotonic() >= retry[1]
+    return retry is not None and _clock() >= retry[1]
 
 
 def probe() -> BoxStatus:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 
@@ -302,3 +303,36 @@ def test_orphans_of_killed_supervisors_and_helpers_end_or_are_reaped(world: Worl
 
 def _bridge_alive(world: World) -> bool:
     return world.proc is not None and world.proc.poll() is None
+
+
+STATUS = r"""
+import json, sys, urllib.request, urllib.error
+info = json.load(open(sys.argv[1]))
+req = urllib.request.Request(info["url"].rstrip("/") + "/api/status",
+    headers={"Authorization": "Bearer " + info["secret"]})
+try:
+    with urllib.request.urlopen(req, timeout=30) as r:
+        print(r.status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+"""
+
+
+def test_a_child_of_the_bridge_in_a_session_of_its_own_counts_as_a_tool(ctl, env) -> None:
+    """The rule the adopted orphans meet, on a plain child of the (in-process) bridge: in the
+    bridge's own session it is the bridge's (a CLI, a browser the tray opened) and may use the
+    control API; in a session of its own it is refused, marker or not."""
+    control = os.path.join(env["runtime"], "control.json")
+
+    def ask(new_session: bool) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", STATUS, control],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            start_new_session=new_session,
+        )
+        return done.stdout.strip() or done.stderr
+
+    assert ask(False) == "200"
+    assert ask(True) == "403"
