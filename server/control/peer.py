@@ -222,6 +222,8 @@ def parent_of(pid: int) -> int | None:
 
 
 def session_of(pid: int) -> int | None:
+    if sys.platform == "win32":  # no sessions there (and no /proc: never asked)
+        return None
     try:
         return os.getsid(pid)
     except OSError:

@@ -143,6 +143,8 @@ def stat_of(pid: int) -> tuple[str, int, int] | None:
 def reap_orphans() -> int:
     """Reap the zombies among this process's children that no owner waits for (see the module
     docstring); how many were reaped."""
+    if sys.platform == "win32":  # no subreaper there (enable() never starts the thread)
+        return 0
     reaped = 0
     with _lock:
         if _starting:
