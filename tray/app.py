@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -70,28 +69,39 @@ def open_path(path: str) -> None:
 
 
 def open_url(url: str) -> bool:
-    """Open the approval page (or a login page) in the desktop's browser.
+    """Open the approval page (or a login page) in the browser :mod:`webbrowser` picks
+    (``$BROWSER``, the desktop's default, ``xdg-open``...).
 
-    Linux: ``xdg-open`` in the bridge's own session (a process group of its own, so a Ctrl-C in
-    the app's terminal does not reach it), not :func:`webbrowser.open`, which starts it in a new
-    session. Why: the bridge adopts orphans (a browser that ``xdg-open`` leaves behind among
-    them), and the control API counts a child of the bridge in a session other than the
-    bridge's as a tool's (``server/control/peer.py``): the human's page must not be refused.
-    Elsewhere, or without ``xdg-open``, :func:`webbrowser.open`."""
-    opener = shutil.which("xdg-open") if sys.platform.startswith("linux") else None
-    if opener is None:
+    Linux: that browser's command is run here, in the bridge's own session (a process group of
+    its own, so a Ctrl-C in the app's terminal does not reach it), where :mod:`webbrowser`
+    would start it in a new session. Why: the bridge adopts orphans (a browser that ``xdg-open``
+    leaves behind among them), and the control API counts a child of the bridge in a session
+    other than the bridge's as a tool's (``server/control/peer.py``): the human's page must not
+    be refused. A browser :mod:`webbrowser` drives its own way (Konqueror) is left to it."""
+    if not sys.platform.startswith("linux"):
         return webbrowser.open(url)
     try:
+        controller = webbrowser.get()
+    except webbrowser.Error:
+        return False
+    if isinstance(controller, webbrowser.GenericBrowser):  # $BROWSER, xdg-open, gio, lynx...
+        argv = [controller.name, *(arg.replace("%s", url) for arg in controller.args)]
+    elif isinstance(controller, webbrowser.UnixBrowser):  # firefox, chromium...: "NAME URL"
+        argv = [controller.name, url]
+    else:
+        return controller.open(url)
+    try:
         proc = subprocess.Popen(
-            [opener, url],
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            close_fds=True,
             process_group=0,
         )
     except OSError:
-        return webbrowser.open(url)
-    threading.Thread(target=proc.wait, name="xdg-open", daemon=True).start()  # no zombie
+        return controller.open(url)
+    threading.Thread(target=proc.wait, name="browser", daemon=True).start()  # no zombie
     return True
 
 

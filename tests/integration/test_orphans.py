@@ -89,19 +89,27 @@ def test_nothing_is_reaped_while_a_start_is_under_way() -> None:
     assert proc.wait(30) == 5
 
 
-def test_the_tray_opens_the_page_in_the_bridges_own_session(tmp_path, monkeypatch) -> None:
+def test_the_tray_opens_the_page_in_the_bridges_own_session(tmp_path) -> None:
     """The human's browser, started by the tray, stays in the bridge's session (so, adopted by
     the bridge when ``xdg-open`` leaves it behind, the control API does not count it as a
-    tool's), in a process group of its own (a Ctrl-C in the app's terminal is not for it)."""
-    from omp_a2a_bridge.tray.app import open_url
-
+    tool's), in a process group of its own (a Ctrl-C in the app's terminal is not for it).
+    The browser is ``$BROWSER`` here; the opener runs in a fresh process, as the tray does
+    (``webbrowser`` reads the environment once per process)."""
     out = tmp_path / "seen"
-    fake = tmp_path / "xdg-open"
+    fake = tmp_path / "browser.sh"
     fake.write_text(f"#!/bin/sh\ncut -d' ' -f5,6 /proc/$$/stat > {out}.tmp && mv {out}.tmp {out}\n")
     fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    assert open_url("http://127.0.0.1:1/page")
+    env = {**os.environ, "BROWSER": f"{fake} %s"}
+    code = "import sys; from omp_a2a_bridge.tray.app import open_url; print(open_url(sys.argv[1]))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "http://127.0.0.1:1/page"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == "True", done.stderr
     wait_for(out.exists, 30)
     group, session = (int(x) for x in out.read_text().split())
-    assert session == os.getsid(0)
+    assert session == os.getsid(0)  # the opener's session: this test's
     assert group != os.getpgid(0)
