@@ -68,6 +68,43 @@ def open_path(path: str) -> None:
         subprocess.Popen(["xdg-open", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def open_url(url: str) -> bool:
+    """Open the approval page (or a login page) in the browser :mod:`webbrowser` picks
+    (``$BROWSER``, the desktop's default, ``xdg-open``...).
+
+    Linux: that browser's command is run here, in the bridge's own session (a process group of
+    its own, so a Ctrl-C in the app's terminal does not reach it), where :mod:`webbrowser`
+    would start it in a new session. Why: the bridge adopts orphans (a browser that ``xdg-open``
+    leaves behind among them), and the control API counts a child of the bridge in a session
+    other than the bridge's as a tool's (``server/control/peer.py``): the human's page must not
+    be refused. A browser :mod:`webbrowser` drives its own way (Konqueror) is left to it."""
+    if not sys.platform.startswith("linux"):
+        return webbrowser.open(url)
+    try:
+        controller = webbrowser.get()
+    except webbrowser.Error:
+        return False
+    if isinstance(controller, webbrowser.GenericBrowser):  # $BROWSER, xdg-open, gio, lynx...
+        argv = [controller.name, *(arg.replace("%s", url) for arg in controller.args)]
+    elif isinstance(controller, webbrowser.UnixBrowser):  # firefox, chromium...: "NAME URL"
+        argv = [controller.name, url]
+    else:
+        return controller.open(url)
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=True,
+            process_group=0,
+        )
+    except OSError:
+        return controller.open(url)
+    threading.Thread(target=proc.wait, name="browser", daemon=True).start()  # no zombie
+    return True
+
+
 class TrayApp:
     """The tray: its icon, menu and notifications, drawn from the bridge's snapshots.
 
@@ -83,7 +120,7 @@ class TrayApp:
         icon_cls: type | None = None,
         autostart: Autostart | None = None,
         opener: Callable[[str], None] = open_path,
-        browser: Callable[[str], Any] = webbrowser.open,
+        browser: Callable[[str], Any] = open_url,
         copier: Callable[[str], None] | None = None,
         interval: float = 0.15,
         notifier: ActionableNotifier | None = None,

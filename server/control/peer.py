@@ -13,6 +13,18 @@ process on that chain carrying :data:`~server.infra.childenv.TOOL_MARKER` in its
 stdio upstream server get it, and the supervisor, a child subreaper, keeps every descendant of
 the shell below it) is a tool. The tray runs the bridge in process, so processes the tray starts
 (a browser) are the bridge's children too: the marker, not "any child", is what tells them apart.
+
+A tool's process may kill its ancestors (its supervisor, the supervisors' helper: the same user)
+to get off that chain. Every process between a shell and the bridge is a child subreaper (the
+supervisor, the helper, and the bridge itself: :mod:`server.infra.orphans`), so such an orphan
+is re-parented to the nearest one still alive, never to init: to the helper (it carries the
+marker), or at worst to the bridge. So the bridge's child on a chain is also checked: in a
+session other than the bridge's own, it is a tool. Why the session: the kernel lets a process
+keep its session or start one of its own (``setsid``), never join another, and a session's id
+(its first process's pid) is not given to a new process while any process is in it. The helper
+and the upstream servers start in sessions of their own, so nothing that descends from a tool
+can be in the bridge's session, while what the bridge starts for itself stays there (``git``,
+the box probe, the browser or editor the tray opens: :func:`tray.app.open_url`).
 A peer whose process cannot be read (another user's, a parent user namespace's, or one that made
 itself non-dumpable) is refused when any unreadable process descends from a tool (fail closed
 where it matters); a connection missing from the TCP tables is refused. Other systems have no
@@ -76,8 +88,9 @@ class Peer:
         if self.pid is None:
             return "the control API could not tell which process is asking, so it refuses"
         return (
-            f"process {self.pid} descends from a process the bridge started for a tool "
-            f"({self.tool_pid}); a tool cannot approve calls or change the bridge"
+            f"process {self.pid} descends from a process the bridge started for a tool, or "
+            f"from one it adopted ({self.tool_pid}); a tool cannot approve calls or change "
+            "the bridge"
         )
 
 
@@ -186,17 +199,34 @@ def pids_holding(inode: int, first: int) -> tuple[list[int], list[int]]:
     return found, unreadable
 
 
-def parent_of(pid: int) -> int | None:
+def parent_and_session(pid: int) -> tuple[int, int] | None:
+    """``(parent, session)`` from ``/proc/PID/stat``; None when it cannot be read."""
     try:
         with open(f"{PROC}/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError as e:
         _check_descriptors(e)
         return None
-    # "pid (comm) state ppid ...": comm may hold spaces and parentheses; the last ")" ends it.
+    # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses; the last
+    # ")" ends it.
     try:
-        return int(stat[stat.rindex(b")") + 2 :].split()[1])
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        return int(fields[1]), int(fields[3])
     except (ValueError, IndexError):
+        return None
+
+
+def parent_of(pid: int) -> int | None:
+    found = parent_and_session(pid)
+    return None if found is None else found[0]
+
+
+def session_of(pid: int) -> int | None:
+    if sys.platform == "win32":  # no sessions there (and no /proc: never asked)
+        return None
+    try:
+        return os.getsid(pid)
+    except OSError:
         return None
 
 
@@ -212,14 +242,23 @@ def is_tool(pid: int) -> bool:
 
 
 def tool_on_chain(pid: int, bridge_pid: int) -> int | None:
-    """The first process from ``pid`` up to (not including) the bridge that is a tool."""
+    """The first process from ``pid`` up to (not including) the bridge that is a tool: one
+    started with the tool marker, or the bridge's child on the chain when that child is in a
+    session other than the bridge's (an orphan the bridge adopted; see the module docstring)."""
+    bridge_session = session_of(bridge_pid)
     current: int | None = pid
     for _ in range(MAX_DEPTH):
         if current is None or current <= 1 or current == bridge_pid:
             return None
         if is_tool(current):
             return current
-        current = parent_of(current)
+        found = parent_and_session(current)
+        if found is None:
+            return None
+        parent, session = found
+        if parent == bridge_pid and bridge_session is not None and session != bridge_session:
+            return current  # not the bridge's own: a tool's orphan it adopted
+        current = parent
     return pid  # a chain this deep is not a desktop's: refuse
 
 

@@ -30,7 +30,7 @@ from ..control.controlfile import (
     read_control,
 )
 from ..errors import AlreadyRunning, ConfigError, RuntimeDirError, StartupError
-from ..infra import logfile
+from ..infra import logfile, orphans
 from ..infra.audit import AuditLog
 from ..infra.config import Config, audit_path, load_config, update_config
 from ..infra.tokens import KeyringStore, TokenStore
@@ -126,6 +126,7 @@ def prepare(opts: RunnerOptions, out: Prepared) -> None:
     """
     out.nofile = raise_nofile()
     box_probe.probe()  # once per process, before the loop runs (it starts bwrap once)
+    orphans.enable()  # a tool's orphans stay the bridge's (server/control/peer.py)
     config = _load_config(opts)
     logfile.set_rotation(config.log_max_bytes, config.log_keep)  # when this process has one
     tokens = _resolve_token(config, opts)

@@ -34,6 +34,15 @@ subreaper: the shell's process group is what gets killed, so a ``setsid`` child 
 
 The helper exits when its socket reaches EOF (the bridge closed it, or died), and so do the idle
 supervisors (EOF on theirs); a supervisor busy with a call finishes it first.
+
+The helper is a child subreaper too (Linux). A call run outside the box where there is no
+bubblewrap (so no PID namespace of its own) can kill its supervisor (``kill -9 $PPID``, the same
+user); what it started is then re-parented to the helper, not to init. Its supervisor's death is
+the call's end (the bridge reads EOF on the status pipe), so the helper ends whatever it adopted
+that is not one of its supervisors: SIGKILL, at once, again for whatever that orphans in turn,
+and reaps it — nothing of the call outlives it, and no zombie is left. Until then the orphan's
+chain reaches the helper, which carries the tool marker, so the control API refuses it. If the
+call kills the helper as well, the bridge adopts the orphans (:mod:`server.infra.orphans`).
 """
 
 # ruff: noqa: SIM105 - try/except/pass instead of contextlib.suppress: one import less to start
@@ -485,6 +494,7 @@ class Helper:
         self.poller = select.poll()
         self.poller.register(0, select.POLLIN | select.POLLHUP | select.POLLERR)
         self.poller.register(self.wake_r, select.POLLIN)
+        self.subreaper = _become_subreaper()  # not inherited: each supervisor sets its own
 
     def _spawn(self, request: tuple[tuple[int, int, int], bytes]) -> int:
         """Fork a supervisor that starts with ``request``; its pid."""
@@ -512,6 +522,14 @@ class Helper:
         _close(request[0])
         self._busy(pid, mine)
         return pid
+
+    def _end_orphans(self) -> None:
+        """SIGKILL every child that is not one of our supervisors: what a call left behind
+        after something killed its supervisor, re-parented to us (the call is over)."""
+        ours = {pid for pid, _ in self.idle} | {pid for pid, _ in self.busy.values()}
+        for pid in _children(os.getpid()):
+            if pid not in ours:
+                _kill(pid, signal.SIGKILL)
 
     def _busy(self, pid: int, sock: socket.socket) -> None:
         self.busy[sock.fileno()] = (pid, sock)
@@ -555,6 +573,8 @@ class Helper:
                     except OSError:
                         pass
                     _reap()  # exited supervisors (their CPU then counts as the helper's)
+                    if self.subreaper:
+                        self._end_orphans()  # a supervisor killed: what it adopted, and so on
                 elif fd in self.busy:
                     self._from_supervisor(fd)
                 elif fd == 0:

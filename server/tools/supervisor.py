@@ -98,6 +98,8 @@ class _Helper:
     def __init__(self, env: Mapping[str, str]) -> None:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            # A session of its own, and not recorded as owned (server/infra/orphans.py):
+            # killed, it is reaped by the bridge's orphan reaper; nothing reads its status.
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", REAPER],
                 stdin=theirs.fileno(),

@@ -32,6 +32,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from ..infra import orphans
 from ..types import TunnelView
 from ..vocab import TunnelState
 from .plan import FORWARD_OK, Status, TunnelSpec, check_argv, clip, error_line, ssh_argv
@@ -223,15 +224,17 @@ class Tunnel:
         if self._stopping:
             return "stopped"
         try:
-            self._proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                env=ssh_env(),
-                start_new_session=True,  # a Ctrl-C in the app's terminal is ours to pass on
-                preexec_fn=_DIE_WITH_PARENT,
-            )
+            with orphans.starting() as own:  # a session of its own, reaped here (wait)
+                self._proc = await asyncio.create_subprocess_exec(
+                    *argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    env=ssh_env(),
+                    start_new_session=True,  # a Ctrl-C in the app's terminal is ours to pass on
+                    preexec_fn=_DIE_WITH_PARENT,
+                )
+                own(self._proc.pid)
         except OSError as e:
             return f"cannot run ssh: {e.strerror or e}"
         except NotImplementedError:  # an event loop without subprocesses (Windows' selector loop)
@@ -254,14 +257,16 @@ class Tunnel:
         nothing more; else why the tunnel is not started (ssh's own words for a config it
         cannot read, e.g. ``Bad configuration option``)."""
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *check_argv(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=ssh_env(),
-                start_new_session=True,
-            )
+            with orphans.starting() as own:  # a session of its own, reaped here (communicate)
+                proc = await asyncio.create_subprocess_exec(
+                    *check_argv(argv),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=ssh_env(),
+                    start_new_session=True,
+                )
+                own(proc.pid)
         except OSError as e:
             return f"cannot run ssh: {e.strerror or e}"
         except NotImplementedError:

@@ -27,6 +27,7 @@ from mcp.shared.message import SessionMessage
 from ..box import probe as box_probe
 from ..box.edges import program_tree, server_box
 from ..box.run import BoxRequest, NoBox, Prepared, sweep
+from ..infra import orphans
 from ..infra.childenv import EnvSpec, build_env
 from .config import McpServerSpec
 
@@ -182,14 +183,20 @@ class StdioTransport(contextlib.AbstractAsyncContextManager[Any]):
         assert self._cm is not None
         return await self._cm.__aexit__(*exc)
 
+    async def _open(self, argv: list[str], env: dict[str, str]) -> Any:
+        """Start the server in a session of its own, recorded as ours to reap (its exit code
+        is shown), not the orphan reaper's (``server/infra/orphans.py``)."""
+        with orphans.starting() as own:
+            proc = await anyio.open_process(argv, env=env, cwd=self.cwd, start_new_session=True)
+            own(proc.pid)
+        return proc
+
     @contextlib.asynccontextmanager
     async def _run(self) -> AsyncIterator[Any]:
         if self.cwd is not None and not os.path.isdir(self.cwd):
             raise NotADirectoryError(f"working directory {self.cwd} does not exist")
         argv, env = await self._argv()
-        proc = await anyio.open_process(
-            argv, env=env, cwd=self.cwd, start_new_session=True
-        )  # fmt: skip
+        proc = await self._open(argv, env)
         self.pid = proc.pid
         self._stdin = proc.stdin
         raw = getattr(proc.stdin, "_stream", None)
