@@ -629,7 +629,8 @@ def test_render_puts_binds_before_unrelated_tmpfs_masks_and_keeps_nesting():
     )
     mounts = _dests(render(plan, HOST, ["true"]))
     flags = [f for f, _ in mounts]
-    first_cheap = min(i for i, f in enumerate(flags) if f != "--ro-bind" and f != "--bind")
+    assert flags[:2] == ["--dev", "--proc"]  # bubblewrap binds inside them: early is cheaper
+    first_cheap = flags.index("--tmpfs")
     before = [d for f, d in mounts[:first_cheap]]
     # the two file masks and the project come before any tmpfs; ~/.cache only where pip needs it
     assert {f"{H}/.netrc", "/etc/shadow", f"{H}/proj"} <= set(before)
@@ -662,7 +663,7 @@ def test_schedule_keeps_every_nested_pair_in_order_and_puts_binds_first(raw):
         for b in mounts[x + 1 :]:
             if _holds(a[-1], b[-1]):
                 assert at[a[1]] < at[b[1]], (out, a, b)
-    cheap = {"--tmpfs", "--dev", "--proc"}
+    cheap = {"--tmpfs"}
     for i, m in enumerate(out):
         binds_after = [n for n in out[i + 1 :] if n[0] not in cheap]
         if m[0] in cheap and binds_after:  # it came early only because a bind inside needs it
