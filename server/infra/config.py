@@ -389,9 +389,10 @@ def _box(path: str, raw: Any) -> BoxConfig:
         ):
             raise _fail(path, f"box.{key}", "an array of absolute or ~/ paths")
         lists[key] = tuple(value)
+    home = os.path.normpath(os.path.expanduser("~"))
+    # normpath: "/.", "/..", "~/." and "~/x/.." name / and the home too
     if any(
-        os.path.expanduser(v).rstrip("/") in ("", os.path.expanduser("~"))
-        for v in lists["write_allow"]
+        os.path.normpath(os.path.expanduser(v)) in ("/", "//", home) for v in lists["write_allow"]
     ):
         raise _fail(path, "box.write_allow", "folders other than / and the home itself")
     network = raw.get("network", "off")

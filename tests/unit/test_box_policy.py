@@ -256,6 +256,10 @@ def test_box_gate():
         ({"read_allow": ["relative/path"]}, "box.read_allow"),
         ({"write_allow": "~/x"}, "box.write_allow"),
         ({"write_allow": ["~"]}, "box.write_allow"),
+        ({"write_allow": ["/."]}, "box.write_allow"),  # attack7: / by another spelling
+        ({"write_allow": ["/.."]}, "box.write_allow"),
+        ({"write_allow": ["~/."]}, "box.write_allow"),
+        ({"write_allow": ["~/x/.."]}, "box.write_allow"),
     ],
 )
 def test_bad_box_config_names_the_key(box, key):
