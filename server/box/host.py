@@ -328,6 +328,7 @@ class Scan:
     repos: list[tuple[str, str]]  # (work tree or bare dir, common git dir) of each found
     links: list[str] = dataclasses.field(default_factory=list)  # secret-looking symlinks
     linked: list[str] = dataclasses.field(default_factory=list)  # links named ``.claude``...
+    unlisted: list[str] = dataclasses.field(default_factory=list)  # there, but not listable
 
 
 def _found_git(path: str, is_dir: bool, scan: Scan) -> None:
@@ -454,6 +455,8 @@ def _scan(top: str, home: str) -> Scan:
         here, depth = todo.pop()
         folder = _look_at(here, matcher)
         if folder is None:
+            if os.path.lexists(here):
+                scan.unlisted.append(here)  # no search or read permission: unseen inside
             continue
         if here != top and {"HEAD", "objects", "refs"} <= folder.names:
             scan.git_dirs += [_realpath(here), *_nested(here)]  # a bare repository
@@ -561,25 +564,28 @@ def _parse_gitlinks(data: bytes) -> list[str]:
 
 
 def made_by_call(
-    project: str, home: str, known: Iterable[str], had: Iterable[str]
-) -> tuple[list[str], list[str]]:
+    project: str, home: str, known: Iterable[str], had: Iterable[str], unlisted: Iterable[str] = ()
+) -> tuple[list[str], list[str], list[str]]:
     """What a call made in ``project``, from one look after it: the git dirs that are not in
     ``known`` (see :func:`_made_repositories`), and the editor, direnv and hooks folders and
     files (:data:`NESTED_PERSISTENCE`) anywhere the project scan looks that are not in
     ``had`` (what the scan found before the call: ``lib/.envrc`` runs when the human enters
     ``lib``; ``.claude/settings.json`` when the human next opens the project with Claude
-    Code). A tree too big to look through yields only the repositories its indexes name."""
+    Code). A tree too big to look through yields only the repositories its indexes name.
+    Third: the folders the look could not list that ``unlisted`` (those it could not list
+    before) does not hold: the call took their permissions away (``chmod 000 lib`` after
+    planting ``lib/.envrc``), so what it made inside is unseen, and they are reported."""
     try:
         scan: Scan | None = _scan(project, home)
     except TooManySecrets:
         scan = None
     repos = _made_repositories(project, known, scan.git_dirs if scan else [])
     if scan is None:
-        return repos, []
-    had = set(had)
+        return repos, [], []
+    had, before = set(had), set(unlisted)
     made = [p for p in dict.fromkeys(scan.nested) if is_nested_persistence(p) and p not in had]
     made += [p for p in scan.linked if p not in had]  # ``ln -s cfg .claude``: the link goes
-    return repos, made
+    return repos, made, [p for p in scan.unlisted if p not in before]
 
 
 def _made_repositories(project: str, known: Iterable[str], scanned: Iterable[str]) -> list[str]:
@@ -1370,6 +1376,7 @@ def gather(
         git_real=git_real,
         root_links=_root_links(named_roots),
         linked=tuple(scan.linked),
+        unlisted=tuple(scan.unlisted),
     )
     hidden_dirs = [*(e.path for e in hidden if e.is_dir), *own_real, *others]
     beyond, reopened = _elsewhere(

@@ -170,6 +170,9 @@ class HostView:
     # (real path, redacted copy) of each git config file the box may show that holds a
     # credential (server.box.gitconfig): the global ones, included ones, every repository's.
     git_redacted: tuple[tuple[str, str], ...] = ()
+    # Folders in the project the scan could not list (the human's ``chmod 000`` drop folder):
+    # one a call makes unlistable is reported after it (what it planted inside goes unseen).
+    unlisted: tuple[str, ...] = ()
 
 
 # The home's data folders, by the names each OS gives them (the XDG defaults on Linux; a

@@ -54,6 +54,7 @@ class Watch:
     known: frozenset[str]  # real paths of every git dir seen before the call
     had: frozenset[str] = frozenset()  # the persistence the project scan found before it
     links: tuple[tuple[str, str], ...] = ()  # persistence that was a symlink: (path, target)
+    unlisted: frozenset[str] = frozenset()  # folders the scan could not list before the call
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +70,9 @@ def watch_of(view: HostView) -> Watch | None:
     if project is None:
         return None
     had = frozenset((*view.nested, *view.linked))
-    return Watch(project, view.home, frozenset(view.git_dirs), had, view.links)
+    return Watch(
+        project, view.home, frozenset(view.git_dirs), had, view.links, frozenset(view.unlisted)
+    )
 
 
 def outside_host() -> BwrapHost | None:
@@ -127,7 +130,9 @@ def sweep(missing: Sequence[str], watch: Watch | None = None) -> tuple[str, ...]
     the note says so loudly."""
     removed: list[str] = []
     if watch is not None:
-        missing = [*made_persistence(watch), *missing]
+        made, unseen = made_persistence(watch)
+        missing = [*made, *missing]
+        removed += ["!" + folder for folder in unseen]  # made unlistable: unseen inside
     for path in dict.fromkeys(missing):  # (what the call made may be a listed path too)
         if _absent(path):
             # Nothing by any route (a link on the way is followed here): the careful walk
@@ -193,16 +198,17 @@ def _restore_link(path: str, target: str) -> str | None:
 NEW_REPO_PERSISTENCE = ("config", "config.worktree", "hooks", "info")
 
 
-def made_persistence(watch: Watch) -> list[str]:
+def made_persistence(watch: Watch) -> tuple[list[str], list[str]]:
     """Blocking: what the call made that runs outside the box later, to be swept like the
     rest: the persistence of every git dir in the call's tree that was not there before
     (``git init sub``, ``git submodule add``, a worktree), and every editor, direnv or hooks
-    folder or file it made below the top (``lib/.envrc``, ``web/.vscode``)."""
-    repos, made = made_by_call(watch.project, watch.home, watch.known, watch.had)
-    return [
-        *(os.path.join(d, name) for d in repos for name in NEW_REPO_PERSISTENCE),
-        *made,
-    ]
+    folder or file it made below the top (``lib/.envrc``, ``web/.vscode``); and the folders
+    it made unlistable, whose insides cannot be looked at (reported as not cleaned)."""
+    repos, made, unseen = made_by_call(
+        watch.project, watch.home, watch.known, watch.had, watch.unlisted
+    )
+    paths = [*(os.path.join(d, name) for d in repos for name in NEW_REPO_PERSISTENCE), *made]
+    return paths, unseen
 
 
 def _parent(path: str) -> int:
