@@ -13,6 +13,7 @@ import enum
 import functools
 import glob
 import os
+import select
 import stat
 import struct
 import sys
@@ -359,12 +360,17 @@ class _Folder:
     entries: tuple[_Entry, ...]  # only those that change the scan: folders, ``.git``, finds
 
 
-# The scan's last look per folder, keyed like _LISTINGS (inode, mtime, ctime): a folder's key
+# A folder's key: (inode, mtime, ctime, device). The device too: an inode number and times are
+# only unique within one file system, and a mount point shows another file system's root under
+# the same path (every ext4 root is inode 2; a reproducible image's times are all one instant).
+_Key = tuple[int, int, int, int]
+
+# The scan's last look per folder, keyed like _LISTINGS (:data:`_Key`): a folder's key
 # changes whenever a name in it is added, removed or renamed, which is also the only way a
 # name in the project can come to point at a secret (``ln ~/.ssh/id_rsa proj/key`` adds a name
 # here). Kept: names, kinds, and whether a file had a second name then. What a file's content
 # says (a ``.git`` file's ``gitdir:``) and what other folders hold are read per call.
-_FOLDERS: dict[str, tuple[tuple[int, int, int], _Folder]] = {}
+_FOLDERS: dict[str, tuple[_Key, _Folder]] = {}
 _FOLDERS_MAX = 16_384
 
 
@@ -555,6 +561,7 @@ def made_by_call(
     ``had`` (what the scan found before the call: ``lib/.envrc`` runs when the human enters
     ``lib``; ``.claude/settings.json`` when the human next opens the project with Claude
     Code). A tree too big to look through yields only the repositories its indexes name."""
+    _forget_if_remounted()
     try:
         scan: Scan | None = _scan(project, home)
     except TooManySecrets:
@@ -603,20 +610,52 @@ class _Kind(enum.Enum):
 
 
 # The last listing per folder, keyed by what changes when an entry is added, removed or
-# renamed (the folder's inode, mtime and ctime; ``st_ctime`` cannot be set back by a process).
+# renamed (:data:`_Key`; ``st_ctime`` cannot be set back by a process).
 # A listing read within RACY_NS of the folder's last change is not kept. Only names and kinds:
 # whatever can change without the folder changing (a file's mode) is looked at per call.
-_LISTINGS: dict[str, tuple[tuple[int, int, int], tuple[tuple[str, _Kind], ...]]] = {}
+_LISTINGS: dict[str, tuple[_Key, tuple[tuple[str, _Kind], ...]]] = {}
 _LISTINGS_MAX = 512
 _LISTINGS_LOCK = threading.Lock()  # gather runs in several worker threads
 
 
-def _folder_key(folder: str) -> tuple[int, int, int] | None:
+@functools.cache
+def _mount_table() -> tuple[object, Callable[[float], list[tuple[int, int]]]] | None:
+    """``/proc/self/mountinfo`` kept open, and a poll on it that fires once per change of the
+    mount table (Linux; elsewhere None)."""
+    if sys.platform != "linux":
+        return None
+    try:
+        f = open("/proc/self/mountinfo", "rb")  # noqa: SIM115 - kept open for the process
+    except OSError:
+        return None
+    watcher = select.poll()
+    watcher.register(f.fileno(), select.POLLPRI)
+    return f, watcher.poll
+
+
+def _forget_if_remounted() -> None:
+    """Drop every kept look when something was mounted or unmounted since the last call: a
+    folder's key does not tell a file system from another mounted in its place (a second SD
+    card in the same reader, a loop device reused for another image: the same device, the
+    same root inode, and a reproducible image's times are all one instant). One ``poll``."""
+    table = _mount_table()
+    if table is None:
+        return
+    with _LISTINGS_LOCK:
+        if table[1](0):
+            _FOLDERS.clear()
+            _LISTINGS.clear()
+            _ALLOWED_LOOKS.clear()
+
+
+def _folder_key(folder: str) -> _Key | None:
     try:
         st = os.stat(folder, follow_symlinks=False)
     except OSError:
         return None
-    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns) if stat.S_ISDIR(st.st_mode) else None
+    if not stat.S_ISDIR(st.st_mode):
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_dev)
 
 
 def _listing(folder: str) -> tuple[tuple[str, _Kind], ...] | None:
@@ -659,9 +698,7 @@ def _listing(folder: str) -> tuple[tuple[str, _Kind], ...] | None:
 
 # Per ``box.read_allow`` folder: the folders its look went through (with their keys) and what
 # it found; kept while every one of those folders is unchanged (one ``stat`` each).
-_ALLOWED_LOOKS: dict[
-    str, tuple[tuple[tuple[str, tuple[int, int, int] | None], ...], tuple[str, ...]]
-] = {}
+_ALLOWED_LOOKS: dict[str, tuple[tuple[tuple[str, _Key | None], ...], tuple[str, ...]]] = {}
 
 
 def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
@@ -688,11 +725,11 @@ def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
 
 def _look_for_secrets(
     top: str,
-) -> tuple[tuple[tuple[str, tuple[int, int, int] | None], ...], tuple[str, ...]]:
+) -> tuple[tuple[tuple[str, _Key | None], ...], tuple[str, ...]]:
     """One folder's look for :func:`_secrets_allowed`: (each folder listed, its key before the
     listing), and the secret-looking files found."""
     matcher = _name_matcher()
-    visited: list[tuple[str, tuple[int, int, int] | None]] = []
+    visited: list[tuple[str, _Key | None]] = []
     found: list[str] = []
     todo, seen = [top], 0
     while todo and seen < READ_ALLOW_SCAN:
@@ -1207,6 +1244,7 @@ def gather(
 ) -> HostView:
     """What the disk says for a call in ``cwd`` (a real, existing folder). ``named_roots``:
     the roots as the config names them (a link there is made again in the box)."""
+    _forget_if_remounted()
     home = _realpath(os.path.expanduser("~"))
     real_roots = tuple(r for r in (_real(x) for x in roots) if r is not None)
     cwd = _realpath(cwd)

@@ -122,11 +122,6 @@ def _can_mount_images() -> None:
         pytest.skip(message)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack8 #2: a folder's kept look is keyed without its device: another file "
-    "system's root with the same inode number and times is taken for the one looked at",
-)
 def test_another_disk_mounted_where_a_kept_one_was_is_looked_at_again(world: World) -> None:
     _can_mount_images()
     first = _image(world.base, "first", {"readme.txt": "first disk"})
