@@ -14,15 +14,20 @@ each caught by the scan before it kept anything (it looked at every file on ever
    installs by hard link) is read through the project's name. Adding a name elsewhere changes
    only the file's ctime, never its folder's key, so the kept look says "one name" for good.
 
-2. **The key has no device.** A folder's key is only unique on one file system: a mount point
+2. **The key does not tell one file system from another.** It is only unique on one: a mount point
    in the project (a disk image, an SD card, a reproducible build's image, whose every
    timestamp is ``SOURCE_DATE_EPOCH``) shows another file system's root under the same path,
    and every ext4 root is inode 2. Two images with equal root times have equal keys, so the
-   second one's secret is served through the first one's kept look. The roots' secret index
+   second one's secret is served through the first one's kept look, and its ``.vscode`` is
+   neither read-only nor looked for after the call (rewritten, it stayed). The roots' secret index
    follows the mount table and would find a secret-named file there a second way, but not in
    a folder it skips (a cache, ``Library``, ``site-packages``), which the project scan does
    look into: there the kept look is all there is. (A FUSE file system picks its inode numbers
-   and times as it likes, no root needed: a device in the key does not help there.)
+   and times as it likes, no root needed, and may leave them as they were when its names
+   change: no key helps there; not fixed, see the report.) Fixed:
+   every kept look is dropped when the mount table changed (a poll on ``/proc/self/mountinfo``);
+   the device alone did not do (the second image got the same loop device, as a second SD card
+   in the same reader gets the same device).
 """
 
 from __future__ import annotations
@@ -84,8 +89,8 @@ def test_a_project_file_given_a_second_name_after_its_look_is_masked(world: Worl
 
 
 @contextlib.contextmanager
-def _mounted(image: str, where: str) -> Iterator[None]:
-    subprocess.run(["mount", "-o", "loop,ro", image, where], check=True, capture_output=True)
+def _mounted(image: str, where: str, mode: str = "ro") -> Iterator[None]:
+    subprocess.run(["mount", "-o", f"loop,{mode}", image, where], check=True, capture_output=True)
     try:
         yield
     finally:
@@ -139,3 +144,27 @@ def test_another_disk_mounted_where_a_kept_one_was_is_looked_at_again(world: Wor
         _, text = world.bash("ls cache/disk; cat cache/disk/id_rsa; echo done")
         assert "done" in text and "id_rsa" in text, text
         assert MARKER not in text, text  # the scan before 34ab52e masked it
+
+
+def test_persistence_on_another_disk_mounted_where_a_kept_one_was_stays_read_only(
+    world: World,
+) -> None:
+    """The same swap, for persistence: the kept look of the first disk says "no ``.vscode``",
+    so the second disk's ``.vscode`` was neither made read-only nor looked for after the call
+    (the folder holding it was "unchanged"): the boxed call rewrote the human's VS Code tasks,
+    and the change stayed. Before the fix, this failed with the tasks rewritten."""
+    _can_mount_images()
+    tasks = '{"version": "2.0.0", "tasks": []}'
+    first = _image(world.base, "plain", {"readme.txt": "first disk"})
+    second = _image(world.base, "editor", {".vscode/tasks.json": tasks})
+    disk = os.path.join(world.project, "cache", "disk")
+    os.makedirs(disk)
+    with _mounted(first, disk):
+        folders = [world.project, os.path.dirname(disk)]
+        text = _settled(world, folders, "ls cache/disk; cat cache/disk/readme.txt")
+        assert "first disk" in text, text
+    with _mounted(second, disk, "rw"):
+        path = os.path.join(disk, ".vscode", "tasks.json")
+        world.bash('echo \'{"tasks": [{"command": "evil"}]}\' > cache/disk/.vscode/tasks.json')
+        with open(path, encoding="utf-8") as f:
+            assert f.read().strip() == tasks
