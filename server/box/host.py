@@ -618,31 +618,33 @@ _LISTINGS_MAX = 512
 _LISTINGS_LOCK = threading.Lock()  # gather runs in several worker threads
 
 
-@functools.cache
-def _mount_table() -> tuple[object, Callable[[float], list[tuple[int, int]]]] | None:
-    """``/proc/self/mountinfo`` kept open, and a poll on it that fires once per change of the
-    mount table (Linux; elsewhere None)."""
-    if sys.platform != "linux":
-        return None
-    try:
-        f = open("/proc/self/mountinfo", "rb")  # noqa: SIM115 - kept open for the process
-    except OSError:
-        return None
-    watcher = select.poll()
-    watcher.register(f.fileno(), select.POLLPRI)
-    return f, watcher.poll
+# The mount table's poll (Linux), opened at the first look: it fires once per change of the
+# table. Its file is kept open with it.
+_MOUNTS: list[tuple[object, Callable[[float], list[tuple[int, int]]]]] = []
 
 
 def _forget_if_remounted() -> None:
     """Drop every kept look when something was mounted or unmounted since the last call: a
     folder's key does not tell a file system from another mounted in its place (a second SD
     card in the same reader, a loop device reused for another image: the same device, the
-    same root inode, and a reproducible image's times are all one instant). One ``poll``."""
-    table = _mount_table()
-    if table is None:
+    same root inode, and a reproducible image's times are all one instant). One ``poll``.
+    What was kept before the table was first watched is dropped too. Elsewhere (macOS) the
+    key's device is all there is."""
+    if sys.platform != "linux":
         return
     with _LISTINGS_LOCK:
-        if table[1](0):
+        if _MOUNTS:
+            changed = bool(_MOUNTS[0][1](0))
+        else:
+            try:
+                f = open("/proc/self/mountinfo", "rb")  # noqa: SIM115 - kept open for good
+            except OSError:
+                return
+            watcher = select.poll()
+            watcher.register(f.fileno(), select.POLLPRI)
+            _MOUNTS.append((f, watcher.poll))
+            changed = True
+        if changed:
             _FOLDERS.clear()
             _LISTINGS.clear()
             _ALLOWED_LOOKS.clear()

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
 from omp_a2a_bridge.server.box.host import (
+    _LISTINGS,
+    _folder_key,
+    _forget_if_remounted,
     _hidden,
     _is_git_dir,
     _Kind,
@@ -501,3 +505,19 @@ def test_a_secret_written_into_a_read_allow_folder_is_found_on_the_next_call(tmp
     (top / "sub" / "credentials").write_text("https://u:p@example.com\n")
     found = [e.path for e in _secrets_allowed([str(top)])]
     assert found == [str(top / "sub" / "credentials")]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the mount table is watched on Linux")
+def test_kept_looks_from_before_the_mount_table_was_watched_are_dropped(tmp_path, monkeypatch):
+    """A look kept before the bridge watched the mount table may be of a disk since swapped
+    for another with the same key (attack8 #2): the first watch drops every kept look, and a
+    folder's key holds its device."""
+    monkeypatch.setattr("omp_a2a_bridge.server.box.host.RACY_NS", 0)
+    monkeypatch.setattr("omp_a2a_bridge.server.box.host._MOUNTS", [])
+    folder = str(tmp_path)
+    (tmp_path / "a").write_text("")
+    assert _listing(folder) is _listing(folder)  # kept
+    key = _folder_key(folder)
+    assert key is not None and key[3] == os.stat(folder).st_dev
+    _forget_if_remounted()
+    assert folder not in _LISTINGS
