@@ -337,7 +337,11 @@ class _Found(enum.Enum):
 
     NOTHING = "nothing"
     LINK = "link"  # a secret-looking symlink: what it points to is masked where it lies
-    MASK = "mask"  # secret-looking (or a second name of a file: a hard link), masked
+    MASK = "mask"  # secret-looking, masked
+    # A plain file: masked when it has a second name (a hard link, maybe to a secret), asked
+    # per call: a name added elsewhere (``ln proj/notes ~/.bash_history``) leaves its folder
+    # unchanged, and what is written through that name is read through this one.
+    FILE = "file"
     PERSISTENCE = "persistence"  # x.pth, sitecustomize.py: read-only in the box
 
 
@@ -352,12 +356,13 @@ class _Entry:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Folder:
-    """One folder's part of the project scan, from its names and kinds alone (and each
-    file's link count), so it holds while the folder's own entries do."""
+    """One folder's part of the project scan, from its names and kinds alone, so it holds
+    while the folder's own entries do (a file's link count does not: it is asked per call)."""
 
     count: int  # every entry, as the bound counts them
     names: frozenset[str]
     entries: tuple[_Entry, ...]  # only those that change the scan: folders, ``.git``, finds
+    files: tuple[str, ...] = ()  # plain files: their link count is asked per call
 
 
 # A folder's key: (inode, mtime, ctime, device). The device too: an inode number and times are
@@ -376,7 +381,7 @@ _FOLDERS_MAX = 16_384
 
 def _look_at(here: str, matcher: Matcher) -> _Folder | None:
     """``here``'s part of the scan: from the kept look when the folder is unchanged (one
-    ``stat``), else from a ``scandir`` and an ``lstat`` per file."""
+    ``stat``), else from a ``scandir``."""
     key = _folder_key(here)
     if key is None:
         return None
@@ -390,16 +395,23 @@ def _look_at(here: str, matcher: Matcher) -> _Folder | None:
     except OSError:
         return None
     out: list[_Entry] = []
+    files: list[str] = []
     for entry in entries:
         try:
             found = _entry(entry, matcher)
         except OSError:
             continue
-        if found.is_dir or found.nested or found.linked or found.found is not _Found.NOTHING:
-            out.append(found)  # the rest (most files) change nothing in the scan
-        elif found.name == ".git":
-            out.append(found)
-    folder = _Folder(len(entries), frozenset(e.name for e in entries), tuple(out))
+        if found.found is _Found.FILE:
+            files.append(found.name)  # its link count is asked per call
+        if (
+            found.is_dir
+            or found.nested
+            or found.linked
+            or found.found in (_Found.LINK, _Found.MASK, _Found.PERSISTENCE)
+            or found.name == ".git"
+        ):
+            out.append(found)  # the rest (most files) change nothing in the kept part
+    folder = _Folder(len(entries), frozenset(e.name for e in entries), tuple(out), tuple(files))
     if key[2] < time.time_ns() - RACY_NS and _folder_key(here) == key:
         with _LISTINGS_LOCK:
             if len(_FOLDERS) >= _FOLDERS_MAX:
@@ -423,9 +435,39 @@ def _entry(entry: os.DirEntry[str], matcher: Matcher) -> _Entry:
             hit = matcher.file(key)
             if hit is not None and hit.kind is EscalationKind.PERSISTENCE:
                 found = _Found.PERSISTENCE
-            elif hit is not None or entry.stat(follow_symlinks=False).st_nlink > 1:
+            elif hit is not None:
                 found = _Found.MASK
+            else:
+                found = _Found.FILE
     return _Entry(entry.name, is_dir, nested, linked, found)
+
+
+def _second_names(here: str, files: Iterable[str], is_home: bool, scan: Scan) -> None:
+    """Mask each plain file of ``here`` that has a second name now (a hard link: it may be a
+    secret's, or become one when the secret is written through the other name): asked per
+    call, at one ``fstatat`` a file from the folder's descriptor (by path when it cannot be
+    opened)."""
+    fd: int | None = None
+    if os.stat in os.supports_dir_fd:
+        flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+        with contextlib.suppress(OSError):
+            fd = os.open(here, flags)
+    try:
+        for name in files:
+            if is_home and (name.startswith(".") or name == SNAP):
+                continue  # masked whole (_hidden)
+            try:
+                if fd is not None:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                else:
+                    st = os.lstat(os.path.join(here, name))
+            except OSError:
+                continue
+            if st.st_nlink > 1:
+                scan.masks.append(HostEntry(os.path.join(here, name), False))
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def _scan(top: str, home: str) -> Scan:
@@ -435,7 +477,8 @@ def _scan(top: str, home: str) -> Scan:
     ``objects`` + ``refs``), ``.vscode``, ``.idea``, ``.envrc``, ``.direnv``, ``.husky``,
     ``.githooks``, ``*.pth``, ``sitecustomize.py``. Symlinks are not followed (their targets
     are judged where they lie). Each folder's part is kept while the folder is unchanged
-    (:func:`_look_at`): a project of 1,300 files cost 12 ms a boxed call, every call."""
+    (:func:`_look_at`): a project of 1,300 files cost 12 ms a boxed call, every call; each
+    plain file's link count is still asked per call (an ``lstat``: ~2.7 ms of it)."""
     matcher = _name_matcher()
     scan = Scan([], [], [], [])
     seen = 0
@@ -474,6 +517,8 @@ def _scan(top: str, home: str) -> Scan:
                 scan.masks.append(HostEntry(path, False))  # a file, a named pipe, a socket
             elif entry.found is _Found.PERSISTENCE:
                 scan.nested.append(path)
+        if folder.files:
+            _second_names(here, folder.files, here == home, scan)
     scan.masks = coalesce(scan.masks, top, SCAN_MAX_MASKS)
     return scan
 

@@ -17,6 +17,7 @@ from omp_a2a_bridge.server.box.host import (
     _linked_out,
     _listing,
     _realpath,
+    _scan,
     _secrets_allowed,
 )
 from omp_a2a_bridge.server.box.policy import HostEntry
@@ -521,3 +522,21 @@ def test_kept_looks_from_before_the_mount_table_was_watched_are_dropped(tmp_path
     assert key is not None and key[3] == os.stat(folder).st_dev
     _forget_if_remounted()
     assert folder not in _LISTINGS
+
+
+def test_a_file_given_a_second_name_elsewhere_after_its_folders_look_is_masked(
+    tmp_path, monkeypatch
+):
+    """A kept look does not keep a file's link count (attack8 #1): ``ln proj/src/notes
+    ~/.bash_history`` adds no name to ``src``, and what is written through the other name is
+    read through this one."""
+    monkeypatch.setattr("omp_a2a_bridge.server.box.host.RACY_NS", 0)
+    src = tmp_path / "proj" / "src"
+    src.mkdir(parents=True)
+    (src / "notes.txt").write_text("notes")
+    (tmp_path / "elsewhere").mkdir()
+    project = str(tmp_path / "proj")
+    assert _scan(project, "/nonexistent").masks == []
+    assert _scan(project, "/nonexistent").masks == []  # from the kept look
+    os.link(src / "notes.txt", tmp_path / "elsewhere" / "history")
+    assert [m.path for m in _scan(project, "/nonexistent").masks] == [str(src / "notes.txt")]
