@@ -13,6 +13,7 @@ import enum
 import functools
 import glob
 import os
+import select
 import stat
 import struct
 import sys
@@ -351,7 +352,11 @@ class _Found(enum.Enum):
 
     NOTHING = "nothing"
     LINK = "link"  # a secret-looking symlink: what it points to is masked where it lies
-    MASK = "mask"  # secret-looking (or a second name of a file: a hard link), masked
+    MASK = "mask"  # secret-looking, masked
+    # A plain file: masked when it has a second name (a hard link, maybe to a secret), asked
+    # per call: a name added elsewhere (``ln proj/notes ~/.bash_history``) leaves its folder
+    # unchanged, and what is written through that name is read through this one.
+    FILE = "file"
     PERSISTENCE = "persistence"  # x.pth, sitecustomize.py: read-only in the box
 
 
@@ -366,26 +371,32 @@ class _Entry:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Folder:
-    """One folder's part of the project scan, from its names and kinds alone (and each
-    file's link count), so it holds while the folder's own entries do."""
+    """One folder's part of the project scan, from its names and kinds alone, so it holds
+    while the folder's own entries do (a file's link count does not: it is asked per call)."""
 
     count: int  # every entry, as the bound counts them
     names: frozenset[str]
     entries: tuple[_Entry, ...]  # only those that change the scan: folders, ``.git``, finds
+    files: tuple[str, ...] = ()  # plain files: their link count is asked per call
 
 
-# The scan's last look per folder, keyed like _LISTINGS (inode, mtime, ctime): a folder's key
+# A folder's key: (inode, mtime, ctime, device). The device too: an inode number and times are
+# only unique within one file system, and a mount point shows another file system's root under
+# the same path (every ext4 root is inode 2; a reproducible image's times are all one instant).
+_Key = tuple[int, int, int, int]
+
+# The scan's last look per folder, keyed like _LISTINGS (:data:`_Key`): a folder's key
 # changes whenever a name in it is added, removed or renamed, which is also the only way a
 # name in the project can come to point at a secret (``ln ~/.ssh/id_rsa proj/key`` adds a name
 # here). Kept: names, kinds, and whether a file had a second name then. What a file's content
 # says (a ``.git`` file's ``gitdir:``) and what other folders hold are read per call.
-_FOLDERS: dict[str, tuple[tuple[int, int, int], _Folder]] = {}
+_FOLDERS: dict[str, tuple[_Key, _Folder]] = {}
 _FOLDERS_MAX = 16_384
 
 
 def _look_at(here: str, matcher: Matcher) -> _Folder | None:
     """``here``'s part of the scan: from the kept look when the folder is unchanged (one
-    ``stat``), else from a ``scandir`` and an ``lstat`` per file."""
+    ``stat``), else from a ``scandir``."""
     key = _folder_key(here)
     if key is None:
         return None
@@ -399,16 +410,23 @@ def _look_at(here: str, matcher: Matcher) -> _Folder | None:
     except OSError:
         return None
     out: list[_Entry] = []
+    files: list[str] = []
     for entry in entries:
         try:
             found = _entry(entry, matcher)
         except OSError:
             continue
-        if found.is_dir or found.nested or found.linked or found.found is not _Found.NOTHING:
-            out.append(found)  # the rest (most files) change nothing in the scan
-        elif found.name == ".git":
-            out.append(found)
-    folder = _Folder(len(entries), frozenset(e.name for e in entries), tuple(out))
+        if found.found is _Found.FILE:
+            files.append(found.name)  # its link count is asked per call
+        if (
+            found.is_dir
+            or found.nested
+            or found.linked
+            or found.found in (_Found.LINK, _Found.MASK, _Found.PERSISTENCE)
+            or found.name == ".git"
+        ):
+            out.append(found)  # the rest (most files) change nothing in the kept part
+    folder = _Folder(len(entries), frozenset(e.name for e in entries), tuple(out), tuple(files))
     if key[2] < time.time_ns() - RACY_NS and _folder_key(here) == key:
         with _LISTINGS_LOCK:
             if len(_FOLDERS) >= _FOLDERS_MAX:
@@ -432,9 +450,39 @@ def _entry(entry: os.DirEntry[str], matcher: Matcher) -> _Entry:
             hit = matcher.file(key)
             if hit is not None and hit.kind is EscalationKind.PERSISTENCE:
                 found = _Found.PERSISTENCE
-            elif hit is not None or entry.stat(follow_symlinks=False).st_nlink > 1:
+            elif hit is not None:
                 found = _Found.MASK
+            else:
+                found = _Found.FILE
     return _Entry(entry.name, is_dir, nested, linked, found)
+
+
+def _second_names(here: str, files: Iterable[str], is_home: bool, scan: Scan) -> None:
+    """Mask each plain file of ``here`` that has a second name now (a hard link: it may be a
+    secret's, or become one when the secret is written through the other name): asked per
+    call, at one ``fstatat`` a file from the folder's descriptor (by path when it cannot be
+    opened)."""
+    fd: int | None = None
+    if os.stat in os.supports_dir_fd:
+        flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+        with contextlib.suppress(OSError):
+            fd = os.open(here, flags)
+    try:
+        for name in files:
+            if is_home and (name.startswith(".") or name == SNAP):
+                continue  # masked whole (_hidden)
+            try:
+                if fd is not None:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                else:
+                    st = os.lstat(os.path.join(here, name))
+            except OSError:
+                continue
+            if st.st_nlink > 1:
+                scan.masks.append(HostEntry(os.path.join(here, name), False))
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def _scan(top: str, home: str) -> Scan:
@@ -444,7 +492,8 @@ def _scan(top: str, home: str) -> Scan:
     ``objects`` + ``refs``), ``.vscode``, ``.idea``, ``.envrc``, ``.direnv``, ``.husky``,
     ``.githooks``, ``*.pth``, ``sitecustomize.py``. Symlinks are not followed (their targets
     are judged where they lie). Each folder's part is kept while the folder is unchanged
-    (:func:`_look_at`): a project of 1,300 files cost 12 ms a boxed call, every call."""
+    (:func:`_look_at`): a project of 1,300 files cost 12 ms a boxed call, every call; each
+    plain file's link count is still asked per call (an ``lstat``: ~2.7 ms of it)."""
     matcher = _name_matcher()
     scan = Scan([], [], [], [])
     seen = 0
@@ -485,6 +534,8 @@ def _scan(top: str, home: str) -> Scan:
                 scan.masks.append(HostEntry(path, False))  # a file, a named pipe, a socket
             elif entry.found is _Found.PERSISTENCE:
                 scan.nested.append(path)
+        if folder.files:
+            _second_names(here, folder.files, here == home, scan)
     scan.masks = coalesce(scan.masks, top, SCAN_MAX_MASKS)
     return scan
 
@@ -575,6 +626,7 @@ def made_by_call(
     Third: the folders the look could not list that ``unlisted`` (those it could not list
     before) does not hold: the call took their permissions away (``chmod 000 lib`` after
     planting ``lib/.envrc``), so what it made inside is unseen, and they are reported."""
+    _forget_if_remounted()
     try:
         scan: Scan | None = _scan(project, home)
     except TooManySecrets:
@@ -623,20 +675,54 @@ class _Kind(enum.Enum):
 
 
 # The last listing per folder, keyed by what changes when an entry is added, removed or
-# renamed (the folder's inode, mtime and ctime; ``st_ctime`` cannot be set back by a process).
+# renamed (:data:`_Key`; ``st_ctime`` cannot be set back by a process).
 # A listing read within RACY_NS of the folder's last change is not kept. Only names and kinds:
 # whatever can change without the folder changing (a file's mode) is looked at per call.
-_LISTINGS: dict[str, tuple[tuple[int, int, int], tuple[tuple[str, _Kind], ...]]] = {}
+_LISTINGS: dict[str, tuple[_Key, tuple[tuple[str, _Kind], ...]]] = {}
 _LISTINGS_MAX = 512
 _LISTINGS_LOCK = threading.Lock()  # gather runs in several worker threads
 
 
-def _folder_key(folder: str) -> tuple[int, int, int] | None:
+# The mount table's poll (Linux), opened at the first look: it fires once per change of the
+# table. Its file is kept open with it.
+_MOUNTS: list[tuple[object, Callable[[float], list[tuple[int, int]]]]] = []
+
+
+def _forget_if_remounted() -> None:
+    """Drop every kept look when something was mounted or unmounted since the last call: a
+    folder's key does not tell a file system from another mounted in its place (a second SD
+    card in the same reader, a loop device reused for another image: the same device, the
+    same root inode, and a reproducible image's times are all one instant). One ``poll``.
+    What was kept before the table was first watched is dropped too. Elsewhere (macOS) the
+    key's device is all there is."""
+    if sys.platform != "linux":
+        return
+    with _LISTINGS_LOCK:
+        if _MOUNTS:
+            changed = bool(_MOUNTS[0][1](0))
+        else:
+            try:
+                f = open("/proc/self/mountinfo", "rb")  # noqa: SIM115 - kept open for good
+            except OSError:
+                return
+            watcher = select.poll()
+            watcher.register(f.fileno(), select.POLLPRI)
+            _MOUNTS.append((f, watcher.poll))
+            changed = True
+        if changed:
+            _FOLDERS.clear()
+            _LISTINGS.clear()
+            _ALLOWED_LOOKS.clear()
+
+
+def _folder_key(folder: str) -> _Key | None:
     try:
         st = os.stat(folder, follow_symlinks=False)
     except OSError:
         return None
-    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns) if stat.S_ISDIR(st.st_mode) else None
+    if not stat.S_ISDIR(st.st_mode):
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_dev)
 
 
 def _listing(folder: str) -> tuple[tuple[str, _Kind], ...] | None:
@@ -679,9 +765,7 @@ def _listing(folder: str) -> tuple[tuple[str, _Kind], ...] | None:
 
 # Per ``box.read_allow`` folder: the folders its look went through (with their keys) and what
 # it found; kept while every one of those folders is unchanged (one ``stat`` each).
-_ALLOWED_LOOKS: dict[
-    str, tuple[tuple[tuple[str, tuple[int, int, int] | None], ...], tuple[str, ...]]
-] = {}
+_ALLOWED_LOOKS: dict[str, tuple[tuple[tuple[str, _Key | None], ...], tuple[str, ...]]] = {}
 
 
 def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
@@ -708,11 +792,11 @@ def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
 
 def _look_for_secrets(
     top: str,
-) -> tuple[tuple[tuple[str, tuple[int, int, int] | None], ...], tuple[str, ...]]:
+) -> tuple[tuple[tuple[str, _Key | None], ...], tuple[str, ...]]:
     """One folder's look for :func:`_secrets_allowed`: (each folder listed, its key before the
     listing), and the secret-looking files found."""
     matcher = _name_matcher()
-    visited: list[tuple[str, tuple[int, int, int] | None]] = []
+    visited: list[tuple[str, _Key | None]] = []
     found: list[str] = []
     todo, seen = [top], 0
     while todo and seen < READ_ALLOW_SCAN:
@@ -1324,6 +1408,7 @@ def gather(
 ) -> HostView:
     """What the disk says for a call in ``cwd`` (a real, existing folder). ``named_roots``:
     the roots as the config names them (a link there is made again in the box)."""
+    _forget_if_remounted()
     home = _realpath(os.path.expanduser("~"))
     real_roots = tuple(r for r in (_real(x) for x in roots) if r is not None)
     cwd = _realpath(cwd)

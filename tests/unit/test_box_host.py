@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
 from omp_a2a_bridge.server.box.host import (
+    _LISTINGS,
+    _folder_key,
+    _forget_if_remounted,
     _hidden,
     _is_git_dir,
     _Kind,
     _linked_out,
     _listing,
     _realpath,
+    _scan,
     _secrets_allowed,
 )
 from omp_a2a_bridge.server.box.policy import HostEntry
@@ -546,3 +551,37 @@ def test_a_secret_written_into_a_read_allow_folder_is_found_on_the_next_call(tmp
     (top / "sub" / "credentials").write_text("https://u:p@example.com\n")
     found = [e.path for e in _secrets_allowed([str(top)])]
     assert found == [str(top / "sub" / "credentials")]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the mount table is watched on Linux")
+def test_kept_looks_from_before_the_mount_table_was_watched_are_dropped(tmp_path, monkeypatch):
+    """A look kept before the bridge watched the mount table may be of a disk since swapped
+    for another with the same key (attack8 #2): the first watch drops every kept look, and a
+    folder's key holds its device."""
+    monkeypatch.setattr("omp_a2a_bridge.server.box.host.RACY_NS", 0)
+    monkeypatch.setattr("omp_a2a_bridge.server.box.host._MOUNTS", [])
+    folder = str(tmp_path)
+    (tmp_path / "a").write_text("")
+    assert _listing(folder) is _listing(folder)  # kept
+    key = _folder_key(folder)
+    assert key is not None and key[3] == os.stat(folder).st_dev
+    _forget_if_remounted()
+    assert folder not in _LISTINGS
+
+
+def test_a_file_given_a_second_name_elsewhere_after_its_folders_look_is_masked(
+    tmp_path, monkeypatch
+):
+    """A kept look does not keep a file's link count (attack8 #1): ``ln proj/src/notes
+    ~/.bash_history`` adds no name to ``src``, and what is written through the other name is
+    read through this one."""
+    monkeypatch.setattr("omp_a2a_bridge.server.box.host.RACY_NS", 0)
+    src = tmp_path / "proj" / "src"
+    src.mkdir(parents=True)
+    (src / "notes.txt").write_text("notes")
+    (tmp_path / "elsewhere").mkdir()
+    project = str(tmp_path / "proj")
+    assert _scan(project, "/nonexistent").masks == []
+    assert _scan(project, "/nonexistent").masks == []  # from the kept look
+    os.link(src / "notes.txt", tmp_path / "elsewhere" / "history")
+    assert [m.path for m in _scan(project, "/nonexistent").masks] == [str(src / "notes.txt")]
