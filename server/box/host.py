@@ -13,7 +13,6 @@ import enum
 import functools
 import glob
 import os
-import select
 import stat
 import struct
 import sys
@@ -24,6 +23,7 @@ from collections.abc import Callable, Iterable
 from ..policy.private import SNAP, git_config_files, git_named, gitdir_of_file, snap_homes
 from ..policy.protected import TABLE, EscalationKind, Matcher, fold, is_name_pattern
 from ..policy.safeopen import symlink_free
+from . import kept
 from .gitconfig import MAX_OTHER_REPOS, redacted, repo_configs
 from .policy import (
     LINKED_FOLDERS,
@@ -134,9 +134,9 @@ def _linked_out(home: str) -> tuple[str, ...]:
     :data:`LINKS_KEEP_S` seconds; a folder past the bounds is not looked into."""
     now = time.monotonic()
     with _LINKS_LOCK:
-        kept = _LINKS.get(home)
-        if kept is not None and now - kept[0] < LINKS_KEEP_S:
-            return kept[1]
+        last = _LINKS.get(home)
+        if last is not None and now - last[0] < LINKS_KEEP_S:
+            return last[1]
     hidden_top = os.path.join(home, ".")
     found: list[str] = []
     todo: list[tuple[str, int]] = []
@@ -380,30 +380,24 @@ class _Folder:
     files: tuple[str, ...] = ()  # plain files: their link count is asked per call
 
 
-# A folder's key: (inode, mtime, ctime, device). The device too: an inode number and times are
-# only unique within one file system, and a mount point shows another file system's root under
-# the same path (every ext4 root is inode 2; a reproducible image's times are all one instant).
-_Key = tuple[int, int, int, int]
-
-# The scan's last look per folder, keyed like _LISTINGS (:data:`_Key`): a folder's key
-# changes whenever a name in it is added, removed or renamed, which is also the only way a
-# name in the project can come to point at a secret (``ln ~/.ssh/id_rsa proj/key`` adds a name
-# here). Kept: names, kinds, and whether a file had a second name then. What a file's content
-# says (a ``.git`` file's ``gitdir:``) and what other folders hold are read per call.
-_FOLDERS: dict[str, tuple[_Key, _Folder]] = {}
-_FOLDERS_MAX = 16_384
+# The scan's last look per folder (:mod:`server.box.kept`): a folder's key changes whenever a
+# name in it is added, removed or renamed, which is also the only way a name in the project can
+# come to point at a secret (``ln ~/.ssh/id_rsa proj/key`` adds a name here). Kept: names and
+# kinds. Asked per call: each file's link count (a second name made elsewhere leaves the folder
+# as it was), what a ``.git`` file says, what other folders hold.
+_FOLDERS: kept.Kept[_Folder] = kept.Kept(16_384)
 
 
 def _look_at(here: str, matcher: Matcher) -> _Folder | None:
     """``here``'s part of the scan: from the kept look when the folder is unchanged (one
     ``stat``), else from a ``scandir``."""
-    key = _folder_key(here)
+    since = kept.generation()
+    key = kept.folder_key(here)
     if key is None:
         return None
-    with _LISTINGS_LOCK:
-        kept = _FOLDERS.get(here)
-    if kept is not None and kept[0] == key:
-        return kept[1]
+    known = _FOLDERS.get(here, key)
+    if known is not None:
+        return known
     try:
         with os.scandir(here) as it:
             entries = list(it)
@@ -427,11 +421,7 @@ def _look_at(here: str, matcher: Matcher) -> _Folder | None:
         ):
             out.append(found)  # the rest (most files) change nothing in the kept part
     folder = _Folder(len(entries), frozenset(e.name for e in entries), tuple(out), tuple(files))
-    if key[2] < time.time_ns() - RACY_NS and _folder_key(here) == key:
-        with _LISTINGS_LOCK:
-            if len(_FOLDERS) >= _FOLDERS_MAX:
-                _FOLDERS.pop(next(iter(_FOLDERS)))
-            _FOLDERS[here] = (key, folder)
+    _FOLDERS.keep(here, key, folder, since)
     return folder
 
 
@@ -626,7 +616,7 @@ def made_by_call(
     Third: the folders the look could not list that ``unlisted`` (those it could not list
     before) does not hold: the call took their permissions away (``chmod 000 lib`` after
     planting ``lib/.envrc``), so what it made inside is unseen, and they are reported."""
-    _forget_if_remounted()
+    kept.forget_if_remounted()
     try:
         scan: Scan | None = _scan(project, home)
     except TooManySecrets:
@@ -665,107 +655,10 @@ def _made_repositories(project: str, known: Iterable[str], scanned: Iterable[str
 READ_ALLOW_SCAN = 64  # entries looked at per box.read_allow folder (a cache can be huge)
 
 
-class _Kind(enum.Enum):
-    """What a folder entry is, without following a symlink."""
-
-    DIR = "dir"
-    FILE = "file"
-    LINK = "link"
-    OTHER = "other"  # a socket, a pipe, a device
-
-
-# The last listing per folder, keyed by what changes when an entry is added, removed or
-# renamed (:data:`_Key`; ``st_ctime`` cannot be set back by a process).
-# A listing read within RACY_NS of the folder's last change is not kept. Only names and kinds:
-# whatever can change without the folder changing (a file's mode) is looked at per call.
-_LISTINGS: dict[str, tuple[_Key, tuple[tuple[str, _Kind], ...]]] = {}
-_LISTINGS_MAX = 512
-_LISTINGS_LOCK = threading.Lock()  # gather runs in several worker threads
-
-
-# The mount table's poll (Linux), opened at the first look: it fires once per change of the
-# table. Its file is kept open with it.
-_MOUNTS: list[tuple[object, Callable[[float], list[tuple[int, int]]]]] = []
-
-
-def _forget_if_remounted() -> None:
-    """Drop every kept look when something was mounted or unmounted since the last call: a
-    folder's key does not tell a file system from another mounted in its place (a second SD
-    card in the same reader, a loop device reused for another image: the same device, the
-    same root inode, and a reproducible image's times are all one instant). One ``poll``.
-    What was kept before the table was first watched is dropped too. Elsewhere (macOS) the
-    key's device is all there is."""
-    if sys.platform != "linux":
-        return
-    with _LISTINGS_LOCK:
-        if _MOUNTS:
-            changed = bool(_MOUNTS[0][1](0))
-        else:
-            try:
-                f = open("/proc/self/mountinfo", "rb")  # noqa: SIM115 - kept open for good
-            except OSError:
-                return
-            watcher = select.poll()
-            watcher.register(f.fileno(), select.POLLPRI)
-            _MOUNTS.append((f, watcher.poll))
-            changed = True
-        if changed:
-            _FOLDERS.clear()
-            _LISTINGS.clear()
-            _ALLOWED_LOOKS.clear()
-
-
-def _folder_key(folder: str) -> _Key | None:
-    try:
-        st = os.stat(folder, follow_symlinks=False)
-    except OSError:
-        return None
-    if not stat.S_ISDIR(st.st_mode):
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_dev)
-
-
-def _listing(folder: str) -> tuple[tuple[str, _Kind], ...] | None:
-    """(name, kind) of each entry of ``folder``, in ``scandir`` order; None when it cannot be
-    listed (gone, not a folder, no permission). One ``stat`` when nothing changed since the
-    last call, instead of a ``scandir`` and a ``stat`` per entry."""
-    key = _folder_key(folder)
-    if key is None:
-        return None
-    with _LISTINGS_LOCK:
-        cached = _LISTINGS.get(folder)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    out: list[tuple[str, _Kind]] = []
-    try:
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                try:
-                    if entry.is_symlink():
-                        kind = _Kind.LINK
-                    elif entry.is_dir(follow_symlinks=False):
-                        kind = _Kind.DIR
-                    elif entry.is_file(follow_symlinks=False):
-                        kind = _Kind.FILE
-                    else:
-                        kind = _Kind.OTHER
-                except OSError:
-                    continue
-                out.append((entry.name, kind))
-    except OSError:
-        return None
-    listing = tuple(out)
-    if key[2] < time.time_ns() - RACY_NS and _folder_key(folder) == key:
-        with _LISTINGS_LOCK:
-            if len(_LISTINGS) >= _LISTINGS_MAX:
-                _LISTINGS.pop(next(iter(_LISTINGS)))
-            _LISTINGS[folder] = (key, listing)
-    return listing
-
-
 # Per ``box.read_allow`` folder: the folders its look went through (with their keys) and what
 # it found; kept while every one of those folders is unchanged (one ``stat`` each).
-_ALLOWED_LOOKS: dict[str, tuple[tuple[tuple[str, _Key | None], ...], tuple[str, ...]]] = {}
+_Visited = tuple[tuple[str, kept.Key | None], ...]
+_ALLOWED_LOOKS: kept.Kept[tuple[_Visited, tuple[str, ...]]] = kept.Kept(512)
 
 
 def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
@@ -775,43 +668,41 @@ def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
     are small, and the toolchain caches hold no credentials of their own."""
     out: list[HostEntry] = []
     for top in allowed:
-        with _LISTINGS_LOCK:
-            kept = _ALLOWED_LOOKS.get(top)
-        if kept is not None and all(_folder_key(d) == key for d, key in kept[0]):
-            found = kept[1]
+        since, top_key = kept.generation(), kept.folder_key(top)
+        known = _ALLOWED_LOOKS.get(top, top_key) if top_key is not None else None
+        if known is not None and all(kept.folder_key(d) == key for d, key in known[0]):
+            found = known[1]
         else:
             visited, found = _look_for_secrets(top)
-            if all(key is not None and key[2] < time.time_ns() - RACY_NS for _, key in visited):
-                with _LISTINGS_LOCK:
-                    if len(_ALLOWED_LOOKS) >= _LISTINGS_MAX:
-                        _ALLOWED_LOOKS.pop(next(iter(_ALLOWED_LOOKS)))
-                    _ALLOWED_LOOKS[top] = (visited, found)
+            keys = [key for _, key in visited]
+            if top_key is not None and all(k is not None and kept.settled(k) for k in keys):
+                _ALLOWED_LOOKS.put(top, top_key, (visited, found), since)
         out += [HostEntry(path, False) for path in found]  # a file, a named pipe
     return out
 
 
 def _look_for_secrets(
     top: str,
-) -> tuple[tuple[tuple[str, _Key | None], ...], tuple[str, ...]]:
+) -> tuple[_Visited, tuple[str, ...]]:
     """One folder's look for :func:`_secrets_allowed`: (each folder listed, its key before the
     listing), and the secret-looking files found."""
     matcher = _name_matcher()
-    visited: list[tuple[str, _Key | None]] = []
+    visited: list[tuple[str, kept.Key | None]] = []
     found: list[str] = []
     todo, seen = [top], 0
     while todo and seen < READ_ALLOW_SCAN:
         here = todo.pop(0)
-        key = _folder_key(here)
+        key = kept.folder_key(here)
         visited.append((here, key))
-        entries = _listing(here) if key is not None else None
+        entries = kept.listing(here) if key is not None else None
         if entries is None:
             continue
         for name, kind in entries[: READ_ALLOW_SCAN - seen]:
             seen += 1
             path = os.path.join(here, name)
-            if kind == _Kind.DIR:
+            if kind == kept.Kind.DIR:
                 todo.append(path)
-            elif kind != _Kind.LINK and matcher.secret_file(fold(path)):
+            elif kind != kept.Kind.LINK and matcher.secret_file(fold(path)):
                 found.append(path)
     return tuple(visited), tuple(found)
 
@@ -891,17 +782,17 @@ def _foreign_tops(
     exact = frozenset(os.path.normpath(n) for n in needed)
     # (by its real path: a /var that is a link, ``/var -> /opt/var``, is listed through it,
     # as ``os.scandir`` did; the masks keep the link's path, which bubblewrap follows too)
-    for name, kind in _listing(_realpath(root)) or ():
-        if name in system or kind == _Kind.LINK:
+    for name, kind in kept.listing(_realpath(root)) or ():
+        if name in system or kind == kept.Kind.LINK:
             continue  # a symlink at the top leads to a folder judged on its own
         path = os.path.join(root, name)
-        if kind == _Kind.FILE:
+        if kind == kept.Kind.FILE:
             # A file straight in / (a dump a script left: /backup.sql) is data too: an empty
             # file in its place, when this user can read it at all (asked per call: a mode).
             if os.access(path, os.R_OK) and path not in needed:
                 masks.append(HostEntry(path, False))
             continue
-        if kind != _Kind.DIR:
+        if kind != kept.Kind.DIR:
             continue  # a socket, a device: nothing to read
         if any(h in exact for h in _holders(path)):
             continue  # the top itself is needed (a root at /srv), or what holds it
@@ -1408,7 +1299,7 @@ def gather(
 ) -> HostView:
     """What the disk says for a call in ``cwd`` (a real, existing folder). ``named_roots``:
     the roots as the config names them (a link there is made again in the box)."""
-    _forget_if_remounted()
+    kept.forget_if_remounted()
     home = _realpath(os.path.expanduser("~"))
     real_roots = tuple(r for r in (_real(x) for x in roots) if r is not None)
     cwd = _realpath(cwd)
@@ -1483,7 +1374,7 @@ def _existing(paths: Iterable[str]) -> frozenset[str]:
         by_folder.setdefault(os.path.dirname(path), []).append(path)
     out: set[str] = set()
     for folder, inside in by_folder.items():
-        listing = _listing(folder)
+        listing = kept.listing(folder)
         if listing is None:  # not a folder (a symlink to one, gone, unreadable)
             out.update(p for p in inside if os.path.lexists(p))
             continue

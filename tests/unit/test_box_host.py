@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 
 from omp_a2a_bridge.server.box.host import (
-    _LISTINGS,
-    _folder_key,
-    _forget_if_remounted,
     _hidden,
     _is_git_dir,
-    _Kind,
     _linked_out,
-    _listing,
     _realpath,
     _scan,
     _secrets_allowed,
@@ -524,26 +518,8 @@ def test_the_fast_realpath_answers_what_realpath_answers(tmp_path):
         assert _realpath(path) == os.path.realpath(path), name
 
 
-def test_kept_listings_see_an_added_and_a_removed_entry(tmp_path, monkeypatch):
-    monkeypatch.setattr(
-        "omp_a2a_bridge.server.box.host.RACY_NS", 0
-    )  # keep even what changed a moment ago
-    folder = str(tmp_path)
-    (tmp_path / "a").write_text("")
-    first = _listing(folder)
-    assert first is not None and [n for n, _ in first] == ["a"]
-    assert _listing(folder) is first  # kept: the folder did not change
-    (tmp_path / "b").mkdir()
-    kinds = dict(_listing(folder) or ())
-    assert kinds == {"a": _Kind.FILE, "b": _Kind.DIR}
-    os.unlink(tmp_path / "a")
-    os.rmdir(tmp_path / "b")
-    (tmp_path / "b").symlink_to("/")
-    assert dict(_listing(folder) or ()) == {"b": _Kind.LINK}
-
-
 def test_a_secret_written_into_a_read_allow_folder_is_found_on_the_next_call(tmp_path, monkeypatch):
-    monkeypatch.setattr("omp_a2a_bridge.server.box.host.RACY_NS", 0)
+    monkeypatch.setattr("omp_a2a_bridge.server.box.secrets.RACY_NS", 0)
     top = tmp_path / "git"
     (top / "sub").mkdir(parents=True)
     (top / "config").write_text("[user]\n")
@@ -553,29 +529,13 @@ def test_a_secret_written_into_a_read_allow_folder_is_found_on_the_next_call(tmp
     assert found == [str(top / "sub" / "credentials")]
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the mount table is watched on Linux")
-def test_kept_looks_from_before_the_mount_table_was_watched_are_dropped(tmp_path, monkeypatch):
-    """A look kept before the bridge watched the mount table may be of a disk since swapped
-    for another with the same key (attack8 #2): the first watch drops every kept look, and a
-    folder's key holds its device."""
-    monkeypatch.setattr("omp_a2a_bridge.server.box.host.RACY_NS", 0)
-    monkeypatch.setattr("omp_a2a_bridge.server.box.host._MOUNTS", [])
-    folder = str(tmp_path)
-    (tmp_path / "a").write_text("")
-    assert _listing(folder) is _listing(folder)  # kept
-    key = _folder_key(folder)
-    assert key is not None and key[3] == os.stat(folder).st_dev
-    _forget_if_remounted()
-    assert folder not in _LISTINGS
-
-
 def test_a_file_given_a_second_name_elsewhere_after_its_folders_look_is_masked(
     tmp_path, monkeypatch
 ):
     """A kept look does not keep a file's link count (attack8 #1): ``ln proj/src/notes
     ~/.bash_history`` adds no name to ``src``, and what is written through the other name is
     read through this one."""
-    monkeypatch.setattr("omp_a2a_bridge.server.box.host.RACY_NS", 0)
+    monkeypatch.setattr("omp_a2a_bridge.server.box.secrets.RACY_NS", 0)
     src = tmp_path / "proj" / "src"
     src.mkdir(parents=True)
     (src / "notes.txt").write_text("notes")
