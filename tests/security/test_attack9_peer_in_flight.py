@@ -143,6 +143,8 @@ def test_a_connection_held_by_no_process_cannot_approve(ctl, env) -> None:
         assert allowed == {}, (allowed, text)
         assert [p.id for p in ctl.runner.snapshot().pending] == [write.id]
         assert "write(*)" not in [rule.text for rule in ctl.runner.rules().allow]
+        wthread.join(1)
+        assert not os.path.exists(target)
     finally:
         ctl.runner.detach_approver(human)
         approver.close()
