@@ -15,6 +15,15 @@ the kernel's timer, not luck. Once the response is queued (``rx_queue`` in ``/pr
 the sender takes the descriptor back and reads it; each request is sent the same way (Tornado
 makes a connection object per request, so each is checked again, and each passes).
 
+Not fixed: the design allows a peer no readable process holds (the human's CLI in a parent user
+namespace, as ``tests/security/test_attack6_escaped_approver.py`` runs the bridge; a browser's
+non-dumpable network process), and refusing bearer requests found in no process broke exactly
+that. What would tell the two apart: see the report (refuse when no unreadable process of the
+bridge's own user exists; a socket's uid from sock_diag; a second factor the page and CLI
+hold that a file read cannot give). Fixed on the way: a process on a found holder's chain
+that is gone when the walk reads it counts as a tool's (``tool_on_chain(gone_is_tool=True)``),
+so a holder that exits after the scan found it no longer ends the walk as if at init.
+
 Reproduced from a bash call the human let run outside the box (the box cuts the network and
 hides ``control.json``), with bubblewrap: the call's PID namespace does not matter, the socket
 is in no process at all.
@@ -22,6 +31,7 @@ is in no process at all.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import sys
@@ -41,11 +51,14 @@ IN_FLIGHT = r"""
 import json, socket, sys, time
 info = json.load(open(bytes.fromhex(sys.argv[1]).decode()))
 host, port = info["url"].split("//", 1)[1].rstrip("/").rsplit(":", 1)
-auth = "Bearer " + info["secret"]
+cookie = open(sys.argv[2]).read().strip() if sys.argv[2:] else ""  # a page session's
+csrf = ""
 
 def request(method, path, body=None):
     data = b"" if body is None else json.dumps(body).encode()
-    head = (f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: {auth}\r\n"
+    auth = (f"Cookie: a2a_page={cookie}\r\nX-CSRF-Token: {csrf}\r\n" if cookie
+            else f"Authorization: Bearer {info['secret']}\r\n")
+    head = (f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\n{auth}"
             f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n")
     return head.encode() + data
 
@@ -90,8 +103,13 @@ def in_flight(sock, data):
     return sock, response(sock)
 
 sock = socket.create_connection((host, int(port)))
+out = {}
+if cookie:  # the page says its CSRF token to its cookie
+    sock, out["page"] = in_flight(sock, request("GET", "/"))
+    if out["page"][0] == 200:
+        csrf = out["page"][1].split('name="csrf-token" content="', 1)[1].split('"', 1)[0]
 sock, listed = in_flight(sock, request("GET", "/api/pending"))
-out = {"pending": listed}
+out["pending"] = listed
 if listed[0] == 200:
     ids = [p["id"] for p in json.loads(listed[1])["pending"] if p["tool"] == "write"]
     for name, method, path, body in (
@@ -103,18 +121,18 @@ print("RESULT " + json.dumps(out))
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attack9 #1: a control connection held by no process (its descriptor in flight in "
-    "an SCM_RIGHTS message, the request corked) is not refused: pids_holding finds nobody and "
-    "_find_peer_once answers pid=None, hidden_tool=False; the verdict is then kept for the "
-    "connection",
-)
-def test_a_connection_held_by_no_process_cannot_approve(ctl, env) -> None:
+def _attack(ctl, env, cookie: str | None) -> None:
+    """The escape from one approved outside call: every control request of one connection
+    sent in flight (bearer, or the page's ``cookie``); asserts each was refused."""
     script = os.path.join(env["root"], "in_flight.py")
     with open(script, "w") as f:
         f.write(IN_FLIGHT)
     control_json = os.path.join(env["runtime"], "control.json").encode().hex()
+    cookie_file = ""
+    if cookie is not None:  # what the human's browser keeps (its cookie or session store)
+        cookie_file = os.path.join(env["root"], "browser-cookie.txt")
+        with open(cookie_file, "w") as f:
+            f.write(cookie)
     approver = WsApprover(ctl.info)  # calls wait for a human
     human = ctl.runner.attach_approver("test human")
     try:
@@ -124,7 +142,7 @@ def test_a_connection_held_by_no_process_cannot_approve(ctl, env) -> None:
         [write] = wait_for(lambda: ctl.runner.snapshot().pending or None, 60)
         agent = ctl.client("agent")
         args = {
-            "command": f"{sys.executable} {script} {control_json}",
+            "command": f"{sys.executable} {script} {control_json} {cookie_file}",
             "box": False,
             "reason": "npm install needs the network",
         }
@@ -150,3 +168,40 @@ def test_a_connection_held_by_no_process_cannot_approve(ctl, env) -> None:
         approver.close()
         for p in ctl.runner.snapshot().pending:
             ctl.runner.decide(p.id, Decision.DENY)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="attack9 #1: a control connection held by no process (its descriptor in flight in "
+    "an SCM_RIGHTS message, the request corked) is not refused: pids_holding finds nobody and "
+    "_find_peer_once answers pid=None, hidden_tool=False",
+)
+def test_a_connection_held_by_no_process_cannot_approve(ctl, env) -> None:
+    """The bearer secret (``control.json``), each request sent with its socket in flight."""
+    _attack(ctl, env, None)
+
+
+def _page_cookie(ctl) -> str:
+    """The human logs in to the page (a login code from the CLI, the link in a browser): the
+    session cookie that browser then keeps."""
+    code = ctl.api.call("POST", "/api/login-code", {}).json["code"]
+    port = int(ctl.info.url.rstrip("/").rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", f"/login?code={code}")
+        r = conn.getresponse()
+        r.read()
+        header = r.getheader("Set-Cookie") or ""
+    finally:
+        conn.close()
+    assert header.startswith("a2a_page="), header
+    return header.split("=", 1)[1].split(";", 1)[0]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="attack9 #1, with the page's cookie (a box:false call reads it from the browser's "
+    "cookie or session store): a request whose socket no process holds is not refused",
+)
+def test_a_connection_held_by_no_process_cannot_approve_with_the_page_cookie(ctl, env) -> None:
+    _attack(ctl, env, _page_cookie(ctl))
