@@ -1002,7 +1002,9 @@ def _look_now(folder: str, room: int, roots: tuple[str, ...]) -> tuple[list[Host
         for entry in entries:
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    if not _index_skips(entry.name):
+                    if entry.name == ".git":  # the index's repos get a redacted config
+                        out += _credential_configs(entry.path)
+                    elif not _index_skips(entry.name):
                         todo.append(entry.path)
                 elif matcher.secret_file(fold(entry.path)):
                     if entry.is_symlink():
@@ -1012,6 +1014,16 @@ def _look_now(folder: str, room: int, roots: tuple[str, ...]) -> tuple[list[Host
             except OSError:
                 continue
     return out, seen
+
+
+def _credential_configs(git_dir: str) -> list[HostEntry]:
+    """A repository found by :func:`_look_now`: its git config (and what it includes) masked
+    whole when it holds a credential. The index's repositories get a redacted copy instead
+    (:func:`_git_redacted`, from ``index.repos``); this one is not in the index, and the folder
+    was hidden whole before it was looked into (attack9: ``https://me:TOKEN@host`` showed)."""
+    home = os.path.expanduser("~")
+    pairs = redacted([os.path.join(git_dir, "config")], home, MAX_OTHER_REPOS)
+    return [HostEntry(real, False) for real, _ in pairs]
 
 
 def _unindexed_masks(folders: Iterable[str], roots: tuple[str, ...]) -> list[HostEntry]:

@@ -248,6 +248,19 @@ def _exists_at(fd: int, name: str) -> bool:
     return True
 
 
+def _system_program(name: str) -> str:
+    """``name`` from the system's own folders, never looked up on the bridge's ``PATH``: the
+    sweep runs in the folder that held what it removes (the call's project), where a relative
+    ``PATH`` entry (``.``, ``node_modules/.bin``, an empty one: ``PATH=$GOBIN:$PATH`` with
+    ``GOBIN`` unset) found the call's own ``chmod``, run outside the box in the bridge's session
+    (attack9)."""
+    for folder in ("/usr/bin", "/bin"):
+        path = os.path.join(folder, name)
+        if os.access(path, os.X_OK):
+            return path
+    return os.path.join("/bin", name)
+
+
 def _remove(fd: int, name: str) -> None:
     if not stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
         os.unlink(name, dir_fd=fd)
@@ -261,7 +274,8 @@ def _remove(fd: int, name: str) -> None:
     # ``chmod``/``rm`` run in the folder the descriptor holds, never by a path that a link
     # could redirect; -R and -rf follow no link inside the tree.
     where = f"/proc/self/fd/{fd}" if sys.platform.startswith("linux") else None
-    for argv in (["chmod", "-R", "u+rwx", "--", aside], ["rm", "-rf", "--", aside]):
+    chmod, rm = _system_program("chmod"), _system_program("rm")
+    for argv in ([chmod, "-R", "u+rwx", "--", aside], [rm, "-rf", "--", aside]):
         if where is None:
             break
         subprocess.run(argv, cwd=where, pass_fds=(fd,), capture_output=True, check=False)

@@ -27,7 +27,11 @@ can be in the bridge's session, while what the bridge starts for itself stays th
 the box probe, the browser or editor the tray opens: :func:`tray.app.open_url`).
 A peer whose process cannot be read (another user's, a parent user namespace's, or one that made
 itself non-dumpable) is refused when any unreadable process descends from a tool (fail closed
-where it matters); a connection missing from the TCP tables is refused. Other systems have no
+where it matters); a connection missing from the TCP tables is refused. **Open** (attack9,
+``tests/security/test_attack9_peer_in_flight.py``): a socket that *no* process holds - its
+descriptor in flight in an ``SCM_RIGHTS`` message, the request corked until then - is not
+refused either (nobody is found, and unreadable processes that are not a tool's are allowed).
+Other systems have no
 ``/proc``: there the peer is not checked (fail open), which the README states.
 
 Cost: one sock_diag lookup (or, without it, a read of the TCP tables) and a scan of the
@@ -241,10 +245,15 @@ def is_tool(pid: int) -> bool:
     return any(v.split(b"=", 1)[0] == TOOL_MARKER.encode() for v in environ.split(b"\0"))
 
 
-def tool_on_chain(pid: int, bridge_pid: int) -> int | None:
+def tool_on_chain(pid: int, bridge_pid: int, gone_is_tool: bool = False) -> int | None:
     """The first process from ``pid`` up to (not including) the bridge that is a tool: one
     started with the tool marker, or the bridge's child on the chain when that child is in a
-    session other than the bridge's (an orphan the bridge adopted; see the module docstring)."""
+    session other than the bridge's (an orphan the bridge adopted; see the module docstring).
+
+    ``gone_is_tool``: a process on the chain that is gone by the time it is read counts as a
+    tool's (fail closed), for the chain of a process found holding the socket. Why: a tool's
+    process could exit (and be reaped) between the scan that found it and this walk, or an
+    ancestor of it between two steps, and the walk then ended as if at init (attack9)."""
     bridge_session = session_of(bridge_pid)
     current: int | None = pid
     for _ in range(MAX_DEPTH):
@@ -254,7 +263,7 @@ def tool_on_chain(pid: int, bridge_pid: int) -> int | None:
             return current
         found = parent_and_session(current)
         if found is None:
-            return None
+            return current if gone_is_tool else None
         parent, session = found
         if parent == bridge_pid and bridge_session is not None and session != bridge_session:
             return current  # not the bridge's own: a tool's orphan it adopted
@@ -315,7 +324,7 @@ def _find_peer_once(
             hidden = any(tool_on_chain(pid, me) is not None for pid in unreadable)
             return Peer(checked=True, pid=None, hidden_tool=hidden), bool(unreadable)
         for pid in pids:
-            tool = tool_on_chain(pid, me)
+            tool = tool_on_chain(pid, me, gone_is_tool=True)
             if tool is not None:
                 return Peer(checked=True, pid=pid, tool_pid=tool), True
     except OutOfDescriptors:
