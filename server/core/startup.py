@@ -30,7 +30,7 @@ from ..control.controlfile import (
     read_control,
 )
 from ..errors import AlreadyRunning, ConfigError, RuntimeDirError, StartupError
-from ..infra import logfile, orphans
+from ..infra import childenv, logfile, orphans
 from ..infra.audit import AuditLog
 from ..infra.config import Config, audit_path, load_config, update_config
 from ..infra.tokens import KeyringStore, TokenStore
@@ -125,6 +125,7 @@ def prepare(opts: RunnerOptions, out: Prepared) -> None:
     :class:`AlreadyRunning` before anything is bound.
     """
     out.nofile = raise_nofile()
+    childenv.keep_absolute_path()  # no ./chmod from a project folder (server/infra/childenv.py)
     box_probe.probe()  # once per process, before the loop runs (it starts bwrap once)
     orphans.enable()  # a tool's orphans stay the bridge's (server/control/peer.py)
     config = _load_config(opts)

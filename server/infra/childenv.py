@@ -201,6 +201,25 @@ def build_env(
 PR_SET_DUMPABLE = 4
 
 
+def absolute_path(value: str) -> str:
+    """``PATH`` without its empty and relative entries (pure).
+
+    Why: the bridge runs programs by name (``chmod``, ``ssh``...) and some of them from a
+    folder an agent can write (a call's project); an empty entry (``PATH=$GOBIN:$PATH`` with
+    ``GOBIN`` unset gives ``:/usr/bin``) or ``.``/``node_modules/.bin`` there made the agent's
+    own ``./chmod`` run outside the box, as the bridge (an outside review, attack9). Only
+    absolute folders name the same programs wherever the bridge stands."""
+    return os.pathsep.join(p for p in value.split(os.pathsep) if p and os.path.isabs(p))
+
+
+def keep_absolute_path() -> None:
+    """Drop the relative entries of this process's ``PATH`` (:func:`absolute_path`), once at
+    start: every program the bridge and its tools look up by name is found the same way."""
+    value = os.environ.get("PATH")
+    if value is not None and absolute_path(value) != value:
+        os.environ["PATH"] = absolute_path(value)
+
+
 def hide_own_environment() -> bool:
     """Linux: make the bridge process non-dumpable, as ``ssh-agent`` and ``gpg-agent`` do.
 

@@ -89,13 +89,26 @@ def test_a_project_file_given_a_second_name_after_its_look_is_masked(world: Worl
     assert MARKER not in text, text  # the scan before 34ab52e masked it (two names)
 
 
+def _program(name: str) -> str | None:
+    """``name`` on PATH, or in the sbin folders a plain PATH (CI's) leaves out."""
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
+
+
+def _tool(name: str) -> str:
+    found = _program(name)
+    assert found is not None, name
+    return found
+
+
 @contextlib.contextmanager
 def _mounted(image: str, where: str, mode: str = "ro") -> Iterator[None]:
-    subprocess.run(["mount", "-o", f"loop,{mode}", image, where], check=True, capture_output=True)
+    subprocess.run(
+        [_tool("mount"), "-o", f"loop,{mode}", image, where], check=True, capture_output=True
+    )
     try:
         yield
     finally:
-        subprocess.run(["umount", where], check=False, capture_output=True)
+        subprocess.run([_tool("umount"), where], check=False, capture_output=True)
 
 
 def _image(base: str, name: str, files: dict[str, str]) -> str:
@@ -107,7 +120,9 @@ def _image(base: str, name: str, files: dict[str, str]) -> str:
     image = os.path.join(base, name + ".img")
     with open(image, "wb") as f:
         f.truncate(4 << 20)
-    subprocess.run(["mkfs.ext4", "-q", "-F", "-d", tree, image], check=True, capture_output=True)
+    subprocess.run(
+        [_tool("mkfs.ext4"), "-q", "-F", "-d", tree, image], check=True, capture_output=True
+    )
     for field, value in (
         ("mtime", "20200101000000"),
         ("ctime", "20200101000000"),
@@ -115,12 +130,12 @@ def _image(base: str, name: str, files: dict[str, str]) -> str:
         ("ctime_extra", "0"),
     ):
         cmd = f"set_inode_field <2> {field} {value}"
-        subprocess.run(["debugfs", "-w", "-R", cmd, image], check=True, capture_output=True)
+        subprocess.run([_tool("debugfs"), "-w", "-R", cmd, image], check=True, capture_output=True)
     return image
 
 
 def _can_mount_images() -> None:
-    missing = [p for p in ("mkfs.ext4", "debugfs", "mount") if shutil.which(p) is None]
+    missing = [p for p in ("mkfs.ext4", "debugfs", "mount") if _program(p) is None]
     if os.geteuid() != 0 or missing or not os.path.exists("/dev/loop-control"):
         message = f"mounts disk images: needs root and loop devices (missing: {missing})"
         if os.environ.get("CI"):
