@@ -18,6 +18,7 @@ import struct
 import sys
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterable
 
 from ..policy.private import SNAP, git_config_files, git_named, gitdir_of_file, snap_homes
@@ -1391,11 +1392,20 @@ def _existing(paths: Iterable[str]) -> frozenset[str]:
             out.update(p for p in inside if os.path.lexists(p))
             continue
         names = {name for name, _ in listing}
+        loose = {_loose(name) for name in names}
         for path in inside:
             name = os.path.basename(path)
-            if name in names or (name in ("", ".", "..") and os.path.lexists(path)):
+            if name in names:
                 out.add(path)
+            elif (name in ("", ".", "..") or _loose(name) in loose) and os.path.lexists(path):
+                out.add(path)  # a file system that folds case or Unicode forms (APFS, casefold)
     return frozenset(out)
+
+
+def _loose(name: str) -> str:
+    """``name`` as a case- and form-insensitive file system may match it (``.VSCode`` is
+    ``.vscode`` on APFS): a loose match is confirmed by ``lexists``, never taken as is."""
+    return unicodedata.normalize("NFC", name).casefold()
 
 
 def _links(existing: Iterable[str], linked: Iterable[str]) -> tuple[tuple[str, str], ...]:

@@ -545,3 +545,19 @@ def test_a_file_given_a_second_name_elsewhere_after_its_folders_look_is_masked(
     assert _scan(project, "/nonexistent").masks == []  # from the kept look
     os.link(src / "notes.txt", tmp_path / "elsewhere" / "history")
     assert [m.path for m in _scan(project, "/nonexistent").masks] == [str(src / "notes.txt")]
+
+
+def test_persistence_found_under_another_case_on_a_folding_file_system(tmp_path, monkeypatch):
+    """On a file system that folds case (APFS, an ext4 casefold folder) ``.VSCode`` is what
+    ``.vscode`` names: it exists, so the sweep must not take it for one a call made (attack8
+    note). Simulated: the listing shows ``.VSCode`` and ``lexists`` answers as such a file
+    system does."""
+    from omp_a2a_bridge.server.box import host
+
+    (tmp_path / ".VSCode").mkdir()
+    wanted = str(tmp_path / ".vscode")
+    real = os.path.lexists
+    monkeypatch.setattr(
+        host.os.path, "lexists", lambda p: real(p) or p == wanted
+    )  # the folding file system's answer
+    assert host._existing([wanted, str(tmp_path / ".idea")]) == frozenset({wanted})  # noqa: SLF001
