@@ -483,7 +483,7 @@ def _scan(top: str, home: str) -> Scan:
     ``objects`` + ``refs``), ``.vscode``, ``.idea``, ``.envrc``, ``.direnv``, ``.husky``,
     ``.githooks``, ``*.pth``, ``sitecustomize.py``. Symlinks are not followed (their targets
     are judged where they lie). Each folder's part is kept while the folder is unchanged
-    (:func:`_look_at`): a project of 1,300 files cost 12 ms a boxed call, every call; each
+    (:func:`_look_at`): a tree of 1,200 files cost 13 ms a boxed call, every call; each
     plain file's link count is still asked per call (an ``lstat``: ~2.7 ms of it)."""
     matcher = _name_matcher()
     scan = Scan([], [], [], [])
