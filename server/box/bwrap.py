@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .plan import BoxPlan
-from .policy import BOX_TMP
+from .policy import BOX_TMP, holders
 
 # The descriptor a boxed bash call's bubblewrap reports its status on (``--json-status-fd``):
 # the call's supervisor puts a pipe there (server/tools/reaper.py). bubblewrap writes
@@ -83,15 +83,6 @@ def _mounts(plan: BoxPlan, host: BwrapHost) -> list[list[str]]:
 _CHEAP = frozenset({"--tmpfs"})
 
 
-def _holders(path: str) -> list[str]:
-    """``path`` and every folder above it, ``/a/b`` -> ``/a/b``, ``/a``, ``/``."""
-    out = [path]
-    while path not in ("/", ""):
-        path = os.path.dirname(path)
-        out.append(path)
-    return out
-
-
 def schedule(mounts: Sequence[Sequence[str]]) -> list[list[str]]:
     """``mounts`` (each ``[flag, ..., dest]``, in an order where a mount comes after every
     mount on a folder holding it) reordered so every bind comes as early as that allows and
@@ -105,7 +96,7 @@ def schedule(mounts: Sequence[Sequence[str]]) -> list[list[str]]:
         if mount[0] in _CHEAP:
             waiting.setdefault(dest, []).append(list(mount))
             continue
-        needed = [m for d in reversed(_holders(dest)) for m in waiting.pop(d, ())]
+        needed = [m for d in reversed(holders(dest)) for m in waiting.pop(d, ())]
         out += needed
         out.append(list(mount))
     return out + [m for ms in waiting.values() for m in ms]

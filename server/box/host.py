@@ -36,6 +36,7 @@ from .policy import (
     BoxConfig,
     HostEntry,
     HostView,
+    holders,
     home_data_folders,
     is_nested_persistence,
     persistence_paths,
@@ -671,7 +672,7 @@ def _secrets_allowed(allowed: Iterable[str]) -> list[HostEntry]:
     for top in allowed:
         since, top_key = kept.generation(), kept.folder_key(top)
         known = _ALLOWED_LOOKS.get(top, top_key) if top_key is not None else None
-        if known is not None and all(kept.folder_key(d) == key for d, key in known[0]):
+        if known is not None and all(kept.folder_key(d) == key for d, key in known[0][1:]):
             found = known[1]
         else:
             visited, found = _look_for_secrets(top)
@@ -740,15 +741,6 @@ SYSTEM_TOPS = frozenset(
 )
 
 
-def _holders(path: str) -> list[str]:
-    """``path`` and every folder above it, up to ``/``."""
-    out = [path]
-    while path not in (os.sep, ""):
-        path = os.path.dirname(path)
-        out.append(path)
-    return out
-
-
 def _foreign_tops(
     needed: Iterable[str],
     programs: Iterable[str] = (),
@@ -795,7 +787,7 @@ def _foreign_tops(
             continue
         if kind != kept.Kind.DIR:
             continue  # a socket, a device: nothing to read
-        if any(h in exact for h in _holders(path)):
+        if any(h in exact for h in holders(path)):
             continue  # the top itself is needed (a root at /srv), or what holds it
         masks.append(HostEntry(path, True))
         reopened += inside.get(name, [])
@@ -1392,12 +1384,15 @@ def _existing(paths: Iterable[str]) -> frozenset[str]:
             out.update(p for p in inside if os.path.lexists(p))
             continue
         names = {name for name, _ in listing}
-        loose = {_loose(name) for name in names}
+        loose: set[str] | None = None  # made once, when a name is not there as it is
         for path in inside:
             name = os.path.basename(path)
             if name in names:
                 out.add(path)
-            elif (name in ("", ".", "..") or _loose(name) in loose) and os.path.lexists(path):
+                continue
+            if loose is None:
+                loose = {_loose(n) for n in names}
+            if (name in ("", ".", "..") or _loose(name) in loose) and os.path.lexists(path):
                 out.add(path)  # a file system that folds case or Unicode forms (APFS, casefold)
     return frozenset(out)
 

@@ -213,6 +213,15 @@ def within(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
 
 
+def holders(path: str) -> list[str]:
+    """``path`` and every folder above it, ``/a/b`` -> ``/a/b``, ``/a``, ``/`` (pure)."""
+    out = [path]
+    while path not in (os.sep, ""):
+        path = os.path.dirname(path)
+        out.append(path)
+    return out
+
+
 def data_folder(path: str) -> bool:
     """A folder the box hides whole because it holds data, not the system: a top-level
     folder no OS makes (``/srv``), or one of /var outside :data:`VAR_SHOWN` (``/var/mail``).
@@ -270,10 +279,10 @@ def pins(targets: list[str], trees: list[str]) -> list[str]:
     human's was, or move a masked secret where the next call's scan does not look."""
     out: set[str] = set()
     for target in targets:
-        holders = [t for t in trees if within(target, t) and target != t]
-        if not holders:
+        around = [t for t in trees if within(target, t) and target != t]
+        if not around:
             continue
-        tree = max(holders, key=len)
+        tree = max(around, key=len)
         here = os.path.dirname(target)
         while here != tree and within(here, tree):
             out.add(here)

@@ -19,11 +19,10 @@ from typing import Any
 import pytest
 
 from omp_a2a_bridge.server.box import edges, run
-from omp_a2a_bridge.server.box import probe as box_probe
 from omp_a2a_bridge.server.box.plan import BoxPlan
 from omp_a2a_bridge.server.tools.shell import BOX_SETUP_TRIES
 
-from ..support.boxworld import require_bwrap
+from ..support.boxworld import box_home
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the box is Linux-only")
 BWRAP_LIKE = "bwrap: Can't mount tmpfs on /newroot/srv: No such file or directory"
@@ -31,17 +30,8 @@ BWRAP_LIKE = "bwrap: Can't mount tmpfs on /newroot/srv: No such file or director
 
 @pytest.fixture
 def home(tmp_path, monkeypatch, env):
-    require_bwrap()
-    if not box_probe.probe().available:
-        pytest.skip(f"no box here: {box_probe.status().detail}")
-    home = tmp_path / "home"
-    (home / "other").mkdir(parents=True)
-    (home / "other" / ".env").write_text("TOKEN=PLANTED-OTHER-ENV\n")
-    (home / "project").mkdir()
-    (home / "project" / "notes.txt").write_text("PUBLIC needle\n")
-    monkeypatch.setenv("HOME", str(home))
-    edges.forget_plans()  # walk plans are cached per base for a few seconds
-    return home
+    files = {"other/.env": "TOKEN=PLANTED-OTHER-ENV\n", "project/notes.txt": "PUBLIC needle\n"}
+    return box_home(tmp_path, monkeypatch, files)
 
 
 @pytest.fixture

@@ -17,12 +17,11 @@ import sys
 import pytest
 
 from omp_a2a_bridge.server.box import edges
-from omp_a2a_bridge.server.box import probe as box_probe
 from omp_a2a_bridge.server.tools import grep as grep_tool
 from omp_a2a_bridge.server.tools import search as search_tool
 
 from ..integration.test_upstream_servers import ready
-from ..support.boxworld import require_bwrap, world_fixture
+from ..support.boxworld import box_home, world_fixture
 from ..support.helpers import wait_for
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the box is Linux-only")
@@ -32,20 +31,13 @@ KEY = "PLANTED-SSH-PRIVATE-KEY"
 
 @pytest.fixture
 def home(tmp_path, monkeypatch, env):
-    require_bwrap()
-    if not box_probe.probe().available:
-        pytest.skip(f"no box here: {box_probe.status().detail}")
-    home = tmp_path / "home"
-    (home / ".ssh").mkdir(parents=True)
-    (home / ".ssh" / "id_rsa").write_text(f"{KEY}\n")
-    (home / ".ssh" / "plain.txt").write_text("PLANTED-SSH-PLAIN needle\n")
-    (home / ".bashrc").write_text("# PLANTED-BASHRC\n")
-    sub = home / "project" / "sub"
-    sub.mkdir(parents=True)
-    (sub / "plain.txt").write_text("PUBLIC needle\n")
-    monkeypatch.setenv("HOME", str(home))
-    edges.forget_plans()  # plans are cached per base for a few seconds
-    return home
+    files = {
+        ".ssh/id_rsa": f"{KEY}\n",
+        ".ssh/plain.txt": "PLANTED-SSH-PLAIN needle\n",
+        ".bashrc": "# PLANTED-BASHRC\n",
+        "project/sub/plain.txt": "PUBLIC needle\n",
+    }
+    return box_home(tmp_path, monkeypatch, files)
 
 
 @pytest.fixture

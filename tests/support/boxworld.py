@@ -86,6 +86,25 @@ def top_level_folder(prefix: str) -> Iterator[str]:
         shutil.rmtree(top, ignore_errors=True)
 
 
+def box_home(tmp_path: Any, monkeypatch: Any, files: dict[str, str]) -> Any:
+    """An in-process test's home with ``files`` (relative path -> text) that only a working box
+    can serve (skipped where this machine cannot box, failed under CI without bwrap); walk
+    plans forgotten (they are kept per base for a few seconds)."""
+    from omp_a2a_bridge.server.box import edges
+    from omp_a2a_bridge.server.box import probe as box_probe
+
+    require_bwrap()
+    if not box_probe.probe().available:
+        pytest.skip(f"no box here: {box_probe.status().detail}")
+    home = tmp_path / "home"
+    for rel, text in files.items():
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(text)
+    monkeypatch.setenv("HOME", str(home))
+    edges.forget_plans()
+    return home
+
+
 def require_bwrap() -> None:
     if not os.access("/usr/bin/bwrap", os.X_OK) and shutil.which("bwrap") is None:
         message = "needs bwrap: apt-get install bubblewrap"
